@@ -1,0 +1,204 @@
+"""The PyTorch backend on cpu, cuda and mps.
+
+Precision recipes, as deployed in practice and recorded in every row:
+- inference fp16/bf16: weights and activations cast to that dtype;
+- training fp16/bf16: autocast with fp32 master weights (fp16 adds a GradScaler);
+- int8 (inference, CPU): torch.ao dynamic quantization of nn.Linear layers.
+A combination the device cannot run is reported by `unsupported_reason`, never faked.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmark_runners.harness import Step
+from benchmark_runners.records import BenchmarkConfig
+from benchmark_runners.timers import IterationClock
+from models.analysis import flop_count_per_sample
+from models.catalog import ModelSpec
+from models.loading import build_model
+
+# Below this share of forward FLOPs in linear layers, "dynamic int8" would mostly time fp32 layers.
+MIN_INT8_LINEAR_FRACTION = 0.5
+
+
+def linear_equivalents(model) -> int:
+    """Replace transformers' Conv1D (y = x @ W + b, W stored transposed) by the identical
+    nn.Linear, so dynamic quantization reaches GPT-2-style layers. Returns how many."""
+    import torch
+
+    replaced = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child).__name__ == "Conv1D":
+                n_in, n_out = child.weight.shape
+                linear = torch.nn.Linear(n_in, n_out, bias=child.bias is not None)
+                with torch.no_grad():
+                    linear.weight.copy_(child.weight.t())
+                    if child.bias is not None:
+                        linear.bias.copy_(child.bias)
+                setattr(parent, name, linear)
+                replaced += 1
+    return replaced
+
+
+def _torch_dtype(precision: str):
+    import torch
+
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int8": torch.float32}[precision]
+
+
+def synchronize(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    elif device == "mps":
+        torch.mps.synchronize()
+
+
+@dataclass
+class PreparedModel:
+    model: Any
+    device: str
+    precision: str
+    mode: str
+    recipe: str
+    input_float_dtype: Any
+    load_time_s: float
+    autocast_dtype: Any = None
+    optimizer: Any = None
+    scaler: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    loss_kind: str | None = None
+
+
+class TorchBackend:
+    name = "torch"
+
+    def version(self) -> str:
+        import torch
+
+        return torch.__version__
+
+    def unsupported_reason(self, spec: ModelSpec, config: BenchmarkConfig) -> str | None:
+        import torch
+
+        device, precision, mode = config.device, config.precision, config.mode
+        if precision == "int8":
+            if device != "cpu":
+                return "torch dynamic int8 quantization (torch.ao.quantization.quantize_dynamic) runs on CPU only"
+            if mode == "training":
+                return "dynamically quantized int8 layers have no gradients, so int8 training cannot run"
+            if not any(e in torch.backends.quantized.supported_engines for e in ("x86", "fbgemm", "qnnpack", "onednn")):
+                return f"this torch build has no quantized engine (supported: {torch.backends.quantized.supported_engines})"
+            share = flop_count_per_sample(spec, config.seq_length, config.image_size, config.audio_seconds).linear_fraction
+            if share < MIN_INT8_LINEAR_FRACTION:
+                return (f"dynamic int8 quantizes linear layers only, which do {share:.0%} of {spec.name}'s "
+                        f"forward FLOPs; the row would mostly time fp32 layers (convolutions)")
+        if precision == "bf16" and device.startswith("cuda"):
+            index = int(device.split(":")[1]) if ":" in device else 0
+            major, minor = torch.cuda.get_device_capability(index)
+            if major < 8:
+                return f"bf16 needs compute capability 8.0 or newer; this GPU is {major}.{minor}"
+        if precision == "bf16" and device == "mps":
+            import platform
+
+            macos = platform.mac_ver()[0]
+            if macos and int(macos.split(".")[0]) < 14:
+                return f"bf16 on MPS needs macOS 14 or newer; this is macOS {macos}"
+        return None
+
+    def prepare(self, spec: ModelSpec, config: BenchmarkConfig) -> PreparedModel:
+        """Build, convert and place the model; the elapsed time is the row's load time."""
+        import torch
+
+        device, precision, mode = config.device, config.precision, config.mode
+        started = time.perf_counter()
+        cast = mode == "inference" and precision in ("fp16", "bf16")
+        model = build_model(spec, _torch_dtype(precision) if cast else torch.float32)
+        extra: dict[str, Any] = {}
+        autocast_dtype = scaler = optimizer = None
+        if precision == "int8":
+            converted = linear_equivalents(model)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # quantize_dynamic works; the warning is about its future
+                model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+            share = flop_count_per_sample(spec, config.seq_length, config.image_size, config.audio_seconds).linear_fraction
+            extra["int8_linear_flops_fraction"] = round(share, 4)
+            recipe = (f"dynamic int8 (quantize_dynamic, engine {torch.backends.quantized.engine}): linear layers "
+                      f"({share:.0%} of forward FLOPs) int8, other layers fp32")
+            if converted:
+                recipe += f"; {converted} Conv1D layers converted to equivalent nn.Linear first"
+        elif cast:
+            recipe = f"weights and activations cast to {precision}"
+        elif mode == "training" and precision in ("fp16", "bf16"):
+            autocast_dtype = _torch_dtype(precision)
+            recipe = f"mixed precision: autocast {precision}, fp32 master weights"
+            if precision == "fp16":
+                scaler = torch.amp.GradScaler(device.split(":")[0])
+                recipe += ", GradScaler"
+        else:
+            recipe = "fp32"
+        model = model.to(device)
+        if mode == "training":
+            model.train()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+            recipe += "; AdamW"
+        synchronize(device)
+        return PreparedModel(
+            model=model, device=device, precision=precision, mode=mode, recipe=recipe,
+            input_float_dtype=_torch_dtype(precision) if cast else torch.float32,
+            load_time_s=time.perf_counter() - started, autocast_dtype=autocast_dtype,
+            optimizer=optimizer, scaler=scaler, extra=extra,
+        )
+
+    def measurement_context(self, prepared: PreparedModel):
+        import torch
+
+        return torch.inference_mode() if prepared.mode == "inference" else contextlib.nullcontext()
+
+    def make_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> Step:
+        model = prepared.model
+        if prepared.mode == "inference":
+            def inference_step(clock: IterationClock) -> None:
+                model(**inputs)
+
+            return inference_step
+        return self._training_step(prepared, inputs)
+
+    def _training_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> Step:
+        import torch
+
+        model, opt, scaler = prepared.model, prepared.optimizer, prepared.scaler
+        device_type = prepared.device.split(":")[0]
+        autocast = (lambda: torch.autocast(device_type, dtype=prepared.autocast_dtype)) if prepared.autocast_dtype else contextlib.nullcontext
+
+        def loss_of(out) -> Any:
+            loss = getattr(out, "loss", None)
+            if loss is not None:
+                prepared.loss_kind = "model"
+                return loss
+            # A base model has no task head: a mean-square objective on its output drives
+            # the same backward pass through every layer.
+            prepared.loss_kind = "mean_square_of_output"
+            return out[0].float().pow(2).mean()
+
+        def training_step(clock: IterationClock) -> None:
+            with autocast():
+                loss = loss_of(model(**inputs))
+            clock.mark("forward")
+            (scaler.scale(loss) if scaler else loss).backward()
+            clock.mark("backward")
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            opt.zero_grad(set_to_none=True)
+            clock.mark("optimizer")
+
+        return training_step

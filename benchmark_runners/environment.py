@@ -1,0 +1,59 @@
+"""What a row needs to be reproduced and compared: versions, threads, host, git commit."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("torch", "transformers", "numpy", "openvino", "devicefit")
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit(path: Path | None = None) -> dict[str, Any]:
+    """The commit of the code that measured (and whether the tree had local changes)."""
+    cwd = path or Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
+        if commit.returncode != 0:
+            return {"commit": None, "dirty": None}
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, timeout=5)
+        return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": None, "dirty": None}
+
+
+def host_environment() -> dict[str, Any]:
+    """Collected once per sweep in the parent, copied into every row."""
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "hostname": platform.node(),
+        "versions": {p: _version(p) for p in PACKAGES},
+        "git": git_commit(),
+    }
+
+
+def process_environment() -> dict[str, Any]:
+    """Collected in the worker: what the measuring process really ran with."""
+    import torch
+
+    return {
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cuda_runtime": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "quantized_engine": torch.backends.quantized.engine,
+    }

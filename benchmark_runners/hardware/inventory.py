@@ -1,0 +1,140 @@
+"""The hardware inventory: detected platforms, a stable fingerprint per device, and probe
+figures, cached in data/hardware.json until an explicit refresh or a reboot."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from benchmark_runners.hardware.platforms import HARDWARE_KINDS, PlatformInfo, detect_platforms
+from benchmark_runners.hardware.probe import probe_device
+from benchmark_runners.paths import hardware_cache_path
+
+CACHE_SCHEMA = 1
+# Device attributes that identify hardware; anything volatile (free memory) stays out.
+_STABLE_KEYS = ("name", "vendor", "architecture", "physical_cores", "logical_cores", "isa_flags",
+                "memory_total_bytes", "compute_capability", "multiprocessors", "gcn_arch")
+PROBED_KINDS = ("cpu", "cuda", "rocm", "mps")
+
+
+def device_fingerprint(kind: str, device: dict[str, Any]) -> str:
+    stable = {k: device.get(k) for k in _STABLE_KEYS if device.get(k) is not None}
+    if "memory_total_bytes" in stable:  # the kernel's view of RAM moves by a few MiB between boots
+        stable["memory_total_bytes"] = round(stable["memory_total_bytes"] / 2**30)
+    digest = hashlib.sha256(json.dumps([kind, stable], sort_keys=True).encode()).hexdigest()
+    return f"{kind}-{digest[:12]}"
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+@dataclass
+class HardwareInventory:
+    platforms: dict[str, PlatformInfo]
+    probes: dict[str, dict[str, Any]] = field(default_factory=dict)  # device id ("cpu", "cuda:0") -> probe
+    detected_at: str = ""
+    boot_id: str | None = None
+    from_cache: bool = False
+
+    def available_kinds(self) -> list[str]:
+        return [k for k in HARDWARE_KINDS if self.platforms[k].available]
+
+    def fingerprint(self, device: str = "cpu") -> str:
+        kind, _, index = device.partition(":")
+        info = self.platforms[kind]
+        if not info.available or not info.devices:
+            raise ValueError(f"no {kind} device here: {info.reason}")
+        dev = info.devices[int(index or 0)]
+        return dev["fingerprint"]
+
+    def torch_device(self) -> str:
+        for kind, dev in (("cuda", "cuda:0"), ("rocm", "cuda:0"), ("mps", "mps")):
+            if self.platforms[kind].available:
+                return dev
+        return "cpu"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": CACHE_SCHEMA,
+            "detected_at": self.detected_at,
+            "boot_id": self.boot_id,
+            "torch_device": self.torch_device(),
+            "platforms": {k: v.to_json() for k, v in self.platforms.items()},
+            "probes": self.probes,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "HardwareInventory":
+        return cls(
+            platforms={k: PlatformInfo(**v) for k, v in data["platforms"].items()},
+            probes=data.get("probes", {}),
+            detected_at=data.get("detected_at", ""),
+            boot_id=data.get("boot_id"),
+            from_cache=True,
+        )
+
+
+def _read_cache(path: Path) -> HardwareInventory | None:
+    try:
+        data = json.loads(path.read_text())
+        if data.get("schema") != CACHE_SCHEMA or set(data["platforms"]) != set(HARDWARE_KINDS):
+            return None
+        inventory = HardwareInventory.from_json(data)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # a missing or corrupt cache is simply re-detected
+    if inventory.boot_id != _boot_id():
+        return None  # hardware changes need a reboot; a new boot re-detects
+    return inventory
+
+
+def _write_cache(path: Path, inventory: HardwareInventory) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".hardware-", suffix=".json")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(inventory.to_json(), fh, indent=2)
+    os.replace(tmp, path)
+
+
+def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path | None = None) -> HardwareInventory:
+    """Detect (or read the cached) inventory. `refresh` re-detects and re-probes."""
+    path = cache_path or hardware_cache_path()
+    if not refresh:
+        cached = _read_cache(path)
+        if cached is not None and (cached.probes or not probe):
+            return cached
+    platforms = detect_platforms()
+    for kind, info in platforms.items():
+        for dev in info.devices:
+            dev["fingerprint"] = device_fingerprint(kind, dev)
+    probes: dict[str, dict[str, Any]] = {}
+    if probe:
+        for kind in PROBED_KINDS:
+            info = platforms[kind]
+            if not info.available:
+                continue
+            for dev in info.devices:
+                device = "cpu" if kind == "cpu" else ("mps" if kind == "mps" else f"cuda:{dev['index']}")
+                try:
+                    result = probe_device(device).to_json()
+                except Exception as exc:  # a probe failure is reported, not hidden
+                    result = {"device": device, "error": f"{type(exc).__name__}: {exc}"}
+                result["fingerprint"] = dev["fingerprint"]
+                probes[device] = result
+    inventory = HardwareInventory(
+        platforms=platforms,
+        probes=probes,
+        detected_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        boot_id=_boot_id(),
+    )
+    if probe:
+        _write_cache(path, inventory)
+    return inventory

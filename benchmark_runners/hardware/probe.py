@@ -1,0 +1,92 @@
+"""A short device probe: achieved matmul GFLOP/s and memory-copy bandwidth, measured, so the
+predictors and roofline views use what this device really does, not its datasheet."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+# Sizes big enough to leave caches and reach steady throughput, small enough for < 1 s each.
+PROBE_SIZES = {
+    "cpu": {"matmul_n": 1024, "copy_bytes": 256 * 2**20},
+    "cuda": {"matmul_n": 8192, "copy_bytes": 2 * 2**30},
+    "mps": {"matmul_n": 4096, "copy_bytes": 512 * 2**20},
+}
+
+
+@dataclass
+class ProbeResult:
+    device: str
+    matmul_dtype: str
+    matmul_n: int
+    matmul_gflops_best: float
+    matmul_gflops_median: float
+    copy_bytes: int
+    memory_bandwidth_gbs_best: float  # bytes read + bytes written per second
+    memory_bandwidth_gbs_median: float
+    repetitions: int
+    threads: int
+    duration_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _synchronizer(device: str) -> Callable[[], None]:
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.synchronize
+    if device == "mps":
+        return torch.mps.synchronize
+    return lambda: None
+
+
+def _repeat(fn: Callable[[], None], sync: Callable[[], None], budget_s: float, max_reps: int = 30) -> list[float]:
+    fn()
+    sync()  # warm-up: first call pays allocation and kernel selection
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < 3 or (time.perf_counter() - start < budget_s and len(times) < max_reps):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def probe_device(device: str = "cpu", budget_s: float = 0.5) -> ProbeResult:
+    """Measure `device` ("cpu", "cuda:0", "mps") for about 2 * budget_s seconds."""
+    import torch
+
+    kind = device.split(":")[0]
+    sizes = PROBE_SIZES[kind]
+    sync = _synchronizer(device)
+    started = time.perf_counter()
+    n = sizes["matmul_n"]
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    c = torch.empty(n, n, device=device)
+    mm_times = _repeat(lambda: torch.mm(a, b, out=c), sync, budget_s)
+    flops = 2.0 * n**3
+    del a, b, c
+    elems = sizes["copy_bytes"] // 4
+    src = torch.ones(elems, device=device)
+    dst = torch.empty_like(src)
+    cp_times = _repeat(lambda: dst.copy_(src), sync, budget_s)
+    moved = 2.0 * elems * 4
+    del src, dst
+    return ProbeResult(
+        device=device,
+        matmul_dtype="fp32",
+        matmul_n=n,
+        matmul_gflops_best=round(flops / min(mm_times) / 1e9, 2),
+        matmul_gflops_median=round(flops / statistics.median(mm_times) / 1e9, 2),
+        copy_bytes=int(elems * 4),
+        memory_bandwidth_gbs_best=round(moved / min(cp_times) / 1e9, 2),
+        memory_bandwidth_gbs_median=round(moved / statistics.median(cp_times) / 1e9, 2),
+        repetitions=len(mm_times) + len(cp_times),
+        threads=torch.get_num_threads(),
+        duration_s=round(time.perf_counter() - started, 3),
+    )

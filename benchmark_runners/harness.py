@@ -1,0 +1,118 @@
+"""The timing harness: cold first call, warm-up until steady, then timed iterations until the
+95% CI of the median is within the target or a cap is reached. Every sample is kept."""
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from benchmark_runners.stats import MIN_SAMPLES_FOR_CI, ci_relative_half_width
+from benchmark_runners.timers import IterationClock
+
+Step = Callable[[IterationClock], None]
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    ci_target: float = 0.02  # stop when the median's 95% CI half-width is within 2% of it
+    min_iterations: int = 10
+    max_iterations: int = 10_000
+    max_time_s: float = 30.0  # cap on the timed phase
+    warmup_min_iterations: int = 3
+    warmup_max_iterations: int = 50
+    warmup_max_time_s: float = 10.0
+    warmup_tolerance: float = 0.05  # steady: last sample within 5% of the previous ones' median
+    warmup_window: int = 3
+
+    def __post_init__(self):
+        problems = []
+        if not 0 <= self.ci_target < 1:
+            problems.append(f"ci_target must be in [0, 1), got {self.ci_target}")
+        if self.min_iterations < 1 or self.max_iterations < self.min_iterations:
+            problems.append(f"need 1 <= min_iterations <= max_iterations, got {self.min_iterations}, {self.max_iterations}")
+        if self.max_time_s <= 0 or self.warmup_max_time_s < 0:
+            problems.append("time caps must be positive")
+        if self.warmup_min_iterations < 1 or self.warmup_max_iterations < self.warmup_min_iterations:
+            problems.append("need 1 <= warmup_min_iterations <= warmup_max_iterations")
+        if problems:
+            raise ValueError("invalid timing policy: " + "; ".join(problems))
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Measurement:
+    first_iteration_ns: int
+    warmup_ns: list[int]
+    warmup_steady: bool
+    samples_ns: list[int]
+    phase_samples_ns: dict[str, list[int]] = field(default_factory=dict)
+    stop_reason: str = ""  # converged | time_cap | max_iterations
+    timed_wall_s: float = 0.0
+
+
+def _is_steady(warmup: list[int], policy: TimingPolicy) -> bool:
+    if len(warmup) < policy.warmup_min_iterations:
+        return False
+    previous = warmup[-1 - policy.warmup_window:-1]
+    ref = statistics.median(previous)
+    return ref > 0 and abs(warmup[-1] - ref) / ref <= policy.warmup_tolerance
+
+
+def measure(step: Step, clock: IterationClock, policy: TimingPolicy) -> Measurement:
+    """Run `step` under `policy`. The loop does nothing between iterations except read the
+    clock and, at geometrically spaced checks, sort the samples for the CI."""
+
+    def once() -> tuple[int, dict[str, int]]:
+        clock.begin()
+        step(clock)
+        return clock.end()
+
+    first, _ = once()
+
+    warmup: list[int] = []
+    steady = False
+    start = time.perf_counter()
+    while len(warmup) < policy.warmup_max_iterations and time.perf_counter() - start < policy.warmup_max_time_s:
+        warmup.append(once()[0])
+        if _is_steady(warmup, policy):
+            steady = True
+            break
+
+    samples: list[int] = []
+    phases: dict[str, list[int]] = defaultdict(list)
+    next_check = policy.min_iterations
+    start = time.perf_counter()
+    reason = ""
+    while True:
+        total, phase_ns = once()
+        samples.append(total)
+        for name, ns in phase_ns.items():
+            phases[name].append(ns)
+        n = len(samples)
+        elapsed = time.perf_counter() - start
+        if n >= policy.max_iterations:
+            reason = "max_iterations"
+            break
+        if n >= next_check:
+            if ci_relative_half_width(sorted(samples)) <= policy.ci_target:
+                reason = "converged"
+                break
+            next_check = n + max(1, n // 10)
+        # The cap waits for enough samples for a CI, unless iterations are so slow that
+        # even that would double the cap.
+        if elapsed >= policy.max_time_s and (n >= MIN_SAMPLES_FOR_CI or elapsed >= 2 * policy.max_time_s):
+            reason = "time_cap"
+            break
+    return Measurement(
+        first_iteration_ns=first,
+        warmup_ns=warmup,
+        warmup_steady=steady,
+        samples_ns=samples,
+        phase_samples_ns=dict(phases),
+        stop_reason=reason,
+        timed_wall_s=time.perf_counter() - start,
+    )

@@ -1,0 +1,135 @@
+"""Measuring one config inside the worker: resolve, check support, load (reusing a loaded
+model across batch sizes), build inputs, run the harness, turn samples into a result row."""
+from __future__ import annotations
+
+import traceback
+from datetime import datetime, timezone
+from typing import Any
+
+from benchmark_runners.backends import BACKENDS
+from benchmark_runners.backends.torch_backend import PreparedModel
+from benchmark_runners.harness import measure
+from benchmark_runners.inputs import make_inputs
+from benchmark_runners.memory import PeakRSS, device_memory_peaks, device_memory_reset, release_free_heap
+from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
+from benchmark_runners.stats import summarize
+from benchmark_runners.timers import clock_for
+from models.analysis import flops_per_sample, parameter_count, weight_bytes
+from models.catalog import resolve_model
+from models.classifier import classify_spec
+from models.inputs import input_signature
+from models.loading import weights_kind
+
+NS_PER_MS = 1e6
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def describe_exception(exc: BaseException) -> str:
+    frame = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    where = f" (at {frame[0].filename.rsplit('/', 1)[-1]}:{frame[0].lineno})" if frame else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+class ConfigMeasurer:
+    """Holds at most one loaded model at a time; configs sharing (model, precision, mode)
+    reuse it, so a batch-size sweep pays the load once."""
+
+    def __init__(self, run_id: str, environment: dict[str, Any], devices: dict[str, dict[str, Any]]):
+        self.run_id = run_id
+        self.environment = environment
+        self.devices = devices  # device -> {"name", "fingerprint"}
+        self.rss = PeakRSS()
+        self._loaded_key: tuple | None = None
+        self._loaded: PreparedModel | None = None
+
+    def _release(self) -> None:
+        self._loaded = None
+        self._loaded_key = None
+        import gc
+
+        gc.collect()
+
+    def _prepared(self, backend, spec, config: BenchmarkConfig) -> PreparedModel:
+        key = (config.model, config.backend, config.device, config.precision, config.mode)
+        if self._loaded_key != key:
+            self._release()
+            if config.device.startswith("cuda"):
+                import torch
+
+                torch.cuda.empty_cache()
+            release_free_heap()
+            before = self.rss.current_bytes()
+            prepared = backend.prepare(spec, config)
+            prepared.extra["rss_before_load_bytes"] = before
+            prepared.extra["rss_after_load_bytes"] = self.rss.current_bytes()
+            self._loaded, self._loaded_key = prepared, key
+        return self._loaded
+
+    def run(self, config: BenchmarkConfig) -> BenchmarkResult:
+        row: dict[str, Any] = {
+            "environment": self.environment,
+            "device_name": self.devices.get(config.device, {}).get("name"),
+            "hardware_fingerprint": self.devices.get(config.device, {}).get("fingerprint"),
+        }
+        try:
+            spec = resolve_model(config.model)
+            row.update(model_source=spec.source, family=classify_spec(spec).family,
+                       architecture=spec.architecture, parameters=parameter_count(spec),
+                       weights=weights_kind(spec), weight_bytes=weight_bytes(spec, config.precision))
+            sig = input_signature(spec, config.batch_size, config.seq_length, config.image_size, config.audio_seconds)
+            row["input"] = sig.describe()
+            row["forward_flops_per_sample"] = flops_per_sample(spec, config.seq_length, config.image_size, config.audio_seconds)
+            backend = BACKENDS[config.backend]
+            reason = backend.unsupported_reason(spec, config)
+            if reason:
+                return BenchmarkResult.for_config(config, self.run_id, now_iso(), "skipped", reason, **row)
+            prepared = self._prepared(backend, spec, config)
+            inputs = make_inputs(sig, config.device, prepared.input_float_dtype, with_targets=config.mode == "training")
+            step = backend.make_step(prepared, inputs)
+            release_free_heap()
+            self.rss.reset()
+            device_memory_reset(config.device)
+            with backend.measurement_context(prepared):
+                m = measure(step, clock_for(config.device), config.policy)
+            row.update(device_memory_peaks(config.device))
+            row["peak_rss_bytes"] = self.rss.peak_bytes()
+        except Exception as exc:  # includes CUDA OOM and MemoryError: a row, not a crash
+            self._release()
+            return BenchmarkResult.for_config(config, self.run_id, now_iso(), "failed", describe_exception(exc), **row)
+        return self._ok_row(config, prepared, sig, m, row)
+
+    def _ok_row(self, config, prepared: PreparedModel, sig, m, row: dict[str, Any]) -> BenchmarkResult:
+        samples_ms = [ns / NS_PER_MS for ns in m.samples_ns]
+        stats = summarize(samples_ms).to_json()
+        stats.pop("count")
+        throughput = config.batch_size * len(samples_ms) / (sum(samples_ms) / 1e3)
+        seq = sig.dims.get("seq_length")
+        phases = {name: [ns / NS_PER_MS for ns in values] for name, values in m.phase_samples_ns.items()}
+        phase_p50 = {name: summarize(values).p50_ms for name, values in phases.items()}
+        return BenchmarkResult.for_config(
+            config, self.run_id, now_iso(), "ok", None,
+            **row,
+            **stats,
+            precision_recipe=prepared.recipe,
+            samples_ms=samples_ms,
+            warmup_ms=[ns / NS_PER_MS for ns in m.warmup_ns],
+            warmup_steady=m.warmup_steady,
+            iterations=len(samples_ms),
+            stop_reason=m.stop_reason,
+            ci_target=config.policy.ci_target,
+            throughput_samples_per_s=throughput,
+            tokens_per_s=throughput * seq if seq and sig.modality in ("text", "text_seq2seq") else None,
+            load_time_s=prepared.load_time_s,
+            first_inference_ms=m.first_iteration_ns / NS_PER_MS,
+            forward_ms=phase_p50.get("forward"),
+            backward_ms=phase_p50.get("backward"),
+            optimizer_ms=phase_p50.get("optimizer"),
+            phase_samples_ms=phases,
+            loss_kind=prepared.loss_kind,
+            rss_before_load_bytes=prepared.extra.get("rss_before_load_bytes"),
+            rss_after_load_bytes=prepared.extra.get("rss_after_load_bytes"),
+            memory_method=self.rss.method,
+        )

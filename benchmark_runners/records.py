@@ -1,0 +1,157 @@
+"""The typed records of a benchmark: what to measure (BenchmarkConfig) and what was measured
+(BenchmarkResult). A result is one row: a measurement, a skip with its reason, or a failure
+with its error; never a number without its provenance."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from benchmark_runners.harness import TimingPolicy
+
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+MODES = ("inference", "training")
+BACKENDS = ("torch",)
+STATUSES = ("ok", "skipped", "failed")
+_DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    model: str  # catalog name, catalog hf id, or a local model directory
+    device: str = "cpu"
+    backend: str = "torch"
+    precision: str = "fp32"
+    mode: str = "inference"
+    batch_size: int = 1
+    seq_length: int | None = None  # None: the model's default (128, capped at its limit)
+    image_size: int | None = None
+    audio_seconds: float | None = None
+    threads: int | None = None  # None: one per physical core
+    timeout_s: float = 600.0  # per config, load included
+    policy: TimingPolicy = field(default_factory=TimingPolicy)
+
+    def __post_init__(self):
+        problems = []
+        if self.precision not in PRECISIONS:
+            problems.append(f"unknown precision '{self.precision}' (known: {', '.join(PRECISIONS)})")
+        if self.mode not in MODES:
+            problems.append(f"unknown mode '{self.mode}' (known: {', '.join(MODES)})")
+        if self.backend not in BACKENDS:
+            problems.append(f"unknown backend '{self.backend}' (known: {', '.join(BACKENDS)})")
+        if not _DEVICE_RE.match(self.device):
+            problems.append(f"unknown device '{self.device}' (cpu, cuda, cuda:N or mps)")
+        if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) or self.batch_size < 1:
+            problems.append(f"batch size must be a positive integer, got {self.batch_size!r}")
+        if self.seq_length is not None and self.seq_length < 1:
+            problems.append(f"sequence length must be a positive integer, got {self.seq_length}")
+        if self.threads is not None and self.threads < 1:
+            problems.append(f"threads must be a positive integer, got {self.threads}")
+        if self.timeout_s <= 0:
+            problems.append(f"timeout must be positive, got {self.timeout_s}")
+        if problems:
+            raise ValueError("invalid benchmark config: " + "; ".join(problems))
+
+    @property
+    def device_kind(self) -> str:
+        return self.device.split(":")[0]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "BenchmarkConfig":
+        data = dict(data)
+        data["policy"] = TimingPolicy(**data.get("policy", {}))
+        return cls(**data)
+
+    def key(self) -> str:
+        """Identifies the configuration (not the run): same key, comparable measurements."""
+        ident = {k: v for k, v in self.to_json().items() if k not in ("timeout_s", "policy")}
+        return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class BenchmarkResult:
+    # identity
+    run_id: str
+    config_key: str
+    status: str  # ok | skipped | failed
+    model: str
+    backend: str
+    device: str
+    precision: str
+    mode: str
+    batch_size: int
+    timestamp: str
+    error: str | None = None  # the skip reason or failure, verbatim
+    # the model
+    model_source: str | None = None  # catalog | local
+    family: str | None = None
+    architecture: str | None = None
+    parameters: int | None = None
+    weights: str | None = None  # random | pretrained
+    input: dict[str, Any] = field(default_factory=dict)  # modality, dims, shapes
+    forward_flops_per_sample: int | None = None
+    weight_bytes: int | None = None
+    precision_recipe: str | None = None
+    # the hardware
+    device_name: str | None = None
+    hardware_fingerprint: str | None = None
+    # timings (milliseconds per batch)
+    samples_ms: list[float] = field(default_factory=list)
+    warmup_ms: list[float] = field(default_factory=list)
+    warmup_steady: bool | None = None
+    iterations: int | None = None
+    stop_reason: str | None = None
+    ci_target: float | None = None
+    mean_ms: float | None = None
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    stdev_ms: float | None = None
+    cv: float | None = None
+    ci_low_ms: float | None = None
+    ci_high_ms: float | None = None
+    ci_rel_half_width: float | None = None
+    throughput_samples_per_s: float | None = None  # batch * iterations / total timed time
+    tokens_per_s: float | None = None  # text models: throughput * sequence length
+    load_time_s: float | None = None
+    first_inference_ms: float | None = None
+    # training phases (p50 ms, and all samples)
+    forward_ms: float | None = None
+    backward_ms: float | None = None
+    optimizer_ms: float | None = None
+    phase_samples_ms: dict[str, list[float]] = field(default_factory=dict)
+    loss_kind: str | None = None  # model (its task loss) | mean_square_of_output
+    # memory
+    peak_rss_bytes: int | None = None
+    rss_after_load_bytes: int | None = None
+    rss_before_load_bytes: int | None = None
+    memory_method: str | None = None
+    device_allocated_peak_bytes: int | None = None
+    device_reserved_peak_bytes: int | None = None
+    # environment and reproduction
+    environment: dict[str, Any] = field(default_factory=dict)
+    policy: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "BenchmarkResult":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def for_config(cls, config: BenchmarkConfig, run_id: str, timestamp: str, status: str,
+                   error: str | None = None, **extra: Any) -> "BenchmarkResult":
+        return cls(run_id=run_id, config_key=config.key(), status=status, model=config.model,
+                   backend=config.backend, device=config.device, precision=config.precision,
+                   mode=config.mode, batch_size=config.batch_size, timestamp=timestamp, error=error,
+                   policy=config.policy.to_json(), **extra)

@@ -1,0 +1,208 @@
+"""Running many configs: one worker process per (model, backend, device), each config with a
+deadline. A crash, an OOM kill or a timeout becomes a `failed` row and the sweep goes on in a
+fresh worker. While a worker measures, the parent sleeps in select(): a polling parent would
+steal a core from the model being measured."""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from benchmark_runners.environment import host_environment
+from benchmark_runners.hardware import HardwareInventory, detect_hardware
+from benchmark_runners.measure import now_iso
+from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
+
+WORKER_STARTUP_TIMEOUT_S = 180.0  # python + torch + transformers imports, on a loaded machine
+STDERR_TAIL_CHARS = 2000
+
+
+@dataclass
+class SweepEvent:
+    kind: str  # worker_started | config_started | result
+    config: BenchmarkConfig | None = None
+    result: BenchmarkResult | None = None
+    worker_pid: int | None = None
+
+
+EventHandler = Callable[[SweepEvent], None]
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
+def _group(configs: Iterable[BenchmarkConfig]) -> list[list[BenchmarkConfig]]:
+    """Configs per worker, ordered so a loaded model is reused and batch sizes go upwards."""
+    groups: dict[tuple, list[BenchmarkConfig]] = {}
+    for c in configs:
+        groups.setdefault((c.model, c.backend, c.device), []).append(c)
+    order = {"inference": 0, "training": 1}
+    return [sorted(g, key=lambda c: (order[c.mode], c.precision, c.batch_size, c.seq_length or 0)) for g in groups.values()]
+
+
+def _device_table(inventory: HardwareInventory) -> dict[str, dict]:
+    table = {}
+    for kind in ("cpu", "cuda", "rocm", "mps"):
+        info = inventory.platforms[kind]
+        for dev in info.devices:
+            name = "cpu" if kind == "cpu" else "mps" if kind == "mps" else f"cuda:{dev['index']}"
+            table[name] = {"name": dev.get("name"), "fingerprint": dev.get("fingerprint")}
+    if "cuda:0" in table:
+        table["cuda"] = table["cuda:0"]
+    return table
+
+
+def _unavailable_reason(config: BenchmarkConfig, inventory: HardwareInventory, devices: dict) -> str | None:
+    kind = config.device_kind
+    if kind == "cuda" and not inventory.platforms["cuda"].available and inventory.platforms["rocm"].available:
+        kind = "rocm"  # ROCm builds of torch address AMD GPUs as "cuda"
+    info = inventory.platforms[kind]
+    if not info.available:
+        return f"{kind} is not available here: {info.reason}"
+    if config.device not in devices:
+        return f"{config.device} does not exist here ({len(info.devices)} {kind} device(s))"
+    return None
+
+
+def _exit_description(returncode: int) -> str:
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        hint = " (the kernel's out-of-memory killer sends SIGKILL when memory runs out)" if name == "SIGKILL" else ""
+        return f"worker process killed by {name}{hint}"
+    return f"worker process exited with code {returncode}"
+
+
+class _Worker:
+    def __init__(self, configs: list[BenchmarkConfig], job: dict, python: str):
+        self.configs = configs
+        self.stderr = tempfile.TemporaryFile()
+        env = dict(os.environ, TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+                   PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [python, "-m", "benchmark_runners.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.stderr, env=env, start_new_session=True,
+        )
+        self.proc.stdin.write(json.dumps({**job, "configs": [c.to_json() for c in configs]}).encode())
+        self.proc.stdin.close()
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+    def stderr_tail(self) -> str:
+        self.stderr.seek(0)
+        text = self.stderr.read().decode(errors="replace").strip()
+        lines = [ln for ln in text.splitlines() if "Warning" not in ln and ln.strip()]
+        return "\n".join(lines)[-STDERR_TAIL_CHARS:]
+
+    def close(self) -> None:
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self.stderr.close()
+
+
+def _drive(worker: _Worker, run_id: str, emit: EventHandler) -> list[BenchmarkResult]:
+    """Collect results until the worker finishes, dies or misses a deadline. Returns the rows
+    it produced plus, if it broke, one failed row for the config it was measuring."""
+    results: list[BenchmarkResult] = []
+    sel = selectors.DefaultSelector()
+    fd = worker.proc.stdout.fileno()
+    sel.register(fd, selectors.EVENT_READ)
+    buffer = b""
+    current: int | None = None
+    deadline = time.monotonic() + WORKER_STARTUP_TIMEOUT_S
+    failure: str | None = None
+    while True:
+        events = sel.select(timeout=max(0.0, deadline - time.monotonic()))
+        if not events:
+            limit = worker.configs[current].timeout_s if current is not None else WORKER_STARTUP_TIMEOUT_S
+            worker.kill()
+            failure = f"timed out after {limit:g} s (load and measurement); worker killed"
+            break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            worker.proc.wait()
+            if worker.proc.returncode != 0 or current is not None:
+                tail = worker.stderr_tail()
+                failure = _exit_description(worker.proc.returncode) + (f"; last output: {tail[-500:]}" if tail else "")
+            break
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            message = json.loads(line)
+            index = message["index"]
+            if message["event"] == "start":
+                current = index
+                deadline = time.monotonic() + worker.configs[index].timeout_s
+                emit(SweepEvent("config_started", worker.configs[index], worker_pid=worker.proc.pid))
+            else:
+                result = BenchmarkResult.from_json(message["result"])
+                results.append(result)
+                current = None
+                deadline = time.monotonic() + WORKER_STARTUP_TIMEOUT_S
+                emit(SweepEvent("result", worker.configs[index], result, worker.proc.pid))
+    sel.close()
+    if failure is not None:
+        # The config in flight, or (a worker that died before starting one) the first pending.
+        index = current if current is not None else len(results)
+        if index < len(worker.configs):
+            config = worker.configs[index]
+            result = BenchmarkResult.for_config(config, run_id, now_iso(), "failed", failure)
+            results.append(result)
+            emit(SweepEvent("result", config, result, worker.proc.pid))
+    return results
+
+
+def run_sweep(
+    configs: list[BenchmarkConfig],
+    run_id: str | None = None,
+    on_event: EventHandler | None = None,
+    inventory: HardwareInventory | None = None,
+    python: str = sys.executable,
+) -> list[BenchmarkResult]:
+    """Measure every config; returns one row per config, in the order given."""
+    run_id = run_id or new_run_id()
+    emit = on_event or (lambda e: None)
+    inventory = inventory or detect_hardware()
+    devices = _device_table(inventory)
+    cpu = inventory.platforms["cpu"].devices[0]
+    job = {"run_id": run_id, "host_environment": host_environment(), "devices": devices,
+           "default_threads": cpu.get("physical_cores") or cpu.get("logical_cores")}
+    by_key: dict[int, BenchmarkResult] = {}
+    position = {id(c): i for i, c in enumerate(configs)}
+    for group in _group(configs):
+        pending: list[BenchmarkConfig] = []
+        for config in group:
+            reason = _unavailable_reason(config, inventory, devices)
+            if reason:
+                result = BenchmarkResult.for_config(config, run_id, now_iso(), "skipped", reason,
+                                                    environment=job["host_environment"])
+                by_key[position[id(config)]] = result
+                emit(SweepEvent("result", config, result))
+            else:
+                pending.append(config)
+        while pending:
+            worker = _Worker(pending, job, python)
+            emit(SweepEvent("worker_started", worker_pid=worker.proc.pid))
+            try:
+                produced = _drive(worker, run_id, emit)
+            finally:
+                if worker.proc.poll() is None:
+                    worker.kill()
+                worker.close()
+            for config, result in zip(pending, produced):
+                by_key[position[id(config)]] = result
+            pending = pending[len(produced):]
+    return [by_key[i] for i in range(len(configs))]

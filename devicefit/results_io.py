@@ -1,0 +1,37 @@
+"""Writing a sweep's rows as one self-describing JSON document, atomically."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from benchmark_runners.records import BenchmarkResult
+
+FORMAT = "devicefit.benchmark_results/1"
+
+
+def results_document(run_id: str, results: list[BenchmarkResult], hardware: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "run_id": run_id,
+        "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hardware": hardware,
+        "results": [r.to_json() for r in results],
+    }
+
+
+def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
+    """Temp file + rename: a reader never sees half a file, and a failed write keeps the old one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(document, fh, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

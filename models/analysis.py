@@ -1,0 +1,166 @@
+"""Analytic facts from a config: exact parameter counts, FLOPs per sample, weight bytes.
+
+Parameters are counted by instantiating on the meta device (exact, tied weights once);
+FLOPs by running the forward pass on meta tensors under torch's FlopCounterMode, so they
+follow the real graph (attention, convolutions, heads) rather than a 2*params rule.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from models.catalog import ModelSpec
+from models.inputs import InputSignature, input_signature
+from models.loading import meta_model
+
+PRECISION_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
+# Backward costs about twice the forward pass (Kaplan et al. 2020, sec. 2.1).
+TRAINING_FLOPS_FACTOR = 3
+
+
+def is_linear_like(module) -> bool:
+    """nn.Linear, or transformers' Conv1D (GPT-2's linear layer with a transposed weight),
+    which the torch backend converts to nn.Linear before int8 quantization."""
+    import torch.nn as nn
+
+    return isinstance(module, nn.Linear) or type(module).__name__ == "Conv1D"
+
+
+@dataclass(frozen=True)
+class ParameterBreakdown:
+    total: int
+    linear: int  # in linear layers: what dynamic int8 quantization converts
+    embedding: int
+    other: int
+
+    @property
+    def linear_fraction(self) -> float:
+        return self.linear / self.total if self.total else 0.0
+
+
+def _spec_key(spec: ModelSpec) -> tuple:
+    return (spec.name, spec.source, str(spec.path), spec.architecture)
+
+
+_breakdowns: dict[tuple, ParameterBreakdown] = {}
+
+
+def parameter_breakdown(spec: ModelSpec) -> ParameterBreakdown:
+    key = _spec_key(spec)
+    if key not in _breakdowns:
+        model = meta_model(spec)
+        seen: set[int] = set()
+        linear = embedding = 0
+        for module in model.modules():
+            for p in module.parameters(recurse=False):
+                if id(p) in seen:
+                    continue
+                seen.add(id(p))
+                if is_linear_like(module):
+                    linear += p.numel()
+                elif type(module).__name__ == "Embedding":
+                    embedding += p.numel()
+        total = sum(p.numel() for p in model.parameters())
+        _breakdowns[key] = ParameterBreakdown(total, linear, embedding, total - linear - embedding)
+    return _breakdowns[key]
+
+
+def parameter_count(spec: ModelSpec) -> int:
+    return parameter_breakdown(spec).total
+
+
+def weight_bytes(spec: ModelSpec, precision: str) -> int:
+    """Bytes of weights at `precision`. int8 means torch dynamic quantization: nn.Linear
+    weights become int8 and everything else stays fp32, which this counts as such."""
+    if precision not in PRECISION_BYTES:
+        raise ValueError(f"unknown precision '{precision}'; known: {', '.join(PRECISION_BYTES)}")
+    b = parameter_breakdown(spec)
+    if precision == "int8":
+        return b.linear + 4 * (b.total - b.linear)
+    return PRECISION_BYTES[precision] * b.total
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    total: int
+    linear: int  # inside linear layers (nn.Linear, Conv1D): the part int8 dynamic quantization speeds up
+
+    @property
+    def linear_fraction(self) -> float:
+        return self.linear / self.total if self.total else 0.0
+
+
+def forward_flops(spec: ModelSpec, signature: InputSignature) -> FlopCount:
+    """FLOPs of one forward pass over the whole batch of `signature` (2 per multiply-add)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = meta_model(spec).eval()
+    inputs: dict[str, Any] = {}
+    for name, t in signature.inputs.items():
+        if t.kind == "mask":
+            # All-ones masks are skipped by transformers' attention, and a meta tensor cannot
+            # answer its data-dependent "is it all ones?" check; FLOPs are the same without.
+            continue
+        dtype = torch.float32 if t.kind == "float" else torch.long
+        inputs[name] = torch.zeros(t.shape, dtype=dtype, device="meta")
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(**inputs)
+    # Counts are per module path; a leaf linear layer's count holds only its own matmul.
+    root = type(model).__name__
+    linear_paths = {f"{root}.{name}" for name, m in model.named_modules() if is_linear_like(m)}
+    per_module = counter.get_flop_counts()
+    linear = sum(sum(ops.values()) for path, ops in per_module.items() if path in linear_paths)
+    return FlopCount(int(counter.get_total_flops()), int(linear))
+
+
+_flops: dict[tuple, FlopCount] = {}
+
+
+def flop_count_per_sample(spec: ModelSpec, seq_length: int | None = None, image_size: int | None = None,
+                          audio_seconds: float | None = None) -> FlopCount:
+    """Forward FLOPs for one sample (batch 1); batched cost scales linearly."""
+    key = (*_spec_key(spec), seq_length, image_size, audio_seconds)
+    if key not in _flops:
+        _flops[key] = forward_flops(spec, input_signature(spec, 1, seq_length, image_size, audio_seconds))
+    return _flops[key]
+
+
+def flops_per_sample(spec: ModelSpec, seq_length: int | None = None, image_size: int | None = None,
+                     audio_seconds: float | None = None) -> int:
+    return flop_count_per_sample(spec, seq_length, image_size, audio_seconds).total
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    name: str
+    parameters: int
+    linear_parameters: int
+    embedding_parameters: int
+    forward_flops_per_sample: int
+    linear_flops_fraction: float
+    training_flops_per_sample: int
+    weight_bytes: dict[str, int]
+    input: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def model_facts(spec: ModelSpec, seq_length: int | None = None, image_size: int | None = None,
+                audio_seconds: float | None = None) -> ModelFacts:
+    b = parameter_breakdown(spec)
+    flops = flop_count_per_sample(spec, seq_length, image_size, audio_seconds)
+    fwd = flops.total
+    return ModelFacts(
+        name=spec.name,
+        parameters=b.total,
+        linear_parameters=b.linear,
+        embedding_parameters=b.embedding,
+        forward_flops_per_sample=fwd,
+        linear_flops_fraction=round(flops.linear_fraction, 4),
+        training_flops_per_sample=TRAINING_FLOPS_FACTOR * fwd,
+        weight_bytes={p: weight_bytes(spec, p) for p in PRECISION_BYTES},
+        input=input_signature(spec, 1, seq_length, image_size, audio_seconds).describe(),
+    )

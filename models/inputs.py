@@ -1,0 +1,155 @@
+"""What a model takes as input, described declaratively from its config.
+
+The same signature drives FLOP counting on the meta device (models.analysis) and the real
+tensors the benchmark runner feeds (benchmark_runners.inputs), so the FLOPs reported for a row
+are the FLOPs of exactly the inputs that row measured.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from models.catalog import ModelSpec
+
+DEFAULT_SEQ_LENGTH = 128
+DEFAULT_IMAGE_SIZE = 224
+DEFAULT_AUDIO_SECONDS = 5.0
+WAVEFORM_SAMPLE_RATE = 16_000  # every raw-waveform model in transformers' audio zoo expects 16 kHz
+
+TensorKind = Literal["token_ids", "mask", "float", "class_ids"]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple[int, ...]
+    kind: TensorKind
+    high: int | None = None  # exclusive upper bound of integer values (vocab size, class count)
+
+
+@dataclass(frozen=True)
+class InputSignature:
+    modality: str  # text | text_seq2seq | image | audio_features | audio_waveform | image_text
+    batch_size: int
+    inputs: dict[str, TensorSpec]
+    training_targets: dict[str, TensorSpec] = field(default_factory=dict)
+    training_flags: dict[str, Any] = field(default_factory=dict)
+    dims: dict[str, float] = field(default_factory=dict)  # seq_length, image_size, ... as measured
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "modality": self.modality,
+            "dims": dict(self.dims),
+            "shapes": {k: list(v.shape) for k, v in self.inputs.items()},
+        }
+
+
+def model_class(spec: ModelSpec):
+    import transformers
+
+    try:
+        return getattr(transformers, spec.architecture)
+    except AttributeError as exc:
+        raise ValueError(
+            f"transformers {transformers.__version__} has no class {spec.architecture} (model {spec.name})"
+        ) from exc
+
+
+def _text_limit(cfg: dict[str, Any]) -> int | None:
+    for key in ("max_position_embeddings", "n_positions"):
+        if isinstance(cfg.get(key), int):
+            # RoBERTa-style position ids start after the padding index.
+            offset = (cfg.get("pad_token_id") or 0) + 1 if cfg.get("model_type") in ("roberta", "xlm-roberta", "camembert") else 0
+            return cfg[key] - offset
+    return None
+
+
+def _seq_length(requested: int | None, limit: int | None, what: str) -> int:
+    if requested is None:
+        return min(DEFAULT_SEQ_LENGTH, limit) if limit else DEFAULT_SEQ_LENGTH
+    if requested < 1:
+        raise ValueError(f"sequence length must be a positive integer, got {requested}")
+    if limit is not None and requested > limit:
+        raise ValueError(f"{what} accepts at most {limit} tokens; sequence length {requested} is impossible")
+    return requested
+
+
+def input_signature(
+    spec: ModelSpec,
+    batch_size: int,
+    seq_length: int | None = None,
+    image_size: int | None = None,
+    audio_seconds: float | None = None,
+) -> InputSignature:
+    """Valid inputs for `spec` at this batch size; raises ValueError for impossible sizes."""
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch size must be a positive integer, got {batch_size!r}")
+    cfg = spec.config
+    main_input = getattr(model_class(spec), "main_input_name", "input_ids")
+    is_classifier = spec.architecture.endswith("ForImageClassification")
+    b = batch_size
+
+    if main_input == "input_ids" and "vision_config" in cfg and "text_config" in cfg:
+        text, vision = cfg["text_config"], cfg["vision_config"]
+        s = _seq_length(seq_length, _text_limit(text), f"{spec.name}'s text encoder")
+        size = image_size or vision.get("image_size", DEFAULT_IMAGE_SIZE)
+        return InputSignature(
+            "image_text", b,
+            {"input_ids": TensorSpec((b, s), "token_ids", text.get("vocab_size")),
+             "attention_mask": TensorSpec((b, s), "mask"),
+             "pixel_values": TensorSpec((b, vision.get("num_channels", 3), size, size), "float")},
+            training_flags={"return_loss": True},
+            dims={"seq_length": s, "image_size": size},
+        )
+    if main_input == "input_ids":
+        vocab = cfg.get("vocab_size")
+        if cfg.get("is_encoder_decoder"):
+            s = _seq_length(seq_length, _text_limit(cfg), spec.name)
+            return InputSignature(
+                "text_seq2seq", b,
+                {"input_ids": TensorSpec((b, s), "token_ids", vocab),
+                 "attention_mask": TensorSpec((b, s), "mask"),
+                 "decoder_input_ids": TensorSpec((b, s), "token_ids", vocab)},
+                training_targets={"labels": TensorSpec((b, s), "token_ids", vocab)},
+                dims={"seq_length": s, "decoder_length": s},
+            )
+        s = _seq_length(seq_length, _text_limit(cfg), spec.name)
+        lm_head = spec.architecture.endswith(("ForCausalLM", "LMHeadModel"))
+        return InputSignature(
+            "text", b,
+            {"input_ids": TensorSpec((b, s), "token_ids", vocab),
+             "attention_mask": TensorSpec((b, s), "mask")},
+            training_targets={"labels": TensorSpec((b, s), "token_ids", vocab)} if lm_head else {},
+            dims={"seq_length": s},
+        )
+    if main_input == "pixel_values":
+        size = image_size or cfg.get("image_size") or spec.inputs.get("image_size", DEFAULT_IMAGE_SIZE)
+        targets = {"labels": TensorSpec((b,), "class_ids", cfg.get("num_labels", 2))} if is_classifier else {}
+        return InputSignature(
+            "image", b,
+            {"pixel_values": TensorSpec((b, cfg.get("num_channels", 3), size, size), "float")},
+            training_targets=targets,
+            dims={"image_size": size},
+        )
+    if main_input == "input_features":
+        frames = 2 * cfg.get("max_source_positions", 1500)  # the encoder's fixed 30-s window
+        dec_limit = cfg.get("max_target_positions")
+        s = _seq_length(seq_length, dec_limit, f"{spec.name}'s decoder")
+        vocab = cfg.get("vocab_size")
+        return InputSignature(
+            "audio_features", b,
+            {"input_features": TensorSpec((b, cfg.get("num_mel_bins", 80), frames), "float"),
+             "decoder_input_ids": TensorSpec((b, s), "token_ids", vocab)},
+            training_targets={"labels": TensorSpec((b, s), "token_ids", vocab)},
+            dims={"audio_frames": frames, "audio_seconds": frames / 100, "decoder_length": s},
+        )
+    if main_input == "input_values":
+        seconds = audio_seconds or spec.inputs.get("audio_seconds", DEFAULT_AUDIO_SECONDS)
+        if seconds <= 0:
+            raise ValueError(f"audio length must be positive, got {seconds} s")
+        samples = int(round(seconds * WAVEFORM_SAMPLE_RATE))
+        return InputSignature(
+            "audio_waveform", b,
+            {"input_values": TensorSpec((b, samples), "float")},
+            dims={"audio_seconds": seconds, "audio_samples": samples},
+        )
+    raise ValueError(f"{spec.name}: no input builder for main input '{main_input}' of {spec.architecture}")
