@@ -8,6 +8,7 @@ from typing import Any
 
 from benchmark_runners.backends import BACKENDS
 from benchmark_runners.backends.torch_backend import PreparedModel
+from benchmark_runners.environment import process_environment
 from benchmark_runners.harness import measure
 from benchmark_runners.inputs import make_inputs
 from benchmark_runners.memory import PeakRSS, device_memory_peaks, device_memory_reset, release_free_heap
@@ -37,9 +38,10 @@ class ConfigMeasurer:
     """Holds at most one loaded model at a time; configs sharing (model, precision, mode)
     reuse it, so a batch-size sweep pays the load once."""
 
-    def __init__(self, run_id: str, environment: dict[str, Any], devices: dict[str, dict[str, Any]]):
+    def __init__(self, run_id: str, host_environment: dict[str, Any], devices: dict[str, dict[str, Any]]):
         self.run_id = run_id
-        self.environment = environment
+        # What the host is, plus what this (measuring) process really runs with.
+        self.environment = {**host_environment, **process_environment()}
         self.devices = devices  # device -> {"name", "fingerprint"}
         self.rss = PeakRSS()
         self._loaded_key: tuple | None = None

@@ -17,7 +17,6 @@ def main() -> int:
 
     import torch
 
-    from benchmark_runners.environment import process_environment
     from benchmark_runners.measure import ConfigMeasurer
     from benchmark_runners.records import BenchmarkConfig
 
@@ -25,8 +24,7 @@ def main() -> int:
     threads = configs[0].threads or job.get("default_threads")
     if threads:
         torch.set_num_threads(int(threads))
-    environment = {**job.get("host_environment", {}), **process_environment()}
-    measurer = ConfigMeasurer(job["run_id"], environment, job.get("devices", {}))
+    measurer = ConfigMeasurer(job["run_id"], job.get("host_environment", {}), job.get("devices", {}))
 
     def emit(message: dict) -> None:
         protocol.write(json.dumps(message) + "\n")

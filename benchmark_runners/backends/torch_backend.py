@@ -125,7 +125,9 @@ class TorchBackend:
         if precision == "int8":
             converted = linear_equivalents(model)
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # quantize_dynamic works; the warning is about its future
+                # quantize_dynamic works in this torch; its warnings are about a future removal.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.filterwarnings("ignore", message=".*deprecated.*", category=UserWarning)
                 model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
             share = flop_count_per_sample(spec, config.seq_length, config.image_size, config.audio_seconds).linear_fraction
             extra["int8_linear_flops_fraction"] = round(share, 4)

@@ -1,0 +1,81 @@
+import json
+
+import pytest
+
+from benchmark_runners.hardware import HARDWARE_KINDS, detect_hardware
+from benchmark_runners.hardware.inventory import device_fingerprint
+from benchmark_runners.hardware.platforms import detect_platforms
+from benchmark_runners.hardware.probe import probe_device
+
+
+def test_every_kind_reports_availability_and_a_reason_when_absent():
+    platforms = detect_platforms()
+    assert set(platforms) == set(HARDWARE_KINDS)
+    for kind, info in platforms.items():
+        assert isinstance(info.available, bool)
+        if not info.available:
+            assert info.reason, f"{kind} unavailable without a reason"
+        else:
+            assert info.devices, f"{kind} available without devices"
+
+
+def test_cpu_details_are_real():
+    import psutil
+
+    cpu = detect_platforms()["cpu"].devices[0]
+    assert cpu["logical_cores"] == psutil.cpu_count()
+    assert cpu["physical_cores"] >= 1
+    assert cpu["memory_total_bytes"] == psutil.virtual_memory().total
+    assert isinstance(cpu["isa_flags"], list)
+
+
+def test_web_platforms_are_never_claimed_available():
+    platforms = detect_platforms()
+    for kind in ("webnn", "webgpu"):
+        assert not platforms[kind].available
+        assert "browser" in platforms[kind].reason
+
+
+def test_probe_measures_positive_figures_quickly():
+    result = probe_device("cpu", budget_s=0.2)
+    assert result.matmul_gflops_best > 1
+    assert result.memory_bandwidth_gbs_best > 0.5
+    assert result.matmul_gflops_best >= result.matmul_gflops_median
+    assert result.duration_s < 3
+
+
+def test_fingerprint_is_stable_and_ignores_volatile_fields():
+    dev = {"name": "X", "logical_cores": 2, "memory_total_bytes": 24 * 2**30, "memory_available_bytes": 1}
+    moved = dict(dev, memory_available_bytes=999, memory_total_bytes=24 * 2**30 + 5 * 2**20)
+    assert device_fingerprint("cpu", dev) == device_fingerprint("cpu", moved)
+    assert device_fingerprint("cpu", dev) != device_fingerprint("cpu", dict(dev, name="Y"))
+
+
+def test_inventory_is_cached_until_refresh(tmp_path):
+    path = tmp_path / "hardware.json"
+    first = detect_hardware(refresh=True, cache_path=path)
+    assert not first.from_cache and path.is_file()
+    assert "cpu" in first.probes
+    second = detect_hardware(cache_path=path)
+    assert second.from_cache
+    assert second.fingerprint("cpu") == first.fingerprint("cpu")
+    assert second.probes == json.loads(path.read_text())["probes"]
+    third = detect_hardware(refresh=True, cache_path=path)
+    assert not third.from_cache
+    assert third.fingerprint("cpu") == first.fingerprint("cpu")
+
+
+def test_corrupt_cache_is_re_detected(tmp_path):
+    path = tmp_path / "hardware.json"
+    path.write_text("{broken")
+    inventory = detect_hardware(cache_path=path)
+    assert not inventory.from_cache
+    assert json.loads(path.read_text())["platforms"]["cpu"]["available"] is True
+
+
+def test_fingerprint_of_an_absent_device_names_the_reason(tmp_path):
+    inventory = detect_hardware(cache_path=tmp_path / "h.json")
+    if inventory.platforms["mps"].available:
+        pytest.skip("this machine has MPS")
+    with pytest.raises(ValueError, match="no mps device here"):
+        inventory.fingerprint("mps")

@@ -1,0 +1,74 @@
+import time
+
+import pytest
+
+from benchmark_runners.harness import TimingPolicy, measure
+from benchmark_runners.timers import HostClock
+
+
+def busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_steady_work_converges_within_the_ci_target():
+    m = measure(lambda clock: busy(0.002), HostClock(), TimingPolicy(ci_target=0.02, max_time_s=5))
+    assert m.stop_reason == "converged"
+    assert m.warmup_steady
+    assert len(m.samples_ns) >= 10
+    assert all(ns >= 2_000_000 for ns in m.samples_ns)
+
+
+def test_an_unreachable_target_stops_at_the_time_cap():
+    policy = TimingPolicy(ci_target=0.0, max_time_s=0.3, warmup_max_time_s=0.1)
+    started = time.perf_counter()
+    m = measure(lambda clock: busy(0.001), HostClock(), policy)
+    assert m.stop_reason == "time_cap"
+    assert time.perf_counter() - started < 2.0
+
+
+def test_max_iterations_caps_the_count():
+    policy = TimingPolicy(ci_target=0.0, min_iterations=5, max_iterations=7, warmup_max_time_s=0.05)
+    m = measure(lambda clock: None, HostClock(), policy)
+    assert m.stop_reason == "max_iterations"
+    assert len(m.samples_ns) == 7
+
+
+def test_warmup_runs_until_a_decaying_warm_up_settles():
+    # Real warm-up decays (allocator growth, kernel caches): 20, 12, 8, 5, 3.5 ms, then 2 ms.
+    # (A plateau of equally slow iterations would look steady to any windowed detector.)
+    profile = [0.020, 0.012, 0.008, 0.005, 0.0035]
+    calls = {"n": 0}
+
+    def step(clock):
+        busy(profile[calls["n"]] if calls["n"] < len(profile) else 0.002)
+        calls["n"] += 1
+
+    m = measure(step, HostClock(), TimingPolicy(max_time_s=2))
+    assert m.first_iteration_ns > 15_000_000
+    assert m.warmup_steady
+    assert len(m.warmup_ns) >= len(profile) - 1  # kept warming until the times settled
+    assert max(m.samples_ns) < 3_000_000  # no warm-up iteration leaked into the samples
+
+
+def test_phase_marks_are_timed_and_add_up():
+    def step(clock):
+        busy(0.002)
+        clock.mark("forward")
+        busy(0.004)
+        clock.mark("backward")
+
+    m = measure(step, HostClock(), TimingPolicy(max_time_s=1, min_iterations=5))
+    fwd, bwd = m.phase_samples_ns["forward"], m.phase_samples_ns["backward"]
+    assert len(fwd) == len(bwd) == len(m.samples_ns)
+    for total, f, b in zip(m.samples_ns, fwd, bwd):
+        assert f >= 2_000_000 and b >= 4_000_000
+        assert f + b <= total
+
+
+def test_invalid_policy_is_rejected():
+    with pytest.raises(ValueError, match="ci_target"):
+        TimingPolicy(ci_target=1.5)
+    with pytest.raises(ValueError, match="min_iterations"):
+        TimingPolicy(min_iterations=0)

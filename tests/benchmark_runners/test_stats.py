@@ -1,0 +1,46 @@
+import math
+import random
+import statistics
+
+import numpy as np
+import pytest
+
+from benchmark_runners.stats import ci_relative_half_width, median_ci, summarize
+
+
+def test_percentiles_match_numpy():
+    rng = random.Random(0)
+    values = [rng.lognormvariate(0, 0.3) for _ in range(501)]
+    s = summarize(values)
+    for q, got in ((50, s.p50_ms), (90, s.p90_ms), (95, s.p95_ms), (99, s.p99_ms)):
+        assert got == pytest.approx(np.percentile(values, q))
+    assert s.stdev_ms == pytest.approx(statistics.stdev(values))
+    assert s.cv == pytest.approx(s.stdev_ms / s.mean_ms)
+
+
+def test_median_ci_covers_the_true_median_about_95_percent_of_the_time():
+    rng = random.Random(1)
+    true_median = math.exp(0)  # lognormal(0, s) has median 1
+    trials, covered = 400, 0
+    for _ in range(trials):
+        sample = sorted(rng.lognormvariate(0, 0.5) for _ in range(40))
+        lo, hi = median_ci(sample)
+        covered += lo <= true_median <= hi
+    assert 0.91 <= covered / trials <= 0.99
+
+
+def test_ci_is_infinite_with_too_few_samples_and_narrows_with_more():
+    assert median_ci([1.0, 2.0, 3.0]) == (-math.inf, math.inf)
+    rng = random.Random(2)
+    few = sorted(rng.gauss(10, 1) for _ in range(20))
+    many = sorted(rng.gauss(10, 1) for _ in range(2000))
+    assert ci_relative_half_width(many) < ci_relative_half_width(few)
+
+
+def test_summary_json_has_no_infinities():
+    assert summarize([1.0, 2.0]).to_json()["ci_low_ms"] is None
+
+
+def test_empty_samples_are_an_error():
+    with pytest.raises(ValueError):
+        summarize([])

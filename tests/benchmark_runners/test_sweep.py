@@ -1,0 +1,56 @@
+"""Isolation: every config in a worker process; crashes and timeouts become failed rows and
+the sweep goes on."""
+import os
+import signal
+
+from benchmark_runners.harness import TimingPolicy
+from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
+from benchmark_runners.sweep import run_sweep
+from tests.conftest import FAST_POLICY
+
+
+def test_a_worker_killed_mid_sweep_fails_only_its_config():
+    configs = [BenchmarkConfig("bert-tiny", batch_size=b, policy=FAST_POLICY) for b in (1, 2, 4)]
+    killed = []
+
+    def on_event(event):
+        if event.kind == "config_started" and event.config.batch_size == 2 and not killed:
+            os.kill(event.worker_pid, signal.SIGKILL)
+            killed.append(event.worker_pid)
+
+    results = run_sweep(configs, on_event=on_event)
+    assert [r.status for r in results] == ["ok", "failed", "ok"]
+    assert "SIGKILL" in results[1].error
+    assert [r.batch_size for r in results] == [1, 2, 4]
+    assert results[2].iterations >= 5  # measured by a fresh worker after the crash
+    assert len({r.run_id for r in results}) == 1
+
+
+def test_a_config_that_overruns_its_timeout_is_killed_and_the_sweep_continues():
+    never_converges = TimingPolicy(ci_target=0.0, min_iterations=10**6, max_iterations=10**7, max_time_s=600)
+    configs = [
+        BenchmarkConfig("bert-tiny", batch_size=1, policy=never_converges, timeout_s=8),
+        BenchmarkConfig("bert-tiny", batch_size=2, policy=FAST_POLICY),
+    ]
+    results = run_sweep(configs)
+    assert results[0].status == "failed"
+    assert "timed out after 8 s" in results[0].error
+    assert results[1].status == "ok"
+
+
+def test_absent_hardware_is_a_skipped_row_with_the_detection_reason():
+    results = run_sweep([BenchmarkConfig("bert-tiny", device="mps", policy=FAST_POLICY)])
+    assert results[0].status == "skipped"
+    assert results[0].error.startswith("mps is not available here:")
+
+
+def test_rows_carry_provenance_and_round_trip_through_json():
+    [row] = run_sweep([BenchmarkConfig("bert-tiny", batch_size=2, policy=FAST_POLICY)])
+    assert row.status == "ok", row.error
+    env = row.environment
+    assert env["versions"]["torch"].startswith("2.13")
+    assert env["torch_threads"] >= 1
+    assert "git" in env and "python" in env
+    assert row.hardware_fingerprint.startswith("cpu-")
+    assert row.memory_method in ("kernel_vmhwm", "sampled_rss_10ms")
+    assert BenchmarkResult.from_json(row.to_json()) == row

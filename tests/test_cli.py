@@ -1,0 +1,74 @@
+"""The `devicefit` command line, run as a user runs it (a subprocess)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def devicefit(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "devicefit.cli", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_detect_json_lists_every_kind_with_probe():
+    out = devicefit("detect", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert set(data["platforms"]) == {"cpu", "cuda", "rocm", "mps", "openvino", "qnn", "webnn", "webgpu"}
+    assert data["probes"]["cpu"]["matmul_gflops_best"] > 0
+
+
+def test_detect_table():
+    out = devicefit("detect")
+    assert out.returncode == 0, out.stderr
+    assert "webgpu" in out.stdout and "Device probe" in out.stdout
+
+
+def test_classify_prints_family_and_evidence():
+    out = devicefit("classify", "whisper-tiny", "--json")
+    data = json.loads(out.stdout)
+    assert (data["family"], data["subfamily"]) == ("audio", "speech_recognition")
+    assert data["evidence"]
+
+
+def test_models_lists_the_catalog():
+    out = devicefit("models", "--json")
+    rows = json.loads(out.stdout)
+    assert len(rows) >= 15
+    assert {r["family"] for r in rows} == {"embedding", "text_generation", "vision", "audio", "multimodal"}
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--model", "bert-base-uncase"], "Did you mean: bert-base-uncased"),
+    (["--model", "bert-tiny", "--batch-sizes", "0"], "batch size must be a positive integer, got 0"),
+    (["--model", "bert-tiny", "--batch-sizes", "1,x"], "'x' is not an integer"),
+    (["--model", "bert-tiny", "--precision", "fp4"], "unknown precision 'fp4'"),
+    (["--model", "bert-tiny", "--seq-length", "4096"], "at most 512 tokens"),
+])
+def test_bad_input_is_a_clear_error_before_anything_runs(args, message):
+    out = devicefit("benchmark", *args)
+    assert out.returncode == 2
+    assert message in " ".join(out.stderr.split())
+
+
+def test_benchmark_real_weights_local_model_writes_json(minilm_dir, tmp_path):
+    target = tmp_path / "out" / "rows.json"
+    out = devicefit("benchmark", "--model", str(minilm_dir), "--batch-sizes", "1,2", "--precision", "fp32,int8",
+                    "--seq-length", "32", "--max-time", "1", "--ci-target", "0.05", "--json", str(target))
+    assert out.returncode == 0, out.stderr
+    assert "Benchmark results" in out.stdout
+    doc = json.loads(target.read_text())
+    rows = doc["results"]
+    assert [(r["precision"], r["batch_size"], r["status"]) for r in rows] == [
+        ("fp32", 1, "ok"), ("fp32", 2, "ok"), ("int8", 1, "ok"), ("int8", 2, "ok")]
+    assert all(r["weights"] == "pretrained" and r["family"] == "embedding" for r in rows)
+    assert doc["hardware"]["platforms"]["cpu"]["available"]
+
+
+def test_benchmark_exits_nonzero_when_a_config_fails(tmp_path):
+    # A config.json whose architecture cannot be built: the row fails, the command says so.
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"],
+                                                      "hidden_size": 30, "num_attention_heads": 4}))
+    out = devicefit("benchmark", "--model", str(tmp_path), "--max-time", "1")
+    assert out.returncode == 1
+    assert "failed" in out.stdout
