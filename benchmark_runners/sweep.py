@@ -74,6 +74,8 @@ def _unavailable_reason(config: BenchmarkConfig, inventory: HardwareInventory, d
 
 
 def _exit_description(returncode: int) -> str:
+    if returncode == 0:
+        return "worker process exited before measuring every config"
     if returncode < 0:
         name = signal.Signals(-returncode).name
         hint = " (the kernel's out-of-memory killer sends SIGKILL when memory runs out)" if name == "SIGKILL" else ""
@@ -134,15 +136,20 @@ def _drive(worker: _Worker, run_id: str, emit: EventHandler) -> list[BenchmarkRe
         chunk = os.read(fd, 1 << 16)
         if not chunk:
             worker.proc.wait()
-            if worker.proc.returncode != 0 or current is not None:
+            if worker.proc.returncode != 0 or current is not None or len(results) < len(worker.configs):
                 tail = worker.stderr_tail()
                 failure = _exit_description(worker.proc.returncode) + (f"; last output: {tail[-500:]}" if tail else "")
             break
         buffer += chunk
-        while b"\n" in buffer:
+        while b"\n" in buffer and failure is None:
             line, buffer = buffer.split(b"\n", 1)
-            message = json.loads(line)
-            index = message["index"]
+            try:
+                message = json.loads(line)
+                index = message["index"]
+            except (ValueError, KeyError, TypeError):
+                worker.kill()
+                failure = f"worker sent malformed output: {line[:200]!r}"
+                break
             if message["event"] == "start":
                 current = index
                 deadline = time.monotonic() + worker.configs[index].timeout_s
@@ -153,6 +160,8 @@ def _drive(worker: _Worker, run_id: str, emit: EventHandler) -> list[BenchmarkRe
                 current = None
                 deadline = time.monotonic() + WORKER_STARTUP_TIMEOUT_S
                 emit(SweepEvent("result", worker.configs[index], result, worker.proc.pid))
+        if failure is not None:
+            break
     sel.close()
     if failure is not None:
         # The config in flight, or (a worker that died before starting one) the first pending.

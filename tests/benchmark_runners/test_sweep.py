@@ -54,3 +54,23 @@ def test_rows_carry_provenance_and_round_trip_through_json():
     assert row.hardware_fingerprint.startswith("cpu-")
     assert row.memory_method in ("kernel_vmhwm", "sampled_rss_10ms")
     assert BenchmarkResult.from_json(row.to_json()) == row
+
+
+def _fake_python(tmp_path, body: str) -> str:
+    script = tmp_path / "fake-python"
+    script.write_text("#!/bin/sh\ncat > /dev/null\n" + body + "\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_worker_that_writes_garbage_fails_its_configs_and_the_sweep_ends(tmp_path):
+    configs = [BenchmarkConfig("bert-tiny", batch_size=b, policy=FAST_POLICY) for b in (1, 2)]
+    rows = run_sweep(configs, python=_fake_python(tmp_path, "echo 'not json'"))
+    assert [r.status for r in rows] == ["failed", "failed"]
+    assert all("malformed output" in r.error for r in rows)
+
+
+def test_a_worker_that_exits_early_fails_its_configs_and_the_sweep_ends(tmp_path):
+    rows = run_sweep([BenchmarkConfig("bert-tiny", policy=FAST_POLICY)], python=_fake_python(tmp_path, "exit 0"))
+    assert rows[0].status == "failed"
+    assert "exited before measuring" in rows[0].error
