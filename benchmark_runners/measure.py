@@ -78,7 +78,8 @@ class ConfigMeasurer:
         }
         try:
             spec = resolve_model(config.model)
-            row.update(model_source=spec.source, family=classify_spec(spec).family,
+            row.update(model=spec.name, model_path=str(spec.path) if spec.path else None,
+                       model_source=spec.source, family=classify_spec(spec).family,
                        architecture=spec.architecture, parameters=parameter_count(spec),
                        weights=weights_kind(spec), weight_bytes=weight_bytes(spec, config.precision))
             sig = input_signature(spec, config.batch_size, config.seq_length, config.image_size, config.audio_seconds)

