@@ -40,13 +40,15 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
 
 
-def _group(configs: Iterable[BenchmarkConfig]) -> list[list[BenchmarkConfig]]:
-    """Configs per worker, ordered so a loaded model is reused and batch sizes go upwards."""
-    groups: dict[tuple, list[BenchmarkConfig]] = {}
-    for c in configs:
-        groups.setdefault((c.model, c.backend, c.device), []).append(c)
+def _group(configs: Iterable[BenchmarkConfig]) -> list[list[tuple[int, BenchmarkConfig]]]:
+    """(position, config) per worker, ordered so a loaded model is reused and batch sizes go
+    upwards; the position puts each row back where its config was asked for."""
+    groups: dict[tuple, list[tuple[int, BenchmarkConfig]]] = {}
+    for i, c in enumerate(configs):
+        groups.setdefault((c.model, c.backend, c.device), []).append((i, c))
     order = {"inference": 0, "training": 1}
-    return [sorted(g, key=lambda c: (order[c.mode], c.precision, c.batch_size, c.seq_length or 0)) for g in groups.values()]
+    return [sorted(g, key=lambda ic: (order[ic[1].mode], ic[1].precision, ic[1].batch_size, ic[1].seq_length or 0))
+            for g in groups.values()]
 
 
 def _device_table(inventory: HardwareInventory) -> dict[str, dict]:
@@ -189,21 +191,19 @@ def run_sweep(
     cpu = inventory.platforms["cpu"].devices[0]
     job = {"run_id": run_id, "host_environment": host_environment(), "devices": devices,
            "default_threads": cpu.get("physical_cores") or cpu.get("logical_cores")}
-    by_key: dict[int, BenchmarkResult] = {}
-    position = {id(c): i for i, c in enumerate(configs)}
+    rows: dict[int, BenchmarkResult] = {}
     for group in _group(configs):
-        pending: list[BenchmarkConfig] = []
-        for config in group:
+        pending: list[tuple[int, BenchmarkConfig]] = []
+        for position, config in group:
             reason = _unavailable_reason(config, inventory, devices)
             if reason:
-                result = BenchmarkResult.for_config(config, run_id, now_iso(), "skipped", reason,
-                                                    environment=job["host_environment"])
-                by_key[position[id(config)]] = result
-                emit(SweepEvent("result", config, result))
+                rows[position] = BenchmarkResult.for_config(config, run_id, now_iso(), "skipped", reason,
+                                                            environment=job["host_environment"])
+                emit(SweepEvent("result", config, rows[position]))
             else:
-                pending.append(config)
+                pending.append((position, config))
         while pending:
-            worker = _Worker(pending, job, python)
+            worker = _Worker([c for _, c in pending], job, python)
             emit(SweepEvent("worker_started", worker_pid=worker.proc.pid))
             try:
                 produced = _drive(worker, run_id, emit)
@@ -211,7 +211,7 @@ def run_sweep(
                 if worker.proc.poll() is None:
                     worker.kill()
                 worker.close()
-            for config, result in zip(pending, produced):
-                by_key[position[id(config)]] = result
+            for (position, _), result in zip(pending, produced):
+                rows[position] = result
             pending = pending[len(produced):]
-    return [by_key[i] for i in range(len(configs))]
+    return [rows[i] for i in range(len(configs))]

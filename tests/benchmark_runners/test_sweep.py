@@ -74,3 +74,9 @@ def test_a_worker_that_exits_early_fails_its_configs_and_the_sweep_ends(tmp_path
     rows = run_sweep([BenchmarkConfig("bert-tiny", policy=FAST_POLICY)], python=_fake_python(tmp_path, "exit 0"))
     assert rows[0].status == "failed"
     assert "exited before measuring" in rows[0].error
+
+
+def test_the_same_config_twice_gives_two_rows_in_order():
+    config = BenchmarkConfig("bert-tiny", policy=FAST_POLICY)
+    rows = run_sweep([config, BenchmarkConfig("bert-tiny", device="mps", policy=FAST_POLICY), config])
+    assert [r.status for r in rows] == ["ok", "skipped", "ok"]
