@@ -7,12 +7,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-# Models `make run` measures: one per family, small enough for a 2-core machine.
-RUN_MODELS ?= all-MiniLM-L6-v2,gpt2,mobilenet-v2,whisper-tiny,clip-vit-base-patch32
-RUN_BATCH_SIZES ?= 1,8
-RUN_PRECISIONS ?= fp32,int8
+export DAGSTER_HOME := $(CURDIR)/dagster_home
+HOST ?= 127.0.0.1
+UI_PORT ?= 3000
 
-.PHONY: run test test-slow install clean
+.PHONY: run test test-slow install ui clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,11 +21,14 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Detect this machine, then materialize the quick profile through Dagster and print a summary.
 run: $(STAMP)
 	$(VENV)/bin/devicefit detect
-	$(VENV)/bin/devicefit benchmark --model $(RUN_MODELS) --device cpu \
-		--batch-sizes $(RUN_BATCH_SIZES) --precision $(RUN_PRECISIONS) \
-		--max-time 8 --json data/outputs/make_run_results.json
+	$(VENV)/bin/devicefit run --profile quick
+
+# The Dagster UI on this machine only, with the workspace (runs, lineage, schedule, checks).
+ui: $(STAMP)
+	$(VENV)/bin/dagster dev -w workspace.yaml -h $(HOST) -p $(UI_PORT)
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -230,6 +231,155 @@ def benchmark(
     failed = [r for r in results if r.status == "failed"]
     if failed:
         err.print(f"[red]{len(failed)} of {len(results)} configs failed[/]")
+        raise typer.Exit(1)
+
+
+db_app = typer.Typer(no_args_is_help=True, help="The DuckDB benchmark store (spec 004's --init-db / --status).")
+app.add_typer(db_app, name="db")
+
+
+def _paths():
+    from devicefit.paths import DataPaths
+
+    return DataPaths.default()
+
+
+@db_app.command("init")
+def db_init() -> None:
+    """Create the database (or migrate it to the current schema)."""
+    from devicefit import store
+
+    paths = _paths()
+    try:
+        applied = store.init_db(paths.database)
+    except store.StoreError as exc:
+        _fail(str(exc))
+    console.print(f"{paths.database}: schema version {store.SCHEMA_VERSION}" +
+                  (f" (applied migrations {', '.join(map(str, applied))})" if applied else " (already current)"))
+
+
+@db_app.command("status")
+def db_status(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+    """Schema version, row counts per table, statuses, latest runs."""
+    from devicefit import store
+
+    try:
+        info = store.status(_paths().database)
+    except store.StoreError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps(info, indent=2, default=str))
+        return
+    console.print(f"[bold]{info['path']}[/] ({info['size_bytes'] / 2**20:.1f} MiB), schema version "
+                  f"{info['schema_version']} (current {info['current_schema_version']})")
+    table = Table(title="Tables")
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    for name, n in info["tables"].items():
+        table.add_row(name, str(n))
+    console.print(table)
+    if info.get("statuses"):
+        console.print("measurements by status: " + ", ".join(f"{k} {v}" for k, v in info["statuses"].items()))
+    for run in info.get("latest_runs", []):
+        console.print(f"  run {run['run_id']} ({run['source_key']}): {run['rows']} rows at {run['written_at']} on {run['hostname']}")
+
+
+@app.command()
+def ingest(
+    path: Path = typer.Argument(..., help="A devicefit results JSON, or optimum-benchmark output (dir, benchmark.json, or benchmark_report.json with its config)."),
+    load: bool = typer.Option(True, "--load/--no-load", help="Also load it into DuckDB now (otherwise at the next benchmark_results materialization)."),
+) -> None:
+    """Validate measurements taken elsewhere and land them under data/raw/ (and load them)."""
+    from devicefit import store
+    from devicefit.ingest import ingest_file
+    from devicefit.landing import LandingFileError, load_landing_files
+
+    paths = _paths()
+    try:
+        result = ingest_file(path, paths.raw)
+    except LandingFileError as exc:
+        _fail(f"cannot ingest: {exc}")
+    console.print(f"landed {result.rows} rows ({result.format}) as {result.source_key} -> {result.landing_path}")
+    if load:
+        try:
+            report = load_landing_files(paths.database, paths.raw)
+        except store.StoreError as exc:
+            _fail(f"{exc}; the file is landed and the next benchmark_results materialization loads it", 1)
+        console.print(f"loaded {report.rows_loaded} rows from {len(report.loaded)} changed source(s) into {paths.database}")
+        for name, reason in report.quarantined:
+            err.print(f"[red]quarantined[/] {name}: {reason}")
+
+
+@app.command("run")
+def run_command(
+    profile: str = typer.Option("quick", "--profile", help="quick (minutes) or full (the nightly sweep)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Comma-separated models instead of the profile's."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds: cpu, cuda, mps (default: all available)."),
+    category: Optional[str] = typer.Option(None, "--category", help="Comma-separated families, e.g. vision,audio."),
+    all_models: bool = typer.Option(False, "--all", help="Every catalog model."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="At most this many models."),
+    batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", help="Override the profile's batch sizes."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="Override the profile's precisions."),
+    training_mode: Optional[bool] = typer.Option(None, "--training-mode/--no-training-mode", help="Train every model / none (default: the profile's)."),
+) -> None:
+    """Materialize the pipeline through Dagster: measurements per (hardware, model), then the
+    DuckDB store, aggregates and the compatibility matrix. Prints a summary and the paths written."""
+    from benchmark_runners.hardware import detect_hardware
+    from devicefit import store
+    from devicefit.profiles import Selection
+    from devicefit.run_pipeline import run_pipeline
+    from models.catalog import UnknownModelError
+
+    try:
+        selection = Selection(
+            profile=profile, models=tuple(_csv(model, "--model")) if model else (),
+            hardware=tuple(_csv(hardware, "--hardware")) if hardware else (),
+            categories=tuple(_csv(category, "--category")) if category else (), all_models=all_models, limit=limit,
+            batch_sizes=tuple(_ints(batch_sizes, "--batch-sizes")) if batch_sizes else (),
+            precisions=tuple(_csv(precision, "--precision")) if precision else (), training_mode=training_mode)
+        inventory = detect_hardware()
+        keys = selection.partition_keys(inventory.available_kinds())
+    except (ValueError, UnknownModelError) as exc:
+        _fail(str(exc))
+    if not keys:
+        _fail(f"nothing to measure: none of the selected hardware is available here (available: {', '.join(inventory.available_kinds())})")
+    err.print(f"profile {profile}: {len(keys)} partitions")
+    try:
+        outcome = run_pipeline(selection, keys, lambda key, i, n: err.print(f"[{i + 1}/{n}] measuring {key}"))
+    except RuntimeError as exc:
+        _fail(str(exc))
+    paths = _paths()
+    con = store.connect(paths.database, read_only=True)
+    try:
+        rows = store.query(con, "SELECT model, device_kind, mode, batch_size, best_precision, p50_ms, throughput_samples_per_s, "
+                                "speedup_vs_cpu_fp32, runs FROM aggregates WHERE is_best_precision ORDER BY model, device_kind, mode, batch_size")
+        fp32 = {(r["model"], r["device_kind"], r["mode"], r["batch_size"]): r["p50_ms"] for r in
+                store.query(con, "SELECT model, device_kind, mode, batch_size, p50_ms FROM aggregates WHERE precision = 'fp32'")}
+    finally:
+        con.close()
+    table = Table(title="Best precision per config (median over runs)")
+    for col in ("model", "hardware", "mode", "batch", "best", "p50 ms", "fp32 p50 ms", "samples/s", "speedup vs cpu fp32"):
+        table.add_column(col, justify="left" if col in ("model", "hardware", "mode", "best") else "right")
+    for r in rows:
+        base = fp32.get((r["model"], r["device_kind"], r["mode"], r["batch_size"]))
+        table.add_row(r["model"], r["device_kind"], r["mode"], str(r["batch_size"]), r["best_precision"], f"{r['p50_ms']:.2f}",
+                      f"{base:.2f}" if base else "-", f"{r['throughput_samples_per_s']:.1f}",
+                      f"{r['speedup_vs_cpu_fp32']:.2f}x" if r["speedup_vs_cpu_fp32"] else "-")
+    console.print(table)
+    statuses: dict[str, int] = {}
+    for _, _, md in outcome.partitions:
+        for k in ("ok", "skipped", "failed"):
+            statuses[k] = statuses.get(k, 0) + int(md.get(k, 0))
+    console.print(f"configs: {statuses.get('ok', 0)} measured, {statuses.get('skipped', 0)} skipped, {statuses.get('failed', 0)} failed")
+    console.print("written:")
+    for label, path in (("database", paths.database), ("landing files", paths.raw), ("compatibility matrix", paths.outputs / "compatibility_matrix.json"),
+                        ("hardware inventory", paths.root / "hardware.json"), ("dagster runs", os.environ.get("DAGSTER_HOME"))):
+        console.print(f"  {label}: {path}")
+    for check in outcome.failed_checks:
+        err.print(f"[yellow]check:[/] {check}")
+    broken = [k for k, ok, _ in outcome.partitions if not ok]
+    if broken or not outcome.results_success:
+        err.print(f"[red]runs failed:[/] {', '.join(broken) or 'results_job'} (see `make ui`)")
         raise typer.Exit(1)
 
 

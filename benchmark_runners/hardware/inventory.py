@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -67,6 +68,7 @@ class HardwareInventory:
             "schema": CACHE_SCHEMA,
             "detected_at": self.detected_at,
             "boot_id": self.boot_id,
+            "hostname": platform.node(),
             "torch_device": self.torch_device(),
             "platforms": {k: v.to_json() for k, v in self.platforms.items()},
             "probes": self.probes,

@@ -1,0 +1,56 @@
+"""Asset checks: thin wrappers over devicefit.checks."""
+
+from typing import Callable
+
+import dagster as dg
+
+from assets.resources import DevicefitData
+from assets.results import aggregated_results, benchmark_results, compatibility_matrix
+from devicefit import checks, store
+from devicefit.checks import CheckOutcome
+
+
+def _run(devicefit_data: DevicefitData, check: Callable, severity=dg.AssetCheckSeverity.ERROR) -> dg.AssetCheckResult:
+    con = store.connect(devicefit_data.paths().database, read_only=True)
+    try:
+        outcome: CheckOutcome = check(con)
+    finally:
+        con.close()
+    return dg.AssetCheckResult(passed=outcome.passed, severity=severity, description=outcome.description,
+                               metadata={k: dg.MetadataValue.json(v) if isinstance(v, (list, dict)) else v
+                                         for k, v in outcome.metadata.items()})
+
+
+@dg.asset_check(asset=benchmark_results, description="No NaN, zero or negative timings.")
+def timings_valid(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
+    return _run(devicefit_data, checks.timings_valid)
+
+
+@dg.asset_check(asset=benchmark_results, description="Throughput agrees with batch size and latency samples.")
+def throughput_consistent(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
+    return _run(devicefit_data, checks.throughput_consistent)
+
+
+@dg.asset_check(asset=benchmark_results, description="Each partition and ingested file has rows or recorded failures.")
+def sources_have_rows(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
+    return _run(devicefit_data, checks.sources_have_rows)
+
+
+@dg.asset_check(asset=benchmark_results, description="CI of the median within its target (warning: time caps may stop first).")
+def ci_within_target(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
+    return _run(devicefit_data, checks.ci_within_target, dg.AssetCheckSeverity.WARN)
+
+
+@dg.asset_check(asset=aggregated_results, description="Positive medians and speedups.")
+def aggregates_valid(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
+    return _run(devicefit_data, checks.aggregates_valid)
+
+
+@dg.asset_check(asset=compatibility_matrix, description="Every family x hardware kind has an entry.")
+def compatibility_complete(compatibility_matrix: dict) -> dg.AssetCheckResult:
+    outcome = checks.compatibility_complete(compatibility_matrix)
+    return dg.AssetCheckResult(passed=outcome.passed, description=outcome.description,
+                               metadata={k: dg.MetadataValue.json(v) if isinstance(v, list) else v for k, v in outcome.metadata.items()})
+
+
+ALL_CHECKS = [timings_valid, throughput_consistent, sources_have_rows, ci_within_target, aggregates_valid, compatibility_complete]

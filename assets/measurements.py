@@ -1,0 +1,47 @@
+"""The measurements: one partition per (hardware, model), each landing its rows atomically."""
+
+import dagster as dg
+from pydantic import Field
+
+from assets.partitions import measurement_partitions
+from assets.resources import DevicefitData
+from benchmark_runners.hardware import detect_hardware
+from devicefit.pipeline import measure_partition, results_markdown
+from devicefit.profiles import Selection
+
+
+class SweepConfig(dg.Config):
+    """Spec 004's options as run config; empty lists mean "as the profile says"."""
+
+    profile: str = Field(default="quick", description="quick (make run) or full (nightly)")
+    batch_sizes: list[int] = Field(default_factory=list, description="override the profile's batch sizes")
+    precisions: list[str] = Field(default_factory=list, description="override: fp32, fp16, bf16, int8")
+    training_mode: bool | None = Field(default=None, description="true: also train; false: inference only; null: profile")
+
+    def selection(self) -> Selection:
+        return Selection(profile=self.profile, batch_sizes=tuple(self.batch_sizes), precisions=tuple(self.precisions),
+                         training_mode=self.training_mode)
+
+
+@dg.asset(
+    partitions_def=measurement_partitions,
+    group_name="measurement",
+    deps=["hardware_inventory", "model_catalog"],
+    description="Benchmark rows of one model on one hardware kind, landed as data/raw/partition__<hw>__<model>.json.",
+    tags={"devicefit/kind": "benchmark"},
+)
+def measurements(context: dg.AssetExecutionContext, config: SweepConfig, devicefit_data: DevicefitData) -> dg.MaterializeResult:
+    outcome = measure_partition(context.partition_key, config.selection(), detect_hardware(), devicefit_data.paths())
+    counts = outcome.status_counts()
+    for r in outcome.results:
+        if r.status == "failed":
+            context.log.warning(f"{r.model} {r.device} {r.precision} {r.mode} bs={r.batch_size} failed: {r.error}")
+    return dg.MaterializeResult(metadata={
+        "rows": len(outcome.results),
+        "ok": counts.get("ok", 0),
+        "skipped": counts.get("skipped", 0),
+        "failed": counts.get("failed", 0),
+        "duration_s": round(outcome.seconds, 1),
+        "landing_file": dg.MetadataValue.path(outcome.landing_path),
+        "results": dg.MetadataValue.md(results_markdown(outcome.results)),
+    })

@@ -1,0 +1,109 @@
+"""The pipeline's steps as plain functions; Dagster assets call these and add metadata."""
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from benchmark_runners.hardware import HardwareInventory
+from benchmark_runners.records import BenchmarkResult
+from benchmark_runners.sweep import new_run_id, run_sweep
+from devicefit import store
+from devicefit.landing import LoadReport, load_landing_files, write_landing
+from devicefit.paths import DataPaths
+from devicefit.profiles import Selection, partition_configs
+from devicefit.results_io import results_document, write_json_atomic
+from models.analysis import model_facts
+from models.catalog import load_catalog
+from models.classifier import classify_spec
+
+
+def partition_source_key(partition_key: str) -> str:
+    return f"partition:{partition_key}"
+
+
+@dataclass
+class PartitionOutcome:
+    partition_key: str
+    results: list[BenchmarkResult]
+    landing_path: str
+    seconds: float
+
+    def status_counts(self) -> dict[str, int]:
+        return dict(Counter(r.status for r in self.results))
+
+
+def measure_partition(partition_key: str, selection: Selection, inventory: HardwareInventory, paths: DataPaths) -> PartitionOutcome:
+    """Measure one "hardware|model" partition and land its rows atomically. Killed midway,
+    it leaves no landing file, so no partial rows ever reach the store."""
+    kind, model = partition_key.split("|", 1)
+    cpu_isa = inventory.platforms["cpu"].devices[0].get("isa_flags", [])
+    configs = partition_configs(model, kind, selection, cpu_isa)
+    started = time.perf_counter()
+    run_id = new_run_id()
+    results = run_sweep(configs, run_id=run_id, inventory=inventory)
+    document = results_document(run_id, results, inventory.to_json())
+    path = write_landing(paths.raw, partition_source_key(partition_key), document)
+    return PartitionOutcome(partition_key, results, str(path), time.perf_counter() - started)
+
+
+def load_results(paths: DataPaths) -> LoadReport:
+    return load_landing_files(paths.database, paths.raw)
+
+
+def refresh_aggregates(paths: DataPaths) -> list[dict[str, Any]]:
+    con = store.connect(paths.database)
+    try:
+        store.migrate(con)
+        store.refresh_aggregates(con)
+        return store.query(con, "SELECT * FROM aggregates")
+    finally:
+        con.close()
+
+
+def catalog_facts() -> list[dict[str, Any]]:
+    rows = []
+    for spec in load_catalog().values():
+        facts = model_facts(spec)
+        c = classify_spec(spec)
+        rows.append({"name": spec.name, "family": c.family, "subfamily": c.subfamily, "architecture": spec.architecture,
+                     "parameters": facts.parameters, "forward_gflops_per_sample": round(facts.forward_flops_per_sample / 1e9, 3),
+                     "weight_bytes": facts.weight_bytes, "input": facts.input})
+    return rows
+
+
+def markdown_table(rows: list[dict[str, Any]], columns: list[str], limit: int = 40) -> str:
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+        return "" if v is None else str(v).replace("|", "/").replace("\n", " ")[:120]
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows[:limit]]
+    if len(rows) > limit:
+        lines.append(f"\n_{len(rows) - limit} more rows not shown_")
+    return "\n".join(lines)
+
+
+def results_markdown(results: list[BenchmarkResult]) -> str:
+    rows = []
+    for r in results:
+        rows.append({"model": r.model, "device": r.device, "precision": r.precision, "mode": r.mode, "batch": r.batch_size,
+                     "status": r.status, "p50 ms": r.p50_ms,
+                     "CI ±%": None if r.ci_rel_half_width is None else 100 * r.ci_rel_half_width,
+                     "samples/s": r.throughput_samples_per_s,
+                     "peak RSS MiB": None if r.peak_rss_bytes is None else r.peak_rss_bytes / 2**20,
+                     "note": r.error or r.stop_reason})
+    return markdown_table(rows, list(rows[0]) if rows else ["model"])
+
+
+def write_output_json(paths: DataPaths, name: str, document: Any) -> str:
+    path = paths.outputs / name
+    write_json_atomic(path, document)
+    return str(path)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, indent=1, default=str)

@@ -1,0 +1,132 @@
+"""Sweep profiles: which configs a (model, hardware) partition measures.
+
+`quick` is what `make run` materializes: 8 catalog models across all five families, batch
+sizes 1/4/16, the precisions this hardware runs natively, inference, plus training for three
+small models, in under 15 minutes on a 2-core CPU. `full` is the nightly sweep: every catalog
+model, more batch sizes, every precision, and the default (tighter) timing caps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from benchmark_runners.harness import TimingPolicy
+from benchmark_runners.records import PRECISIONS, BenchmarkConfig
+from models.catalog import catalog_names, resolve_model
+from models.classifier import classify_spec
+
+# Kinds with a devicefit backend today (torch): the hardware dimension of the partitions.
+MEASURABLE_KINDS = ("cpu", "cuda", "mps")
+TORCH_DEVICE = {"cpu": "cpu", "cuda": "cuda:0", "mps": "mps"}
+
+
+@dataclass(frozen=True)
+class SweepProfile:
+    name: str
+    models: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    precisions: dict[str, tuple[str, ...]]  # per hardware kind
+    training_models: tuple[str, ...]
+    training_batch_sizes: tuple[int, ...]
+    policy: TimingPolicy = field(default_factory=TimingPolicy)
+    seq_length: int | None = None
+
+    def precisions_for(self, kind: str, cpu_isa: list[str] | None = None) -> tuple[str, ...]:
+        precisions = self.precisions[kind]
+        if kind == "cpu" and "bf16" in precisions and self.name == "quick" and "amx_bf16" not in (cpu_isa or []):
+            # Without AMX, bf16 on CPU runs through conversions and is slower than fp32;
+            # quick keeps to native fast paths, full measures it anyway.
+            precisions = tuple(p for p in precisions if p != "bf16")
+        return precisions
+
+
+QUICK = SweepProfile(
+    name="quick",
+    models=("bert-tiny", "all-MiniLM-L6-v2", "gpt2", "t5-small", "mobilenet-v2", "resnet-50",
+            "whisper-tiny", "clip-vit-base-patch32"),
+    batch_sizes=(1, 4, 16),
+    precisions={"cpu": ("fp32", "bf16", "int8"), "cuda": ("fp32", "fp16", "bf16"), "mps": ("fp32", "fp16")},
+    training_models=("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2"),
+    training_batch_sizes=(1, 4, 16),
+    policy=TimingPolicy(max_time_s=4.0, warmup_max_time_s=3.0),
+)
+FULL = SweepProfile(
+    name="full",
+    models=tuple(catalog_names()),
+    batch_sizes=(1, 4, 16, 64),
+    precisions={"cpu": ("fp32", "bf16", "int8"), "cuda": ("fp32", "fp16", "bf16", "int8"), "mps": ("fp32", "fp16", "bf16")},
+    training_models=("bert-tiny", "all-MiniLM-L6-v2", "distilbert-base-uncased", "bert-base-uncased", "gpt2",
+                     "t5-small", "mobilenet-v2", "resnet-50", "vit-base-patch16-224", "whisper-tiny"),
+    training_batch_sizes=(1, 4, 16),
+)
+PROFILES = {p.name: p for p in (QUICK, FULL)}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Spec 004's selection options: --model, --hardware, --category, --all, --limit,
+    --batch-sizes, --precision, --training-mode. Empty means "as the profile says"."""
+
+    profile: str = "quick"
+    models: tuple[str, ...] = ()
+    hardware: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    all_models: bool = False
+    limit: int | None = None
+    batch_sizes: tuple[int, ...] = ()
+    precisions: tuple[str, ...] = ()
+    training_mode: bool | None = None  # None: the profile's training models; True: train every model; False: none
+
+    def __post_init__(self):
+        if self.profile not in PROFILES:
+            raise ValueError(f"unknown profile '{self.profile}' (known: {', '.join(PROFILES)})")
+        bad = [p for p in self.precisions if p not in PRECISIONS]
+        if bad:
+            raise ValueError(f"unknown precision(s) {', '.join(bad)} (known: {', '.join(PRECISIONS)})")
+        bad_hw = [h for h in self.hardware if h not in MEASURABLE_KINDS]
+        if bad_hw:
+            raise ValueError(f"unknown hardware {', '.join(bad_hw)} (measurable: {', '.join(MEASURABLE_KINDS)})")
+        if any(b < 1 for b in self.batch_sizes):
+            raise ValueError("batch sizes must be positive integers")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be positive, got {self.limit}")
+
+    @property
+    def sweep_profile(self) -> SweepProfile:
+        return PROFILES[self.profile]
+
+    def model_names(self) -> list[str]:
+        from models.catalog import FAMILIES
+
+        bad = [c for c in self.categories if c not in FAMILIES]
+        if bad:
+            raise ValueError(f"unknown category {', '.join(bad)} (families: {', '.join(FAMILIES)})")
+        if self.models:
+            names = [resolve_model(m).name for m in self.models]  # UnknownModelError names close matches
+        elif self.all_models or self.categories:
+            names = catalog_names()
+        else:
+            names = list(self.sweep_profile.models)
+        if self.categories:
+            names = [n for n in names if classify_spec(resolve_model(n)).family in self.categories]
+        return names[: self.limit] if self.limit else names
+
+    def partition_keys(self, available_kinds: list[str]) -> list[str]:
+        """Multi-partition keys ("hardware|model", Dagster orders dimensions alphabetically)."""
+        kinds = [k for k in (self.hardware or MEASURABLE_KINDS) if k in available_kinds]
+        return [f"{kind}|{name}" for kind in kinds for name in self.model_names()]
+
+
+def partition_configs(model: str, kind: str, selection: Selection, cpu_isa: list[str] | None = None) -> list[BenchmarkConfig]:
+    """Every config one (model, hardware) partition measures under `selection`."""
+    profile = selection.sweep_profile
+    device = TORCH_DEVICE[kind]
+    precisions = selection.precisions or profile.precisions_for(kind, cpu_isa)
+    sizes = selection.batch_sizes or profile.batch_sizes
+    configs = [BenchmarkConfig(model=model, device=device, precision=p, batch_size=b, seq_length=profile.seq_length,
+                               policy=profile.policy)
+               for p in precisions for b in sizes]
+    train = selection.training_mode if selection.training_mode is not None else model in profile.training_models
+    if train:
+        train_sizes = selection.batch_sizes or profile.training_batch_sizes
+        configs += [replace(configs[0], mode="training", precision="fp32", batch_size=b) for b in train_sizes]
+    return configs

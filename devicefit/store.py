@@ -1,0 +1,262 @@
+"""The DuckDB store: schema, migrations, reads and writes. The one place for SQL.
+
+Rows arrive per *source* (a partition's landing file, or an ingested file). Loading a source
+replaces all of its rows in one transaction, so re-materializing a partition or re-ingesting a
+file never duplicates rows, and a failed load leaves the previous rows intact.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+
+from benchmark_runners.records import BenchmarkResult
+
+# Each migration moves the schema from version N-1 to N; they run in order, each in a transaction.
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        """CREATE TABLE schema_version (version INTEGER NOT NULL, applied_at TIMESTAMP NOT NULL)""",
+        """CREATE TABLE sources (
+            source_key VARCHAR PRIMARY KEY, origin VARCHAR NOT NULL, path VARCHAR, sha256 VARCHAR,
+            rows INTEGER NOT NULL, loaded_at TIMESTAMP NOT NULL)""",
+        """CREATE TABLE runs (
+            run_id VARCHAR NOT NULL, source_key VARCHAR NOT NULL, written_at TIMESTAMP, hostname VARCHAR,
+            git_commit VARCHAR, git_dirty BOOLEAN, versions JSON, rows INTEGER NOT NULL,
+            PRIMARY KEY (run_id, source_key))""",
+        """CREATE TABLE hardware (
+            fingerprint VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, name VARCHAR, hostname VARCHAR,
+            details JSON, probe JSON, last_seen TIMESTAMP NOT NULL)""",
+        """CREATE TABLE models (
+            name VARCHAR PRIMARY KEY, source VARCHAR, architecture VARCHAR, family VARCHAR,
+            parameters BIGINT, last_seen TIMESTAMP NOT NULL)""",
+        """CREATE TABLE measurements (
+            source_key VARCHAR NOT NULL, run_id VARCHAR NOT NULL, config_key VARCHAR NOT NULL,
+            status VARCHAR NOT NULL, model VARCHAR NOT NULL, backend VARCHAR NOT NULL, device VARCHAR NOT NULL,
+            device_kind VARCHAR NOT NULL, precision VARCHAR NOT NULL, mode VARCHAR NOT NULL,
+            batch_size INTEGER NOT NULL, seq_length INTEGER, input_dims VARCHAR, timestamp TIMESTAMP, error VARCHAR,
+            model_source VARCHAR, model_path VARCHAR, family VARCHAR, architecture VARCHAR, parameters BIGINT,
+            weights VARCHAR, input JSON, forward_flops_per_sample BIGINT, weight_bytes BIGINT,
+            precision_recipe VARCHAR, device_name VARCHAR, hardware_fingerprint VARCHAR, hostname VARCHAR,
+            samples_ms DOUBLE[], warmup_ms DOUBLE[], warmup_steady BOOLEAN, iterations INTEGER,
+            stop_reason VARCHAR, ci_target DOUBLE, mean_ms DOUBLE, p50_ms DOUBLE, p90_ms DOUBLE,
+            p95_ms DOUBLE, p99_ms DOUBLE, min_ms DOUBLE, max_ms DOUBLE, stdev_ms DOUBLE, cv DOUBLE,
+            ci_low_ms DOUBLE, ci_high_ms DOUBLE, ci_rel_half_width DOUBLE, throughput_samples_per_s DOUBLE,
+            tokens_per_s DOUBLE, load_time_s DOUBLE, first_inference_ms DOUBLE, forward_ms DOUBLE,
+            backward_ms DOUBLE, optimizer_ms DOUBLE, phase_samples_ms JSON, loss_kind VARCHAR,
+            peak_rss_bytes BIGINT, rss_after_load_bytes BIGINT, rss_before_load_bytes BIGINT,
+            memory_method VARCHAR, device_allocated_peak_bytes BIGINT, device_reserved_peak_bytes BIGINT,
+            environment JSON, policy JSON,
+            PRIMARY KEY (source_key, run_id, config_key))""",
+    ],
+}
+SCHEMA_VERSION = max(MIGRATIONS)
+# Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
+JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms"}
+DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hostname")
+MEASUREMENT_COLUMNS = [*DERIVED_COLUMNS, *(f.name for f in fields(BenchmarkResult))]
+
+
+class StoreError(RuntimeError):
+    """A database that is missing, too new, or locked, said in words."""
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def connect(path: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    path = Path(path)
+    if read_only and not path.is_file():
+        raise StoreError(f"no database at {path}: run `devicefit db init` or materialize the pipeline first")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        raise StoreError(f"cannot open {path}: {exc} (DuckDB allows one writing process at a time)") from exc
+
+
+def schema_version(con: duckdb.DuckDBPyConnection) -> int:
+    exists = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'").fetchone()[0]
+    if not exists:
+        return 0
+    return con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> list[int]:
+    """Apply pending migrations; returns the versions applied. A newer database is refused."""
+    current = schema_version(con)
+    if current > SCHEMA_VERSION:
+        raise StoreError(f"database schema version {current} is newer than this devicefit ({SCHEMA_VERSION}); upgrade devicefit")
+    applied = []
+    for version in range(current + 1, SCHEMA_VERSION + 1):
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for statement in MIGRATIONS[version]:
+                con.execute(statement)
+            con.execute("INSERT INTO schema_version VALUES (?, ?)", [version, _now()])
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        applied.append(version)
+    return applied
+
+
+def init_db(path: Path) -> list[int]:
+    con = connect(path)
+    try:
+        return migrate(con)
+    finally:
+        con.close()
+
+
+def _measurement_values(source_key: str, r: BenchmarkResult) -> list[Any]:
+    row = r.to_json()
+    dims = (row.get("input") or {}).get("dims") or {}
+    derived = {
+        "source_key": source_key,
+        "device_kind": r.device.split(":")[0],
+        "seq_length": dims.get("seq_length"),
+        "input_dims": json.dumps(dims, sort_keys=True) if dims else None,
+        "hostname": (r.environment or {}).get("hostname"),
+    }
+    out = []
+    for col in MEASUREMENT_COLUMNS:
+        value = derived[col] if col in derived else row[col]
+        out.append(json.dumps(value) if col in JSON_FIELDS else value)
+    return out
+
+
+def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str, document: dict[str, Any],
+                   path: str | None = None, sha256: str | None = None) -> int:
+    """Replace every row of `source_key` with the rows of `document`, atomically."""
+    results = [BenchmarkResult.from_json(r) for r in document["results"]]
+    now = _now()
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table in ("measurements", "runs", "sources"):
+            con.execute(f"DELETE FROM {table} WHERE source_key = ?", [source_key])
+        placeholders = ", ".join("?" for _ in MEASUREMENT_COLUMNS)
+        if results:
+            con.executemany(f"INSERT INTO measurements ({', '.join(MEASUREMENT_COLUMNS)}) VALUES ({placeholders})",
+                            [_measurement_values(source_key, r) for r in results])
+        by_run: dict[str, list[BenchmarkResult]] = {}
+        for r in results:
+            by_run.setdefault(r.run_id, []).append(r)
+        for run_id, rows in by_run.items():
+            env = rows[0].environment or {}
+            git = env.get("git") or {}
+            con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [run_id, source_key, min(r.timestamp for r in rows), env.get("hostname"), git.get("commit"),
+                         git.get("dirty"), json.dumps(env.get("versions")), len(rows)])
+        _upsert_hardware(con, document.get("hardware") or {}, now)
+        _upsert_models(con, results, now)
+        con.execute("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?)", [source_key, origin, path, sha256, len(results), now])
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return len(results)
+
+
+def _upsert_hardware(con, inventory: dict[str, Any], now: datetime) -> None:
+    probes = {p.get("fingerprint"): p for p in (inventory.get("probes") or {}).values()}
+    hostname = inventory.get("hostname")
+    for kind, info in (inventory.get("platforms") or {}).items():
+        for dev in info.get("devices") or []:
+            fp = dev.get("fingerprint")
+            if not fp:
+                continue
+            con.execute("DELETE FROM hardware WHERE fingerprint = ?", [fp])
+            con.execute("INSERT INTO hardware VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [fp, kind, dev.get("name"), hostname, json.dumps(dev), json.dumps(probes.get(fp)), now])
+
+
+def _upsert_models(con, results: list[BenchmarkResult], now: datetime) -> None:
+    seen = {}
+    for r in results:
+        if r.parameters is not None:
+            seen[r.model] = r
+    for name, r in seen.items():
+        con.execute("DELETE FROM models WHERE name = ?", [name])
+        con.execute("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?)", [name, r.model_source, r.architecture, r.family, r.parameters, now])
+
+
+def source_sha(con: duckdb.DuckDBPyConnection, source_key: str) -> str | None:
+    row = con.execute("SELECT sha256 FROM sources WHERE source_key = ?", [source_key]).fetchone()
+    return row[0] if row else None
+
+
+AGGREGATE_SQL = """
+CREATE OR REPLACE TABLE aggregates AS
+WITH per_config AS (
+    SELECT model, any_value(family) AS family, backend, device_kind, hostname,
+           any_value(hardware_fingerprint) AS hardware_fingerprint, any_value(device_name) AS device_name,
+           precision, mode, batch_size, coalesce(input_dims, '{}') AS input_dims, any_value(seq_length) AS seq_length,
+           count(DISTINCT run_id) AS runs, count(*) AS rows,
+           median(p50_ms) AS p50_ms, median(p95_ms) AS p95_ms,
+           median(throughput_samples_per_s) AS throughput_samples_per_s,
+           median(peak_rss_bytes) AS peak_rss_bytes, max(ci_rel_half_width) AS worst_ci_rel_half_width,
+           max(timestamp) AS last_measured
+    FROM measurements WHERE status = 'ok'
+    GROUP BY model, backend, device_kind, hostname, precision, mode, batch_size, coalesce(input_dims, '{}')
+)
+SELECT p.*,
+       -- versus the same model/batch/input on the same host's CPU in fp32 (torch); NULL when not measured
+       base.p50_ms / p.p50_ms AS speedup_vs_cpu_fp32,
+       first_value(p.precision) OVER (
+           PARTITION BY p.model, p.backend, p.device_kind, p.hostname, p.mode, p.batch_size, p.input_dims
+           ORDER BY p.p50_ms) AS best_precision,
+       p.p50_ms = min(p.p50_ms) OVER (
+           PARTITION BY p.model, p.backend, p.device_kind, p.hostname, p.mode, p.batch_size, p.input_dims) AS is_best_precision
+FROM per_config p
+LEFT JOIN per_config base
+  ON base.model = p.model AND base.mode = p.mode AND base.batch_size = p.batch_size
+ AND base.input_dims = p.input_dims AND base.hostname IS NOT DISTINCT FROM p.hostname
+ AND base.device_kind = 'cpu' AND base.precision = 'fp32' AND base.backend = 'torch'
+ORDER BY p.model, p.device_kind, p.mode, p.batch_size, p.precision
+"""
+
+
+def refresh_aggregates(con: duckdb.DuckDBPyConnection) -> int:
+    con.execute(AGGREGATE_SQL)
+    return con.execute("SELECT count(*) FROM aggregates").fetchone()[0]
+
+
+def query(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables ORDER BY table_name").fetchall()]
+    return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+
+
+def status(path: Path) -> dict[str, Any]:
+    """What `devicefit db status` prints: version, row counts, sources, latest runs."""
+    con = connect(path, read_only=True)
+    try:
+        version = schema_version(con)
+        out: dict[str, Any] = {"path": str(path), "size_bytes": Path(path).stat().st_size,
+                               "schema_version": version, "current_schema_version": SCHEMA_VERSION,
+                               "tables": table_counts(con)}
+        if version >= 1:
+            out["statuses"] = dict(con.execute("SELECT status, count(*) FROM measurements GROUP BY status ORDER BY status").fetchall())
+            out["latest_runs"] = query(con, "SELECT run_id, source_key, written_at, hostname, git_commit, rows FROM runs ORDER BY written_at DESC LIMIT 5")
+        return out
+    finally:
+        con.close()
+
+
+def iter_results(con: duckdb.DuckDBPyConnection, where: str = "TRUE", params: list[Any] | None = None) -> Iterator[dict[str, Any]]:
+    for row in query(con, f"SELECT * FROM measurements WHERE {where} ORDER BY model, device, precision, mode, batch_size", params):
+        for col in JSON_FIELDS:
+            if isinstance(row.get(col), str):
+                row[col] = json.loads(row[col])
+        yield row

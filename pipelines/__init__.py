@@ -1,0 +1,1 @@
+"""Dagster wiring: Definitions, jobs, schedules, sensors, resources. No logic lives here."""

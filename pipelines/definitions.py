@@ -1,0 +1,24 @@
+"""The Dagster code location (workspace.yaml points here)."""
+import dagster as dg
+
+from assets.checks import ALL_CHECKS
+from assets.inventory import hardware_inventory, model_catalog
+from assets.measurements import measurements
+from assets.resources import DevicefitData
+from assets.results import aggregated_results, benchmark_results, compatibility_matrix
+from pipelines.jobs import inventory_job, measurements_job, results_job
+from pipelines.schedules import nightly_benchmarks
+
+# Rebuild benchmark_results and everything derived from it whenever new measurements land.
+automation_sensor = dg.AutomationConditionSensorDefinition(
+    "rebuild_after_measurements", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
+)
+
+defs = dg.Definitions(
+    assets=[hardware_inventory, model_catalog, measurements, benchmark_results, aggregated_results, compatibility_matrix],
+    asset_checks=ALL_CHECKS,
+    jobs=[measurements_job, results_job, inventory_job],
+    schedules=[nightly_benchmarks],
+    sensors=[automation_sensor],
+    resources={"devicefit_data": DevicefitData()},
+)
