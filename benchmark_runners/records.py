@@ -153,7 +153,8 @@ class BenchmarkResult:
     def for_config(cls, config: BenchmarkConfig, run_id: str, timestamp: str, status: str,
                    error: str | None = None, **extra: Any) -> "BenchmarkResult":
         model = extra.pop("model", config.model)  # the resolved name once the model is known
+        policy = extra.pop("policy", config.policy.to_json())  # rows measured elsewhere carry their own
         return cls(run_id=run_id, config_key=config.key(), status=status, model=model,
                    backend=config.backend, device=config.device, precision=config.precision,
                    mode=config.mode, batch_size=config.batch_size, timestamp=timestamp, error=error,
-                   policy=config.policy.to_json(), **extra)
+                   policy=policy, **extra)

@@ -135,7 +135,7 @@ def optimum_to_document(config: dict, report: dict, source: str, digest: str) ->
         device_reserved_peak_bytes=_mb_to_bytes(memory.get("max_reserved")),
         memory_method="optimum-benchmark" if memory else None,
         device_name=hw["name"], hardware_fingerprint=device_fingerprint(kind, hw) if hw["name"] else None,
-        input={"dims": {k: v for k, v in shapes.items() if isinstance(v, (int, float))}},
+        input={"dims": {"seq_length": seq} if seq else {}, "optimum_input_shapes": shapes},
         precision_recipe=f"optimum-benchmark pytorch torch_dtype={dtype}",
         environment={"source": "optimum-benchmark", "hostname": env.get("hostname") or f"optimum:{hw['name']}",
                      "versions": {k: v for k, v in env.items() if k.endswith("_version")}, "report_target": target_name},

@@ -21,4 +21,8 @@ defs = dg.Definitions(
     schedules=[nightly_benchmarks],
     sensors=[automation_sensor],
     resources={"devicefit_data": DevicefitData()},
+    # Steps of a run execute one after another in one process: DuckDB allows one writing
+    # process, and benchmarks already run in their own isolated workers. Across runs, the
+    # duckdb_writer pool (dagster.yaml) keeps writers apart.
+    executor=dg.in_process_executor,
 )

@@ -1,0 +1,42 @@
+"""The Dagster code location: loadable, selections non-empty, schedule fan-out."""
+from datetime import datetime, timezone
+
+import dagster as dg
+
+from models.catalog import catalog_names
+from pipelines import selections
+from pipelines.definitions import defs
+from pipelines.schedules import DEVICE_TAG, nightly_benchmarks, nightly_run_requests
+
+
+def test_definitions_are_loadable():
+    dg.Definitions.validate_loadable(defs)
+
+
+def test_every_selection_string_resolves_to_a_non_empty_set():
+    graph = defs.resolve_asset_graph()
+    for name, selection in selections.CI_SELECTIONS.items():
+        keys = dg.AssetSelection.from_string(selection).resolve(graph)
+        assert keys, f"selection {name!r} = {selection!r} matches nothing (and would materialize everything)"
+    results = {k.to_user_string() for k in dg.AssetSelection.from_string(selections.RESULTS).resolve(graph)}
+    assert results == {"benchmark_results", "aggregated_results", "compatibility_matrix"}
+
+
+def test_partitions_are_hardware_by_model():
+    keys = defs.resolve_assets_def("measurements").partitions_def.get_partition_keys()
+    assert "cpu|bert-tiny" in keys and "cuda|gpt2" in keys
+    assert len(keys) == 3 * len(catalog_names())
+
+
+def test_nightly_schedule_requests_one_run_per_available_partition():
+    requests = nightly_run_requests("2026-11-22", ["cpu", "openvino"])
+    assert len(requests) == len(catalog_names())  # cpu only: openvino has no partitions, cuda/mps absent
+    assert len({r.run_key for r in requests}) == len(requests)
+    assert all(r.partition_key.startswith("cpu|") and r.tags[DEVICE_TAG] == "cpu" for r in requests)
+    assert all(r.run_config["ops"]["measurements"]["config"]["profile"] == "full" for r in requests)
+
+
+def test_nightly_schedule_evaluates_on_this_machine():
+    context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 11, 22, 2, tzinfo=timezone.utc))
+    requests = list(nightly_benchmarks(context))
+    assert requests and all(r.run_key.startswith("nightly-2026-11-22-") for r in requests)

@@ -1,0 +1,131 @@
+"""The asset graph on real tiny models: in process, on the Dagster CLI, killed midway, and with
+a corrupt landing file."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import dagster as dg
+import psutil
+import pytest
+
+from assets.checks import ALL_CHECKS
+from assets.inventory import hardware_inventory, model_catalog
+from assets.measurements import measurements
+from assets.resources import DevicefitData
+from assets.results import aggregated_results, benchmark_results, compatibility_matrix
+from benchmark_runners.hardware import detect_hardware
+from devicefit import store
+from devicefit.landing import load_landing_files
+from devicefit.paths import DataPaths
+from devicefit.pipeline import measure_partition
+from devicefit.profiles import Selection
+
+ASSETS = [hardware_inventory, model_catalog, measurements, benchmark_results, aggregated_results, compatibility_matrix]
+TINY = {"ops": {"measurements": {"config": {"batch_sizes": [1], "precisions": ["fp32", "int8"], "training_mode": False}}}}
+TINY_SELECTION = Selection(batch_sizes=(1,), precisions=("fp32",), training_mode=False)
+
+
+def count(paths: DataPaths, where: str = "TRUE") -> int:
+    con = store.connect(paths.database, read_only=True)
+    try:
+        return con.execute(f"SELECT count(*) FROM measurements WHERE {where}").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_graph_materializes_in_process_on_two_tiny_models(tmp_path):
+    resources = {"devicefit_data": DevicefitData(data_dir=str(tmp_path))}
+    instance = dg.DagsterInstance.ephemeral()
+    for key in ("cpu|bert-tiny", "cpu|mobilenet-v2"):
+        result = dg.materialize(ASSETS, selection="key:measurements", partition_key=key, run_config=TINY,
+                                resources=resources, instance=instance)
+        assert result.success
+    result = dg.materialize([*ASSETS, *ALL_CHECKS], selection="key:benchmark_results+", resources=resources, instance=instance)
+    assert result.success
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks["timings_valid"] and checks["throughput_consistent"] and checks["sources_have_rows"]
+    assert checks["aggregates_valid"] and checks["compatibility_complete"]
+    paths = DataPaths(tmp_path)
+    assert count(paths, "status = 'ok'") == 3  # bert-tiny fp32 + int8, mobilenet fp32
+    assert count(paths, "status = 'skipped' AND model = 'mobilenet-v2' AND precision = 'int8'") == 1
+    matrix = json.loads((paths.outputs / "compatibility_matrix.json").read_text())
+    cpu_vision = matrix["model_families"]["vision"]["hardware_compatibility"]["cpu"]
+    assert cpu_vision["source"] == "measured" and cpu_vision["compatible"]
+    assert matrix["model_families"]["audio"]["hardware_compatibility"]["cpu"]["source"] == "declared_unmeasured"
+    assert matrix["model_families"]["audio"]["hardware_compatibility"]["webgpu"]["source"] == "no_backend"
+    materializations = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
+    assert materializations["benchmark_results"]["rows_loaded"].value == 4
+
+
+def test_rematerializing_a_partition_three_times_keeps_the_row_count(tmp_path):
+    paths = DataPaths(tmp_path)
+    inventory = detect_hardware()
+    counts = []
+    for _ in range(3):
+        measure_partition("cpu|bert-tiny", TINY_SELECTION, inventory, paths)
+        load_landing_files(paths.database, paths.raw)
+        counts.append(count(paths))
+    assert counts == [1, 1, 1]
+
+
+def test_a_corrupt_landing_file_is_quarantined_and_nothing_else_is_lost(tmp_path):
+    paths = DataPaths(tmp_path)
+    measure_partition("cpu|bert-tiny", TINY_SELECTION, detect_hardware(), paths)
+    load_landing_files(paths.database, paths.raw)
+    before = count(paths)
+    (paths.raw / "partition__cpu__gpt2.json").write_text('{"format": "devicefit.benchmark_results/1", "results": [')
+    good = json.loads((paths.raw / "partition__cpu__bert-tiny.json").read_text())
+    good["results"][0]["samples_ms"][0] = -1.0
+    (paths.raw / "partition__cpu__t5-small.json").write_text(json.dumps({**good, "source_key": "partition:cpu|t5-small"}))
+    report = load_landing_files(paths.database, paths.raw)
+    reasons = dict(report.quarantined)
+    assert "not valid JSON" in reasons["partition__cpu__gpt2.json"]
+    assert "negative timing sample" in reasons["partition__cpu__t5-small.json"]
+    assert not (paths.raw / "partition__cpu__gpt2.json").exists()
+    assert (paths.raw / "quarantine" / "partition__cpu__gpt2.json.reason.txt").is_file()
+    assert count(paths) == before
+    assert report.unchanged == ["partition:cpu|bert-tiny"]
+
+
+def _dagster(args, env, timeout=600, **kw):
+    return subprocess.run([sys.executable, "-m", "dagster", *args], env=env, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+@pytest.fixture
+def dagster_env(tmp_path):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    return {**os.environ, "DAGSTER_HOME": str(home), "DEVICEFIT_DATA_DIR": str(tmp_path / "data")}
+
+
+def test_cli_materializes_one_tiny_partition_then_the_results(dagster_env, tmp_path):
+    out = _dagster(["asset", "materialize", "-m", "pipelines.definitions", "--select", "key:measurements",
+                    "--partition", "cpu|bert-tiny", "--config-json", json.dumps(TINY)], dagster_env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    out = _dagster(["asset", "materialize", "-m", "pipelines.definitions", "--select", "key:benchmark_results+"], dagster_env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert count(DataPaths(tmp_path / "data"), "model = 'bert-tiny'") == 2
+
+
+def test_a_process_killed_mid_partition_leaves_no_partial_rows(dagster_env, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "dagster", "asset", "materialize", "-m", "pipelines.definitions",
+                             "--select", "key:measurements", "--partition", "cpu|gpt2"],
+                            env=dagster_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    worker = None
+    while worker is None and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        worker = next((p for p in psutil.Process(proc.pid).children(recursive=True)
+                       if "benchmark_runners.worker" in " ".join(p.cmdline())), None)
+    assert worker is not None, "the partition never started measuring"
+    time.sleep(3)  # well inside the quick profile's gpt2 sweep
+    os.killpg(proc.pid, signal.SIGKILL)
+    worker.kill()  # the worker has its own session
+    proc.wait()
+    paths = DataPaths(tmp_path / "data")
+    assert not list(paths.raw.glob("*.json")) if paths.raw.exists() else True
+    report = load_landing_files(paths.database, paths.raw)
+    assert report.loaded == [] and count(paths) == 0

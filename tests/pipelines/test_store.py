@@ -1,0 +1,81 @@
+"""The DuckDB store: migrations, status, per-source replacement, aggregates."""
+import duckdb
+import pytest
+
+from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
+from devicefit import store
+from devicefit.results_io import results_document
+
+
+def _row(precision="fp32", device="cpu", p50=10.0, run_id="r1", batch=1, hostname="h") -> dict:
+    samples = [p50 * 0.99, p50, p50 * 1.01] * 4
+    cfg = BenchmarkConfig("bert-tiny", device=device, precision=precision, batch_size=batch)
+    return BenchmarkResult.for_config(
+        cfg, run_id, "2026-11-22T00:00:00+00:00", "ok", None, samples_ms=samples, p50_ms=p50, mean_ms=p50,
+        iterations=len(samples), throughput_samples_per_s=batch * len(samples) * 1000 / sum(samples), ci_rel_half_width=0.01,
+        ci_target=0.02, family="embedding", parameters=4385920, input={"dims": {"seq_length": 128}},
+        environment={"hostname": hostname}).to_json()
+
+
+def _doc(rows):
+    return {**results_document("r1", [], {}), "results": rows}
+
+
+def test_init_is_idempotent_and_versioned(tmp_path):
+    path = tmp_path / "db.duckdb"
+    assert store.init_db(path) == [1]
+    assert store.init_db(path) == []
+    assert store.status(path)["schema_version"] == store.SCHEMA_VERSION
+
+
+def test_status_of_a_missing_database_says_what_to_do(tmp_path):
+    with pytest.raises(store.StoreError, match="devicefit db init"):
+        store.status(tmp_path / "nope.duckdb")
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "db.duckdb"
+    store.init_db(path)
+    con = duckdb.connect(str(path))
+    con.execute("INSERT INTO schema_version VALUES (99, now())")
+    with pytest.raises(store.StoreError, match="newer than this devicefit"):
+        store.migrate(con)
+
+
+def test_every_result_field_has_a_column(tmp_path):
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    columns = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'measurements'").fetchall()}
+    assert set(store.MEASUREMENT_COLUMNS) <= columns
+
+
+def test_replacing_a_source_never_duplicates(tmp_path):
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    for _ in range(3):
+        store.replace_source(con, "partition:cpu|bert-tiny", "partition", _doc([_row(), _row("int8", p50=5.0)]))
+    assert con.execute("SELECT count(*) FROM measurements").fetchone()[0] == 2
+    store.replace_source(con, "ingest:x", "ingest", _doc([_row(run_id="r2", p50=12.0)]))
+    assert con.execute("SELECT count(*) FROM measurements").fetchone()[0] == 3
+
+
+def test_aggregates_median_speedup_and_best_precision(tmp_path):
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    store.replace_source(con, "a", "partition", _doc([_row(p50=10.0, run_id="r1"), _row("int8", p50=4.0, run_id="r1")]))
+    store.replace_source(con, "b", "ingest", _doc([_row(p50=14.0, run_id="r2"), _row("int8", p50=6.0, run_id="r2")]))
+    store.refresh_aggregates(con)
+    rows = {r["precision"]: r for r in store.query(con, "SELECT * FROM aggregates")}
+    assert rows["fp32"]["runs"] == 2 and rows["fp32"]["p50_ms"] == pytest.approx(12.0)
+    assert rows["int8"]["speedup_vs_cpu_fp32"] == pytest.approx(12.0 / 5.0)
+    assert rows["fp32"]["speedup_vs_cpu_fp32"] == pytest.approx(1.0)
+    assert rows["fp32"]["best_precision"] == "int8" and rows["int8"]["is_best_precision"]
+
+
+def test_speedup_needs_a_cpu_baseline_on_the_same_host(tmp_path):
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    store.replace_source(con, "gpu", "ingest", _doc([_row(device="cuda:0", p50=1.0, hostname="gpu-host")]))
+    store.refresh_aggregates(con)
+    [row] = store.query(con, "SELECT * FROM aggregates")
+    assert row["speedup_vs_cpu_fp32"] is None  # no CPU fp32 measured on gpu-host: no invented baseline
