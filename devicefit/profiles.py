@@ -47,7 +47,7 @@ QUICK = SweepProfile(
     precisions={"cpu": ("fp32", "bf16", "int8"), "cuda": ("fp32", "fp16", "bf16"), "mps": ("fp32", "fp16")},
     training_models=("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2"),
     training_batch_sizes=(1, 4, 16),
-    policy=TimingPolicy(max_time_s=4.0, warmup_max_time_s=3.0),
+    policy=TimingPolicy(max_time_s=8.0, warmup_max_time_s=3.0),
 )
 FULL = SweepProfile(
     name="full",
