@@ -35,8 +35,9 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
 
     instance = _instance()
     outcome = PipelineRun()
-    measure_job = defs.resolve_job_def("measurements_job")
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the summary says what matters
+    defs.resolve_job_def("inventory_job").execute_in_process(run_config=quiet, instance=instance)
+    measure_job = defs.resolve_job_def("measurements_job")
     config = {**quiet, "ops": {"measurements": {"config": {
         "profile": selection.profile, "batch_sizes": list(selection.batch_sizes),
         "precisions": list(selection.precisions), "training_mode": selection.training_mode}}}}
