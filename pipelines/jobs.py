@@ -1,10 +1,9 @@
 import dagster as dg
 
-from assets.partitions import measurement_partitions
 from pipelines import selections
 
 measurements_job = dg.define_asset_job(
-    "measurements_job", selection=selections.MEASUREMENTS, partitions_def=measurement_partitions,
+    "measurements_job", selection=selections.MEASUREMENTS,  # partitioned like its asset
     description="Benchmark one (hardware, model) partition and land its rows.",
 )
 results_job = dg.define_asset_job(
