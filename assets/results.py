@@ -22,9 +22,8 @@ def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: Devicef
     con = store.connect(paths.database, read_only=True)
     try:
         counts = store.table_counts(con)
-        by_status = store.query(con, "SELECT status, count(*) AS rows FROM measurements GROUP BY status ORDER BY status")
-        failures = store.query(con, "SELECT model, device, precision, mode, batch_size, error FROM measurements "
-                                    "WHERE status = 'failed' ORDER BY timestamp DESC LIMIT 20")
+        by_status = store.status_counts(con)
+        failures = store.recent_failures(con)
     finally:
         con.close()
     return dg.MaterializeResult(metadata={

@@ -351,12 +351,11 @@ def run_command(
     paths = _paths()
     con = store.connect(paths.database, read_only=True)
     try:
-        rows = store.query(con, "SELECT model, device_kind, mode, batch_size, best_precision, p50_ms, throughput_samples_per_s, "
-                                "speedup_vs_cpu_fp32, runs FROM aggregates WHERE is_best_precision ORDER BY model, device_kind, mode, batch_size")
-        fp32 = {(r["model"], r["device_kind"], r["mode"], r["batch_size"]): r["p50_ms"] for r in
-                store.query(con, "SELECT model, device_kind, mode, batch_size, p50_ms FROM aggregates WHERE precision = 'fp32'")}
+        every = store.aggregates(con)
     finally:
         con.close()
+    rows = [r for r in every if r["is_best_precision"]]
+    fp32 = {(r["model"], r["device_kind"], r["mode"], r["batch_size"]): r["p50_ms"] for r in every if r["precision"] == "fp32"}
     table = Table(title="Best precision per config (median over runs)")
     for col in ("model", "hardware", "mode", "batch", "best", "p50 ms", "fp32 p50 ms", "samples/s", "speedup vs cpu fp32"):
         table.add_column(col, justify="left" if col in ("model", "hardware", "mode", "best") else "right")

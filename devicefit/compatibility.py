@@ -17,12 +17,7 @@ BACKEND_KINDS = {"cpu": "torch", "cuda": "torch", "mps": "torch", "rocm": "torch
 
 
 def compatibility_matrix(con, inventory: dict[str, Any] | None = None) -> dict[str, Any]:
-    rows = store.query(con, """
-        SELECT family, device_kind, precision, status, count(*) AS n, list(DISTINCT model ORDER BY model) AS models,
-               list(DISTINCT error ORDER BY error) FILTER (WHERE status <> 'ok') AS reasons
-        FROM measurements
-        WHERE family IS NOT NULL AND NOT (status = 'skipped' AND error LIKE '% is not available here:%')
-        GROUP BY family, device_kind, precision, status""")
+    rows = store.status_by_family_and_kind(con)
     platforms = (inventory or {}).get("platforms", {})
     families: dict[str, Any] = {}
     for family in FAMILIES:

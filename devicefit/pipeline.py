@@ -58,7 +58,7 @@ def refresh_aggregates(paths: DataPaths) -> list[dict[str, Any]]:
     try:
         store.migrate(con)
         store.refresh_aggregates(con)
-        return store.query(con, "SELECT * FROM aggregates")
+        return store.aggregates(con)
     finally:
         con.close()
 

@@ -260,3 +260,73 @@ def iter_results(con: duckdb.DuckDBPyConnection, where: str = "TRUE", params: li
             if isinstance(row.get(col), str):
                 row[col] = json.loads(row[col])
         yield row
+
+
+# --- Named reads used by the pipeline, its checks and the CLI -------------------------------
+
+OFFENDER_LIMIT = 20
+_OK_ROW_COLUMNS = "model, device, precision, mode, batch_size, source_key"
+
+
+def _ok_rows_where(con, predicate: str, columns: str = _OK_ROW_COLUMNS) -> list[dict[str, Any]]:
+    return query(con, f"SELECT {columns} FROM measurements WHERE status = 'ok' AND ({predicate}) LIMIT {OFFENDER_LIMIT}")
+
+
+def invalid_timing_rows(con) -> list[dict[str, Any]]:
+    """Measured rows with a NaN, zero or negative timing anywhere."""
+    return _ok_rows_where(con, "p50_ms IS NULL OR isnan(p50_ms) OR p50_ms <= 0 OR isnan(mean_ms) OR mean_ms <= 0 "
+                               "OR len(samples_ms) = 0 OR list_min(samples_ms) <= 0 "
+                               "OR list_bool_or(list_transform(samples_ms, x -> isnan(x)))")
+
+
+def inconsistent_throughput_rows(con, tolerance: float) -> list[dict[str, Any]]:
+    """Rows whose throughput is not batch x iterations / timed seconds within `tolerance`."""
+    return _ok_rows_where(con, "abs(throughput_samples_per_s - batch_size * len(samples_ms) * 1000.0 / list_sum(samples_ms)) "
+                               f"> {float(tolerance)} * throughput_samples_per_s")
+
+
+WIDE_CI = "ci_rel_half_width IS NULL OR ci_rel_half_width > ci_target"
+
+
+def wide_ci_rows(con) -> list[dict[str, Any]]:
+    return _ok_rows_where(con, WIDE_CI, "model, device, precision, mode, batch_size, ci_rel_half_width, ci_target, stop_reason")
+
+
+def wide_ci_counts(con) -> tuple[int, int]:
+    """(rows over their CI target, measured rows)."""
+    return con.execute(f"SELECT count(*) FILTER (WHERE {WIDE_CI}), count(*) FROM measurements WHERE status = 'ok'").fetchone()
+
+
+def source_rows(con) -> list[dict[str, Any]]:
+    return query(con, "SELECT source_key, rows FROM sources ORDER BY source_key")
+
+
+def invalid_aggregate_rows(con) -> list[dict[str, Any]]:
+    return query(con, "SELECT model, device_kind, precision, batch_size FROM aggregates WHERE p50_ms IS NULL OR isnan(p50_ms) "
+                      "OR p50_ms <= 0 OR (speedup_vs_cpu_fp32 IS NOT NULL AND (isnan(speedup_vs_cpu_fp32) OR speedup_vs_cpu_fp32 <= 0)) "
+                      f"LIMIT {OFFENDER_LIMIT}")
+
+
+def status_counts(con) -> list[dict[str, Any]]:
+    return query(con, "SELECT status, count(*) AS rows FROM measurements GROUP BY status ORDER BY status")
+
+
+def recent_failures(con, limit: int = 20) -> list[dict[str, Any]]:
+    return query(con, "SELECT model, device, precision, mode, batch_size, error FROM measurements "
+                      f"WHERE status = 'failed' ORDER BY timestamp DESC LIMIT {int(limit)}")
+
+
+def aggregates(con, best_only: bool = False) -> list[dict[str, Any]]:
+    return query(con, "SELECT * FROM aggregates" + (" WHERE is_best_precision" if best_only else "") +
+                 " ORDER BY model, device_kind, mode, batch_size, precision")
+
+
+def status_by_family_and_kind(con) -> list[dict[str, Any]]:
+    """Counts per family x device kind x precision x status, the models and the reasons. A skip
+    because hardware was absent is left out: it says nothing about compatibility."""
+    return query(con, """
+        SELECT family, device_kind, precision, status, count(*) AS n, list(DISTINCT model ORDER BY model) AS models,
+               list(DISTINCT error ORDER BY error) FILTER (WHERE status <> 'ok') AS reasons
+        FROM measurements
+        WHERE family IS NOT NULL AND NOT (status = 'skipped' AND error LIKE '% is not available here:%')
+        GROUP BY family, device_kind, precision, status""")
