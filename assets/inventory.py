@@ -3,7 +3,7 @@ import dagster as dg
 from pydantic import Field
 
 from benchmark_runners.hardware import detect_hardware
-from devicefit.pipeline import catalog_facts, markdown_table
+from devicefit.pipeline import catalog_facts, inventory_rows, markdown_table
 
 
 class InventoryConfig(dg.Config):
@@ -13,9 +13,7 @@ class InventoryConfig(dg.Config):
 @dg.asset(group_name="inventory", description="Detected hardware platforms, device fingerprints and probe figures.")
 def hardware_inventory(context: dg.AssetExecutionContext, config: InventoryConfig) -> dg.Output[dict]:
     inventory = detect_hardware(refresh=config.refresh)
-    rows = [{"kind": k, "available": v.available, "measured by": v.backend, "devices": ", ".join(d.get("name") or "" for d in v.devices),
-             "reason": v.reason} for k, v in inventory.platforms.items()]
-    probes = [{"device": d, **{k: p.get(k) for k in ("matmul_gflops_best", "memory_bandwidth_gbs_best")}} for d, p in inventory.probes.items()]
+    rows, probes = inventory_rows(inventory)
     return dg.Output(inventory.to_json(), metadata={
         "available": dg.MetadataValue.text(", ".join(inventory.available_kinds())),
         "platforms": dg.MetadataValue.md(markdown_table(rows, list(rows[0]))),

@@ -7,6 +7,7 @@ from assets.resources import DevicefitData
 from benchmark_runners.hardware import detect_hardware
 from devicefit import store
 from devicefit.compatibility import compatibility_matrix as build_compatibility_matrix
+from devicefit.compatibility import summary_rows
 from devicefit.pipeline import load_results, markdown_table, refresh_aggregates, write_output_json
 
 EAGER = dg.AutomationCondition.eager()
@@ -61,7 +62,6 @@ def compatibility_matrix(devicefit_data: DevicefitData) -> dg.Output[dict]:
     finally:
         con.close()
     path = write_output_json(paths, "compatibility_matrix.json", matrix)
-    rows = [{"family": f, **{k: ("yes" if e["compatible"] else "no" if e["compatible"] is False else "-") + f" ({e['source']})"
-                             for k, e in v["hardware_compatibility"].items()}} for f, v in matrix["model_families"].items()]
+    rows = summary_rows(matrix)
     return dg.Output(matrix, metadata={"path": dg.MetadataValue.path(path),
                                        "matrix": dg.MetadataValue.md(markdown_table(rows, list(rows[0])))})

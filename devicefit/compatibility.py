@@ -51,3 +51,13 @@ def compatibility_matrix(con, inventory: dict[str, Any] | None = None) -> dict[s
         "hardware_types": list(HARDWARE_KINDS),
         "model_families": families,
     }
+
+
+def summary_rows(matrix: dict[str, Any]) -> list[dict[str, str]]:
+    """One row per family, one column per hardware kind: "yes (measured)", "- (no_backend)", ..."""
+    def cell(entry: dict[str, Any]) -> str:
+        verdict = {True: "yes", False: "no", None: "-"}[entry["compatible"]]
+        return f"{verdict} ({entry['source']})"
+
+    return [{"family": family, **{kind: cell(e) for kind, e in v["hardware_compatibility"].items()}}
+            for family, v in matrix["model_families"].items()]

@@ -107,3 +107,13 @@ def write_output_json(paths: DataPaths, name: str, document: Any) -> str:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, indent=1, default=str)
+
+
+def inventory_rows(inventory: HardwareInventory) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(platform rows, probe rows) for the hardware_inventory asset's metadata tables."""
+    platforms = [{"kind": k, "available": v.available, "measured by": v.backend,
+                  "devices": ", ".join(d.get("name") or "" for d in v.devices), "reason": v.reason}
+                 for k, v in inventory.platforms.items()]
+    probes = [{"device": d, "matmul_gflops_best": p.get("matmul_gflops_best"), "memory_bandwidth_gbs_best": p.get("memory_bandwidth_gbs_best")}
+              for d, p in inventory.probes.items()]
+    return platforms, probes
