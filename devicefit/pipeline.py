@@ -117,3 +117,31 @@ def inventory_rows(inventory: HardwareInventory) -> tuple[list[dict[str, Any]], 
     probes = [{"device": d, "matmul_gflops_best": p.get("matmul_gflops_best"), "memory_bandwidth_gbs_best": p.get("memory_bandwidth_gbs_best")}
               for d, p in inventory.probes.items()]
     return platforms, probes
+
+
+def train_predictors(paths: DataPaths, inventory: HardwareInventory) -> dict[str, Any]:
+    """Train on every measured row in the store, validate on held-out models, publish."""
+    from devicefit.predict import artifacts
+    from devicefit.predict.hardware_specs import device_specs
+    from devicefit.predict.training import train
+
+    con = store.connect(paths.database, read_only=True)
+    try:
+        rows = store.ok_measurements(con)
+    finally:
+        con.close()
+    artifact = train(rows, device_specs(inventory.to_json()))
+    artifacts.save(paths, artifact)
+    return artifact
+
+
+def publish_prediction_matrix(paths: DataPaths) -> tuple[str, dict[str, Any]]:
+    from devicefit.predict import artifacts
+    from devicefit.predict.api import prediction_matrix
+    from devicefit.predict.predictor import PerformancePredictor
+
+    artifact = artifacts.load_current(paths)
+    if artifact is None:
+        raise RuntimeError(f"no trained predictor in {artifacts.predictors_dir(paths)}")
+    matrix = prediction_matrix(PerformancePredictor(artifact))
+    return write_output_json(paths, "prediction_matrix.json", matrix), matrix

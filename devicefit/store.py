@@ -53,6 +53,11 @@ MIGRATIONS: dict[int, list[str]] = {
             PRIMARY KEY (source_key, run_id, config_key))""",
     ],
 }
+MIGRATIONS[2] = [
+    """CREATE TABLE predictor_versions (
+        version VARCHAR PRIMARY KEY, trained_at TIMESTAMP NOT NULL, rows INTEGER NOT NULL, models JSON,
+        artifact_path VARCHAR NOT NULL, validation JSON NOT NULL, within_bars BOOLEAN NOT NULL)""",
+]
 SCHEMA_VERSION = max(MIGRATIONS)
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
 JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms"}
@@ -319,6 +324,22 @@ def recent_failures(con, limit: int = 20) -> list[dict[str, Any]]:
 def aggregates(con, best_only: bool = False) -> list[dict[str, Any]]:
     return query(con, "SELECT * FROM aggregates" + (" WHERE is_best_precision" if best_only else "") +
                  " ORDER BY model, device_kind, mode, batch_size, precision")
+
+
+def record_predictor_version(con, version: str, artifact: dict[str, Any], path: str, within_bars: bool) -> None:
+    con.execute("DELETE FROM predictor_versions WHERE version = ?", [version])
+    con.execute("INSERT INTO predictor_versions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [version, datetime.fromisoformat(artifact["trained_at"]).replace(tzinfo=None), artifact["rows"],
+                 json.dumps(artifact["models"]), path, json.dumps(artifact["validation"]), within_bars])
+
+
+def predictor_versions(con) -> list[dict[str, Any]]:
+    return query(con, "SELECT version, trained_at, rows, models, artifact_path, within_bars, validation "
+                      "FROM predictor_versions ORDER BY trained_at DESC")
+
+
+def ok_measurements(con) -> list[dict[str, Any]]:
+    return list(iter_results(con, "status = 'ok'"))
 
 
 def status_by_family_and_kind(con) -> list[dict[str, Any]]:

@@ -1,0 +1,77 @@
+"""Predictors retrained whenever benchmark_results changes, and the prediction matrix."""
+import dagster as dg
+
+from assets.resources import DevicefitData
+from assets.results import benchmark_results
+from benchmark_runners.hardware import detect_hardware
+from devicefit.pipeline import markdown_table, publish_prediction_matrix, train_predictors
+from devicefit.predict.training import ERROR_BARS, TARGETS, InsufficientData
+
+EAGER = dg.AutomationCondition.eager()
+PREDICTOR_KEYS = {t: f"{t}_predictor" for t in TARGETS}
+
+
+def _metrics_rows(groups: dict) -> list[dict]:
+    return [{"group": g, "mape": m["mape"], "median_ape": m["median_ape"], "within_10pct": m["within_10pct"], "n": m["n"]}
+            for g, m in groups.items()]
+
+
+@dg.multi_asset(
+    specs=[dg.AssetSpec(key, deps=[benchmark_results], group_name="prediction", automation_condition=EAGER, skippable=True,
+                        description=f"LightGBM {t} regressor, validated on held-out models") for t, key in PREDICTOR_KEYS.items()],
+    pool="duckdb_writer",
+)
+def predictors(context: dg.AssetExecutionContext, devicefit_data: DevicefitData):
+    try:
+        artifact = train_predictors(devicefit_data.paths(), detect_hardware(probe=False))
+    except InsufficientData as exc:
+        context.log.warning(f"predictors not retrained: {exc}")  # the published predictor, if any, stays
+        return
+    for t, key in PREDICTOR_KEYS.items():
+        v = artifact["validation"]["targets"][t]
+        lomo = v["leave_one_model_out"]
+        yield dg.MaterializeResult(asset_key=key, metadata={
+            "version": artifact["version"],
+            "rows": artifact["rows"],
+            "models": len(artifact["models"]),
+            "held_out_mape": lomo["mape"],
+            "held_out_median_ape": lomo["median_ape"],
+            "held_out_within_10pct": lomo["within_10pct"],
+            "bar_mape": ERROR_BARS[t],
+            "interval_level": artifact["validation"]["level"],
+            "interval_coverage": v["interval_coverage"],
+            "per_family": dg.MetadataValue.md(markdown_table(_metrics_rows(v["per_family"]), ["group", "mape", "median_ape", "within_10pct", "n"])),
+            "per_hardware": dg.MetadataValue.md(markdown_table(_metrics_rows(v["per_hardware"]), ["group", "mape", "median_ape", "within_10pct", "n"])),
+        })
+
+
+@dg.asset(deps=list(PREDICTOR_KEYS.values()), group_name="prediction", automation_condition=EAGER,
+          description="Spec 001 prediction matrix (default models x hardware x batch sizes x precisions), data/outputs/.")
+def prediction_matrix(devicefit_data: DevicefitData) -> dg.MaterializeResult:
+    path, matrix = publish_prediction_matrix(devicefit_data.paths())
+    sources: dict[str, int] = {}
+    for m in matrix["models"].values():
+        for hw in m["predictions"].values():
+            for b in hw.values():
+                for e in b.values():
+                    sources[e["source"]] = sources.get(e["source"], 0) + 1
+    return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(path), "predictions_by_source": dg.MetadataValue.json(sources),
+                                          "unpredictable": dg.MetadataValue.json(matrix["unpredictable"])})
+
+
+def _bar_check(target: str):
+    @dg.asset_check(asset=PREDICTOR_KEYS[target], name=f"{target}_held_out_error_within_bar",
+                    description=f"Leave-one-model-out MAPE of the {target} predictor is at most {ERROR_BARS[target]:.0%}.")
+    def check(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
+        from devicefit.predict import artifacts
+
+        artifact = artifacts.load_current(devicefit_data.paths())
+        lomo = artifact["validation"]["targets"][target]["leave_one_model_out"]
+        return dg.AssetCheckResult(passed=lomo["mape"] <= ERROR_BARS[target],
+                                   description=f"held-out MAPE {lomo['mape']:.1%} (bar {ERROR_BARS[target]:.0%}) over {lomo['n']} rows",
+                                   metadata={"mape": lomo["mape"], "version": artifact["version"]})
+
+    return check
+
+
+PREDICTOR_CHECKS = [_bar_check(t) for t in TARGETS]

@@ -1,0 +1,142 @@
+"""The spec 001 Python API: HardwareModelPredictor and the prediction matrix JSON."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+from devicefit.paths import DataPaths
+from devicefit.predict import artifacts
+from devicefit.predict.features import model_point
+from devicefit.predict.predictor import PerformancePredictor, Prediction, Request
+from models.catalog import resolve_model
+
+DEFAULT_MATRIX_MODELS = ("bert-base-uncased", "t5-small", "gpt2", "vit-base-patch16-224", "whisper-tiny", "clip-vit-base-patch32")
+DEFAULT_MATRIX_HARDWARE = HARDWARE_KINDS
+DEFAULT_MATRIX_BATCH_SIZES = (1, 8, 32)
+DEFAULT_MATRIX_PRECISIONS = ("fp32", "fp16", "int8")
+MB = 2**20
+
+
+class PredictorUnavailable(RuntimeError):
+    """No trained predictor has been published yet."""
+
+
+class HardwareModelPredictor:
+    """Predictions from the published predictor artifact (data/predictors/current.json).
+    `database_path` and `benchmark_dir` locate the data directory; `config_path` is accepted for
+    the spec's signature and reserved for selection settings."""
+
+    def __init__(self, database_path: str | Path | None = None, benchmark_dir: str | Path | None = None,
+                 config_path: str | Path | None = None):
+        if benchmark_dir:
+            self.paths = DataPaths(Path(benchmark_dir).resolve())
+        elif database_path:
+            self.paths = DataPaths(Path(database_path).resolve().parent)
+        else:
+            self.paths = DataPaths.default()
+        self.config_path = config_path
+        artifact = artifacts.load_current(self.paths)
+        if artifact is None:
+            raise PredictorUnavailable(f"no trained predictor in {artifacts.predictors_dir(self.paths)}: "
+                                       "materialize the pipeline (`make run`) first")
+        self.predictor = PerformancePredictor(artifact)
+
+    def _requests(self, model_name: str, hardware: list[str], batch_sizes: list[int], precisions: list[str], mode: str,
+                  sequence_length: int | None) -> list[Request]:
+        point = model_point(resolve_model(model_name), sequence_length)
+        return [Request(point, b, p, mode, hw) for hw in hardware for b in batch_sizes for p in precisions]
+
+    @staticmethod
+    def _entry(pred: Prediction) -> dict[str, Any]:
+        return {
+            "throughput": pred.throughput, "latency": pred.latency_ms,
+            "memory_usage": None if pred.memory_bytes is None else pred.memory_bytes / MB,
+            "source": pred.source, "detail": pred.detail, "interval_level": pred.interval_level,
+            "throughput_interval": pred.throughput_interval, "latency_interval": pred.latency_interval,
+            "memory_interval": None if pred.memory_interval is None else [x / MB for x in pred.memory_interval],
+        }
+
+    def predict_performance(self, model_name: str, model_family: str | None = None, hardware: str | list[str] = "cpu",
+                            batch_size: int = 1, sequence_length: int | None = None, mode: str = "inference",
+                            precision: str = "fp32") -> dict[str, Any]:
+        """Spec 000's /performance/predict response: latency in ms, memory in MB, each with source."""
+        hardware = [hardware] if isinstance(hardware, str) else list(hardware)
+        spec = resolve_model(model_name)
+        preds = self.predictor.predict(self._requests(model_name, hardware, [batch_size], [precision], mode, sequence_length))
+        point = model_point(spec, sequence_length)
+        return {
+            "model_name": spec.name, "model_family": model_family or point.family, "batch_size": batch_size,
+            "sequence_length": point.seq_length or sequence_length, "mode": mode, "precision": precision,
+            "predictions": {hw: self._entry(p) for hw, p in zip(hardware, preds)},
+            "predictor_version": self.predictor.version(),
+        }
+
+    def predict_optimal_hardware(self, model_name: str, model_family: str | None = None, batch_size: int = 1,
+                                 sequence_length: int | None = None, mode: str = "inference", precision: str = "fp32",
+                                 available_hardware: list[str] | None = None) -> dict[str, Any]:
+        """Ranks the given hardware by predicted latency; hardware with no prediction is listed apart."""
+        hardware = list(available_hardware or HARDWARE_KINDS)
+        result = self.predict_performance(model_name, model_family, hardware, batch_size, sequence_length, mode, precision)
+        ranked = sorted((hw for hw, p in result["predictions"].items() if p["latency"] is not None),
+                        key=lambda hw: result["predictions"][hw]["latency"])
+        if not ranked:
+            raise ValueError(f"no hardware among {', '.join(hardware)} has a prediction for {model_name}")
+        best = result["predictions"][ranked[0]]
+        explanation = f"{ranked[0]}: {best['latency']:.1f} ms predicted ({best['source']})"
+        if len(ranked) > 1:
+            nxt = result["predictions"][ranked[1]]
+            explanation += f" vs {ranked[1]} {nxt['latency']:.1f} ms ({nxt['source']})"
+        return {**{k: result[k] for k in ("model_name", "model_family", "batch_size", "sequence_length", "mode", "precision")},
+                "primary_recommendation": ranked[0], "fallback_options": ranked[1:],
+                "unpredictable": {hw: p["detail"] for hw, p in result["predictions"].items() if p["latency"] is None},
+                "explanation": explanation, "prediction_source": best["source"], "all_predictions": result["predictions"]}
+
+    def create_hardware_prediction_matrix(self, models: list[dict] | None = None, batch_sizes: list[int] | None = None,
+                                          hardware_platforms: list[str] | None = None, precision: str | list[str] | None = None,
+                                          mode: str = "inference") -> dict[str, Any]:
+        return prediction_matrix(self.predictor, models, batch_sizes, hardware_platforms, precision, mode)
+
+
+def prediction_matrix(predictor: PerformancePredictor, models: list[dict] | None = None, batch_sizes: list[int] | None = None,
+                      hardware_platforms: list[str] | None = None, precision: str | list[str] | None = None,
+                      mode: str = "inference") -> dict[str, Any]:
+    """Spec 001's prediction-matrix JSON. Each precision entry adds `source` and intervals; hardware
+    with nothing to predict from is left out of `predictions` and named in `unpredictable`."""
+    models = models or [{"name": n} for n in DEFAULT_MATRIX_MODELS]
+    batch_sizes = list(batch_sizes or DEFAULT_MATRIX_BATCH_SIZES)
+    hardware = list(hardware_platforms or DEFAULT_MATRIX_HARDWARE)
+    precisions = [precision] if isinstance(precision, str) else list(precision or DEFAULT_MATRIX_PRECISIONS)
+    requests, owners = [], []
+    for m in models:
+        point = model_point(resolve_model(m["name"]))
+        for hw in hardware:
+            for b in batch_sizes:
+                for p in precisions:
+                    requests.append(Request(point, b, p, mode, hw))
+                    owners.append((m, point))
+    preds = predictor.predict(requests)
+    out_models: dict[str, Any] = {}
+    unpredictable: dict[str, str] = {}
+    for req, (m, point), pred in zip(requests, owners, preds):
+        entry = out_models.setdefault(m["name"], {"name": m["name"], "category": m.get("family") or point.family, "predictions": {}})
+        if pred.latency_ms is None:
+            unpredictable[req.kind] = pred.detail
+            continue
+        entry["predictions"].setdefault(req.kind, {}).setdefault(str(req.batch_size), {})[req.precision] = {
+            "throughput": pred.throughput, "latency_mean": pred.latency_ms, "memory_usage": pred.memory_bytes / MB,
+            "source": pred.source, "interval_level": pred.interval_level,
+            "throughput_interval": pred.throughput_interval, "latency_interval": pred.latency_interval,
+            "memory_interval": [x / MB for x in pred.memory_interval] if pred.memory_interval else None,
+        }
+    return {
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "mode": mode,
+        "models": out_models,
+        "hardware_platforms": hardware,
+        "batch_sizes": batch_sizes,
+        "precision_options": precisions,
+        "predictor_version": predictor.version(),
+        "unpredictable": unpredictable,
+    }

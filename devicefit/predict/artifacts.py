@@ -1,0 +1,48 @@
+"""Trained predictors on disk (data/predictors/) and in DuckDB (predictor_versions)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from devicefit import store
+from devicefit.paths import DataPaths
+from devicefit.predict.training import ERROR_BARS, TARGETS
+from devicefit.results_io import write_json_atomic
+
+CURRENT = "current.json"
+
+
+def predictors_dir(paths: DataPaths) -> Path:
+    return paths.root / "predictors"
+
+
+def within_bars(artifact: dict[str, Any]) -> dict[str, bool]:
+    targets = artifact["validation"]["targets"]
+    return {t: targets[t]["leave_one_model_out"]["mape"] <= ERROR_BARS[t] for t in TARGETS}
+
+
+def save(paths: DataPaths, artifact: dict[str, Any]) -> Path:
+    """Write the versioned artifact and `current.json` atomically, and record the version."""
+    digest = hashlib.sha256(json.dumps(artifact["boosters"], sort_keys=True).encode()).hexdigest()[:8]
+    artifact["version"] = artifact["trained_at"].replace(":", "").replace("-", "").split("+")[0] + "-" + digest
+    directory = predictors_dir(paths)
+    path = directory / f"predictor-{artifact['version']}.json"
+    write_json_atomic(path, artifact)
+    tmp = directory / f".{CURRENT}.tmp"
+    shutil.copyfile(path, tmp)
+    tmp.replace(directory / CURRENT)
+    con = store.connect(paths.database)
+    try:
+        store.migrate(con)
+        store.record_predictor_version(con, artifact["version"], artifact, str(path), all(within_bars(artifact).values()))
+    finally:
+        con.close()
+    return path
+
+
+def load_current(paths: DataPaths) -> dict[str, Any] | None:
+    path = predictors_dir(paths) / CURRENT
+    return json.loads(path.read_text()) if path.is_file() else None

@@ -1,0 +1,89 @@
+"""Features from physics: parameters, FLOPs and bytes moved at the requested shape and
+precision, the device's peak compute and bandwidth, the roofline time; plus categorical
+family / backend / precision / mode / hardware kind. Nothing is derived from a model's name."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from devicefit.predict.hardware_specs import DeviceSpec
+from models.analysis import TRAINING_FLOPS_FACTOR, flop_count_per_sample, parameter_breakdown, weight_bytes
+from models.catalog import ModelSpec
+from models.classifier import classify_spec
+
+CATEGORICAL = ("family", "backend", "precision", "mode", "device_kind")
+NUMERIC = ("log_params", "log_flops_per_sample", "log_batch", "log_flops", "log_bytes_moved", "log_intensity",
+           "log_peak_gflops", "log_bandwidth_gbs", "log_roofline_ms", "linear_flops_fraction", "seq_length",
+           "log_ops", "log_flops_per_op")
+# Optimizer state + gradients + weights in fp32 AdamW training: 4 copies of the weights.
+TRAINING_WEIGHT_COPIES = 4
+
+
+@dataclass(frozen=True)
+class ModelPoint:
+    """What a prediction needs to know about the model at one input shape."""
+
+    name: str
+    family: str
+    params: int
+    flops_per_sample: int
+    linear_flops_fraction: float
+    seq_length: int
+    weight_bytes: dict[str, int]
+    ops: int  # leaf modules run per forward pass: each costs dispatch overhead whatever its size
+
+
+_points: dict[tuple, ModelPoint] = {}
+
+
+def model_point(spec: ModelSpec, seq_length: int | None = None) -> ModelPoint:
+    key = (spec.name, spec.source, str(spec.path), seq_length)
+    if key not in _points:
+        flops = flop_count_per_sample(spec, seq_length)
+        from models.inputs import input_signature
+
+        seq = input_signature(spec, 1, seq_length).dims.get("seq_length") or 0
+        from models.loading import meta_model
+
+        ops = sum(1 for m in meta_model(spec).modules() if not any(True for _ in m.children()))
+        _points[key] = ModelPoint(spec.name, classify_spec(spec).family or "unknown", parameter_breakdown(spec).total,
+                                  flops.total, flops.linear_fraction, int(seq),
+                                  {p: weight_bytes(spec, p) for p in ("fp32", "fp16", "bf16", "int8")}, ops)
+    return _points[key]
+
+
+def roofline_ms(flops: float, bytes_moved: float, spec: DeviceSpec) -> float:
+    """The roofline lower bound on time: compute-bound or bandwidth-bound, whichever is slower."""
+    return max(flops / (spec.peak_gflops * 1e9), bytes_moved / (spec.bandwidth_gbs * 1e9)) * 1e3
+
+
+def memory_reference_bytes(point: ModelPoint, precision: str, mode: str, process_baseline: float) -> float:
+    copies = TRAINING_WEIGHT_COPIES if mode == "training" else 1
+    return process_baseline + copies * point.weight_bytes[precision]
+
+
+def feature_row(point: ModelPoint, batch: int, precision: str, mode: str, backend: str, spec: DeviceSpec) -> dict:
+    flops = point.flops_per_sample * batch * (TRAINING_FLOPS_FACTOR if mode == "training" else 1)
+    bytes_moved = point.weight_bytes[precision] * (TRAINING_WEIGHT_COPIES if mode == "training" else 1)
+    roof = roofline_ms(flops, bytes_moved, spec)
+    return {
+        "family": point.family, "backend": backend, "precision": precision, "mode": mode, "device_kind": spec.kind,
+        "log_params": math.log(point.params), "log_flops_per_sample": math.log(point.flops_per_sample),
+        "log_batch": math.log(batch), "log_flops": math.log(flops), "log_bytes_moved": math.log(bytes_moved),
+        "log_intensity": math.log(flops / bytes_moved), "log_peak_gflops": math.log(spec.peak_gflops),
+        "log_bandwidth_gbs": math.log(spec.bandwidth_gbs), "log_roofline_ms": math.log(roof),
+        "linear_flops_fraction": point.linear_flops_fraction, "seq_length": point.seq_length,
+        "log_ops": math.log(point.ops), "log_flops_per_op": math.log(flops / point.ops),
+    }
+
+
+def to_matrix(rows: list[dict], categories: dict[str, list[str]]) -> np.ndarray:
+    """Numeric columns as they are; categoricals as integer codes of the training vocabulary
+    (-1 for a value never seen, which the out-of-domain check refuses before this point)."""
+    out = np.empty((len(rows), len(NUMERIC) + len(CATEGORICAL)), dtype=np.float64)
+    for i, r in enumerate(rows):
+        out[i, : len(NUMERIC)] = [r[c] for c in NUMERIC]
+        out[i, len(NUMERIC):] = [categories[c].index(r[c]) if r[c] in categories[c] else -1 for c in CATEGORICAL]
+    return out

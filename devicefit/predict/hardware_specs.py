@@ -1,0 +1,62 @@
+"""Peak compute and memory bandwidth per hardware kind, with where each figure comes from.
+
+Preferred: this machine's probe (measured). Otherwise a published datasheet figure for a
+reference device of that kind, labelled as such. Kinds with neither get None: no number is
+made up for them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    kind: str
+    name: str
+    peak_gflops: float  # fp32 matmul
+    bandwidth_gbs: float
+    source: str  # "measured_probe" or "published_spec: <reference>"
+
+
+# Datasheet figures (dense fp32 non-tensor-core GFLOP/s, memory bandwidth GB/s).
+PUBLISHED_SPECS = {
+    "cuda": DeviceSpec("cuda", "NVIDIA A100 80GB SXM", 19_500, 2_039, "published_spec: NVIDIA A100 datasheet (19.5 TFLOP/s FP32, 2,039 GB/s)"),
+    "rocm": DeviceSpec("rocm", "AMD Instinct MI250X", 47_900, 3_277, "published_spec: AMD MI250X datasheet (47.9 TFLOP/s FP32, 3.2 TB/s)"),
+    "mps": DeviceSpec("mps", "Apple M2 GPU (10-core)", 3_600, 100, "published_spec: Apple M2 (3.6 TFLOP/s FP32, 100 GB/s)"),
+}
+PUBLISHED_BY_NAME = {
+    "H100": DeviceSpec("cuda", "NVIDIA H100 80GB HBM3", 67_000, 3_350, "published_spec: NVIDIA H100 SXM datasheet (67 TFLOP/s FP32, 3.35 TB/s)"),
+    "H200": DeviceSpec("cuda", "NVIDIA H200", 67_000, 4_800, "published_spec: NVIDIA H200 datasheet (67 TFLOP/s FP32, 4.8 TB/s)"),
+    "A100": PUBLISHED_SPECS["cuda"],
+    "L4": DeviceSpec("cuda", "NVIDIA L4", 30_300, 300, "published_spec: NVIDIA L4 datasheet (30.3 TFLOP/s FP32, 300 GB/s)"),
+    "T4": DeviceSpec("cuda", "NVIDIA T4", 8_100, 320, "published_spec: NVIDIA T4 datasheet (8.1 TFLOP/s FP32, 320 GB/s)"),
+}
+
+
+def spec_from_probe(kind: str, name: str | None, probe: dict) -> DeviceSpec | None:
+    if not probe or "error" in probe:
+        return None
+    return DeviceSpec(kind, name or kind, float(probe["matmul_gflops_best"]), float(probe["memory_bandwidth_gbs_best"]), "measured_probe")
+
+
+def published_spec(kind: str, device_name: str | None = None) -> DeviceSpec | None:
+    if device_name:
+        for key, spec in PUBLISHED_BY_NAME.items():
+            if key in device_name:
+                return spec
+    return PUBLISHED_SPECS.get(kind)
+
+
+def device_specs(inventory: dict) -> dict[str, DeviceSpec]:
+    """Kind -> spec: this machine's probes first, then published references for the rest."""
+    specs: dict[str, DeviceSpec] = {}
+    platforms = inventory.get("platforms", {})
+    for device, probe in (inventory.get("probes") or {}).items():
+        kind = "cpu" if device == "cpu" else "mps" if device == "mps" else "cuda"
+        devices = platforms.get(kind, {}).get("devices") or [{}]
+        spec = spec_from_probe(kind, devices[0].get("name"), probe)
+        if spec and kind not in specs:
+            specs[kind] = spec
+    for kind in PUBLISHED_SPECS:
+        specs.setdefault(kind, published_spec(kind))
+    return specs

@@ -1,0 +1,144 @@
+"""Serving predictions from a trained artifact, with a fallback chain that always says which
+link answered (`source`):
+
+1. `trained_predictor` - the LightGBM regressors, only for a hardware kind, family, precision,
+   mode and backend the training data contained;
+2. `roofline_calibrated` - the device's roofline times the efficiency measured on that kind
+   (same backend, precision and mode);
+3. `static_rule` - the roofline at an assumed fraction of peak, for a kind with a spec but no
+   measurement; its interval is deliberately wide;
+4. no prediction, with the reason, when not even a spec exists (webnn, webgpu, qnn, ...).
+Latency and throughput are reconciled in log space, so throughput = batch / latency exactly.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from devicefit.predict.features import CATEGORICAL, ModelPoint, feature_row, memory_reference_bytes, to_matrix
+from devicefit.predict.hardware_specs import DeviceSpec
+from devicefit.predict.training import TARGETS, baseline_ms
+
+STATIC_EFFICIENCY = 0.25  # fraction of roofline speed assumed when nothing was measured on a kind
+STATIC_INTERVAL_FACTOR = 4.0  # x/÷ around a static-rule prediction
+STATIC_PROCESS_BASELINE = 500 * 2**20  # bytes of a Python process with torch loaded, when none was measured
+
+
+@dataclass
+class Prediction:
+    latency_ms: float | None
+    throughput: float | None
+    memory_bytes: float | None
+    latency_interval: tuple[float, float] | None
+    throughput_interval: tuple[float, float] | None
+    memory_interval: tuple[float, float] | None
+    source: str
+    detail: str
+    interval_level: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Request:
+    point: ModelPoint
+    batch_size: int
+    precision: str
+    mode: str
+    kind: str
+    backend: str = "torch"
+
+
+class PerformancePredictor:
+    def __init__(self, artifact: dict[str, Any]):
+        import lightgbm as lgb
+
+        self.artifact = artifact
+        self.boosters = {t: lgb.Booster(model_str=artifact["boosters"][t]) for t in TARGETS}
+        self.categories = artifact["categories"]
+        self.domain = artifact["domain"]
+        self.specs = {k: DeviceSpec(**v) for k, v in artifact["specs"].items()}
+        self.level = artifact["validation"]["level"]
+        self.half_width = {t: artifact["validation"]["targets"][t]["interval_log_half_width"] for t in TARGETS}
+
+    @classmethod
+    def load(cls, path: Path) -> "PerformancePredictor":
+        return cls(json.loads(Path(path).read_text()))
+
+    def version(self) -> str:
+        return self.artifact.get("version", self.artifact["trained_at"])
+
+    def _in_domain(self, r: Request) -> bool:
+        return (r.kind in self.domain["device_kind"] and r.point.family in self.domain["family"]
+                and all(v in self.categories[c] for c, v in (("precision", r.precision), ("mode", r.mode), ("backend", r.backend))))
+
+    def predict(self, requests: list[Request]) -> list[Prediction]:
+        out: list[Prediction | None] = [None] * len(requests)
+        trained = [i for i, r in enumerate(requests) if self._in_domain(r) and r.kind in self.specs]
+        if trained:
+            self._predict_trained([requests[i] for i in trained], trained, out)
+        for i, r in enumerate(requests):
+            if out[i] is None:
+                out[i] = self._fallback(r)
+        return out  # type: ignore[return-value]
+
+    def _predict_trained(self, requests: list[Request], index: list[int], out: list) -> None:
+        feats = [feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, self.specs[r.kind]) for r in requests]
+        X = to_matrix(feats, self.categories)
+        raw = {t: self.boosters[t].predict(X) for t in TARGETS}
+        params = self.artifact["baseline"]
+        for j, (r, f) in enumerate(zip(requests, feats)):
+            base = baseline_ms(f, params)
+            lat = base * math.exp(raw["latency"][j])
+            tp = r.batch_size * 1e3 / base * math.exp(raw["throughput"][j])
+            lat, tp = self._reconcile(lat, tp, r.batch_size)
+            mem = memory_reference_bytes(r.point, r.precision, r.mode, self.artifact["process_baseline"].get(r.kind, STATIC_PROCESS_BASELINE)) \
+                * math.exp(raw["memory"][j])
+            q = self.half_width
+            out[index[j]] = Prediction(lat, tp, mem, _interval(lat, q["latency"]), _interval(tp, q["throughput"]),
+                                       _interval(mem, q["memory"]), "trained_predictor",
+                                       f"LightGBM on {self.artifact['rows']} measurements of {len(self.artifact['models'])} models",
+                                       self.level)
+
+    @staticmethod
+    def _reconcile(latency_ms: float, throughput: float, batch: int) -> tuple[float, float]:
+        """Geometric mean of the two estimates of the batch time; then throughput = batch / latency."""
+        lat = math.exp((math.log(latency_ms) + math.log(batch * 1e3 / throughput)) / 2)
+        return lat, batch * 1e3 / lat
+
+    def _fallback(self, r: Request) -> Prediction:
+        spec = self.specs.get(r.kind)
+        if spec is None:
+            return Prediction(None, None, None, None, None, None, "unavailable",
+                              f"no measurement and no published spec for {r.kind}: nothing to predict from", self.level)
+        f = feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, spec)
+        roof = math.exp(f["log_roofline_ms"])
+        mem_ref = memory_reference_bytes(r.point, r.precision, r.mode, self.artifact["process_baseline"].get(r.kind, STATIC_PROCESS_BASELINE))
+        cal = self.artifact["efficiency"].get("|".join((r.kind, r.backend, r.precision, r.mode)))
+        if cal:
+            lat = roof * math.exp(cal["latency"])
+            mem = mem_ref * math.exp(cal["memory"])
+            why = "outside the trained domain" if not self._in_domain(r) else "no spec for the trained path"
+            return Prediction(lat, r.batch_size * 1e3 / lat, mem, _interval(lat, cal["latency_spread"]),
+                              _interval(r.batch_size * 1e3 / lat, cal["latency_spread"]), _interval(mem, cal["memory_spread"]),
+                              "roofline_calibrated",
+                              f"{why}: roofline on {spec.name} ({spec.source}) x efficiency measured on {cal['n']} rows of "
+                              f"{r.kind}/{r.backend}/{r.precision}/{r.mode}", self.level)
+        lat = roof / STATIC_EFFICIENCY
+        spread = math.log(STATIC_INTERVAL_FACTOR)
+        return Prediction(lat, r.batch_size * 1e3 / lat, mem_ref, _interval(lat, spread), _interval(r.batch_size * 1e3 / lat, spread),
+                          _interval(mem_ref, spread), "static_rule",
+                          f"nothing measured on {r.kind}/{r.precision}/{r.mode}: roofline on {spec.name} ({spec.source}) at an "
+                          f"assumed {STATIC_EFFICIENCY:.0%} of peak; memory = process baseline + weights", None)
+
+
+def _interval(value: float, log_half_width: float | None) -> tuple[float, float] | None:
+    if log_half_width is None:
+        return None
+    return value * math.exp(-log_half_width), value * math.exp(log_half_width)

@@ -1,0 +1,291 @@
+"""Training the three regressors and validating them honestly.
+
+Targets are log ratios to physics: latency / roofline time, throughput / roofline throughput,
+peak memory / (process baseline + weights). Trees cannot extrapolate, so learning the
+*efficiency* rather than the raw figure lets an unseen, larger model still scale with its
+FLOPs and bytes. Validation holds out whole models (and whole hardware kinds when there are
+several), so the reported error is the error on a model the predictor never saw. Intervals
+are conformal: the held-out residuals' quantile, with coverage measured the same way.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from devicefit.predict.features import (CATEGORICAL, NUMERIC, feature_row, memory_reference_bytes, model_point,
+                                        roofline_ms, to_matrix)
+from devicefit.predict.hardware_specs import DeviceSpec
+from models.catalog import UnknownModelError, resolve_model
+
+TARGETS = ("latency", "throughput", "memory")
+MIN_MODELS = 3  # fewer cannot be trained and validated on held-out models
+
+
+class InsufficientData(ValueError):
+    """Too few measured models to train and validate honestly."""
+INTERVAL_LEVEL = 0.9
+# Error bars a predictor must meet on held-out models (MAPE); the asset check enforces them.
+ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}
+# Small trees, few rounds: with tens of rows they correct the baseline's residual, no more.
+LGB_PARAMS = {
+    "objective": "regression", "learning_rate": 0.05, "num_leaves": 4, "min_data_in_leaf": 5,
+    "min_data_per_group": 1, "cat_smooth": 1.0, "cat_l2": 1.0, "max_cat_to_onehot": 8, "min_data_in_bin": 1,
+    "lambda_l2": 1.0, "verbose": -1, "seed": 0, "deterministic": True, "num_threads": 1,
+}
+NUM_ROUNDS = 60
+
+
+@dataclass
+class TrainingData:
+    features: list[dict]
+    actual: dict[str, np.ndarray]  # measured p50 ms, samples/s, peak bytes
+    memory_reference: np.ndarray  # process baseline + weights (x4 in training)
+    models: list[str]
+    kinds: list[str]
+    families: list[str]
+    process_baseline: dict[str, float]
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+
+def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> TrainingData:
+    """From stored measurement rows (status ok) to features and targets. Rows whose model
+    cannot be rebuilt offline or whose hardware has no spec are counted, not guessed."""
+    baselines: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("rss_before_load_bytes"):
+            baselines.setdefault(r["device_kind"], []).append(float(r["rss_before_load_bytes"]))
+    process_baseline = {k: statistics.median(v) for k, v in baselines.items()}
+    data = TrainingData([], {t: [] for t in TARGETS}, [], [], [], [], process_baseline)
+    for r in rows:
+        if r.get("status") != "ok" or not r.get("mean_ms") or not r.get("throughput_samples_per_s") or not r.get("peak_rss_bytes"):
+            data.skipped["incomplete"] = data.skipped.get("incomplete", 0) + 1
+            continue
+        spec = specs.get(r["device_kind"])
+        if spec is None:
+            data.skipped[f"no spec for {r['device_kind']}"] = data.skipped.get(f"no spec for {r['device_kind']}", 0) + 1
+            continue
+        try:
+            point = model_point(resolve_model(r.get("model_path") or r["model"]), r.get("seq_length"))
+        except (UnknownModelError, ValueError, FileNotFoundError):
+            data.skipped["model not buildable offline"] = data.skipped.get("model not buildable offline", 0) + 1
+            continue
+        feats = feature_row(point, r["batch_size"], r["precision"], r["mode"], r["backend"], spec)
+        baseline = process_baseline.get(r["device_kind"], 0.0)
+        data.memory_reference.append(memory_reference_bytes(point, r["precision"], r["mode"], baseline))
+        # Mean latency per batch: throughput is batch / mean, so the two targets agree physically.
+        actual = {"latency": r["mean_ms"], "throughput": r["throughput_samples_per_s"], "memory": r["peak_rss_bytes"]}
+        data.features.append(feats)
+        for t in TARGETS:
+            data.actual[t].append(float(actual[t]))
+        data.models.append(point.name)
+        data.kinds.append(r["device_kind"])
+        data.families.append(point.family)
+    data.actual = {t: np.asarray(v) for t, v in data.actual.items()}
+    data.memory_reference = np.asarray(data.memory_reference)
+    return data
+
+
+# --- The physical baseline: latency = a * ops + b * linear FLOPs + c * other FLOPs ---------
+# Per-operator dispatch overhead, plus matmul FLOPs and other FLOPs (convolutions, attention
+# softmax, norms) each at their own achieved rate, fitted per (hardware kind, backend,
+# precision, mode) by non-negative least squares on relative error. It extrapolates to unseen
+# model sizes the way physics does; the trees then learn only what it misses.
+import itertools
+
+
+def group_key(f: dict) -> str:
+    return "|".join((f["device_kind"], f["backend"], f["precision"], f["mode"]))
+
+
+def _terms(f: dict) -> np.ndarray:
+    passes = 3.0 if f["mode"] == "training" else 1.0  # forward + backward (~2x) operators
+    flops = math.exp(f["log_flops"])
+    linear = flops * f["linear_flops_fraction"]
+    return np.array([passes * math.exp(f["log_ops"]), linear, flops - linear])
+
+
+def _fit_nonnegative(terms: np.ndarray, t: np.ndarray) -> list[float]:
+    """Best non-negative least-squares fit of sum_k coef_k * term_k / t = 1 over term subsets."""
+    A = terms / t[:, None]
+    best, best_err = [0.0] * terms.shape[1], math.inf
+    for k in range(1, terms.shape[1] + 1):
+        for subset in itertools.combinations(range(terms.shape[1]), k):
+            cols = list(subset)
+            coef = np.linalg.lstsq(A[:, cols], np.ones(len(t)), rcond=None)[0]
+            if (coef < 0).any():
+                continue
+            err = float(np.sum((A[:, cols] @ coef - 1) ** 2))
+            if err < best_err:
+                best_err, best = err, [0.0] * terms.shape[1]
+                for c, v in zip(cols, coef):
+                    best[c] = float(v)
+    return best
+
+
+def fit_baseline(features: list[dict], latency_ms: np.ndarray, rows: np.ndarray) -> dict[str, list[float]]:
+    """Coefficients per group, plus a per-kind fallback ("<kind>|*") for unseen combinations."""
+    buckets: dict[str, list[int]] = {}
+    for i in np.flatnonzero(rows):
+        f = features[i]
+        buckets.setdefault(group_key(f), []).append(i)
+        buckets.setdefault(f"{f['device_kind']}|*", []).append(i)
+    return {key: _fit_nonnegative(np.array([_terms(features[i]) for i in idx]), latency_ms[idx]) for key, idx in buckets.items()}
+
+
+def baseline_ms(f: dict, params: dict[str, list[float]]) -> float | None:
+    coef = params.get(group_key(f)) or params.get(f"{f['device_kind']}|*")
+    if coef is None:
+        return None
+    return max(float(np.dot(coef, _terms(f))), 1e-6)
+
+
+def references(data: "TrainingData", params: dict) -> dict[str, np.ndarray]:
+    lat = np.array([baseline_ms(f, params) for f in data.features], dtype=float)
+    batch = np.exp([f["log_batch"] for f in data.features])
+    return {"latency": lat, "throughput": batch * 1e3 / lat, "memory": data.memory_reference}
+
+
+def categories_of(features: list[dict]) -> dict[str, list[str]]:
+    return {c: sorted({f[c] for f in features}) for c in CATEGORICAL}
+
+
+def _fit(X: np.ndarray, y: np.ndarray):
+    import lightgbm as lgb
+
+    cat_idx = list(range(len(NUMERIC), len(NUMERIC) + len(CATEGORICAL)))
+    dataset = lgb.Dataset(X, y, categorical_feature=cat_idx, free_raw_data=False, params={"verbose": -1})
+    return lgb.train(LGB_PARAMS, dataset, num_boost_round=NUM_ROUNDS)
+
+
+def held_out_predictions(data: TrainingData, groups: list[str], categories: dict[str, list[str]]) -> dict[str, np.ndarray]:
+    """Out-of-fold predictions (absolute units), leaving one group (a model, or a hardware
+    kind) out at a time: no row of the held-out group informs its fold's baseline or trees."""
+    X = to_matrix(data.features, categories)
+    groups_arr = np.asarray(groups)
+    out = {t: np.full(len(data), np.nan) for t in TARGETS}
+    for g in sorted(set(groups)):
+        test = groups_arr == g
+        if test.all():
+            continue  # one group only: nothing to learn from
+        refs = references(data, fit_baseline(data.features, data.actual["latency"], ~test))
+        usable = test & ~np.isnan(refs["latency"])
+        for t in TARGETS:
+            y = np.log(data.actual[t] / refs[t])
+            booster = _fit(X[~test], y[~test])
+            out[t][usable] = np.exp(booster.predict(X[usable])) * refs[t][usable]
+    return out
+
+
+def error_metrics(actual: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
+    ape = np.abs(predicted - actual) / actual
+    return {"mape": float(np.mean(ape)), "median_ape": float(np.median(ape)), "within_10pct": float(np.mean(ape <= 0.10)),
+            "n": int(len(ape))}
+
+
+def _grouped_metrics(actual, predicted, labels: list[str]) -> dict[str, dict[str, float]]:
+    labels_arr = np.asarray(labels)
+    return {k: error_metrics(actual[labels_arr == k], predicted[labels_arr == k]) for k in sorted(set(labels))}
+
+
+def conformal_half_width(abs_log_residuals: np.ndarray, level: float = INTERVAL_LEVEL) -> float:
+    """Split-conformal quantile with the finite-sample correction ceil((n+1)*level)/n."""
+    n = len(abs_log_residuals)
+    rank = min(n, math.ceil((n + 1) * level))
+    return float(np.sort(abs_log_residuals)[rank - 1])
+
+
+def nested_coverage(abs_log_residuals: np.ndarray, groups: list[str], level: float = INTERVAL_LEVEL) -> float:
+    """Coverage measured honestly: each held-out model's interval is calibrated on the other
+    models' residuals only."""
+    groups_arr = np.asarray(groups)
+    hits = []
+    for g in sorted(set(groups)):
+        mine = groups_arr == g
+        if mine.all():
+            continue
+        q = conformal_half_width(abs_log_residuals[~mine], level)
+        hits.extend((abs_log_residuals[mine] <= q).tolist())
+    return float(np.mean(hits)) if hits else float("nan")
+
+
+def validate(data: TrainingData, categories: dict[str, list[str]]) -> dict[str, Any]:
+    """Leave-one-model-out (and leave-one-hardware-kind-out when there are several kinds)."""
+    report: dict[str, Any] = {"level": INTERVAL_LEVEL, "targets": {}}
+    oof = held_out_predictions(data, data.models, categories)
+    for t in TARGETS:
+        ok = ~np.isnan(oof[t])
+        actual, predicted = data.actual[t][ok], oof[t][ok]
+        families = [f for f, keep in zip(data.families, ok) if keep]
+        kinds = [k for k, keep in zip(data.kinds, ok) if keep]
+        models = [m for m, keep in zip(data.models, ok) if keep]
+        residuals = np.abs(np.log(predicted / actual))
+        report["targets"][t] = {
+            "leave_one_model_out": error_metrics(actual, predicted),
+            "per_family": _grouped_metrics(actual, predicted, families),
+            "per_hardware": _grouped_metrics(actual, predicted, kinds),
+            "interval_log_half_width": conformal_half_width(residuals) if len(residuals) else None,
+            "interval_coverage": nested_coverage(residuals, models) if len(residuals) else None,
+            "bar_mape": ERROR_BARS[t],
+        }
+    if len(set(data.kinds)) > 1:
+        oof_kind = held_out_predictions(data, data.kinds, categories)
+        for t in TARGETS:
+            ok = ~np.isnan(oof_kind[t])
+            report["targets"][t]["leave_one_hardware_out"] = error_metrics(data.actual[t][ok], oof_kind[t][ok])
+    return report
+
+
+def calibrate_efficiency(data: TrainingData) -> dict[str, dict[str, float]]:
+    """Median measured/roofline ratio (log) per (kind, backend, precision, mode): the roofline
+    fallback's efficiency, calibrated from measurements."""
+    buckets: dict[str, dict[str, list[float]]] = {}
+    for i, f in enumerate(data.features):
+        roof = math.exp(f["log_roofline_ms"])
+        refs = {"latency": roof, "throughput": math.exp(f["log_batch"]) * 1e3 / roof, "memory": data.memory_reference[i]}
+        b = buckets.setdefault(group_key(f), {t: [] for t in TARGETS})
+        for t in TARGETS:
+            b[t].append(math.log(data.actual[t][i] / refs[t]))
+    out = {}
+    for k, v in buckets.items():
+        entry: dict[str, float] = {"n": len(v["latency"])}
+        for t in TARGETS:
+            med = statistics.median(v[t])
+            entry[t] = med
+            entry[f"{t}_spread"] = max(abs(x - med) for x in v[t])  # the interval of a calibrated roofline
+        out[k] = entry
+    return out
+
+
+def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str, Any]:
+    """Fit on every usable row, validate by held-out groups, return the artifact (JSON-able)."""
+    data = training_data(rows, specs)
+    if len(set(data.models)) < MIN_MODELS:
+        raise InsufficientData(f"need measurements of at least {MIN_MODELS} models to train and validate; have {len(set(data.models))} "
+                         f"({len(data)} usable rows; skipped: {data.skipped or 'none'})")
+    categories = categories_of(data.features)
+    X = to_matrix(data.features, categories)
+    baseline = fit_baseline(data.features, data.actual["latency"], np.ones(len(data), dtype=bool))
+    refs = references(data, baseline)
+    boosters = {t: _fit(X, np.log(data.actual[t] / refs[t])) for t in TARGETS}
+    validation = validate(data, categories)
+    return {
+        "format": "devicefit.predictor/1",
+        "trained_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "rows": len(data), "models": sorted(set(data.models)), "skipped": data.skipped,
+        "domain": {"device_kind": sorted(set(data.kinds)), "family": sorted(set(data.families))},
+        "categories": categories, "numeric": list(NUMERIC),
+        "process_baseline": data.process_baseline,
+        "efficiency": calibrate_efficiency(data),
+        "baseline": {k: list(v) for k, v in baseline.items()},
+        "validation": validation,
+        "specs": {k: vars(s) for k, s in specs.items()},
+        "boosters": {t: b.model_to_string() for t, b in boosters.items()},
+    }

@@ -1,0 +1,150 @@
+"""Predictors on a tiny real dataset: three catalog models measured on this CPU."""
+import json
+
+import numpy as np
+import pytest
+
+from benchmark_runners.hardware import detect_hardware
+from devicefit import store
+from devicefit.landing import load_landing_files
+from devicefit.paths import DataPaths
+from devicefit.pipeline import measure_partition, train_predictors
+from devicefit.predict import artifacts, training
+from devicefit.predict.api import HardwareModelPredictor, prediction_matrix
+from devicefit.predict.features import model_point
+from devicefit.predict.hardware_specs import device_specs
+from devicefit.predict.predictor import PerformancePredictor, Request
+from devicefit.profiles import Selection
+from models.catalog import resolve_model
+
+MODELS = ("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "t5-small")
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> DataPaths:
+    paths = DataPaths(tmp_path_factory.mktemp("predict-data"))
+    inventory = detect_hardware()
+    selection = Selection(batch_sizes=(1, 2), precisions=("fp32",), training_mode=False)
+    for model in MODELS:
+        measure_partition(f"cpu|{model}", selection, inventory, paths)
+    load_landing_files(paths.database, paths.raw)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def artifact(measured) -> dict:
+    return train_predictors(measured, detect_hardware())
+
+
+def rows_of(paths: DataPaths) -> list[dict]:
+    con = store.connect(paths.database, read_only=True)
+    try:
+        return store.ok_measurements(con)
+    finally:
+        con.close()
+
+
+def test_training_on_a_tiny_real_dataset_reports_held_out_error(artifact):
+    assert artifact["rows"] == 2 * len(MODELS) and artifact["models"] == sorted(MODELS)
+    for target in training.TARGETS:
+        v = artifact["validation"]["targets"][target]
+        assert v["leave_one_model_out"]["n"] == 2 * len(MODELS)
+        assert 0 <= v["leave_one_model_out"]["mape"] < 10
+        assert set(v["per_family"]) == {"embedding", "vision", "text_generation"}
+        assert v["interval_log_half_width"] > 0 and 0 <= v["interval_coverage"] <= 1
+
+
+def test_grouped_cv_never_leaks_a_model_between_folds(measured, monkeypatch):
+    data = training.training_data(rows_of(measured), device_specs(detect_hardware().to_json()))
+    models = np.asarray(data.models)
+    fitted_on: list[set] = []
+    baseline_on: list[set] = []
+    real_fit, real_baseline = training._fit, training.fit_baseline
+
+    def spy_fit(X, y):
+        params = {round(v, 9) for v in X[:, 0]}  # log_params identifies the model
+        fitted_on.append(params)
+        return real_fit(X, y)
+
+    def spy_baseline(features, latency, rows):
+        baseline_on.append(set(models[rows]))
+        return real_baseline(features, latency, rows)
+
+    monkeypatch.setattr(training, "_fit", spy_fit)
+    monkeypatch.setattr(training, "fit_baseline", spy_baseline)
+    training.held_out_predictions(data, data.models, training.categories_of(data.features))
+    held_out = sorted(set(data.models))
+    assert len(baseline_on) == len(held_out)
+    for model, seen in zip(held_out, baseline_on):
+        assert model not in seen
+    log_params = {m: round(f["log_params"], 9) for m, f in zip(data.models, data.features)}
+    per_fold = [fitted_on[i * len(training.TARGETS):(i + 1) * len(training.TARGETS)] for i in range(len(held_out))]
+    for model, fits in zip(held_out, per_fold):
+        assert all(log_params[model] not in seen for seen in fits)
+
+
+def test_fallback_chain_labels_every_source(artifact):
+    predictor = PerformancePredictor(artifact)
+    point = model_point(resolve_model("bert-base-uncased"))  # a model the predictor never saw
+    trained, calibrated_or_static, gpu, browser = predictor.predict([
+        Request(point, 4, "fp32", "inference", "cpu"),
+        Request(model_point(resolve_model("whisper-tiny")), 4, "fp32", "inference", "cpu"),  # audio: family never seen
+        Request(point, 4, "fp16", "inference", "cuda"),  # no cuda measurement at all
+        Request(point, 4, "fp32", "inference", "webgpu"),
+    ])
+    assert trained.source == "trained_predictor"
+    assert calibrated_or_static.source == "roofline_calibrated" and "outside the trained domain" in calibrated_or_static.detail
+    assert gpu.source == "static_rule" and "published_spec" in gpu.detail and gpu.interval_level is None
+    assert browser.source == "unavailable" and browser.latency_ms is None
+
+
+def test_throughput_and_latency_agree_exactly(artifact):
+    predictor = PerformancePredictor(artifact)
+    point = model_point(resolve_model("distilbert-base-uncased"))
+    for p in predictor.predict([Request(point, b, "fp32", "inference", hw) for b in (1, 8, 32) for hw in ("cpu", "cuda")]):
+        batch = round(p.throughput * p.latency_ms / 1e3)
+        assert p.throughput * p.latency_ms / 1e3 == pytest.approx(batch, rel=1e-9)
+        lo, hi = p.latency_interval
+        assert lo < p.latency_ms < hi
+
+
+def test_matrix_json_has_the_spec_shape(artifact):
+    matrix = prediction_matrix(PerformancePredictor(artifact), [{"name": "bert-base-uncased", "family": "embedding"}, {"name": "gpt2"}],
+                               [1, 8], ["cuda", "cpu", "webnn"], "fp32")
+    assert {"timestamp", "mode", "models", "hardware_platforms", "batch_sizes", "precision_options"} <= set(matrix)
+    assert matrix["hardware_platforms"] == ["cuda", "cpu", "webnn"] and matrix["precision_options"] == ["fp32"]
+    bert = matrix["models"]["bert-base-uncased"]
+    assert bert["name"] == "bert-base-uncased" and bert["category"] == "embedding"
+    assert matrix["models"]["gpt2"]["category"] == "text_generation"
+    entry = bert["predictions"]["cpu"]["8"]["fp32"]
+    assert all(isinstance(entry[k], float) and entry[k] > 0 for k in ("throughput", "latency_mean", "memory_usage"))
+    assert "webnn" not in bert["predictions"] and "webnn" in matrix["unpredictable"]
+    json.dumps(matrix)
+
+
+def test_persistence_round_trip(measured, artifact):
+    loaded = artifacts.load_current(measured)
+    assert loaded["version"] == artifact["version"]
+    point = model_point(resolve_model("roberta-base"))
+    requests = [Request(point, b, "fp32", "inference", "cpu") for b in (1, 4)]
+    assert [p.to_json() for p in PerformancePredictor(loaded).predict(requests)] == \
+           [p.to_json() for p in PerformancePredictor(artifact).predict(requests)]
+    con = store.connect(measured.database, read_only=True)
+    [row] = [r for r in store.predictor_versions(con) if r["version"] == artifact["version"]]
+    con.close()
+    assert row["rows"] == artifact["rows"]
+
+
+def test_hardware_model_predictor_api(measured, artifact):
+    api = HardwareModelPredictor(database_path=measured.database)
+    perf = api.predict_performance("bert-base-uncased", hardware=["cpu", "cuda"], batch_size=8)
+    assert set(perf) >= {"model_name", "model_family", "batch_size", "sequence_length", "mode", "precision", "predictions"}
+    assert set(perf["predictions"]["cpu"]) >= {"throughput", "latency", "memory_usage", "source"}
+    best = api.predict_optimal_hardware("bert-base-uncased", batch_size=8, available_hardware=["cpu", "webnn"])
+    assert best["primary_recommendation"] == "cpu" and "webnn" in best["unpredictable"]
+
+
+def test_too_few_models_is_a_clear_refusal(measured):
+    rows = [r for r in rows_of(measured) if r["model"] in MODELS[:2]]
+    with pytest.raises(training.InsufficientData, match="at least 3 models"):
+        training.train(rows, device_specs(detect_hardware().to_json()))
