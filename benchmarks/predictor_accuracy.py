@@ -1,0 +1,91 @@
+"""How good are the predictors? Prints leave-one-model-out error per target (and per family
+and hardware), the conformal interval's measured coverage, and how fast a prediction matrix is
+produced: 10,000 rows, and the 100 models x 8 hardware x 5 batch sizes x 3 precisions matrix.
+
+    python benchmarks/predictor_accuracy.py [--database data/devicefit.duckdb]
+
+It trains on the database's measured rows (as the pipeline does). The 100 models are the catalog
+plus BERT-architecture variants built from configs (layers x width); their FLOPs are counted
+once (timed separately), then the matrix is timed.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+
+
+def variant_specs(n: int):
+    from models.catalog import load_catalog, resolve_model
+
+    specs = list(load_catalog().values())
+    base = resolve_model("bert-base-uncased")
+    widths = (128, 192, 256, 320, 384, 448, 512, 576, 640, 768)
+    for layers in range(1, 13):
+        for width in widths:
+            if len(specs) >= n:
+                return specs
+            config = {**base.config, "num_hidden_layers": layers, "hidden_size": width, "num_attention_heads": width // 64,
+                      "intermediate_size": 4 * width}
+            specs.append(dataclasses.replace(base, name=f"bert-L{layers}-H{width}", config=config, published_parameters=None))
+    return specs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--database", default=None)
+    args = ap.parse_args()
+    from pathlib import Path
+
+    from benchmark_runners.hardware import detect_hardware
+    from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+    from devicefit import store
+    from devicefit.paths import DataPaths
+    from devicefit.predict.features import model_point
+    from devicefit.predict.hardware_specs import device_specs
+    from devicefit.predict.predictor import PerformancePredictor, Request
+    from devicefit.predict.training import ERROR_BARS, TARGETS, train
+
+    paths = DataPaths(Path(args.database).resolve().parent) if args.database else DataPaths.default()
+    con = store.connect(paths.database, read_only=True)
+    rows = store.ok_measurements(con)
+    con.close()
+    started = time.perf_counter()
+    artifact = train(rows, device_specs(detect_hardware().to_json()))
+    print(f"trained on {artifact['rows']} rows of {len(artifact['models'])} models in {time.perf_counter() - started:.1f} s "
+          f"(skipped: {artifact['skipped'] or 'none'})\n")
+    print(f"{'target':<11}{'LOMO MAPE':>10}{'median APE':>12}{'within 10%':>12}{'bar':>6}{'coverage':>10} (nominal {artifact['validation']['level']:.0%})")
+    for t in TARGETS:
+        v = artifact["validation"]["targets"][t]
+        m = v["leave_one_model_out"]
+        print(f"{t:<11}{m['mape']:>10.1%}{m['median_ape']:>12.1%}{m['within_10pct']:>12.0%}{ERROR_BARS[t]:>6.0%}{v['interval_coverage']:>10.1%}")
+    for t in TARGETS:
+        fam = artifact["validation"]["targets"][t]["per_family"]
+        print(f"  {t} per family: " + ", ".join(f"{k} {m['mape']:.0%}" for k, m in fam.items()))
+    predictor = PerformancePredictor(artifact)
+
+    specs = variant_specs(100)
+    t0 = time.perf_counter()
+    points = [model_point(s) for s in specs]
+    facts_s = time.perf_counter() - t0
+    requests = [Request(p, b, pr, "inference", hw) for p in points for hw in HARDWARE_KINDS
+                for b in (1, 2, 4, 8, 16) for pr in ("fp32", "fp16", "int8")]
+    t0 = time.perf_counter()
+    predictor.predict(requests[:10_000])
+    t10k = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    preds = predictor.predict(requests)
+    t_full = time.perf_counter() - t0
+    sources: dict[str, int] = {}
+    for p in preds:
+        sources[p.source] = sources.get(p.source, 0) + 1
+    print(f"\nmodel facts (FLOPs on the meta device) for {len(points)} models: {facts_s:.1f} s, once, cached")
+    print(f"10,000 predictions: {t10k * 1e3:.0f} ms ({10_000 / t10k:,.0f}/s)")
+    print(f"{len(points)} models x {len(HARDWARE_KINDS)} hardware x 5 batch sizes x 3 precisions = {len(requests):,} predictions: "
+          f"{t_full * 1e3:.0f} ms; by source: {sources}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
