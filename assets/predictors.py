@@ -4,7 +4,7 @@ import dagster as dg
 from assets.resources import DevicefitData
 from assets.results import benchmark_results
 from benchmark_runners.hardware import detect_hardware
-from devicefit.pipeline import markdown_table, publish_prediction_matrix, train_predictors
+from devicefit.pipeline import markdown_table, publish_prediction_matrix, train_predictors, validate_served_predictions
 from devicefit.predict.training import ERROR_BARS, TARGETS, InsufficientData
 
 EAGER = dg.AutomationCondition.eager()
@@ -57,6 +57,18 @@ def prediction_matrix(devicefit_data: DevicefitData) -> dg.MaterializeResult:
                     sources[e["source"]] = sources.get(e["source"], 0) + 1
     return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(path), "predictions_by_source": dg.MetadataValue.json(sources),
                                           "unpredictable": dg.MetadataValue.json(matrix["unpredictable"])})
+
+
+@dg.asset(deps=[benchmark_results], group_name="prediction", pool="duckdb_writer", automation_condition=EAGER,
+          description="Served predictions (API, matrix) against measurements taken after them: the predictors' real error.")
+def prediction_validation(devicefit_data: DevicefitData) -> dg.MaterializeResult:
+    loaded, by_source = validate_served_predictions(devicefit_data.paths())
+    return dg.MaterializeResult(metadata={
+        "predictions_loaded": loaded,
+        "matched_with_later_measurements": sum(r["n"] for r in by_source),
+        "error_by_source": dg.MetadataValue.md(markdown_table(by_source, ["source", "n", "latency_mape", "throughput_mape", "memory_mape"]))
+        if by_source else dg.MetadataValue.text("no served prediction has been measured since"),
+    })
 
 
 def _bar_check(target: str):

@@ -143,5 +143,25 @@ def publish_prediction_matrix(paths: DataPaths) -> tuple[str, dict[str, Any]]:
     artifact = artifacts.load_current(paths)
     if artifact is None:
         raise RuntimeError(f"no trained predictor in {artifacts.predictors_dir(paths)}")
-    matrix = prediction_matrix(PerformancePredictor(artifact))
+    from devicefit.predict import served
+
+    predictor = PerformancePredictor(artifact)
+    matrix = prediction_matrix(predictor, on_predictions=lambda reqs, preds: served.record(paths, predictor.version(), "matrix", reqs, preds))
     return write_output_json(paths, "prediction_matrix.json", matrix), matrix
+
+
+def validate_served_predictions(paths: DataPaths) -> tuple[int, list[dict[str, Any]]]:
+    """Load served-prediction files and compare them with measurements taken since."""
+    from devicefit.predict.served import read_served, served_dir
+
+    con = store.connect(paths.database)
+    try:
+        store.migrate(con)
+        loaded = 0
+        for path in sorted(served_dir(paths).glob("served-*.jsonl")) if served_dir(paths).is_dir() else []:
+            rows = read_served(path)
+            store.replace_served_predictions(con, path.name, rows)
+            loaded += len(rows)
+        return loaded, store.refresh_prediction_errors(con)
+    finally:
+        con.close()

@@ -58,6 +58,13 @@ MIGRATIONS[2] = [
         version VARCHAR PRIMARY KEY, trained_at TIMESTAMP NOT NULL, rows INTEGER NOT NULL, models JSON,
         artifact_path VARCHAR NOT NULL, validation JSON NOT NULL, within_bars BOOLEAN NOT NULL)""",
 ]
+MIGRATIONS[3] = [
+    """CREATE TABLE predictions (
+        source_file VARCHAR NOT NULL, recorded_at TIMESTAMP NOT NULL, predictor_version VARCHAR, origin VARCHAR,
+        model VARCHAR NOT NULL, device_kind VARCHAR NOT NULL, backend VARCHAR NOT NULL, precision VARCHAR NOT NULL,
+        mode VARCHAR NOT NULL, batch_size INTEGER NOT NULL, seq_length INTEGER, latency_ms DOUBLE, throughput DOUBLE,
+        memory_bytes DOUBLE, source VARCHAR)""",
+]
 SCHEMA_VERSION = max(MIGRATIONS)
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
 JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms"}
@@ -336,6 +343,49 @@ def record_predictor_version(con, version: str, artifact: dict[str, Any], path: 
 def predictor_versions(con) -> list[dict[str, Any]]:
     return query(con, "SELECT version, trained_at, rows, models, artifact_path, within_bars, validation "
                       "FROM predictor_versions ORDER BY trained_at DESC")
+
+
+PREDICTION_COLUMNS = ("recorded_at", "predictor_version", "origin", "model", "device_kind", "backend", "precision", "mode",
+                      "batch_size", "seq_length", "latency_ms", "throughput", "memory_bytes", "source")
+
+
+def replace_served_predictions(con, source_file: str, rows: list[dict[str, Any]]) -> None:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM predictions WHERE source_file = ?", [source_file])
+        if rows:
+            con.executemany(f"INSERT INTO predictions (source_file, {', '.join(PREDICTION_COLUMNS)}) "
+                            f"VALUES (?, {', '.join('?' for _ in PREDICTION_COLUMNS)})",
+                            [[source_file, *(r.get(c) for c in PREDICTION_COLUMNS)] for r in rows])
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+
+
+PREDICTION_ERRORS_SQL = """
+CREATE OR REPLACE TABLE prediction_errors AS
+SELECT p.*, m.run_id AS measured_run_id, m.timestamp AS measured_at,
+       m.mean_ms AS measured_latency_ms, m.throughput_samples_per_s AS measured_throughput, m.peak_rss_bytes AS measured_memory_bytes,
+       abs(p.latency_ms - m.mean_ms) / m.mean_ms AS latency_ape,
+       abs(p.throughput - m.throughput_samples_per_s) / m.throughput_samples_per_s AS throughput_ape,
+       abs(p.memory_bytes - m.peak_rss_bytes) / m.peak_rss_bytes AS memory_ape
+FROM predictions p
+JOIN measurements m
+  ON m.status = 'ok' AND m.model = p.model AND m.device_kind = p.device_kind AND m.backend = p.backend
+ AND m.precision = p.precision AND m.mode = p.mode AND m.batch_size = p.batch_size
+ AND m.seq_length IS NOT DISTINCT FROM p.seq_length
+ AND m.timestamp > p.recorded_at  -- only measurements taken after the prediction was served
+QUALIFY row_number() OVER (PARTITION BY p.source_file, p.recorded_at, p.model, p.device_kind, p.backend, p.precision,
+                                        p.mode, p.batch_size ORDER BY m.timestamp) = 1
+"""
+
+
+def refresh_prediction_errors(con) -> list[dict[str, Any]]:
+    """Predicted versus measured, per source of the prediction."""
+    con.execute(PREDICTION_ERRORS_SQL)
+    return query(con, "SELECT source, count(*) AS n, avg(latency_ape) AS latency_mape, avg(throughput_ape) AS throughput_mape, "
+                      "avg(memory_ape) AS memory_mape FROM prediction_errors GROUP BY source ORDER BY source")
 
 
 def ok_measurements(con) -> list[dict[str, Any]]:

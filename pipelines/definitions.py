@@ -4,7 +4,7 @@ import dagster as dg
 from assets.checks import ALL_CHECKS
 from assets.inventory import hardware_inventory, model_catalog
 from assets.measurements import measurements
-from assets.predictors import PREDICTOR_CHECKS, prediction_matrix, predictors
+from assets.predictors import PREDICTOR_CHECKS, prediction_matrix, prediction_validation, predictors
 from assets.resources import DevicefitData
 from assets.results import aggregated_results, benchmark_results, compatibility_matrix
 from pipelines.jobs import inventory_job, measurements_job, results_job
@@ -17,7 +17,7 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
 
 defs = dg.Definitions(
     assets=[hardware_inventory, model_catalog, measurements, benchmark_results, aggregated_results, compatibility_matrix,
-            predictors, prediction_matrix],
+            predictors, prediction_matrix, prediction_validation],
     asset_checks=[*ALL_CHECKS, *PREDICTOR_CHECKS],
     jobs=[measurements_job, results_job, inventory_job],
     schedules=[nightly_benchmarks],

@@ -7,7 +7,7 @@ from typing import Any
 
 from benchmark_runners.hardware.platforms import HARDWARE_KINDS
 from devicefit.paths import DataPaths
-from devicefit.predict import artifacts
+from devicefit.predict import artifacts, served
 from devicefit.predict.features import model_point
 from devicefit.predict.predictor import PerformancePredictor, Prediction, Request
 from models.catalog import resolve_model
@@ -29,7 +29,7 @@ class HardwareModelPredictor:
     the spec's signature and reserved for selection settings."""
 
     def __init__(self, database_path: str | Path | None = None, benchmark_dir: str | Path | None = None,
-                 config_path: str | Path | None = None):
+                 config_path: str | Path | None = None, record: bool = True):
         if benchmark_dir:
             self.paths = DataPaths(Path(benchmark_dir).resolve())
         elif database_path:
@@ -42,6 +42,13 @@ class HardwareModelPredictor:
             raise PredictorUnavailable(f"no trained predictor in {artifacts.predictors_dir(self.paths)}: "
                                        "materialize the pipeline (`make run`) first")
         self.predictor = PerformancePredictor(artifact)
+        self.record = record  # served predictions are kept, to be checked against later measurements
+
+    def _predict(self, requests: list[Request], origin: str) -> list[Prediction]:
+        preds = self.predictor.predict(requests)
+        if self.record:
+            served.record(self.paths, self.predictor.version(), origin, requests, preds)
+        return preds
 
     def _requests(self, model_name: str, hardware: list[str], batch_sizes: list[int], precisions: list[str], mode: str,
                   sequence_length: int | None) -> list[Request]:
@@ -64,7 +71,7 @@ class HardwareModelPredictor:
         """Spec 000's /performance/predict response: latency in ms, memory in MB, each with source."""
         hardware = [hardware] if isinstance(hardware, str) else list(hardware)
         spec = resolve_model(model_name)
-        preds = self.predictor.predict(self._requests(model_name, hardware, [batch_size], [precision], mode, sequence_length))
+        preds = self._predict(self._requests(model_name, hardware, [batch_size], [precision], mode, sequence_length), "api")
         point = model_point(spec, sequence_length)
         return {
             "model_name": spec.name, "model_family": model_family or point.family, "batch_size": batch_size,
@@ -96,12 +103,20 @@ class HardwareModelPredictor:
     def create_hardware_prediction_matrix(self, models: list[dict] | None = None, batch_sizes: list[int] | None = None,
                                           hardware_platforms: list[str] | None = None, precision: str | list[str] | None = None,
                                           mode: str = "inference") -> dict[str, Any]:
-        return prediction_matrix(self.predictor, models, batch_sizes, hardware_platforms, precision, mode)
+        on = (lambda reqs, preds: served.record(self.paths, self.predictor.version(), "matrix", reqs, preds)) if self.record else None
+        return prediction_matrix(self.predictor, models, batch_sizes, hardware_platforms, precision, mode, on)
+
+
+    def visualize_matrix(self, matrix: dict[str, Any], output_dir: str | Path) -> list[str]:
+        """Hardware comparison, batch-size scaling and precision/memory figures as HTML files."""
+        from devicefit.predict.figures import write_matrix_figures
+
+        return write_matrix_figures(matrix, output_dir)
 
 
 def prediction_matrix(predictor: PerformancePredictor, models: list[dict] | None = None, batch_sizes: list[int] | None = None,
                       hardware_platforms: list[str] | None = None, precision: str | list[str] | None = None,
-                      mode: str = "inference") -> dict[str, Any]:
+                      mode: str = "inference", on_predictions=None) -> dict[str, Any]:
     """Spec 001's prediction-matrix JSON. Each precision entry adds `source` and intervals; hardware
     with nothing to predict from is left out of `predictions` and named in `unpredictable`."""
     models = models or [{"name": n} for n in DEFAULT_MATRIX_MODELS]
@@ -117,6 +132,8 @@ def prediction_matrix(predictor: PerformancePredictor, models: list[dict] | None
                     requests.append(Request(point, b, p, mode, hw))
                     owners.append((m, point))
     preds = predictor.predict(requests)
+    if on_predictions:
+        on_predictions(requests, preds)
     out_models: dict[str, Any] = {}
     unpredictable: dict[str, str] = {}
     for req, (m, point), pred in zip(requests, owners, preds):

@@ -148,3 +148,36 @@ def test_too_few_models_is_a_clear_refusal(measured):
     rows = [r for r in rows_of(measured) if r["model"] in MODELS[:2]]
     with pytest.raises(training.InsufficientData, match="at least 3 models"):
         training.train(rows, device_specs(detect_hardware().to_json()))
+
+
+def test_served_predictions_are_checked_against_later_measurements(measured, artifact):
+    from devicefit.pipeline import validate_served_predictions
+
+    api = HardwareModelPredictor(benchmark_dir=measured.root)
+    perf = api.predict_performance("bert-tiny", hardware="cpu", batch_size=4, precision="fp32")
+    predicted = perf["predictions"]["cpu"]["latency"]
+    loaded, before = validate_served_predictions(measured)
+    assert loaded >= 1 and before == []  # nothing measured after the prediction yet
+    measure_partition("cpu|bert-tiny", Selection(batch_sizes=(4,), precisions=("fp32",), training_mode=False), detect_hardware(), measured)
+    load_landing_files(measured.database, measured.raw)
+    _, after = validate_served_predictions(measured)
+    [row] = after
+    assert row["source"] == "trained_predictor" and row["n"] == 1
+    con = store.connect(measured.database, read_only=True)
+    [err] = store.query(con, "SELECT * FROM prediction_errors")
+    con.close()
+    assert err["latency_ape"] == pytest.approx(abs(predicted - err["measured_latency_ms"]) / err["measured_latency_ms"])
+
+
+def test_visualize_matrix_writes_html_figures_with_data(measured, artifact, tmp_path):
+    from devicefit.predict.figures import matrix_figures
+
+    api = HardwareModelPredictor(benchmark_dir=measured.root, record=False)
+    matrix = api.create_hardware_prediction_matrix([{"name": "bert-tiny"}, {"name": "gpt2"}], [1, 4], ["cpu", "cuda"], "fp32")
+    figures = matrix_figures(matrix)
+    assert set(figures) == {"hardware_comparison", "batch_scaling", "precision_memory"}
+    for fig in figures.values():
+        assert fig.data and all(len(trace.y) > 0 for trace in fig.data)
+        assert fig.layout.title.text and fig.layout.yaxis.title.text
+    files = api.visualize_matrix(matrix, tmp_path / "viz")
+    assert len(files) == 3 and all((tmp_path / "viz" / f"{name}.html").stat().st_size > 1000 for name in figures)
