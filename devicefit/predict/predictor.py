@@ -18,9 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
-from devicefit.predict.features import CATEGORICAL, ModelPoint, feature_row, memory_reference_bytes, to_matrix
+from devicefit.predict.features import ModelPoint, feature_row, memory_reference_bytes, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec
 from devicefit.predict.training import TARGETS, baseline_ms
 
@@ -124,11 +123,10 @@ class PerformancePredictor:
         if cal:
             lat = roof * math.exp(cal["latency"])
             mem = mem_ref * math.exp(cal["memory"])
-            why = "outside the trained domain" if not self._in_domain(r) else "no spec for the trained path"
             return Prediction(lat, r.batch_size * 1e3 / lat, mem, _interval(lat, cal["latency_spread"]),
                               _interval(r.batch_size * 1e3 / lat, cal["latency_spread"]), _interval(mem, cal["memory_spread"]),
                               "roofline_calibrated",
-                              f"{why}: roofline on {spec.name} ({spec.source}) x efficiency measured on {cal['n']} rows of "
+                              f"outside the trained domain: roofline on {spec.name} ({spec.source}) x efficiency measured on {cal['n']} rows of "
                               f"{r.kind}/{r.backend}/{r.precision}/{r.mode}", self.level)
         lat = roof / STATIC_EFFICIENCY
         spread = math.log(STATIC_INTERVAL_FACTOR)

@@ -9,6 +9,7 @@ are conformal: the held-out residuals' quantile, with coverage measured the same
 """
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -17,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from devicefit.predict.features import (CATEGORICAL, NUMERIC, feature_row, memory_reference_bytes, model_point,
-                                        roofline_ms, to_matrix)
+from devicefit.predict.features import CATEGORICAL, NUMERIC, feature_row, memory_reference_bytes, model_point, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec
 from models.catalog import UnknownModelError, resolve_model
 
@@ -98,7 +98,6 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
 # softmax, norms) each at their own achieved rate, fitted per (hardware kind, backend,
 # precision, mode) by non-negative least squares on relative error. It extrapolates to unseen
 # model sizes the way physics does; the trees then learn only what it misses.
-import itertools
 
 
 def group_key(f: dict) -> str:
