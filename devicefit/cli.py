@@ -371,9 +371,14 @@ def run_command(
             statuses[k] = statuses.get(k, 0) + int(md.get(k, 0))
     console.print(f"configs: {statuses.get('ok', 0)} measured, {statuses.get('skipped', 0)} skipped, {statuses.get('failed', 0)} failed")
     console.print("written:")
-    for label, path in (("database", paths.database), ("landing files", paths.raw), ("compatibility matrix", paths.outputs / "compatibility_matrix.json"),
-                        ("hardware inventory", paths.root / "hardware.json"), ("dagster runs", os.environ.get("DAGSTER_HOME"))):
-        console.print(f"  {label}: {path}")
+    written = (("database", paths.database), ("landing files", paths.raw),
+               ("compatibility matrix", paths.outputs / "compatibility_matrix.json"),
+               ("prediction matrix", paths.outputs / "prediction_matrix.json"), ("predictors", paths.root / "predictors"),
+               ("served predictions", paths.root / "predictions"), ("hardware inventory", paths.root / "hardware.json"))
+    for label, path in written:
+        if path.exists():
+            console.print(f"  {label}: {path}")
+    console.print(f"  dagster runs: {os.environ.get('DAGSTER_HOME')}")
     for check in outcome.failed_checks:
         err.print(f"[yellow]check:[/] {check}")
     broken = [k for k, ok, _ in outcome.partitions if not ok]
