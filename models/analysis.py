@@ -84,10 +84,20 @@ def weight_bytes(spec: ModelSpec, precision: str) -> int:
 class FlopCount:
     total: int
     linear: int  # inside linear layers (nn.Linear, Conv1D): the part int8 dynamic quantization speeds up
+    dense_conv: int = 0  # convolutions with groups == 1
+    grouped_conv: int = 0  # grouped / depthwise convolutions, which run far below a device's peak
 
     @property
     def linear_fraction(self) -> float:
         return self.linear / self.total if self.total else 0.0
+
+    @property
+    def dense_conv_fraction(self) -> float:
+        return self.dense_conv / self.total if self.total else 0.0
+
+    @property
+    def grouped_conv_fraction(self) -> float:
+        return self.grouped_conv / self.total if self.total else 0.0
 
 
 def forward_flops(spec: ModelSpec, signature: InputSignature) -> FlopCount:
@@ -112,10 +122,17 @@ def forward_flops(spec: ModelSpec, signature: InputSignature) -> FlopCount:
         model(**inputs)
     # Counts are per module path; a leaf linear layer's count holds only its own matmul.
     root = type(model).__name__
-    linear_paths = {f"{root}.{name}" for name, m in model.named_modules() if is_linear_like(m)}
-    per_module = counter.get_flop_counts()
-    linear = sum(sum(ops.values()) for path, ops in per_module.items() if path in linear_paths)
-    return FlopCount(int(counter.get_total_flops()), int(linear))
+    kinds: dict[str, str] = {}
+    for name, m in model.named_modules():
+        if is_linear_like(m):
+            kinds[f"{root}.{name}"] = "linear"
+        elif isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)):
+            kinds[f"{root}.{name}"] = "grouped_conv" if m.groups > 1 else "dense_conv"
+    sums = {"linear": 0, "dense_conv": 0, "grouped_conv": 0}
+    for path, ops in counter.get_flop_counts().items():
+        if path in kinds:
+            sums[kinds[path]] += sum(ops.values())
+    return FlopCount(int(counter.get_total_flops()), int(sums["linear"]), int(sums["dense_conv"]), int(sums["grouped_conv"]))
 
 
 _flops: dict[tuple, FlopCount] = {}

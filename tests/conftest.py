@@ -10,7 +10,9 @@ import pytest
 from benchmark_runners.harness import TimingPolicy
 
 # Short caps: tests check behaviour, not figures; figures come from benchmarks/ and make run.
-FAST_POLICY = TimingPolicy(ci_target=0.05, min_iterations=5, max_time_s=0.5,
+# On a loaded 2-core machine the harness may stop at its hard cap (2 x max_time_s) with fewer
+# samples; tests assert what it guarantees, not what an idle machine gives.
+FAST_POLICY = TimingPolicy(ci_target=0.05, min_iterations=5, max_time_s=1.0,
                            warmup_min_iterations=2, warmup_max_time_s=0.5)
 
 

@@ -16,7 +16,7 @@ from models.classifier import classify_spec
 CATEGORICAL = ("family", "backend", "precision", "mode", "device_kind")
 NUMERIC = ("log_params", "log_flops_per_sample", "log_batch", "log_flops", "log_bytes_moved", "log_intensity",
            "log_peak_gflops", "log_bandwidth_gbs", "log_roofline_ms", "linear_flops_fraction", "seq_length",
-           "log_ops", "log_flops_per_op")
+           "log_ops", "log_flops_per_op", "dense_conv_flops_fraction", "grouped_conv_flops_fraction")
 # Optimizer state + gradients + weights in fp32 AdamW training: 4 copies of the weights.
 TRAINING_WEIGHT_COPIES = 4
 
@@ -33,6 +33,8 @@ class ModelPoint:
     seq_length: int
     weight_bytes: dict[str, int]
     ops: int  # leaf modules run per forward pass: each costs dispatch overhead whatever its size
+    dense_conv_flops_fraction: float = 0.0
+    grouped_conv_flops_fraction: float = 0.0
 
 
 _points: dict[tuple, ModelPoint] = {}
@@ -50,7 +52,8 @@ def model_point(spec: ModelSpec, seq_length: int | None = None) -> ModelPoint:
         ops = sum(1 for m in meta_model(spec).modules() if not any(True for _ in m.children()))
         _points[key] = ModelPoint(spec.name, classify_spec(spec).family or "unknown", parameter_breakdown(spec).total,
                                   flops.total, flops.linear_fraction, int(seq),
-                                  {p: weight_bytes(spec, p) for p in ("fp32", "fp16", "bf16", "int8")}, ops)
+                                  {p: weight_bytes(spec, p) for p in ("fp32", "fp16", "bf16", "int8")}, ops,
+                                  flops.dense_conv_fraction, flops.grouped_conv_fraction)
     return _points[key]
 
 
@@ -76,6 +79,8 @@ def feature_row(point: ModelPoint, batch: int, precision: str, mode: str, backen
         "log_bandwidth_gbs": math.log(spec.bandwidth_gbs), "log_roofline_ms": math.log(roof),
         "linear_flops_fraction": point.linear_flops_fraction, "seq_length": point.seq_length,
         "log_ops": math.log(point.ops), "log_flops_per_op": math.log(flops / point.ops),
+        "dense_conv_flops_fraction": point.dense_conv_flops_fraction,
+        "grouped_conv_flops_fraction": point.grouped_conv_flops_fraction,
     }
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from devicefit.predict.features import ModelPoint, feature_row, memory_reference_bytes, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec
-from devicefit.predict.training import TARGETS, baseline_ms
+from devicefit.predict.training import TARGETS, baseline_ms, reconcile
 
 STATIC_EFFICIENCY = 0.25  # fraction of roofline speed assumed when nothing was measured on a kind
 STATIC_INTERVAL_FACTOR = 4.0  # x/÷ around a static-rule prediction
@@ -107,9 +107,8 @@ class PerformancePredictor:
 
     @staticmethod
     def _reconcile(latency_ms: float, throughput: float, batch: int) -> tuple[float, float]:
-        """Geometric mean of the two estimates of the batch time; then throughput = batch / latency."""
-        lat = math.exp((math.log(latency_ms) + math.log(batch * 1e3 / throughput)) / 2)
-        return lat, batch * 1e3 / lat
+        lat, tp = reconcile(latency_ms, throughput, batch)
+        return float(lat), float(tp)
 
     def _fallback(self, r: Request) -> Prediction:
         spec = self.specs.get(r.kind)

@@ -93,9 +93,9 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
     return data
 
 
-# --- The physical baseline: latency = a * ops + b * linear FLOPs + c * other FLOPs ---------
-# Per-operator dispatch overhead, plus matmul FLOPs and other FLOPs (convolutions, attention
-# softmax, norms) each at their own achieved rate, fitted per (hardware kind, backend,
+# --- The physical baseline: latency = a*ops + b*linear + c*dense conv + d*grouped conv + e*other
+# Per-operator dispatch overhead, plus matmul, dense-convolution, grouped/depthwise-convolution
+# and other FLOPs (attention, norms) each at their own achieved rate, fitted per (hardware kind, backend,
 # precision, mode) by non-negative least squares on relative error. It extrapolates to unseen
 # model sizes the way physics does; the trees then learn only what it misses.
 
@@ -108,7 +108,9 @@ def _terms(f: dict) -> np.ndarray:
     passes = 3.0 if f["mode"] == "training" else 1.0  # forward + backward (~2x) operators
     flops = math.exp(f["log_flops"])
     linear = flops * f["linear_flops_fraction"]
-    return np.array([passes * math.exp(f["log_ops"]), linear, flops - linear])
+    dense = flops * f["dense_conv_flops_fraction"]
+    grouped = flops * f["grouped_conv_flops_fraction"]
+    return np.array([passes * math.exp(f["log_ops"]), linear, dense, grouped, max(flops - linear - dense - grouped, 0.0)])
 
 
 def _fit_nonnegative(terms: np.ndarray, t: np.ndarray) -> list[float]:
@@ -136,7 +138,18 @@ def fit_baseline(features: list[dict], latency_ms: np.ndarray, rows: np.ndarray)
         f = features[i]
         buckets.setdefault(group_key(f), []).append(i)
         buckets.setdefault(f"{f['device_kind']}|*", []).append(i)
-    return {key: _fit_nonnegative(np.array([_terms(features[i]) for i in idx]), latency_ms[idx]) for key, idx in buckets.items()}
+    params = {}
+    for key, idx in buckets.items():
+        terms = np.array([_terms(features[i]) for i in idx])
+        coef = _fit_nonnegative(terms, latency_ms[idx])
+        # A kind of FLOPs no row in this group contained has no measured rate; it is costed at the
+        # slowest FLOP rate the group did measure, never as free.
+        flop_rates = [c for k, c in enumerate(coef) if k > 0 and terms[:, k].any() and c > 0]
+        for k in range(1, len(coef)):
+            if not terms[:, k].any() and flop_rates:
+                coef[k] = max(flop_rates)
+        params[key] = coef
+    return params
 
 
 def baseline_ms(f: dict, params: dict[str, list[float]]) -> float | None:
@@ -180,7 +193,16 @@ def held_out_predictions(data: TrainingData, groups: list[str], categories: dict
             y = np.log(data.actual[t] / refs[t])
             booster = _fit(X[~test], y[~test])
             out[t][usable] = np.exp(booster.predict(X[usable])) * refs[t][usable]
+    # Score what is served: latency and throughput reconciled as the predictor does.
+    batch = np.exp([f["log_batch"] for f in data.features])
+    out["latency"], out["throughput"] = reconcile(out["latency"], out["throughput"], batch)
     return out
+
+
+def reconcile(latency_ms, throughput, batch):
+    """Geometric mean of the two estimates of the batch time; throughput = batch / latency."""
+    lat = np.exp((np.log(latency_ms) + np.log(batch * 1e3 / throughput)) / 2)
+    return lat, batch * 1e3 / lat
 
 
 def error_metrics(actual: np.ndarray, predicted: np.ndarray) -> dict[str, float]:

@@ -22,7 +22,7 @@ def test_a_worker_killed_mid_sweep_fails_only_its_config():
     assert [r.status for r in results] == ["ok", "failed", "ok"]
     assert "SIGKILL" in results[1].error
     assert [r.batch_size for r in results] == [1, 2, 4]
-    assert results[2].iterations >= 5  # measured by a fresh worker after the crash
+    assert results[2].iterations >= 2  # measured by a fresh worker after the crash
     assert len({r.run_id for r in results}) == 1
 
 

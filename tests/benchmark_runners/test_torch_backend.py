@@ -26,8 +26,12 @@ def measurer():
 def test_inference_measures_every_modality(measurer, tiny_models, modality):
     r = measurer.run(config(tiny_models[modality], batch_size=2))
     assert r.status == "ok", r.error
-    assert r.iterations >= 5 and len(r.samples_ms) == r.iterations
-    assert r.p50_ms > 0 and r.ci_low_ms <= r.p50_ms <= r.ci_high_ms
+    assert r.iterations >= 2 and len(r.samples_ms) == r.iterations
+    assert r.p50_ms > 0
+    if r.iterations >= 6:  # an order-statistic CI needs 6 samples
+        assert r.ci_low_ms <= r.p50_ms <= r.ci_high_ms
+    else:
+        assert r.ci_low_ms is None and r.stop_reason == "time_cap"
     assert r.throughput_samples_per_s == pytest.approx(2 * r.iterations / (sum(r.samples_ms) / 1e3))
     assert r.peak_rss_bytes >= r.rss_after_load_bytes > 0
     assert r.load_time_s > 0 and r.first_inference_ms > 0
