@@ -4,6 +4,7 @@ import dagster as dg
 from assets.resources import DevicefitData
 from assets.results import benchmark_results
 from benchmark_runners.hardware import detect_hardware
+from devicefit.predict.api import count_by_source
 from devicefit.pipeline import markdown_table, publish_prediction_matrix, train_predictors, validate_served_predictions
 from devicefit.predict.training import ERROR_BARS, TARGETS, InsufficientData
 
@@ -49,13 +50,8 @@ def predictors(context: dg.AssetExecutionContext, devicefit_data: DevicefitData)
           description="Spec 001 prediction matrix (default models x hardware x batch sizes x precisions), data/outputs/.")
 def prediction_matrix(devicefit_data: DevicefitData) -> dg.MaterializeResult:
     path, matrix = publish_prediction_matrix(devicefit_data.paths())
-    sources: dict[str, int] = {}
-    for m in matrix["models"].values():
-        for hw in m["predictions"].values():
-            for b in hw.values():
-                for e in b.values():
-                    sources[e["source"]] = sources.get(e["source"], 0) + 1
-    return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(path), "predictions_by_source": dg.MetadataValue.json(sources),
+    return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(path),
+                                          "predictions_by_source": dg.MetadataValue.json(count_by_source(matrix)),
                                           "unpredictable": dg.MetadataValue.json(matrix["unpredictable"])})
 
 

@@ -32,6 +32,7 @@ class ParameterBreakdown:
     linear: int  # in linear layers: what dynamic int8 quantization converts
     embedding: int
     other: int
+    leaf_modules: int = 0  # modules run per forward pass; each costs dispatch overhead whatever its size
 
     @property
     def linear_fraction(self) -> float:
@@ -50,8 +51,9 @@ def parameter_breakdown(spec: ModelSpec) -> ParameterBreakdown:
     if key not in _breakdowns:
         model = meta_model(spec)
         seen: set[int] = set()
-        linear = embedding = 0
+        linear = embedding = leaves = 0
         for module in model.modules():
+            leaves += not any(True for _ in module.children())
             for p in module.parameters(recurse=False):
                 if id(p) in seen:
                     continue
@@ -61,7 +63,7 @@ def parameter_breakdown(spec: ModelSpec) -> ParameterBreakdown:
                 elif type(module).__name__ == "Embedding":
                     embedding += p.numel()
         total = sum(p.numel() for p in model.parameters())
-        _breakdowns[key] = ParameterBreakdown(total, linear, embedding, total - linear - embedding)
+        _breakdowns[key] = ParameterBreakdown(total, linear, embedding, total - linear - embedding, leaves)
     return _breakdowns[key]
 
 

@@ -157,3 +157,19 @@ def prediction_matrix(predictor: PerformancePredictor, models: list[dict] | None
         "predictor_version": predictor.version(),
         "unpredictable": unpredictable,
     }
+
+
+def matrix_entries(matrix: dict[str, Any]) -> list[dict[str, Any]]:
+    """The matrix's nested predictions as flat rows (model, hardware, batch, precision, figures)."""
+    return [{"model": model, "hardware": hw, "batch": int(batch), "precision": precision, **e}
+            for model, entry in matrix["models"].items()
+            for hw, by_batch in entry["predictions"].items()
+            for batch, by_precision in by_batch.items()
+            for precision, e in by_precision.items()]
+
+
+def count_by_source(matrix: dict[str, Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for e in matrix_entries(matrix):
+        counts[e["source"]] = counts.get(e["source"], 0) + 1
+    return counts

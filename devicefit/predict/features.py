@@ -47,12 +47,10 @@ def model_point(spec: ModelSpec, seq_length: int | None = None) -> ModelPoint:
         from models.inputs import input_signature
 
         seq = input_signature(spec, 1, seq_length).dims.get("seq_length") or 0
-        from models.loading import meta_model
-
-        ops = sum(1 for m in meta_model(spec).modules() if not any(True for _ in m.children()))
-        _points[key] = ModelPoint(spec.name, classify_spec(spec).family or "unknown", parameter_breakdown(spec).total,
+        params = parameter_breakdown(spec)
+        _points[key] = ModelPoint(spec.name, classify_spec(spec).family or "unknown", params.total,
                                   flops.total, flops.linear_fraction, int(seq),
-                                  {p: weight_bytes(spec, p) for p in ("fp32", "fp16", "bf16", "int8")}, ops,
+                                  {p: weight_bytes(spec, p) for p in ("fp32", "fp16", "bf16", "int8")}, params.leaf_modules,
                                   flops.dense_conv_fraction, flops.grouped_conv_fraction)
     return _points[key]
 

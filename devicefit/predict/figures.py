@@ -8,20 +8,12 @@ from typing import Any
 SOURCE_SYMBOLS = {"trained_predictor": "circle", "roofline_calibrated": "diamond", "static_rule": "x"}
 
 
-def _rows(matrix: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for model, entry in matrix["models"].items():
-        for hw, by_batch in entry["predictions"].items():
-            for batch, by_precision in by_batch.items():
-                for precision, e in by_precision.items():
-                    rows.append({"model": model, "hardware": hw, "batch": int(batch), "precision": precision, **e})
-    return rows
-
-
 def matrix_figures(matrix: dict[str, Any]) -> dict[str, Any]:
     import plotly.graph_objects as go
 
-    rows = _rows(matrix)
+    from devicefit.predict.api import matrix_entries
+
+    rows = matrix_entries(matrix)
     if not rows:
         raise ValueError("the prediction matrix holds no predictions to plot")
     figures = {}

@@ -96,7 +96,7 @@ class PerformancePredictor:
             base = baseline_ms(f, params)
             lat = base * math.exp(raw["latency"][j])
             tp = r.batch_size * 1e3 / base * math.exp(raw["throughput"][j])
-            lat, tp = self._reconcile(lat, tp, r.batch_size)
+            lat, tp = (float(x) for x in reconcile(lat, tp, r.batch_size))
             mem = memory_reference_bytes(r.point, r.precision, r.mode, self.artifact["process_baseline"].get(r.kind, STATIC_PROCESS_BASELINE)) \
                 * math.exp(raw["memory"][j])
             q = self.half_width
@@ -104,11 +104,6 @@ class PerformancePredictor:
                                        _interval(mem, q["memory"]), "trained_predictor",
                                        f"LightGBM on {self.artifact['rows']} measurements of {len(self.artifact['models'])} models",
                                        self.level)
-
-    @staticmethod
-    def _reconcile(latency_ms: float, throughput: float, batch: int) -> tuple[float, float]:
-        lat, tp = reconcile(latency_ms, throughput, batch)
-        return float(lat), float(tp)
 
     def _fallback(self, r: Request) -> Prediction:
         spec = self.specs.get(r.kind)
