@@ -1,4 +1,4 @@
-"""The `devicefit` command line: detect, models, classify, benchmark."""
+"""The `devicefit` command line: detect, models, classify, benchmark, db, ingest, run, predict."""
 from __future__ import annotations
 
 import json
@@ -385,6 +385,86 @@ def run_command(
     if broken or not outcome.results_success:
         err.print(f"[red]runs failed:[/] {', '.join(broken) or 'results_job'} (see `make ui`)")
         raise typer.Exit(1)
+
+
+@app.command()
+def predict(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Catalog name or local model directory."),
+    family: Optional[str] = typer.Option(None, "--family", help="Model family to report (default: classified)."),
+    batch_size: int = typer.Option(1, "--batch-size", help="Samples per batch."),
+    seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models (default 128, capped at the model's limit)."),
+    mode: str = typer.Option("inference", "--mode", help="inference or training."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32, fp16, bf16 or int8."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds (default: every kind devicefit knows)."),
+    database: Optional[Path] = typer.Option(None, "--database", help="DuckDB file; its directory is the data directory."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (holds predictors/ and devicefit.duckdb)."),
+    generate_matrix: bool = typer.Option(False, "--generate-matrix", help="Write the spec 001 prediction matrix instead."),
+    output_file: Path = typer.Option(Path("prediction_matrix.json"), "--output-file", help="Where --generate-matrix writes."),
+    visualize: bool = typer.Option(False, "--visualize", help="With --generate-matrix: also write HTML figures."),
+    output_dir: Path = typer.Option(Path("visualizations"), "--output-dir", help="Where --visualize writes."),
+    batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", help="With --generate-matrix: comma-separated batch sizes."),
+    as_json: bool = typer.Option(False, "--json", help="Print the response as JSON."),
+) -> None:
+    """Predict latency, throughput and memory from the published predictor (spec 001), each
+    figure with its interval and the link of the fallback chain that produced it."""
+    from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+    from benchmark_runners.records import MODES, PRECISIONS
+    from devicefit.predict.api import HardwareModelPredictor, PredictorUnavailable
+    from devicefit.results_io import write_json_atomic
+    from models.catalog import UnknownModelError
+
+    if batch_size < 1:
+        _fail(f"--batch-size must be a positive integer, got {batch_size}")
+    if mode not in MODES:
+        _fail(f"--mode must be one of {', '.join(MODES)}, got '{mode}'")
+    if precision not in PRECISIONS:
+        _fail(f"--precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+    kinds = _csv(hardware, "--hardware") if hardware else list(HARDWARE_KINDS)
+    unknown = [k for k in kinds if k not in HARDWARE_KINDS]
+    if unknown:
+        _fail(f"unknown hardware {', '.join(unknown)}; known: {', '.join(HARDWARE_KINDS)}")
+    if not generate_matrix and not model:
+        _fail("--model is required (or --generate-matrix)")
+    try:
+        api = HardwareModelPredictor(database_path=database, benchmark_dir=benchmark_dir)
+        if generate_matrix:
+            models = [{"name": model, **({"family": family} if family else {})}] if model else None
+            matrix = api.create_hardware_prediction_matrix(models, _ints(batch_sizes, "--batch-sizes") if batch_sizes else None,
+                                                           kinds if hardware else None, None, mode)
+            write_json_atomic(output_file, matrix)
+            console.print(f"prediction matrix: {output_file} ({len(matrix['models'])} models x {len(matrix['hardware_platforms'])} "
+                          f"hardware x {len(matrix['batch_sizes'])} batch sizes x {len(matrix['precision_options'])} precisions)")
+            if visualize:
+                for path in api.visualize_matrix(matrix, output_dir):
+                    console.print(f"  figure: {path}")
+            return
+        result = api.predict_performance(model, family, kinds, batch_size, seq_length, mode, precision)
+    except (PredictorUnavailable, UnknownModelError, ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    table = Table(title=f"{result['model_name']} ({result['model_family']}), batch {batch_size}, {precision}, {mode} "
+                        f"- predictor {result['predictor_version']}")
+    for col in ("hardware", "latency ms", "throughput /s", "memory MiB", "source"):
+        table.add_column(col, justify="left" if col in ("hardware", "source") else "right")
+
+    def fmt(value, interval, digits=1):
+        if value is None:
+            return "-"
+        return f"{value:.{digits}f}" + (f" [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]" if interval else "")
+
+    for hw, e in result["predictions"].items():
+        table.add_row(hw, fmt(e["latency"], e["latency_interval"]), fmt(e["throughput"], e["throughput_interval"]),
+                      fmt(e["memory_usage"], e["memory_interval"], 0), e["source"])
+    console.print(table)
+    levels = {e["interval_level"] for e in result["predictions"].values() if e["interval_level"]}
+    if levels:
+        console.print(f"intervals: {', '.join(f'{x:.0%}' for x in sorted(levels))} conformal, calibrated on held-out models; "
+                      "static_rule intervals are a fixed x/÷4")
+    for hw, e in result["predictions"].items():
+        if e["source"] != "trained_predictor":
+            console.print(f"  {hw}: {e['detail']}")
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -4,24 +4,26 @@ family / backend / precision / mode / hardware kind. Nothing is derived from a m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from devicefit.predict.hardware_specs import DeviceSpec
-from models.analysis import TRAINING_FLOPS_FACTOR, flop_count_per_sample, parameter_breakdown, weight_bytes
+from models.analysis import TRAINING_FLOPS_FACTOR, parameter_breakdown, weight_bytes
 from models.catalog import ModelSpec
 from models.classifier import classify_spec
+from models.op_profile import CONV, GROUPED_CONV, LINEAR, VIEW, OpProfile, op_profile, training_peak_activation_bytes
 
 CATEGORICAL = ("family", "backend", "precision", "mode", "device_kind")
 NUMERIC = ("log_params", "log_flops_per_sample", "log_batch", "log_flops", "log_bytes_moved", "log_intensity",
            "log_peak_gflops", "log_bandwidth_gbs", "log_roofline_ms", "linear_flops_fraction", "seq_length",
-           "log_ops", "log_flops_per_op", "dense_conv_flops_fraction", "grouped_conv_flops_fraction")
+           "log_ops", "log_flops_per_op", "dense_conv_flops_fraction", "grouped_conv_flops_fraction",
+           "log_activation_bytes")
 # Optimizer state + gradients + weights in fp32 AdamW training: 4 copies of the weights.
 TRAINING_WEIGHT_COPIES = 4
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ModelPoint:
     """What a prediction needs to know about the model at one input shape."""
 
@@ -32,26 +34,40 @@ class ModelPoint:
     linear_flops_fraction: float
     seq_length: int
     weight_bytes: dict[str, int]
-    ops: int  # leaf modules run per forward pass: each costs dispatch overhead whatever its size
-    dense_conv_flops_fraction: float = 0.0
-    grouped_conv_flops_fraction: float = 0.0
+    ops: int  # kernels launched per forward pass: each costs dispatch overhead whatever its size
+    dense_conv_flops_fraction: float
+    grouped_conv_flops_fraction: float
+    profile: OpProfile = field(repr=False)
+    spec: ModelSpec = field(repr=False)
+    requested_seq_length: int | None = None
+
+    def inference_activation_bytes(self, batch: int) -> float:
+        return self.profile.peak_activations(batch)
+
+    def training_activation_bytes(self, batch: int) -> float:
+        first, per_sample = training_peak_activation_bytes(self.spec, self.requested_seq_length)
+        return first + per_sample * (batch - 1)
 
 
 _points: dict[tuple, ModelPoint] = {}
 
 
 def model_point(spec: ModelSpec, seq_length: int | None = None) -> ModelPoint:
-    key = (spec.name, spec.source, str(spec.path), seq_length)
+    key = (spec.name, spec.source, str(spec.path), seq_length, repr(sorted(spec.config.items())) if spec.config else "")
     if key not in _points:
-        flops = flop_count_per_sample(spec, seq_length)
         from models.inputs import input_signature
 
+        profile = op_profile(spec, seq_length)
         seq = input_signature(spec, 1, seq_length).dims.get("seq_length") or 0
-        params = parameter_breakdown(spec)
-        _points[key] = ModelPoint(spec.name, classify_spec(spec).family or "unknown", params.total,
-                                  flops.total, flops.linear_fraction, int(seq),
-                                  {p: weight_bytes(spec, p) for p in ("fp32", "fp16", "bf16", "int8")}, params.leaf_modules,
-                                  flops.dense_conv_fraction, flops.grouped_conv_fraction)
+        total = float(profile.flops.sum())
+
+        def share(category: int) -> float:
+            return float(profile.flops[profile.category == category].sum()) / total if total else 0.0
+
+        _points[key] = ModelPoint(
+            spec.name, classify_spec(spec).family or "unknown", parameter_breakdown(spec).total, int(total), share(LINEAR),
+            int(seq), {p: weight_bytes(spec, p) for p in ("fp32", "fp16", "bf16", "int8")},
+            int((profile.category != VIEW).sum()), share(CONV), share(GROUPED_CONV), profile, spec, seq_length)
     return _points[key]
 
 
@@ -60,9 +76,11 @@ def roofline_ms(flops: float, bytes_moved: float, spec: DeviceSpec) -> float:
     return max(flops / (spec.peak_gflops * 1e9), bytes_moved / (spec.bandwidth_gbs * 1e9)) * 1e3
 
 
-def memory_reference_bytes(point: ModelPoint, precision: str, mode: str, process_baseline: float) -> float:
-    copies = TRAINING_WEIGHT_COPIES if mode == "training" else 1
-    return process_baseline + copies * point.weight_bytes[precision]
+def memory_reference_bytes(point: ModelPoint, precision: str, mode: str, process_baseline: float, batch: int = 1) -> float:
+    """Uncalibrated peak memory: process + weights (x4 in training) + peak live activations."""
+    if mode == "training":
+        return process_baseline + TRAINING_WEIGHT_COPIES * point.weight_bytes[precision] + point.training_activation_bytes(batch)
+    return process_baseline + point.weight_bytes[precision] + point.inference_activation_bytes(batch)
 
 
 def feature_row(point: ModelPoint, batch: int, precision: str, mode: str, backend: str, spec: DeviceSpec) -> dict:
@@ -79,6 +97,7 @@ def feature_row(point: ModelPoint, batch: int, precision: str, mode: str, backen
         "log_ops": math.log(point.ops), "log_flops_per_op": math.log(flops / point.ops),
         "dense_conv_flops_fraction": point.dense_conv_flops_fraction,
         "grouped_conv_flops_fraction": point.grouped_conv_flops_fraction,
+        "log_activation_bytes": math.log(max(point.inference_activation_bytes(batch), 1.0)),
     }
 
 

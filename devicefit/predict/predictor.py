@@ -21,7 +21,7 @@ from typing import Any
 
 from devicefit.predict.features import ModelPoint, feature_row, memory_reference_bytes, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec
-from devicefit.predict.training import TARGETS, baseline_ms, reconcile
+from devicefit.predict.training import TARGETS, Baselines, reconcile
 
 STATIC_EFFICIENCY = 0.25  # fraction of roofline speed assumed when nothing was measured on a kind
 STATIC_INTERVAL_FACTOR = 4.0  # x/÷ around a static-rule prediction
@@ -65,6 +65,7 @@ class PerformancePredictor:
         self.specs = {k: DeviceSpec(**v) for k, v in artifact["specs"].items()}
         self.level = artifact["validation"]["level"]
         self.half_width = {t: artifact["validation"]["targets"][t]["interval_log_half_width"] for t in TARGETS}
+        self.baselines = Baselines.from_json(artifact["baseline"])
 
     @classmethod
     def load(cls, path: Path) -> "PerformancePredictor":
@@ -74,8 +75,12 @@ class PerformancePredictor:
         return self.artifact.get("version", self.artifact["trained_at"])
 
     def _in_domain(self, r: Request) -> bool:
+        roofline = self.baselines.roofline.get(f"{r.kind}|{r.backend}")
+        memory = self.baselines.memory.get(r.kind)
         return (r.kind in self.domain["device_kind"] and r.point.family in self.domain["family"]
-                and all(v in self.categories[c] for c, v in (("precision", r.precision), ("mode", r.mode), ("backend", r.backend))))
+                and all(v in self.categories[c] for c, v in (("precision", r.precision), ("mode", r.mode), ("backend", r.backend)))
+                and roofline is not None and roofline.covers(r.precision, r.mode)
+                and memory is not None and memory.covers(r.precision, r.mode))
 
     def predict(self, requests: list[Request]) -> list[Prediction]:
         out: list[Prediction | None] = [None] * len(requests)
@@ -91,18 +96,17 @@ class PerformancePredictor:
         feats = [feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, self.specs[r.kind]) for r in requests]
         X = to_matrix(feats, self.categories)
         raw = {t: self.boosters[t].predict(X) for t in TARGETS}
-        params = self.artifact["baseline"]
-        for j, (r, f) in enumerate(zip(requests, feats)):
-            base = baseline_ms(f, params)
+        for j, r in enumerate(requests):
+            base = self.baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, r.kind, r.backend)
             lat = base * math.exp(raw["latency"][j])
             tp = r.batch_size * 1e3 / base * math.exp(raw["throughput"][j])
             lat, tp = (float(x) for x in reconcile(lat, tp, r.batch_size))
-            mem = memory_reference_bytes(r.point, r.precision, r.mode, self.artifact["process_baseline"].get(r.kind, STATIC_PROCESS_BASELINE)) \
-                * math.exp(raw["memory"][j])
+            mem = self.baselines.memory_bytes(r.point, r.batch_size, r.precision, r.mode, r.kind) * math.exp(raw["memory"][j])
             q = self.half_width
             out[index[j]] = Prediction(lat, tp, mem, _interval(lat, q["latency"]), _interval(tp, q["throughput"]),
                                        _interval(mem, q["memory"]), "trained_predictor",
-                                       f"LightGBM on {self.artifact['rows']} measurements of {len(self.artifact['models'])} models",
+                                       f"per-operator roofline fitted on {r.kind} x LightGBM residual, trained on {self.artifact['rows']} "
+                                       f"measurements of {len(self.artifact['models'])} models",
                                        self.level)
 
     def _fallback(self, r: Request) -> Prediction:
@@ -112,7 +116,8 @@ class PerformancePredictor:
                               f"no measurement and no published spec for {r.kind}: nothing to predict from", self.level)
         f = feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, spec)
         roof = math.exp(f["log_roofline_ms"])
-        mem_ref = memory_reference_bytes(r.point, r.precision, r.mode, self.artifact["process_baseline"].get(r.kind, STATIC_PROCESS_BASELINE))
+        mem_ref = memory_reference_bytes(r.point, r.precision, r.mode, self.artifact["process_baseline"].get(r.kind, STATIC_PROCESS_BASELINE),
+                                         r.batch_size)
         cal = self.artifact["efficiency"].get("|".join((r.kind, r.backend, r.precision, r.mode)))
         if cal:
             lat = roof * math.exp(cal["latency"])

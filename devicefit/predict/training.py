@@ -1,15 +1,15 @@
 """Training the three regressors and validating them honestly.
 
-Targets are log ratios to physics: latency / roofline time, throughput / roofline throughput,
-peak memory / (process baseline + weights). Trees cannot extrapolate, so learning the
-*efficiency* rather than the raw figure lets an unseen, larger model still scale with its
-FLOPs and bytes. Validation holds out whole models (and whole hardware kinds when there are
+Targets are log ratios to physics: latency / the per-operator roofline time
+(`operator_roofline`), throughput / the throughput that time implies, peak memory / the
+counted memory model (`memory_model`); both baselines are fitted per hardware kind from the
+measurements. Trees cannot extrapolate, so learning the residual rather than the raw figure
+lets an unseen, larger model still scale with its operators, FLOPs and bytes. Validation holds out whole models (and whole hardware kinds when there are
 several), so the reported error is the error on a model the predictor never saw. Intervals
 are conformal: the held-out residuals' quantile, with coverage measured the same way.
 """
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from devicefit.predict.features import CATEGORICAL, NUMERIC, feature_row, memory_reference_bytes, model_point, to_matrix
+from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec
+from devicefit.predict.memory_model import MemoryModel, fit_memory_model
+from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline
 from models.catalog import UnknownModelError, resolve_model
 
 TARGETS = ("latency", "throughput", "memory")
@@ -33,7 +35,7 @@ INTERVAL_LEVEL = 0.9
 ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}
 # Small trees, few rounds: with tens of rows they correct the baseline's residual, no more.
 LGB_PARAMS = {
-    "objective": "regression", "learning_rate": 0.05, "num_leaves": 4, "min_data_in_leaf": 5,
+    "objective": "regression", "learning_rate": 0.05, "num_leaves": 4, "min_data_in_leaf": 10,
     "min_data_per_group": 1, "cat_smooth": 1.0, "cat_l2": 1.0, "max_cat_to_onehot": 8, "min_data_in_bin": 1,
     "lambda_l2": 1.0, "verbose": -1, "seed": 0, "deterministic": True, "num_threads": 1,
 }
@@ -43,8 +45,9 @@ NUM_ROUNDS = 60
 @dataclass
 class TrainingData:
     features: list[dict]
-    actual: dict[str, np.ndarray]  # measured p50 ms, samples/s, peak bytes
-    memory_reference: np.ndarray  # process baseline + weights (x4 in training)
+    actual: dict[str, np.ndarray]  # measured mean ms per batch, samples/s, peak bytes
+    memory_reference: np.ndarray  # uncalibrated: process baseline + weights (x4 in training) + activations
+    points: list[ModelPoint]
     models: list[str]
     kinds: list[str]
     families: list[str]
@@ -63,7 +66,7 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
         if r.get("rss_before_load_bytes"):
             baselines.setdefault(r["device_kind"], []).append(float(r["rss_before_load_bytes"]))
     process_baseline = {k: statistics.median(v) for k, v in baselines.items()}
-    data = TrainingData([], {t: [] for t in TARGETS}, [], [], [], [], process_baseline)
+    data = TrainingData([], {t: [] for t in TARGETS}, [], [], [], [], [], process_baseline)
     for r in rows:
         if r.get("status") != "ok" or not r.get("mean_ms") or not r.get("throughput_samples_per_s") or not r.get("peak_rss_bytes"):
             data.skipped["incomplete"] = data.skipped.get("incomplete", 0) + 1
@@ -79,12 +82,13 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
             continue
         feats = feature_row(point, r["batch_size"], r["precision"], r["mode"], r["backend"], spec)
         baseline = process_baseline.get(r["device_kind"], 0.0)
-        data.memory_reference.append(memory_reference_bytes(point, r["precision"], r["mode"], baseline))
+        data.memory_reference.append(memory_reference_bytes(point, r["precision"], r["mode"], baseline, r["batch_size"]))
         # Mean latency per batch: throughput is batch / mean, so the two targets agree physically.
         actual = {"latency": r["mean_ms"], "throughput": r["throughput_samples_per_s"], "memory": r["peak_rss_bytes"]}
         data.features.append(feats)
         for t in TARGETS:
             data.actual[t].append(float(actual[t]))
+        data.points.append(point)
         data.models.append(point.name)
         data.kinds.append(r["device_kind"])
         data.families.append(point.family)
@@ -93,76 +97,67 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
     return data
 
 
-# --- The physical baseline: latency = a*ops + b*linear + c*dense conv + d*grouped conv + e*other
-# Per-operator dispatch overhead, plus matmul, dense-convolution, grouped/depthwise-convolution
-# and other FLOPs (attention, norms) each at their own achieved rate, fitted per (hardware kind, backend,
-# precision, mode) by non-negative least squares on relative error. It extrapolates to unseen
-# model sizes the way physics does; the trees then learn only what it misses.
+# --- The physical baselines, fitted per hardware kind (and backend) on the rows given.
+
+
+@dataclass(frozen=True)
+class Baselines:
+    roofline: dict[str, OperatorRoofline]  # "<kind>|<backend>"
+    memory: dict[str, MemoryModel]  # "<kind>"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"roofline": {k: v.to_json() for k, v in self.roofline.items()},
+                "memory": {k: v.to_json() for k, v in self.memory.items()}}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Baselines":
+        return cls({k: OperatorRoofline.from_json(v) for k, v in d["roofline"].items()},
+                   {k: MemoryModel.from_json(v) for k, v in d["memory"].items()})
+
+    def latency_ms(self, point: ModelPoint, batch: int, precision: str, mode: str, kind: str, backend: str) -> float | None:
+        fit = self.roofline.get(f"{kind}|{backend}")
+        return fit.time_ms(point, batch, precision, mode) if fit and fit.covers(precision, mode) else None
+
+    def memory_bytes(self, point: ModelPoint, batch: int, precision: str, mode: str, kind: str) -> float | None:
+        fit = self.memory.get(kind)
+        return fit.bytes(point, batch, precision, mode) if fit and fit.covers(precision, mode) else None
 
 
 def group_key(f: dict) -> str:
     return "|".join((f["device_kind"], f["backend"], f["precision"], f["mode"]))
 
 
-def _terms(f: dict) -> np.ndarray:
-    passes = 3.0 if f["mode"] == "training" else 1.0  # forward + backward (~2x) operators
-    flops = math.exp(f["log_flops"])
-    linear = flops * f["linear_flops_fraction"]
-    dense = flops * f["dense_conv_flops_fraction"]
-    grouped = flops * f["grouped_conv_flops_fraction"]
-    return np.array([passes * math.exp(f["log_ops"]), linear, dense, grouped, max(flops - linear - dense - grouped, 0.0)])
+def _request(data: "TrainingData", i: int) -> tuple[ModelPoint, int, str, str]:
+    f = data.features[i]
+    return data.points[i], int(round(math.exp(f["log_batch"]))), f["precision"], f["mode"]
 
 
-def _fit_nonnegative(terms: np.ndarray, t: np.ndarray) -> list[float]:
-    """Best non-negative least-squares fit of sum_k coef_k * term_k / t = 1 over term subsets."""
-    A = terms / t[:, None]
-    best, best_err = [0.0] * terms.shape[1], math.inf
-    for k in range(1, terms.shape[1] + 1):
-        for subset in itertools.combinations(range(terms.shape[1]), k):
-            cols = list(subset)
-            coef = np.linalg.lstsq(A[:, cols], np.ones(len(t)), rcond=None)[0]
-            if (coef < 0).any():
-                continue
-            err = float(np.sum((A[:, cols] @ coef - 1) ** 2))
-            if err < best_err:
-                best_err, best = err, [0.0] * terms.shape[1]
-                for c, v in zip(cols, coef):
-                    best[c] = float(v)
-    return best
-
-
-def fit_baseline(features: list[dict], latency_ms: np.ndarray, rows: np.ndarray) -> dict[str, list[float]]:
-    """Coefficients per group, plus a per-kind fallback ("<kind>|*") for unseen combinations."""
-    buckets: dict[str, list[int]] = {}
+def fit_baselines(data: "TrainingData", rows: np.ndarray, specs: dict[str, DeviceSpec]) -> Baselines:
+    by_kind: dict[str, list[int]] = {}
+    by_group: dict[str, list[int]] = {}
     for i in np.flatnonzero(rows):
-        f = features[i]
-        buckets.setdefault(group_key(f), []).append(i)
-        buckets.setdefault(f"{f['device_kind']}|*", []).append(i)
-    params = {}
-    for key, idx in buckets.items():
-        terms = np.array([_terms(features[i]) for i in idx])
-        coef = _fit_nonnegative(terms, latency_ms[idx])
-        # A kind of FLOPs no row in this group contained has no measured rate; it is costed at the
-        # slowest FLOP rate the group did measure, never as free.
-        flop_rates = [c for k, c in enumerate(coef) if k > 0 and terms[:, k].any() and c > 0]
-        for k in range(1, len(coef)):
-            if not terms[:, k].any() and flop_rates:
-                coef[k] = max(flop_rates)
-        params[key] = coef
-    return params
+        f = data.features[i]
+        by_kind.setdefault(f["device_kind"], []).append(i)
+        by_group.setdefault(f"{f['device_kind']}|{f['backend']}", []).append(i)
+    roofline = {}
+    for key, idx in by_group.items():
+        kind, backend = key.split("|")
+        roofline[key] = fit_operator_roofline(kind, backend, [(*_request(data, i), float(data.actual["latency"][i])) for i in idx],
+                                              specs[kind])
+    memory = {kind: fit_memory_model(kind, [(*_request(data, i), float(data.actual["memory"][i])) for i in idx])
+              for kind, idx in by_kind.items()}
+    return Baselines(roofline, memory)
 
 
-def baseline_ms(f: dict, params: dict[str, list[float]]) -> float | None:
-    coef = params.get(group_key(f)) or params.get(f"{f['device_kind']}|*")
-    if coef is None:
-        return None
-    return max(float(np.dot(coef, _terms(f))), 1e-6)
-
-
-def references(data: "TrainingData", params: dict) -> dict[str, np.ndarray]:
-    lat = np.array([baseline_ms(f, params) for f in data.features], dtype=float)
+def references(data: "TrainingData", baselines: Baselines) -> dict[str, np.ndarray]:
+    """Baseline figures per row (NaN where the baselines do not cover the row's kind, precision or mode)."""
+    lat, mem = np.full(len(data), np.nan), np.full(len(data), np.nan)
+    for i, f in enumerate(data.features):
+        point, batch, precision, mode = _request(data, i)
+        lat[i] = baselines.latency_ms(point, batch, precision, mode, f["device_kind"], f["backend"]) or np.nan
+        mem[i] = baselines.memory_bytes(point, batch, precision, mode, f["device_kind"]) or np.nan
     batch = np.exp([f["log_batch"] for f in data.features])
-    return {"latency": lat, "throughput": batch * 1e3 / lat, "memory": data.memory_reference}
+    return {"latency": lat, "throughput": batch * 1e3 / lat, "memory": mem}
 
 
 def categories_of(features: list[dict]) -> dict[str, list[str]]:
@@ -177,7 +172,8 @@ def _fit(X: np.ndarray, y: np.ndarray):
     return lgb.train(LGB_PARAMS, dataset, num_boost_round=NUM_ROUNDS)
 
 
-def held_out_predictions(data: TrainingData, groups: list[str], categories: dict[str, list[str]]) -> dict[str, np.ndarray]:
+def held_out_predictions(data: TrainingData, groups: list[str], categories: dict[str, list[str]],
+                         specs: dict[str, DeviceSpec]) -> dict[str, np.ndarray]:
     """Out-of-fold predictions (absolute units), leaving one group (a model, or a hardware
     kind) out at a time: no row of the held-out group informs its fold's baseline or trees."""
     X = to_matrix(data.features, categories)
@@ -187,11 +183,14 @@ def held_out_predictions(data: TrainingData, groups: list[str], categories: dict
         test = groups_arr == g
         if test.all():
             continue  # one group only: nothing to learn from
-        refs = references(data, fit_baseline(data.features, data.actual["latency"], ~test))
-        usable = test & ~np.isnan(refs["latency"])
+        refs = references(data, fit_baselines(data, ~test, specs))
         for t in TARGETS:
+            usable = test & ~np.isnan(refs[t])
+            train_rows = ~test & ~np.isnan(refs[t])
+            if not usable.any():
+                continue
             y = np.log(data.actual[t] / refs[t])
-            booster = _fit(X[~test], y[~test])
+            booster = _fit(X[train_rows], y[train_rows])
             out[t][usable] = np.exp(booster.predict(X[usable])) * refs[t][usable]
     # Score what is served: latency and throughput reconciled as the predictor does.
     batch = np.exp([f["log_batch"] for f in data.features])
@@ -237,10 +236,10 @@ def nested_coverage(abs_log_residuals: np.ndarray, groups: list[str], level: flo
     return float(np.mean(hits)) if hits else float("nan")
 
 
-def validate(data: TrainingData, categories: dict[str, list[str]]) -> dict[str, Any]:
+def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[str, DeviceSpec]) -> dict[str, Any]:
     """Leave-one-model-out (and leave-one-hardware-kind-out when there are several kinds)."""
     report: dict[str, Any] = {"level": INTERVAL_LEVEL, "targets": {}}
-    oof = held_out_predictions(data, data.models, categories)
+    oof = held_out_predictions(data, data.models, categories, specs)
     for t in TARGETS:
         ok = ~np.isnan(oof[t])
         actual, predicted = data.actual[t][ok], oof[t][ok]
@@ -257,7 +256,7 @@ def validate(data: TrainingData, categories: dict[str, list[str]]) -> dict[str, 
             "bar_mape": ERROR_BARS[t],
         }
     if len(set(data.kinds)) > 1:
-        oof_kind = held_out_predictions(data, data.kinds, categories)
+        oof_kind = held_out_predictions(data, data.kinds, categories, specs)
         for t in TARGETS:
             ok = ~np.isnan(oof_kind[t])
             report["targets"][t]["leave_one_hardware_out"] = error_metrics(data.actual[t][ok], oof_kind[t][ok])
@@ -293,10 +292,10 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str,
                          f"({len(data)} usable rows; skipped: {data.skipped or 'none'})")
     categories = categories_of(data.features)
     X = to_matrix(data.features, categories)
-    baseline = fit_baseline(data.features, data.actual["latency"], np.ones(len(data), dtype=bool))
-    refs = references(data, baseline)
+    baselines = fit_baselines(data, np.ones(len(data), dtype=bool), specs)
+    refs = references(data, baselines)
     boosters = {t: _fit(X, np.log(data.actual[t] / refs[t])) for t in TARGETS}
-    validation = validate(data, categories)
+    validation = validate(data, categories, specs)
     return {
         "format": "devicefit.predictor/1",
         "trained_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -305,7 +304,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str,
         "categories": categories, "numeric": list(NUMERIC),
         "process_baseline": data.process_baseline,
         "efficiency": calibrate_efficiency(data),
-        "baseline": {k: list(v) for k, v in baseline.items()},
+        "baseline": baselines.to_json(),
         "validation": validation,
         "specs": {k: vars(s) for k, s in specs.items()},
         "boosters": {t: b.model_to_string() for t, b in boosters.items()},

@@ -55,24 +55,25 @@ def test_training_on_a_tiny_real_dataset_reports_held_out_error(artifact):
 
 
 def test_grouped_cv_never_leaks_a_model_between_folds(measured, monkeypatch):
-    data = training.training_data(rows_of(measured), device_specs(detect_hardware().to_json()))
+    specs = device_specs(detect_hardware().to_json())
+    data = training.training_data(rows_of(measured), specs)
     models = np.asarray(data.models)
     fitted_on: list[set] = []
     baseline_on: list[set] = []
-    real_fit, real_baseline = training._fit, training.fit_baseline
+    real_fit, real_baseline = training._fit, training.fit_baselines
 
     def spy_fit(X, y):
         params = {round(v, 9) for v in X[:, 0]}  # log_params identifies the model
         fitted_on.append(params)
         return real_fit(X, y)
 
-    def spy_baseline(features, latency, rows):
+    def spy_baseline(data_, rows, specs_):
         baseline_on.append(set(models[rows]))
-        return real_baseline(features, latency, rows)
+        return real_baseline(data_, rows, specs_)
 
     monkeypatch.setattr(training, "_fit", spy_fit)
-    monkeypatch.setattr(training, "fit_baseline", spy_baseline)
-    training.held_out_predictions(data, data.models, training.categories_of(data.features))
+    monkeypatch.setattr(training, "fit_baselines", spy_baseline)
+    training.held_out_predictions(data, data.models, training.categories_of(data.features), specs)
     held_out = sorted(set(data.models))
     assert len(baseline_on) == len(held_out)
     for model, seen in zip(held_out, baseline_on):
@@ -181,3 +182,29 @@ def test_visualize_matrix_writes_html_figures_with_data(measured, artifact, tmp_
         assert fig.layout.title.text and fig.layout.yaxis.title.text
     files = api.visualize_matrix(matrix, tmp_path / "viz")
     assert len(files) == 3 and all((tmp_path / "viz" / f"{name}.html").stat().st_size > 1000 for name in figures)
+
+
+def test_predict_cli_prints_sources_and_writes_the_matrix(measured, artifact, tmp_path):
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["predict", "--model", "bert-tiny", "--batch-size", "4", "--hardware", "cpu,cuda,webnn",
+                              "--benchmark-dir", str(measured.root), "--json"])
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.output)
+    assert result["predictions"]["cpu"]["source"] == "trained_predictor"
+    assert result["predictions"]["cuda"]["source"] == "static_rule"
+    assert result["predictions"]["webnn"]["source"] == "unavailable" and result["predictions"]["webnn"]["latency"] is None
+    matrix_file = tmp_path / "m.json"
+    out = runner.invoke(app, ["predict", "--generate-matrix", "--model", "gpt2", "--hardware", "cpu", "--batch-sizes", "1,2",
+                              "--benchmark-dir", str(measured.root), "--output-file", str(matrix_file)])
+    assert out.exit_code == 0, out.output
+    assert set(json.loads(matrix_file.read_text())["models"]["gpt2"]["predictions"]["cpu"]) == {"1", "2"}
+    for bad, message in ((["--model", "no-such-model"], "no-such-model"), (["--model", "gpt2", "--batch-size", "0"], "positive"),
+                         (["--model", "gpt2", "--hardware", "tpu"], "unknown hardware")):
+        out = runner.invoke(app, ["predict", *bad, "--benchmark-dir", str(measured.root)])
+        assert out.exit_code == 2 and message in out.output
+    out = runner.invoke(app, ["predict", "--model", "gpt2", "--benchmark-dir", str(tmp_path / "empty")])
+    assert out.exit_code == 2 and "no trained predictor" in out.output

@@ -1,0 +1,72 @@
+"""The physical baseline of peak memory: what is alive at the worst moment, fitted per device.
+
+peak = process + a * weights as built (fp32) + b * the converted copy (int8 / fp16 / bf16)
+       + c * peak live activations of inference
+       + d * weights (training: gradients and two AdamW moments) + e * peak live activations of
+         training (the tensors autograd saves for the backward pass)
+
+Every term is counted, not guessed: weight bytes from the parameter shapes, activations from
+the meta-device trace in `models.op_profile`, which follows tensor lifetimes as the eager run
+has them. The coefficients are non-negative least squares on relative error per hardware kind
+(a: the model is built in fp32 before any conversion, so int8 rows peak with both copies; c and
+e absorb allocator slack). The trees learn what is left, in log ratio to it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from devicefit.predict.features import ModelPoint
+
+TERMS = ("process", "weights_built", "weights_converted", "inference_activations", "training_state", "training_activations")
+
+
+def memory_terms(point: "ModelPoint", batch: int, precision: str, mode: str) -> np.ndarray:
+    training = mode == "training"
+    scale = 0.5 if precision in ("fp16", "bf16") else 1.0
+    return np.array([
+        1.0,
+        point.weight_bytes["fp32"],
+        point.weight_bytes[precision] if precision != "fp32" else 0.0,
+        0.0 if training else point.inference_activation_bytes(batch) * scale,
+        point.weight_bytes["fp32"] if training else 0.0,
+        point.training_activation_bytes(batch) * scale if training else 0.0,
+    ])
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    kind: str
+    coefficients: dict[str, float]
+    precisions: list[str]
+    modes: list[str]
+    rows: int
+
+    def covers(self, precision: str, mode: str) -> bool:
+        return precision in self.precisions and mode in self.modes
+
+    def bytes(self, point: "ModelPoint", batch: int, precision: str, mode: str) -> float:
+        c = np.array([self.coefficients[t] for t in TERMS])
+        return max(float(memory_terms(point, batch, precision, mode) @ c), 1.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "coefficients": self.coefficients, "precisions": self.precisions, "modes": self.modes,
+                "rows": self.rows}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "MemoryModel":
+        return cls(d["kind"], d["coefficients"], d["precisions"], d["modes"], d["rows"])
+
+
+def fit_memory_model(kind: str, samples: list[tuple["ModelPoint", int, str, str, float]]) -> MemoryModel:
+    """Non-negative least squares on relative error over (point, batch, precision, mode, bytes)."""
+    from scipy.optimize import nnls
+
+    A = np.array([memory_terms(p, b, pr, m) for p, b, pr, m, _ in samples])
+    y = np.array([s[4] for s in samples], dtype=float)
+    coef, _ = nnls(A / y[:, None], np.ones(len(y)))
+    return MemoryModel(kind, dict(zip(TERMS, (float(c) for c in coef))), sorted({s[2] for s in samples}),
+                       sorted({s[3] for s in samples}), len(samples))

@@ -1,0 +1,144 @@
+"""The physical baseline under the trees: a roofline per operator, with rates fitted per device.
+
+Time of a forward pass = sum over its operators of max(FLOPs / rate, bytes / bandwidth), plus a
+dispatch cost per kernel and per view. Rates are per operator category (matmul against weights,
+matmul between activations, dense and grouped convolution) and per precision; a GEMM's rate
+also rises with its M (rows) as rate * M / (M + m_half), because small GEMMs leave vector units
+idle. Training = forward x (1 + backward factor), plus an autograd cost per kernel, plus the
+AdamW step streaming 28 bytes per parameter (read weight, grad, two moments: 16; write weight
+and moments: 12).
+
+Each parameter has a prior derived from the device spec (its measured probe, or a published
+datasheet): e.g. matmul at 75% of the probed fp32 peak, int8 VNNI at 4x that. The fit is least
+squares on log(predicted / measured), with a weak pull of every log-parameter toward its
+prior, so a parameter no row informs (the grouped-convolution rate when no depthwise model was
+measured) stays at its physical prior instead of drifting to an arbitrary value. The trees then
+learn what this misses, in log ratio to it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from models.op_profile import CONV, GROUPED_CONV, LINEAR, MATMUL, OTHER, VIEW
+
+if TYPE_CHECKING:
+    from devicefit.predict.features import ModelPoint
+    from devicefit.predict.hardware_specs import DeviceSpec
+
+# Element-size factor on activation and weight bytes relative to fp32, per precision. int8 is
+# dynamic quantization: only the weights of linear layers shrink (x0.25); the rest stays fp32.
+BYTES_FACTOR = {"fp32": 1.0, "fp16": 0.5, "bf16": 0.5, "int8": 1.0}
+INT8_WEIGHT_FACTOR = 0.25
+# Prior GEMM speed-up over the fp32 probe per precision: int8 VNNI/DP4A and fp16/bf16 units do
+# 4x and 2x the multiply-adds per cycle of fp32 on the hardware devicefit measures.
+PRECISION_SPEEDUP = {"fp32": 1.0, "fp16": 2.0, "bf16": 2.0, "int8": 4.0}
+PRIOR_WEIGHT = 0.3  # pull of each log-parameter toward its prior, per unit of log error
+OPTIMIZER_BYTES_PER_PARAMETER = 28
+
+
+def _compute_precision(precision: str) -> str:
+    """The dtype non-linear GEMMs run in: dynamic int8 quantizes only the linear layers."""
+    return "fp32" if precision == "int8" else precision
+
+
+def parameter_priors(spec: "DeviceSpec", precisions: set[str], modes: set[str], has: set[int]) -> dict[str, float]:
+    """The parameters a group's rows can inform, each with its physical prior (GFLOP/s, GB/s, ms)."""
+    peak, bw = spec.peak_gflops, spec.bandwidth_gbs
+    priors: dict[str, float] = {"bandwidth_gbs": 0.5 * bw, "other_bandwidth_gbs": 0.5 * bw,
+                                "kernel_ms": 0.01, "view_ms": 0.001, "gemm_m_half": 16.0}
+    for p in precisions:
+        priors[f"linear_gflops_{p}"] = 0.75 * peak * PRECISION_SPEEDUP[p]
+    for c in {_compute_precision(p) for p in precisions}:
+        s = PRECISION_SPEEDUP[c]
+        if MATMUL in has:
+            priors[f"matmul_gflops_{c}"] = 0.5 * peak * s
+        if CONV in has:
+            priors[f"conv_gflops_{c}"] = 0.75 * peak * s
+        if GROUPED_CONV in has:
+            priors[f"grouped_conv_gflops_{c}"] = 0.3 * peak * s
+    if CONV in has or GROUPED_CONV in has:
+        priors["conv_activation_traffic"] = 2.0  # layout reorders around each convolution
+    if "int8" in precisions:
+        priors["quantize_ms"] = 0.01  # per linear layer: quantize the activation on the fly
+    if "training" in modes:
+        priors.update({"backward_factor": 2.0, "autograd_kernel_ms": 0.03, "optimizer_bandwidth_gbs": 0.25 * bw})
+    return priors
+
+
+@dataclass(frozen=True)
+class OperatorRoofline:
+    """Fitted parameters of one (hardware kind, backend), and how well they fit."""
+
+    kind: str
+    backend: str
+    values: dict[str, float]
+    priors: dict[str, float]
+    rows: int
+    rms_log_error: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "backend": self.backend, "values": self.values, "priors": self.priors, "rows": self.rows,
+                "rms_log_error": self.rms_log_error}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "OperatorRoofline":
+        return cls(d["kind"], d["backend"], d["values"], d["priors"], d["rows"], d["rms_log_error"])
+
+    def covers(self, precision: str, mode: str) -> bool:
+        return f"linear_gflops_{precision}" in self.values and (mode == "inference" or "backward_factor" in self.values)
+
+    def time_ms(self, point: "ModelPoint", batch: int, precision: str, mode: str) -> float:
+        return operator_time_ms(point, batch, precision, mode, self.values)
+
+
+def operator_time_ms(point: "ModelPoint", batch: int, precision: str, mode: str, v: dict[str, float]) -> float:
+    prof = point.profile
+    cat = prof.category
+    flops, weight, act = prof.at_batch(batch)
+    compute = _compute_precision(precision)
+    default = v[f"linear_gflops_{precision}"]
+    rate = np.select(
+        [cat == LINEAR, cat == MATMUL, cat == CONV, cat == GROUPED_CONV],
+        [default, v.get(f"matmul_gflops_{compute}", default), v.get(f"conv_gflops_{compute}", default),
+         v.get(f"grouped_conv_gflops_{compute}", default)], default=np.inf)
+    rows = prof.output_rows * batch
+    saturation = np.where(rows > 0, rows / (rows + v["gemm_m_half"]), 1.0)
+    scale = BYTES_FACTOR[precision]
+    weight = weight * np.where((cat == LINEAR) & (precision == "int8"), INT8_WEIGHT_FACTOR, scale)
+    act = act * scale * np.where((cat == CONV) | (cat == GROUPED_CONV), v.get("conv_activation_traffic", 1.0), 1.0)
+    bandwidth = np.where(cat == OTHER, v["other_bandwidth_gbs"], v["bandwidth_gbs"])
+    per_op = np.maximum(flops / (rate * saturation * 1e9), (weight + act) / (bandwidth * 1e9)) * 1e3
+    kernels = int((cat != VIEW).sum())
+    total = float(per_op.sum()) + kernels * v["kernel_ms"] + int((cat == VIEW).sum()) * v["view_ms"]
+    if precision == "int8":
+        total += int((cat == LINEAR).sum()) * v.get("quantize_ms", 0.0)
+    if mode == "training":
+        total = total * (1 + v["backward_factor"]) + kernels * v["autograd_kernel_ms"] \
+            + OPTIMIZER_BYTES_PER_PARAMETER * point.params / (v["optimizer_bandwidth_gbs"] * 1e9) * 1e3
+    return max(total, 1e-6)
+
+
+def fit_operator_roofline(kind: str, backend: str, samples: list[tuple["ModelPoint", int, str, str, float]],
+                          spec: "DeviceSpec") -> OperatorRoofline:
+    """Least squares on log error over (point, batch, precision, mode, measured ms) samples."""
+    from scipy.optimize import least_squares
+
+    has = {int(c) for s in samples for c in np.unique(s[0].profile.category)}
+    priors = parameter_priors(spec, {s[2] for s in samples}, {s[3] for s in samples}, has)
+    names = sorted(priors)
+    x0 = np.log([priors[n] for n in names])
+    measured = np.log([s[4] for s in samples])
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        v = dict(zip(names, np.exp(x)))
+        predicted = np.log([operator_time_ms(p, b, pr, m, v) for p, b, pr, m, _ in samples])
+        return np.concatenate([predicted - measured, PRIOR_WEIGHT * (x - x0)])
+
+    x = least_squares(residuals, x0, method="trf").x
+    r = residuals(x)[: len(samples)]
+    return OperatorRoofline(kind, backend, {n: float(math.exp(val)) for n, val in zip(names, x)}, priors, len(samples),
+                            float(np.sqrt(np.mean(r ** 2))))

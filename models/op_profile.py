@@ -1,0 +1,253 @@
+"""What one forward pass asks of the hardware, operator by operator.
+
+The forward pass runs on meta tensors (no weights, no compute) under a dispatch mode that sees
+every aten operator the eager model would launch. Each one is recorded with its FLOPs (torch's
+own formulas), the bytes it reads from weights, the bytes of activations it reads and writes,
+and whether it is a zero-copy view. The peak of live activation memory is followed through
+Python's own reference counting: a tensor is released on meta exactly when it would be in the
+eager run.
+
+Why per operator: a model's time is the sum of its kernels', and each kernel is either
+compute-bound or bandwidth-bound on its own. MobileNet's 1x1 convolutions and ResNet's 3x3
+convolutions are both "dense convolutions", yet they run at 30 and 200 GFLOP/s on the same
+CPU because their bytes per FLOP differ tenfold. Summing FLOPs over the model hides that; a
+per-operator roofline does not.
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from models.catalog import ModelSpec
+from models.inputs import InputSignature, input_signature
+
+# Operator categories, each with its own achieved rate on a device.
+LINEAR = 0  # matmul against a weight: the part int8 dynamic quantization replaces
+MATMUL = 1  # matmul between activations (attention scores and values)
+CONV = 2  # dense convolution (groups == 1)
+GROUPED_CONV = 3  # grouped / depthwise convolution
+OTHER = 4  # element-wise, normalization, softmax, pooling, gathers: bandwidth-bound
+VIEW = 5  # no data moves: a dispatch and a new tensor header
+CATEGORIES = ("linear", "matmul", "conv", "grouped_conv", "other", "view")
+
+_MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear"}
+_ATTENTION = {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+              "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention", "scaled_dot_product_attention"}
+
+
+@dataclass(frozen=True)
+class OpProfile:
+    """Per-operator demands of one forward pass, with batch-scaling built in.
+
+    Arrays are per operator at batch 1; `activation_bytes` and `flops` scale with the batch,
+    `weight_bytes` do not. `peak_activation_bytes` is (at batch 1, extra per added sample)."""
+
+    category: np.ndarray  # int8 codes, see CATEGORIES
+    flops: np.ndarray
+    weight_bytes: np.ndarray
+    activation_bytes: np.ndarray
+    output_rows: np.ndarray  # a GEMM's M (or a convolution's output pixels); scales with the batch
+    peak_activation_bytes: tuple[float, float]
+
+    def at_batch(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.flops * batch, self.weight_bytes, self.activation_bytes * batch
+
+    def peak_activations(self, batch: int) -> float:
+        first, per_sample = self.peak_activation_bytes
+        return first + per_sample * (batch - 1)
+
+    def counts(self) -> dict[str, int]:
+        return {name: int((self.category == i).sum()) for i, name in enumerate(CATEGORIES)}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"operators": self.counts(), "peak_activation_bytes_batch1": self.peak_activation_bytes[0],
+                "peak_activation_bytes_per_extra_sample": self.peak_activation_bytes[1]}
+
+
+def _output_rows(category: int, tensors_out) -> float:
+    """The GEMM's M: output rows (tokens x batch, or output pixels x batch for a convolution).
+    Small M leaves vector units idle, so achieved rate grows with it."""
+    if not tensors_out or category not in (LINEAR, MATMUL, CONV, GROUPED_CONV):
+        return 0.0
+    out = tensors_out[0]
+    channels = out.shape[1] if category in (CONV, GROUPED_CONV) and out.dim() > 1 else out.shape[-1]
+    return float(out.nelement() / max(channels, 1))
+
+
+def _storage_key(t) -> int:
+    return t.untyped_storage()._cdata
+
+
+def _tracer_class():
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+    from torch.utils.flop_counter import flop_registry
+
+    class OperatorTracer(TorchDispatchMode):
+        def __init__(self, weight_storages: set[int]):
+            super().__init__()
+            self.weights = weight_storages
+            self.rows: list[tuple[int, float, float, float, float]] = []
+            self.live: dict[int, list[int]] = {}  # storage -> [tensor objects alive, bytes]
+            self.live_bytes = 0
+            self.peak = 0
+
+        def _release(self, key: int) -> None:
+            entry = self.live.get(key)
+            if entry is None:
+                return
+            entry[0] -= 1
+            if entry[0] <= 0:
+                self.live_bytes -= entry[1]
+                del self.live[key]
+
+        def _category(self, name: str, args, tensors_in) -> int:
+            if name in _MATMULS:
+                return LINEAR if any(_storage_key(t) in self.weights for t in tensors_in) else MATMUL
+            if name in _ATTENTION:
+                return MATMUL
+            if name == "convolution":
+                groups = args[8] if len(args) > 8 else 1
+                return GROUPED_CONV if groups > 1 else CONV
+            return OTHER
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            tensors_in = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+            tensors_out = [a for a in tree_flatten(out)[0] if isinstance(a, torch.Tensor)]
+            packet = func._overloadpacket
+            name = packet.__name__
+            in_keys = {_storage_key(t) for t in tensors_in}
+            is_view = bool(tensors_out) and all(_storage_key(t) in in_keys for t in tensors_out)
+            written = 0
+            for t in tensors_out:
+                key = _storage_key(t)
+                if key in self.live:
+                    self.live[key][0] += 1
+                elif key not in in_keys and key not in self.weights:
+                    nbytes = t.untyped_storage().nbytes()
+                    written += t.nelement() * t.element_size()
+                    self.live[key] = [1, nbytes]
+                    self.live_bytes += nbytes
+                else:
+                    continue
+                weakref.finalize(t, self._release, key)
+            self.peak = max(self.peak, self.live_bytes)
+            if is_view:
+                self.rows.append((VIEW, 0.0, 0.0, 0.0, 0.0))
+                return out
+            if name in _ATTENTION:
+                q, k, v = args[:3]
+                flops = 2.0 * q.nelement() / q.shape[-1] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
+            elif packet in flop_registry:
+                flops = float(flop_registry[packet](*args, **kwargs, out_val=out))
+            else:
+                flops = 0.0
+            weight = 0.0
+            activation = float(written)
+            for t in tensors_in:
+                nbytes = t.nelement() * t.element_size()
+                if _storage_key(t) in self.weights:
+                    # A gather reads the rows it returns, not the whole table.
+                    weight += written if name == "embedding" else nbytes
+                else:
+                    activation += nbytes
+            category = self._category(name, args, tensors_in)
+            self.rows.append((category, flops, weight, activation, _output_rows(category, tensors_out)))
+            return out
+
+    return OperatorTracer
+
+
+def _fused_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention as the eager CPU (and GPU) run executes it: one fused
+    kernel that never materializes the score matrix. On meta, torch would otherwise pick the
+    math fallback (bmm, softmax, bmm), whose memory and operator count are not what runs."""
+    import torch
+
+    if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():
+        # The fused CPU kernel cannot differentiate a learned bias (T5): torch runs the math path.
+        return _ORIGINAL_SDPA[0](query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                                 scale=scale, enable_gqa=enable_gqa)
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        repeat = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
+    out, _ = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)
+    return out
+
+
+_ORIGINAL_SDPA: list = []
+
+
+@contextlib.contextmanager
+def _fused_attention_on_meta():
+    import torch.nn.functional as F
+
+    original = F.scaled_dot_product_attention
+    _ORIGINAL_SDPA[:] = [original]
+    F.scaled_dot_product_attention = _fused_attention
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+
+
+def _trace(spec: ModelSpec, signature: InputSignature, training: bool = False):
+    """One forward pass on meta. With `training`, autograd records the graph, so the tensors
+    it saves for the backward pass stay alive exactly as they would in a training step."""
+    import torch
+
+    from models.loading import meta_model
+
+    model = meta_model(spec)
+    model.train(training)
+    model.config.pad_token_id = None  # see analysis.forward_flops: meta tensors hold no token values
+    inputs = {name: torch.zeros(t.shape, dtype=torch.float32 if t.kind == "float" else torch.long, device="meta")
+              for name, t in signature.inputs.items() if t.kind != "mask"}
+    weights = {_storage_key(p) for p in model.parameters()} | {_storage_key(b) for b in model.buffers()}
+    tracer = _tracer_class()(weights)
+    with _fused_attention_on_meta(), tracer, torch.set_grad_enabled(training):
+        out = model(**inputs)
+    del out
+    return tracer
+
+
+_profiles: dict[tuple, OpProfile] = {}
+_training_peaks: dict[tuple, tuple[float, float]] = {}
+
+
+def _key(spec: ModelSpec, seq_length: int | None) -> tuple:
+    return (spec.name, spec.source, str(spec.path), seq_length, repr(sorted(spec.config.items())) if spec.config else "")
+
+
+def training_peak_activation_bytes(spec: ModelSpec, seq_length: int | None = None) -> tuple[float, float]:
+    """Peak live activations of a training forward pass, saved tensors included: (batch 1,
+    extra per added sample). Traced only when a training figure is asked for."""
+    key = _key(spec, seq_length)
+    if key not in _training_peaks:
+        one = _trace(spec, input_signature(spec, 1, seq_length), training=True).peak
+        two = _trace(spec, input_signature(spec, 2, seq_length), training=True).peak
+        _training_peaks[key] = (float(one), float(max(two - one, 0)))
+    return _training_peaks[key]
+
+
+def op_profile(spec: ModelSpec, seq_length: int | None = None) -> OpProfile:
+    """Traced at batch 1 and 2: per-operator figures from batch 1, and the per-sample growth of
+    peak activation memory from the difference (some buffers, such as masks, do not grow)."""
+    key = _key(spec, seq_length)
+    if key not in _profiles:
+        one = _trace(spec, input_signature(spec, 1, seq_length))
+        two = _trace(spec, input_signature(spec, 2, seq_length))
+        rows = np.array(one.rows, dtype=np.float64).reshape(-1, 5)
+        _profiles[key] = OpProfile(
+            category=rows[:, 0].astype(np.int8), flops=rows[:, 1], weight_bytes=rows[:, 2], activation_bytes=rows[:, 3],
+            output_rows=rows[:, 4],
+            peak_activation_bytes=(float(one.peak), float(max(two.peak - one.peak, 0))))
+    return _profiles[key]

@@ -1,0 +1,52 @@
+"""The per-operator trace on meta tensors: FLOPs, bytes, lifetimes."""
+import numpy as np
+import pytest
+
+from models.analysis import flops_per_sample, parameter_breakdown
+from models.catalog import resolve_model
+from models.op_profile import CATEGORIES, GROUPED_CONV, LINEAR, MATMUL, op_profile, training_peak_activation_bytes
+
+
+@pytest.mark.parametrize("name", ["bert-tiny", "mobilenet-v2", "whisper-tiny", "t5-small"])
+def test_operator_flops_add_up_to_the_flop_counter(name):
+    spec = resolve_model(name)
+    assert op_profile(spec).flops.sum() == pytest.approx(flops_per_sample(spec), rel=1e-6)
+
+
+def test_linear_weights_are_read_once_per_forward():
+    spec = resolve_model("bert-tiny")
+    prof = op_profile(spec)
+    linear_weight_bytes = prof.weight_bytes[prof.category == LINEAR].sum()
+    # nn.Linear weights and biases of bert-tiny, fp32; the pooler's too.
+    assert linear_weight_bytes == pytest.approx(4 * parameter_breakdown(spec).linear, rel=0.02)
+    # A gather reads the rows it returns: the 30522-token table is not streamed per forward.
+    assert prof.weight_bytes.sum() < 4 * parameter_breakdown(spec).total / 2
+
+
+def test_attention_is_the_fused_kernel_without_a_score_matrix():
+    spec = resolve_model("whisper-tiny")
+    prof = op_profile(spec)
+    assert prof.counts()["matmul"] == 12  # 4 encoder + 4 decoder self + 4 cross attentions, one kernel each
+    scores = 6 * 1500 * 1500 * 4  # heads x frames x frames fp32: what the math path would allocate
+    assert prof.peak_activations(1) < scores
+
+
+def test_depthwise_convolutions_are_grouped():
+    prof = op_profile(resolve_model("mobilenet-v2"))
+    assert prof.counts()["grouped_conv"] == 17 and (prof.category == GROUPED_CONV).any()
+    assert set(prof.counts()) == set(CATEGORIES)
+
+
+def test_training_keeps_saved_activations_alive():
+    spec = resolve_model("bert-tiny")
+    inference = op_profile(spec).peak_activations(4)
+    first, per_sample = training_peak_activation_bytes(spec)
+    assert first + 3 * per_sample > 2 * inference
+    assert per_sample > 0
+
+
+def test_batch_scaling_is_linear_in_activations_not_weights():
+    prof = op_profile(resolve_model("bert-tiny"))
+    flops, weights, acts = prof.at_batch(8)
+    assert np.allclose(flops, prof.flops * 8) and np.allclose(weights, prof.weight_bytes) and np.allclose(acts, prof.activation_bytes * 8)
+    assert (prof.output_rows[prof.category == MATMUL] > 0).all()

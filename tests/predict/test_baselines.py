@@ -1,0 +1,52 @@
+"""The fitted physical baselines: they recover known parameters, and say what they cover."""
+import pytest
+
+from devicefit.predict.features import model_point
+from devicefit.predict.hardware_specs import DeviceSpec
+from devicefit.predict.memory_model import TERMS, fit_memory_model
+from devicefit.predict.operator_roofline import fit_operator_roofline, operator_time_ms, parameter_priors
+from models.catalog import resolve_model
+
+SPEC = DeviceSpec("cpu", "test cpu", 200.0, 50.0, "measured_probe")
+MODELS = ("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "resnet-50", "t5-small", "gpt2")
+
+
+@pytest.fixture(scope="module")
+def points():
+    return [model_point(resolve_model(m)) for m in MODELS]
+
+
+def test_roofline_fit_recovers_the_parameters_that_made_the_times(points):
+    has = {int(c) for p in points for c in set(p.profile.category.tolist())}
+    truth = {k: v * 1.3 for k, v in parameter_priors(SPEC, {"fp32", "int8"}, {"inference"}, has).items()}
+    truth["linear_gflops_fp32"] = 140.0
+    samples = [(p, b, pr, "inference", operator_time_ms(p, b, pr, "inference", truth))
+               for p in points for b in (1, 4, 16) for pr in ("fp32", "int8")]
+    fit = fit_operator_roofline("cpu", "torch", samples, SPEC)
+    assert fit.rms_log_error < 0.05
+    for p, b, pr, m, ms in samples:
+        assert fit.time_ms(p, b, pr, m) == pytest.approx(ms, rel=0.1)
+    assert fit.values["linear_gflops_fp32"] == pytest.approx(140.0, rel=0.15)
+
+
+def test_roofline_covers_only_what_it_was_fitted_on(points):
+    samples = [(p, b, "fp32", "inference", 10.0 * b) for p in points[:3] for b in (1, 4)]
+    fit = fit_operator_roofline("cpu", "torch", samples, SPEC)
+    assert fit.covers("fp32", "inference")
+    assert not fit.covers("int8", "inference") and not fit.covers("fp32", "training")
+
+
+def test_memory_model_recovers_counted_terms(points):
+    truth = dict(zip(TERMS, (4e8, 1.0, 1.0, 0.7, 3.0, 1.2)))
+    from devicefit.predict.memory_model import MemoryModel
+
+    model = MemoryModel("cpu", truth, ["fp32", "int8"], ["inference", "training"], 0)
+    samples = [(p, b, pr, m, model.bytes(p, b, pr, m)) for p in points[:4] for b in (1, 8)
+               for pr, m in (("fp32", "inference"), ("int8", "inference"), ("fp32", "training"))]
+    fit = fit_memory_model("cpu", samples)
+    for p, b, pr, m, nbytes in samples:
+        assert fit.bytes(p, b, pr, m) == pytest.approx(nbytes, rel=0.01)
+    assert fit.covers("int8", "inference") and not fit.covers("fp16", "inference")
+    # An int8 row peaks with the fp32 build and the int8 copy both counted.
+    p = points[0]
+    assert model.bytes(p, 1, "int8", "inference") > model.bytes(p, 1, "fp32", "inference")
