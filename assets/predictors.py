@@ -82,4 +82,25 @@ def _bar_check(target: str):
     return check
 
 
-PREDICTOR_CHECKS = [_bar_check(t) for t in TARGETS]
+COVERAGE_TOLERANCE = 0.05  # measured coverage of the intervals within 5 points of their nominal level
+
+
+def _coverage_check(target: str):
+    @dg.asset_check(asset=PREDICTOR_KEYS[target], name=f"{target}_interval_coverage_near_nominal",
+                    description=f"The {target} intervals cover held-out measurements within {COVERAGE_TOLERANCE:.0%} "
+                                "of their nominal level.")
+    def check(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
+        from devicefit.predict import artifacts
+
+        artifact = artifacts.load_current(devicefit_data.paths())
+        level = artifact["validation"]["level"]
+        coverage = artifact["validation"]["targets"][target]["interval_coverage"]
+        return dg.AssetCheckResult(passed=coverage is not None and abs(coverage - level) <= COVERAGE_TOLERANCE,
+                                   description=f"held-out coverage {coverage:.1%} of nominal {level:.0%}" if coverage is not None
+                                   else "no held-out residuals to measure coverage on",
+                                   metadata={"coverage": coverage, "nominal": level, "version": artifact["version"]})
+
+    return check
+
+
+PREDICTOR_CHECKS = [_bar_check(t) for t in TARGETS] + [_coverage_check(t) for t in TARGETS]

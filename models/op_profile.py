@@ -51,6 +51,7 @@ class OpProfile:
     weight_bytes: np.ndarray
     activation_bytes: np.ndarray
     output_rows: np.ndarray  # a GEMM's M (or a convolution's output pixels); scales with the batch
+    inner_dimension: np.ndarray  # a GEMM's K (or a convolution's input channels per group x kernel area)
     peak_activation_bytes: tuple[float, float]
 
     def at_batch(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -66,6 +67,23 @@ class OpProfile:
     def to_json(self) -> dict[str, Any]:
         return {"operators": self.counts(), "peak_activation_bytes_batch1": self.peak_activation_bytes[0],
                 "peak_activation_bytes_per_extra_sample": self.peak_activation_bytes[1]}
+
+
+def _inner_dimension(name: str, category: int, args) -> float:
+    """The GEMM's K: the reduction length each output sums over (in_features; head size; input
+    channels per group x kernel area). A short K gives each loaded tile little work."""
+    if category == LINEAR or (category == MATMUL and name not in _ATTENTION):
+        a = args[1] if name in ("addmm", "baddbmm") else args[0]
+        return float(a.shape[-1])
+    if category == MATMUL:
+        return float(args[0].shape[-1])
+    if category in (CONV, GROUPED_CONV):
+        w = args[1]
+        area = 1
+        for d in w.shape[2:]:
+            area *= d
+        return float(w.shape[1] * area)
+    return 0.0
 
 
 def _output_rows(category: int, tensors_out) -> float:
@@ -92,7 +110,7 @@ def _tracer_class():
         def __init__(self, weight_storages: set[int]):
             super().__init__()
             self.weights = weight_storages
-            self.rows: list[tuple[int, float, float, float, float]] = []
+            self.rows: list[tuple[int, float, float, float, float, float]] = []
             self.live: dict[int, list[int]] = {}  # storage -> [tensor objects alive, bytes]
             self.live_bytes = 0
             self.peak = 0
@@ -140,7 +158,7 @@ def _tracer_class():
                 weakref.finalize(t, self._release, key)
             self.peak = max(self.peak, self.live_bytes)
             if is_view:
-                self.rows.append((VIEW, 0.0, 0.0, 0.0, 0.0))
+                self.rows.append((VIEW, 0.0, 0.0, 0.0, 0.0, 0.0))
                 return out
             if name in _ATTENTION:
                 q, k, v = args[:3]
@@ -159,7 +177,8 @@ def _tracer_class():
                 else:
                     activation += nbytes
             category = self._category(name, args, tensors_in)
-            self.rows.append((category, flops, weight, activation, _output_rows(category, tensors_out)))
+            self.rows.append((category, flops, weight, activation, _output_rows(category, tensors_out),
+                              _inner_dimension(name, category, args)))
             return out
 
     return OperatorTracer
@@ -245,9 +264,9 @@ def op_profile(spec: ModelSpec, seq_length: int | None = None) -> OpProfile:
     if key not in _profiles:
         one = _trace(spec, input_signature(spec, 1, seq_length))
         two = _trace(spec, input_signature(spec, 2, seq_length))
-        rows = np.array(one.rows, dtype=np.float64).reshape(-1, 5)
+        rows = np.array(one.rows, dtype=np.float64).reshape(-1, 6)
         _profiles[key] = OpProfile(
             category=rows[:, 0].astype(np.int8), flops=rows[:, 1], weight_bytes=rows[:, 2], activation_bytes=rows[:, 3],
-            output_rows=rows[:, 4],
+            output_rows=rows[:, 4], inner_dimension=rows[:, 5],
             peak_activation_bytes=(float(one.peak), float(max(two.peak - one.peak, 0))))
     return _profiles[key]

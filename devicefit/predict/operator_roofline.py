@@ -3,13 +3,15 @@
 Time of a forward pass = sum over its operators of max(FLOPs / rate, bytes / bandwidth), plus a
 dispatch cost per kernel and per view. Rates are per operator category (matmul against weights,
 matmul between activations, dense and grouped convolution) and per precision; a GEMM's rate
-also rises with its M (rows) as rate * M / (M + m_half), because small GEMMs leave vector units
-idle. Training = forward x (1 + backward factor), plus an autograd cost per kernel, plus the
+also rises with its M (rows) and K (reduction length) as rate * M/(M + m_half) * K/(K + k_half),
+because small GEMMs leave vector units idle and short reductions give each loaded tile little
+work (MobileNet's 1x1 convolutions over 16-32 channels). Training = forward x (1 + backward factor), plus an autograd cost per kernel, plus the
 AdamW step streaming 28 bytes per parameter (read weight, grad, two moments: 16; write weight
 and moments: 12).
 
 Each parameter has a prior derived from the device spec (its measured probe, or a published
-datasheet): e.g. matmul at 75% of the probed fp32 peak, int8 VNNI at 4x that. The fit is least
+datasheet): e.g. matmul against weights at 75% of the probed fp32 peak, int8 VNNI at 4x that;
+convolutions and attention as ratios to that rate (1.0, 0.4 for grouped, 0.66 for attention). The fit is least
 squares on log(predicted / measured), with a weak pull of every log-parameter toward its
 prior, so a parameter no row informs (the grouped-convolution rate when no depthwise model was
 measured) stays at its physical prior instead of drifting to an arbitrary value. The trees then
@@ -49,19 +51,23 @@ def parameter_priors(spec: "DeviceSpec", precisions: set[str], modes: set[str], 
     """The parameters a group's rows can inform, each with its physical prior (GFLOP/s, GB/s, ms)."""
     peak, bw = spec.peak_gflops, spec.bandwidth_gbs
     priors: dict[str, float] = {"bandwidth_gbs": 0.5 * bw, "other_bandwidth_gbs": 0.5 * bw,
-                                "kernel_ms": 0.01, "view_ms": 0.001, "gemm_m_half": 16.0}
+                                "kernel_ms": 0.01, "view_ms": 0.001, "gemm_m_half": 16.0,
+                                "gemm_k_half": 16.0}
     for p in precisions:
         priors[f"linear_gflops_{p}"] = 0.75 * peak * PRECISION_SPEEDUP[p]
-    for c in {_compute_precision(p) for p in precisions}:
-        s = PRECISION_SPEEDUP[c]
-        if MATMUL in has:
-            priors[f"matmul_gflops_{c}"] = 0.5 * peak * s
-        if CONV in has:
-            priors[f"conv_gflops_{c}"] = 0.75 * peak * s
-        if GROUPED_CONV in has:
-            priors[f"grouped_conv_gflops_{c}"] = 0.3 * peak * s
-    if CONV in has or GROUPED_CONV in has:
+    # Other GEMM-class kernels as ratios to the linear rate: they share the GEMM machinery, so a
+    # model family held out (the only dense-conv net) still gets the rate its neighbours measured.
+    if MATMUL in has:
+        priors["matmul_to_linear"] = 0.66
+    if CONV in has:
+        priors["conv_to_linear"] = 1.0
+    if GROUPED_CONV in has:
+        priors["grouped_conv_to_linear"] = 0.4
+    if CONV in has:
         priors["conv_activation_traffic"] = 2.0  # layout reorders around each convolution
+    if GROUPED_CONV in has:
+        # Depthwise kernels reuse nothing across channels: each output re-reads its window.
+        priors["grouped_conv_activation_traffic"] = 2.0
     if "int8" in precisions:
         priors["quantize_ms"] = 0.01  # per linear layer: quantize the activation on the fly
     if "training" in modes:
@@ -99,17 +105,20 @@ def operator_time_ms(point: "ModelPoint", batch: int, precision: str, mode: str,
     prof = point.profile
     cat = prof.category
     flops, weight, act = prof.at_batch(batch)
-    compute = _compute_precision(precision)
-    default = v[f"linear_gflops_{precision}"]
+    linear = v[f"linear_gflops_{precision}"]
+    gemm = v.get(f"linear_gflops_{_compute_precision(precision)}", linear)  # dynamic int8 runs the rest in fp32
     rate = np.select(
         [cat == LINEAR, cat == MATMUL, cat == CONV, cat == GROUPED_CONV],
-        [default, v.get(f"matmul_gflops_{compute}", default), v.get(f"conv_gflops_{compute}", default),
-         v.get(f"grouped_conv_gflops_{compute}", default)], default=np.inf)
+        [linear, gemm * v.get("matmul_to_linear", 1.0), gemm * v.get("conv_to_linear", 1.0),
+         gemm * v.get("grouped_conv_to_linear", 1.0)], default=np.inf)
     rows = prof.output_rows * batch
-    saturation = np.where(rows > 0, rows / (rows + v["gemm_m_half"]), 1.0)
+    inner = prof.inner_dimension
+    saturation = np.where(rows > 0, rows / (rows + v["gemm_m_half"]), 1.0) \
+        * np.where(inner > 0, inner / (inner + v.get("gemm_k_half", 0.0)), 1.0)
     scale = BYTES_FACTOR[precision]
     weight = weight * np.where((cat == LINEAR) & (precision == "int8"), INT8_WEIGHT_FACTOR, scale)
-    act = act * scale * np.where((cat == CONV) | (cat == GROUPED_CONV), v.get("conv_activation_traffic", 1.0), 1.0)
+    act = act * scale * np.select([cat == CONV, cat == GROUPED_CONV],
+                                  [v.get("conv_activation_traffic", 1.0), v.get("grouped_conv_activation_traffic", 1.0)], 1.0)
     bandwidth = np.where(cat == OTHER, v["other_bandwidth_gbs"], v["bandwidth_gbs"])
     per_op = np.maximum(flops / (rate * saturation * 1e9), (weight + act) / (bandwidth * 1e9)) * 1e3
     kernels = int((cat != VIEW).sum())
