@@ -1,4 +1,4 @@
-"""The `devicefit` command line: detect, models, classify, benchmark, db, ingest, run, predict."""
+"""The `devicefit` command line: detect, models, classify, benchmark, db, ingest, run, predict, select, distributed."""
 from __future__ import annotations
 
 import json
@@ -465,6 +465,101 @@ def predict(
     for hw, e in result["predictions"].items():
         if e["source"] != "trained_predictor":
             console.print(f"  {hw}: {e['detail']}")
+
+
+@app.command()
+def distributed(
+    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    gpu_count: int = typer.Option(..., "--gpu-count", help="GPUs in the data-parallel group."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Samples per GPU per optimizer step."),
+    max_memory_gb: Optional[float] = typer.Option(None, "--max-memory-gb", help="Memory of each GPU, GB (1e9 bytes)."),
+    seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample (default 128, capped at the model's limit)."),
+    fp32: bool = typer.Option(False, "--fp32", help="Train in fp32 instead of mixed precision."),
+    as_json: bool = typer.Option(False, "--json", help="Print spec 000's /training/distributed response as JSON."),
+) -> None:
+    """A distributed training configuration (DDP, ZeRO-1/2, FSDP; accumulation, checkpointing,
+    offload, 8-bit optimizer) chosen from memory arithmetic, with the per-GPU figures."""
+    from devicefit.select.distributed import DistributedConfigError, plan_distributed_training
+    from models.catalog import UnknownModelError, resolve_model
+
+    try:
+        plan = plan_distributed_training(resolve_model(model), gpu_count, batch_size, max_memory_gb, seq_length, not fp32)
+    except (UnknownModelError, DistributedConfigError, ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    response = plan.to_response()
+    if as_json:
+        print(json.dumps(response, indent=2))
+        raise typer.Exit(0 if plan.fits else 1)
+    m = response["estimated_memory"]
+    console.print(f"[bold]{plan.model_name}[/] ({plan.parameters / 1e6:.1f}M parameters) on {gpu_count} GPU(s)"
+                  + (f" x {max_memory_gb:g} GB" if max_memory_gb else "") + f", batch {batch_size} per GPU, seq {plan.sequence_length}")
+    console.print(f"strategy: [bold]{response['distributed_strategy']}[/] ({response['equivalent']}); micro-batch "
+                  f"{plan.micro_batch_size} x {plan.gradient_accumulation_steps} accumulation steps; checkpointing "
+                  f"{'on' if plan.activation_checkpointing else 'off'}; CPU offload {'on' if plan.cpu_offload else 'off'}; "
+                  f"8-bit optimizer {'on' if plan.eight_bit_optimizer else 'off'}")
+    table = Table(title="memory per GPU (GB)")
+    for col in ("weights", "gradients", "optimizer", "activations", "gathered layer", "CUDA context", "per GPU", "total"):
+        table.add_column(col, justify="right")
+    table.add_row(*(f"{m[k]:.2f}" for k in ("parameters_gb", "gradients_gb", "optimizer_gb", "activations_gb", "gathered_layer_gb",
+                                           "cuda_context_gb", "per_gpu_gb", "total_gb")))
+    console.print(table)
+    console.print(f"activations: {plan.activation_method}")
+    for note in plan.notes:
+        console.print(f"  {note}")
+    if not plan.fits:
+        raise typer.Exit(1)
+
+
+@app.command("select")
+def select_command(
+    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    family: Optional[str] = typer.Option(None, "--family", help="Model family (default: classified)."),
+    batch_size: int = typer.Option(1, "--batch-size", help="Samples per batch."),
+    seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models."),
+    mode: str = typer.Option("inference", "--mode", help="inference or training."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32, fp16, bf16 or int8."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds you have (default: what is detected here)."),
+    task: Optional[str] = typer.Option(None, "--task", help="classification, generation, embedding, speech_recognition, fine_tuning, training."),
+    max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", help="Exclude hardware predicted slower than this."),
+    distributed: bool = typer.Option(False, "--distributed", help="Training across --gpu-count GPUs (memory per GPU from the distributed plan)."),
+    gpu_count: int = typer.Option(1, "--gpu-count", help="GPUs for --distributed."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Selection config JSON (spec 002) over the shipped defaults."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the /hardware/select response as JSON."),
+) -> None:
+    """Recommend hardware: constraints first (available, compatible, fits, latency bound), then
+    candidates scored against the best one with the configured weights and preferences."""
+    from devicefit.predict.api import PredictorUnavailable
+    from devicefit.select.config import SelectionConfigError
+    from devicefit.select.selector import HardwareSelector, SelectionError
+    from models.catalog import UnknownModelError
+
+    try:
+        selector = HardwareSelector(benchmark_dir=benchmark_dir, config_path=config)
+        kwargs = dict(available_hardware=_csv(hardware, "--hardware") if hardware else None, distributed=distributed,
+                      gpu_count=gpu_count, max_latency_ms=max_latency_ms, sequence_length=seq_length, precision=precision)
+        if task:
+            result = selector.select_hardware_for_task(family, model, task, batch_size, **kwargs)
+        else:
+            result = selector.select_hardware(family, model, batch_size, mode=mode, **kwargs)
+    except (PredictorUnavailable, SelectionConfigError, SelectionError, UnknownModelError, ValueError) as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    console.print(f"[bold]{result['model_name']}[/] ({result['model_family']}, {result['model_size'] / 1e6:.1f}M parameters, "
+                  f"{result['model_size_category']}), batch {batch_size}, {result['precision']}, {result['mode']}")
+    console.print(f"primary: [bold green]{result['primary_recommendation']}[/]; fallbacks: {', '.join(result['fallback_options']) or 'none'}")
+    table = Table()
+    for col in ("hardware", "score", "latency ms", "throughput /s", "memory MiB", "source", "excluded"):
+        table.add_column(col)
+    for hw, s in result["all_scores"].items():
+        p = s["predictions"]
+        table.add_row(hw, f"{s['score']:.2f}" if "score" in s else "-", f"{p['latency']:.1f}" if p["latency"] else "-",
+                      f"{p['throughput']:.1f}" if p["throughput"] else "-", f"{p['memory_mb']:.0f}" if p["memory_mb"] else "-",
+                      p["source"], s["excluded"] or "")
+    console.print(table)
+    console.print(result["explanation"])
 
 
 def main() -> None:  # pragma: no cover - console entry

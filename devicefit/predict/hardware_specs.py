@@ -16,20 +16,21 @@ class DeviceSpec:
     peak_gflops: float  # fp32 matmul
     bandwidth_gbs: float
     source: str  # "measured_probe" or "published_spec: <reference>"
+    memory_gb: float | None = None  # device memory of the published reference (None: ask the inventory)
 
 
 # Datasheet figures (dense fp32 non-tensor-core GFLOP/s, memory bandwidth GB/s).
 PUBLISHED_SPECS = {
-    "cuda": DeviceSpec("cuda", "NVIDIA A100 80GB SXM", 19_500, 2_039, "published_spec: NVIDIA A100 datasheet (19.5 TFLOP/s FP32, 2,039 GB/s)"),
-    "rocm": DeviceSpec("rocm", "AMD Instinct MI250X", 47_900, 3_277, "published_spec: AMD MI250X datasheet (47.9 TFLOP/s FP32, 3.2 TB/s)"),
-    "mps": DeviceSpec("mps", "Apple M2 GPU (10-core)", 3_600, 100, "published_spec: Apple M2 (3.6 TFLOP/s FP32, 100 GB/s)"),
+    "cuda": DeviceSpec("cuda", "NVIDIA A100 80GB SXM", 19_500, 2_039, "published_spec: NVIDIA A100 datasheet (19.5 TFLOP/s FP32, 2,039 GB/s, 80 GB)", 80),
+    "rocm": DeviceSpec("rocm", "AMD Instinct MI250X", 47_900, 3_277, "published_spec: AMD MI250X datasheet (47.9 TFLOP/s FP32, 3.2 TB/s, 128 GB)", 128),
+    "mps": DeviceSpec("mps", "Apple M2 GPU (10-core)", 3_600, 100, "published_spec: Apple M2 (3.6 TFLOP/s FP32, 100 GB/s, 16 GB unified memory configuration)", 16),
 }
 PUBLISHED_BY_NAME = {
-    "H100": DeviceSpec("cuda", "NVIDIA H100 80GB HBM3", 67_000, 3_350, "published_spec: NVIDIA H100 SXM datasheet (67 TFLOP/s FP32, 3.35 TB/s)"),
-    "H200": DeviceSpec("cuda", "NVIDIA H200", 67_000, 4_800, "published_spec: NVIDIA H200 datasheet (67 TFLOP/s FP32, 4.8 TB/s)"),
+    "H100": DeviceSpec("cuda", "NVIDIA H100 80GB HBM3", 67_000, 3_350, "published_spec: NVIDIA H100 SXM datasheet (67 TFLOP/s FP32, 3.35 TB/s, 80 GB)", 80),
+    "H200": DeviceSpec("cuda", "NVIDIA H200", 67_000, 4_800, "published_spec: NVIDIA H200 datasheet (67 TFLOP/s FP32, 4.8 TB/s, 141 GB)", 141),
     "A100": PUBLISHED_SPECS["cuda"],
-    "L4": DeviceSpec("cuda", "NVIDIA L4", 30_300, 300, "published_spec: NVIDIA L4 datasheet (30.3 TFLOP/s FP32, 300 GB/s)"),
-    "T4": DeviceSpec("cuda", "NVIDIA T4", 8_100, 320, "published_spec: NVIDIA T4 datasheet (8.1 TFLOP/s FP32, 320 GB/s)"),
+    "L4": DeviceSpec("cuda", "NVIDIA L4", 30_300, 300, "published_spec: NVIDIA L4 datasheet (30.3 TFLOP/s FP32, 300 GB/s, 24 GB)", 24),
+    "T4": DeviceSpec("cuda", "NVIDIA T4", 8_100, 320, "published_spec: NVIDIA T4 datasheet (8.1 TFLOP/s FP32, 320 GB/s, 16 GB)", 16),
 }
 
 

@@ -1,4 +1,5 @@
-"""Predictors on a tiny real dataset: three catalog models measured on this CPU."""
+"""Predictors on a tiny real dataset: four catalog models measured on this CPU (the session's
+`measured` fixture)."""
 import json
 
 import numpy as np
@@ -8,7 +9,7 @@ from benchmark_runners.hardware import detect_hardware
 from devicefit import store
 from devicefit.landing import load_landing_files
 from devicefit.paths import DataPaths
-from devicefit.pipeline import measure_partition, train_predictors
+from devicefit.pipeline import measure_partition
 from devicefit.predict import artifacts, training
 from devicefit.predict.api import HardwareModelPredictor, prediction_matrix
 from devicefit.predict.features import model_point
@@ -16,24 +17,7 @@ from devicefit.predict.hardware_specs import device_specs
 from devicefit.predict.predictor import PerformancePredictor, Request
 from devicefit.profiles import Selection
 from models.catalog import resolve_model
-
-MODELS = ("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "t5-small")
-
-
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory) -> DataPaths:
-    paths = DataPaths(tmp_path_factory.mktemp("predict-data"))
-    inventory = detect_hardware()
-    selection = Selection(batch_sizes=(1, 2), precisions=("fp32",), training_mode=False)
-    for model in MODELS:
-        measure_partition(f"cpu|{model}", selection, inventory, paths)
-    load_landing_files(paths.database, paths.raw)
-    return paths
-
-
-@pytest.fixture(scope="module")
-def artifact(measured) -> dict:
-    return train_predictors(measured, detect_hardware())
+from tests.conftest import PREDICTION_MODELS as MODELS
 
 
 def rows_of(paths: DataPaths) -> list[dict]:

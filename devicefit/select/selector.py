@@ -1,0 +1,201 @@
+"""Hardware selection: hard constraints first, then candidates scored against each other.
+
+A candidate is dropped, with the reason kept, when it is not available, not compatible (the
+measured compatibility matrix says the family fails there, or nothing can predict it), does not
+fit in the device's memory, or misses a latency bound. The rest are scored relative to the best
+remaining candidate on each criterion (best latency / this latency, this throughput / best
+throughput, best memory / this memory), so a score says "how close to the best option", never
+an absolute constant. The weighted mean of those (spec 002's configurable weights, scaled by the
+family's importances) is multiplied by the geometric mean of the hardware's cost, availability
+and power factors. Every answer lists `all_scores` and explains itself with the numbers.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+from devicefit.predict.api import HardwareModelPredictor
+from devicefit.select.config import SelectionConfig, load_config
+from models.analysis import parameter_count
+from models.catalog import resolve_model
+from models.classifier import classify_spec
+
+# How far a prediction can be trusted, by the fallback link that produced it.
+SOURCE_CONFIDENCE = {"trained_predictor": 1.0, "roofline_calibrated": 0.75, "static_rule": 0.5}
+TASK_MODES = {"classification": "inference", "generation": "inference", "embedding": "inference",
+              "speech_recognition": "inference", "fine_tuning": "training", "training": "training"}
+TASK_FAMILIES = {"classification": ("vision", "embedding", "audio", "multimodal"), "generation": ("text_generation",),
+                 "embedding": ("embedding",), "speech_recognition": ("audio",), "fine_tuning": None, "training": None}
+MB = 2**20
+
+
+class SelectionError(ValueError):
+    """A request the selector cannot answer (unknown task, no candidate left, bad batch size)."""
+
+
+def device_memory_bytes(kind: str, inventory: dict[str, Any], spec) -> tuple[float | None, str]:
+    """Memory a workload can use on `kind`: this machine's device when present, else the
+    published reference's, labelled."""
+    devices = inventory.get("platforms", {}).get(kind, {}).get("devices") or []
+    if devices and devices[0].get("memory_total_bytes"):
+        return float(devices[0]["memory_total_bytes"]), f"{devices[0].get('name', kind)} here"
+    if spec is not None and spec.memory_gb:
+        return spec.memory_gb * 1e9, f"{spec.name} ({spec.source})"
+    return None, "no memory figure"
+
+
+class HardwareSelector:
+    def __init__(self, database_path: str | Path | None = None, benchmark_dir: str | Path | None = None,
+                 config_path: str | Path | None = None, inventory: dict[str, Any] | None = None, record: bool = True):
+        self.config: SelectionConfig = load_config(config_path)
+        self.predictor = HardwareModelPredictor(database_path=database_path, benchmark_dir=benchmark_dir, record=record)
+        if inventory is None:
+            from benchmark_runners.hardware import detect_hardware
+
+            inventory = detect_hardware().to_json()
+        self.inventory = inventory
+        matrix_path = self.predictor.paths.outputs / "compatibility_matrix.json"
+        self.compatibility = json.loads(matrix_path.read_text()) if matrix_path.exists() else None
+
+    def _compatible(self, family: str, kind: str) -> tuple[bool, str]:
+        entry = ((self.compatibility or {}).get("model_families", {}).get(family, {})
+                 .get("hardware_compatibility", {}).get(kind))
+        if entry and entry.get("source") == "measured" and not entry.get("compatible"):
+            return False, f"every {family} measurement on {kind} failed" + (f": {entry['reasons'][0]}" if entry.get("reasons") else "")
+        return True, (entry or {}).get("source", "no compatibility matrix published")
+
+    def select_hardware(self, model_family: str | None = None, model_name: str = "", batch_size: int = 1,
+                        sequence_length: int | None = None, mode: str = "inference", precision: str = "fp32",
+                        available_hardware: list[str] | None = None, task_type: str | None = None, distributed: bool = False,
+                        gpu_count: int = 1, max_latency_ms: float | None = None) -> dict[str, Any]:
+        """Spec 000's /hardware/select response, plus `all_scores` (spec 002) and the constraints."""
+        if batch_size < 1:
+            raise SelectionError(f"batch_size must be a positive integer, got {batch_size}")
+        if task_type is not None:
+            if task_type not in TASK_MODES:
+                raise SelectionError(f"unknown task_type '{task_type}'; known: {', '.join(TASK_MODES)}")
+            mode = TASK_MODES[task_type]
+        spec = resolve_model(model_name)
+        family = model_family or classify_spec(spec).family or "unknown"
+        parameters = parameter_count(spec)
+        unknown = [k for k in (available_hardware or []) if k not in HARDWARE_KINDS]
+        if unknown:
+            raise SelectionError(f"unknown hardware {', '.join(unknown)}; known: {', '.join(HARDWARE_KINDS)}")
+        declared = available_hardware is not None
+        candidates = list(available_hardware) if declared else list(HARDWARE_KINDS)
+        perf = self.predictor.predict_performance(spec.name, family, candidates, batch_size, sequence_length, mode, precision)
+        specs = self.predictor.predictor.specs
+        scores: dict[str, dict[str, Any]] = {}
+        for kind in candidates:
+            p = perf["predictions"][kind]
+            entry: dict[str, Any] = {"predictions": {"latency": p["latency"], "throughput": p["throughput"], "memory_mb": p["memory_usage"],
+                                                     "source": p["source"], "latency_interval": p["latency_interval"]},
+                                     "excluded": None}
+            scores[kind] = entry
+            platform = self.inventory.get("platforms", {}).get(kind, {})
+            if not declared and not platform.get("available"):
+                entry["excluded"] = f"not available here: {platform.get('reason') or 'not detected'}"
+                continue
+            compatible, evidence = self._compatible(family, kind)
+            entry["compatibility"] = evidence
+            if not compatible:
+                entry["excluded"] = f"incompatible: {evidence}"
+                continue
+            if p["latency"] is None:
+                entry["excluded"] = f"incompatible: {p['detail']}"
+                continue
+            capacity, capacity_source = device_memory_bytes(kind, self.inventory, specs.get(kind))
+            entry["device_memory_gb"], entry["device_memory_source"] = (None if capacity is None else capacity / 1e9), capacity_source
+            need = p["memory_usage"] * MB
+            if distributed and mode == "training" and kind in ("cuda", "rocm") and capacity is not None:
+                from devicefit.select.distributed import plan_distributed_training
+
+                plan = plan_distributed_training(spec, gpu_count, batch_size, capacity / 1e9, sequence_length)
+                entry["distributed"] = plan.to_response()
+                need = plan.estimate.per_gpu if plan.fits else float("inf")
+            entry["memory_needed_gb"] = need / 1e9
+            if capacity is not None and need > capacity:
+                entry["excluded"] = f"does not fit: needs {need / 1e9:.1f} GB of {capacity / 1e9:.1f} GB ({capacity_source})"
+                continue
+            if max_latency_ms is not None and p["latency"] > max_latency_ms:
+                entry["excluded"] = f"misses the latency bound: {p['latency']:.1f} ms predicted > {max_latency_ms:g} ms"
+                continue
+        feasible = [k for k in candidates if scores[k]["excluded"] is None]
+        compatible = [k for k in candidates if not (scores[k]["excluded"] or "").startswith(("incompatible", "not available"))]
+        if not feasible:
+            reasons = "; ".join(f"{k}: {scores[k]['excluded']}" for k in candidates)
+            raise SelectionError(f"no hardware satisfies the constraints for {spec.name} (batch {batch_size}, {precision}, {mode}): {reasons}")
+        self._score(feasible, scores, mode, family)
+        ranked = sorted(feasible, key=lambda k: -scores[k]["score"])
+        primary = ranked[0]
+        return {
+            "model_family": family, "model_name": spec.name, "model_size": parameters,
+            "model_size_category": self.config.size_category(parameters), "batch_size": batch_size,
+            "sequence_length": perf["sequence_length"], "precision": precision, "mode": mode,
+            "primary_recommendation": primary, "fallback_options": ranked[1:], "compatible_hardware": compatible,
+            "explanation": self._explain(ranked, candidates, scores),
+            "prediction_source": scores[primary]["predictions"]["source"],
+            "all_scores": scores, "config_source": self.config.source, "predictor_version": perf["predictor_version"],
+        }
+
+    def _score(self, feasible: list[str], scores: dict[str, dict[str, Any]], mode: str, family: str) -> None:
+        pred = {k: scores[k]["predictions"] for k in feasible}
+        best_latency = min(p["latency"] for p in pred.values())
+        best_throughput = max(p["throughput"] for p in pred.values())
+        best_memory = min(p["memory_mb"] for p in pred.values())
+        weights = self.config.weights(mode, family)
+        for k in feasible:
+            p = pred[k]
+            components = {
+                "latency_weight": best_latency / p["latency"], "throughput_weight": p["throughput"] / best_throughput,
+                "memory_weight": best_memory / p["memory_mb"], "compatibility_weight": SOURCE_CONFIDENCE.get(p["source"], 0.0),
+                # Convergence per step does not depend on the hardware at equal precision.
+                "convergence_weight": 1.0,
+            }
+            used = {w: v for w, v in weights.items() if w in components}
+            base = sum(used[w] * components[w] for w in used) / sum(used.values())
+            preference, factors = self.config.preference(k)
+            scores[k].update(score=base * preference, relative_scores={w.removesuffix("_weight"): components[w] for w in used},
+                             weights=used, preference=preference, preference_factors=factors)
+
+    @staticmethod
+    def _explain(ranked: list[str], candidates: list[str], scores: dict[str, dict[str, Any]]) -> str:
+        def figures(k: str) -> str:
+            s = scores[k]
+            p = s["predictions"]
+            memory = f"fits {s['memory_needed_gb']:.1f} of {s['device_memory_gb']:.1f} GB" if s.get("device_memory_gb") else \
+                f"needs {s['memory_needed_gb']:.1f} GB"
+            return f"{k}: {p['latency']:.1f} ms predicted ({p['source']}), {p['throughput']:.1f} samples/s, {memory}, score {s['score']:.2f}"
+
+        parts = [figures(ranked[0])]
+        parts += [f"vs {figures(k)}" for k in ranked[1:3]]
+        excluded = [f"{k} excluded ({scores[k]['excluded']})" for k in candidates if scores[k]["excluded"]]
+        return "; ".join(parts + excluded)
+
+    def select_hardware_for_task(self, model_family: str | None, model_name: str, task_type: str, batch_size: int = 1,
+                                 **kwargs) -> dict[str, Any]:
+        """Spec 002's task types: the task fixes the mode (fine_tuning and training train)."""
+        if task_type not in TASK_MODES:
+            raise SelectionError(f"unknown task_type '{task_type}'; known: {', '.join(TASK_MODES)}")
+        families = TASK_FAMILIES[task_type]
+        family = model_family or classify_spec(resolve_model(model_name)).family
+        if families is not None and family not in families:
+            raise SelectionError(f"task '{task_type}' does not apply to a {family} model (it applies to {', '.join(families)})")
+        result = self.select_hardware(model_family, model_name, batch_size, task_type=task_type, **kwargs)
+        result["task_type"] = task_type
+        return result
+
+    def select_hardware_batch(self, models: list[dict[str, Any]], batch_size: int = 1, mode: str = "inference",
+                              **kwargs) -> dict[str, Any]:
+        """Spec 000's /hardware/batch response: per model, primary, fallbacks and explanation (or the error)."""
+        out: dict[str, Any] = {}
+        for m in models:
+            try:
+                r = self.select_hardware(m.get("family"), m["name"], batch_size, mode=mode, **kwargs)
+                out[m["name"]] = {"primary": r["primary_recommendation"], "fallbacks": r["fallback_options"],
+                                  "explanation": r["explanation"]}
+            except (SelectionError, ValueError, LookupError) as exc:
+                out[m["name"]] = {"primary": None, "fallbacks": [], "explanation": str(exc)}
+        return out

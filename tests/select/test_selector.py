@@ -1,0 +1,125 @@
+"""Hardware selection on the session's trained predictor: constraints exclude with reasons,
+scores are relative, and the configuration is validated."""
+import json
+
+import pytest
+
+from devicefit.select.config import SelectionConfigError, load_config
+from devicefit.select.selector import HardwareSelector, SelectionError
+
+
+@pytest.fixture(scope="module")
+def selector(measured, artifact):
+    return HardwareSelector(benchmark_dir=measured.root, record=False)
+
+
+def test_response_has_the_spec_shape_and_relative_scores(selector):
+    r = selector.select_hardware("embedding", "bert-base-uncased", 16, 128, available_hardware=["cpu", "cuda"])
+    assert {"model_family", "model_name", "model_size", "model_size_category", "batch_size", "sequence_length", "precision",
+            "mode", "primary_recommendation", "fallback_options", "compatible_hardware", "explanation",
+            "prediction_source", "all_scores"} <= set(r)
+    assert r["model_size"] == 109_482_240 and r["model_size_category"] == "medium"
+    assert {r["primary_recommendation"], *r["fallback_options"]} == {"cpu", "cuda"}
+    latency = {k: s["relative_scores"]["latency"] for k, s in r["all_scores"].items()}
+    assert max(latency.values()) == pytest.approx(1.0) and min(latency.values()) < 1.0  # relative to the best
+    assert "ms predicted" in r["explanation"] and r["primary_recommendation"] in r["explanation"]
+    assert r["all_scores"]["cpu"]["predictions"]["source"] == "trained_predictor"
+
+
+def test_incompatible_hardware_is_excluded_with_the_reason(selector):
+    r = selector.select_hardware(None, "bert-tiny", 2, available_hardware=["cpu", "webnn"])
+    assert r["primary_recommendation"] == "cpu" and "webnn" not in r["compatible_hardware"]
+    assert r["all_scores"]["webnn"]["excluded"].startswith("incompatible") and "webnn excluded (incompatible" in r["explanation"]
+
+
+def test_measured_failures_make_a_family_incompatible(selector, monkeypatch):
+    matrix = {"model_families": {"embedding": {"hardware_compatibility": {
+        "cpu": {"compatible": False, "source": "measured", "reasons": ["out of memory"]}}}}}
+    monkeypatch.setattr(selector, "compatibility", matrix)
+    r = selector.select_hardware(None, "bert-tiny", 2, available_hardware=["cpu", "cuda"])
+    assert r["primary_recommendation"] == "cuda"
+    assert "every embedding measurement on cpu failed: out of memory" in r["all_scores"]["cpu"]["excluded"]
+
+
+def test_unavailable_hardware_is_excluded_when_none_is_declared(selector):
+    r = selector.select_hardware(None, "bert-tiny", 2)
+    assert r["primary_recommendation"] == "cpu"
+    assert r["all_scores"]["cuda"]["excluded"].startswith("not available here")
+
+
+def test_a_model_that_does_not_fit_is_excluded(selector):
+    # gpt2 at batch 512: tens of GB of activations; the 16 GB of the published M2 reference cannot hold it.
+    r = selector.select_hardware(None, "gpt2", 512, available_hardware=["mps", "cuda"])
+    assert r["primary_recommendation"] == "cuda"
+    assert r["all_scores"]["mps"]["excluded"].startswith("does not fit: needs")
+    assert "of 16.0 GB" in r["all_scores"]["mps"]["excluded"]
+
+
+def test_latency_bound_excludes_slow_candidates(selector):
+    free = selector.select_hardware(None, "bert-tiny", 2, available_hardware=["cpu", "cuda"])
+    cpu, cuda = (free["all_scores"][k]["predictions"]["latency"] for k in ("cpu", "cuda"))
+    bound = (cpu + cuda) / 2
+    r = selector.select_hardware(None, "bert-tiny", 2, available_hardware=["cpu", "cuda"], max_latency_ms=bound)
+    slower = "cpu" if cpu > cuda else "cuda"
+    assert slower not in [r["primary_recommendation"], *r["fallback_options"]]
+    assert "misses the latency bound" in r["all_scores"][slower]["excluded"]
+    with pytest.raises(SelectionError, match="no hardware satisfies"):
+        selector.select_hardware(None, "bert-tiny", 2, available_hardware=["cpu", "cuda"], max_latency_ms=min(cpu, cuda) / 10)
+
+
+def test_tasks_set_the_mode_and_refuse_mismatched_families(selector):
+    r = selector.select_hardware_for_task(None, "bert-tiny", "fine_tuning", 2, available_hardware=["cpu", "cuda"])
+    assert r["mode"] == "training" and r["task_type"] == "fine_tuning"
+    with pytest.raises(SelectionError, match="does not apply"):
+        selector.select_hardware_for_task(None, "mobilenet-v2", "speech_recognition")
+    with pytest.raises(SelectionError, match="unknown task_type"):
+        selector.select_hardware_for_task(None, "bert-tiny", "juggling")
+
+
+def test_batch_selection_answers_each_model(selector):
+    out = selector.select_hardware_batch([{"name": "bert-tiny", "family": "embedding"}, {"name": "no-such-model"}], 1,
+                                         available_hardware=["cpu", "cuda"])
+    assert out["bert-tiny"]["primary"] in ("cpu", "cuda") and out["no-such-model"]["primary"] is None
+
+
+def test_config_errors_name_the_field(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"selection_criteria": {"inference": {"latency_weight": "high"}}}))
+    with pytest.raises(SelectionConfigError, match=r"selection_criteria\.inference\.latency_weight must be a number, got 'high'"):
+        load_config(bad)
+    bad.write_text(json.dumps({"model_size_categories": {"small": 5, "medium": 2, "large": 9}}))
+    with pytest.raises(SelectionConfigError, match="ascend"):
+        load_config(bad)
+    bad.write_text("{not json")
+    with pytest.raises(SelectionConfigError, match="not valid JSON"):
+        load_config(bad)
+    with pytest.raises(SelectionConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.json")
+
+
+def test_config_weights_change_the_choice(measured, artifact, tmp_path):
+    memory_only = tmp_path / "memory.json"
+    memory_only.write_text(json.dumps({"selection_criteria": {"inference": {
+        "latency_weight": 0, "throughput_weight": 0, "memory_weight": 1, "compatibility_weight": 0}},
+        "hardware_preferences": {"cpu": {"cost_factor": 1.0, "availability_factor": 1.0, "power_factor": 1.0},
+                                 "cuda": {"cost_factor": 1.0, "availability_factor": 1.0, "power_factor": 1.0}}}))
+    s = HardwareSelector(benchmark_dir=measured.root, config_path=memory_only, record=False)
+    r = s.select_hardware(None, "bert-tiny", 2, available_hardware=["cpu", "cuda"])
+    mem = {k: r["all_scores"][k]["predictions"]["memory_mb"] for k in ("cpu", "cuda")}
+    assert r["primary_recommendation"] == min(mem, key=mem.get)
+    assert r["config_source"].startswith(str(memory_only))
+
+
+def test_select_cli(measured, artifact):
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+
+    out = CliRunner().invoke(app, ["select", "--model", "bert-tiny", "--batch-size", "2", "--hardware", "cpu,cuda,webnn",
+                                   "--benchmark-dir", str(measured.root), "--json"])
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.output)
+    assert r["primary_recommendation"] in ("cpu", "cuda") and r["all_scores"]["webnn"]["excluded"]
+    out = CliRunner().invoke(app, ["select", "--model", "bert-tiny", "--hardware", "cpu", "--max-latency-ms", "0.0001",
+                                   "--benchmark-dir", str(measured.root)])
+    assert out.exit_code == 2 and "misses the latency bound" in out.output
