@@ -38,8 +38,7 @@ INT8_WEIGHT_FACTOR = 0.25
 # Prior GEMM speed-up over the fp32 probe per precision: int8 VNNI/DP4A and fp16/bf16 units do
 # 4x and 2x the multiply-adds per cycle of fp32 on the hardware devicefit measures.
 PRECISION_SPEEDUP = {"fp32": 1.0, "fp16": 2.0, "bf16": 2.0, "int8": 4.0}
-import os
-PRIOR_WEIGHT = float(os.environ.get("DF_PRIOR", "0.3"))  # pull of each log-parameter toward its prior, per unit of log error
+PRIOR_WEIGHT = 0.3  # pull of each log-parameter toward its prior, per unit of log error
 OPTIMIZER_BYTES_PER_PARAMETER = 28
 
 
@@ -148,8 +147,7 @@ def fit_operator_roofline(kind: str, backend: str, samples: list[tuple["ModelPoi
         predicted = np.log([operator_time_ms(p, b, pr, m, v) for p, b, pr, m, _ in samples])
         return np.concatenate([predicted - measured, PRIOR_WEIGHT * (x - x0)])
 
-    import os
-    x = least_squares(residuals, x0, method="trf", loss=os.environ.get("DF_LOSS", "linear"), f_scale=float(os.environ.get("DF_FSCALE", "1.0"))).x
+    x = least_squares(residuals, x0, method="trf").x
     r = residuals(x)[: len(samples)]
     return OperatorRoofline(kind, backend, {n: float(math.exp(val)) for n, val in zip(names, x)}, priors, len(samples),
                             float(np.sqrt(np.mean(r ** 2))))
