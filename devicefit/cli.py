@@ -1,4 +1,5 @@
-"""The `devicefit` command line: detect, models, classify, benchmark, db, ingest, run, predict, select, distributed."""
+"""The `devicefit` command line: detect, models, classify, benchmark, db, ingest, run, predict, select, map, distributed,
+resources, recommend, memory-search."""
 from __future__ import annotations
 
 import json
@@ -119,10 +120,18 @@ def classify(
     model_class: Optional[str] = typer.Option(None, "--model-class", help="Architecture class, e.g. BertForMaskedLM."),
     task: Optional[list[str]] = typer.Option(None, "--task", help="A task the model serves (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    hardware_aware: bool = typer.Option(False, "--hardware-aware", help="Add spec 003's recommended hardware, resource requirements and hardware profile (JSON)."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory for --hardware-aware (default: data/)."),
 ) -> None:
     """Classify a model into a family and subfamily, with the evidence that decided it."""
     from models.classifier import classify_model
 
+    if hardware_aware:
+        try:
+            print(json.dumps(_classifier(benchmark_dir).classify_model(model, model_class, task), indent=2))
+        except _select_errors() as exc:
+            _fail(str(exc))
+        return
     result = classify_model(model, model_class, task)
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
@@ -373,7 +382,8 @@ def run_command(
     console.print("written:")
     written = (("database", paths.database), ("landing files", paths.raw),
                ("compatibility matrix", paths.outputs / "compatibility_matrix.json"),
-               ("prediction matrix", paths.outputs / "prediction_matrix.json"), ("predictors", paths.root / "predictors"),
+               ("prediction matrix", paths.outputs / "prediction_matrix.json"),
+               ("selection map", paths.outputs / "selection_map.json"), ("predictors", paths.root / "predictors"),
                ("served predictions", paths.root / "predictions"), ("hardware inventory", paths.root / "hardware.json"))
     for label, path in written:
         if path.exists():
@@ -560,6 +570,107 @@ def select_command(
                       p["source"], s["excluded"] or "")
     console.print(table)
     console.print(result["explanation"])
+
+
+@app.command("map")
+def map_command(
+    families: Optional[str] = typer.Option(None, "--families", help="Comma-separated families (default: all five)."),
+    batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", help="Comma-separated batch sizes (default 1,4,16,32,64)."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds to choose among (default: every kind)."),
+    output: Path = typer.Option(Path("hardware_map.json"), "--output", help="Where to write the map JSON."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Selection config JSON over the shipped defaults."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+) -> None:
+    """Write spec 002's selection map: per family, the recommendation per size category and mode
+    and per batch size, each cell answered for a real catalog model of that category."""
+    from devicefit.predict.api import PredictorUnavailable
+    from devicefit.results_io import write_json_atomic
+    from devicefit.select.config import SelectionConfigError
+    from devicefit.select.selection_map import selection_map
+    from devicefit.select.selector import HardwareSelector, SelectionError
+
+    try:
+        selector = HardwareSelector(benchmark_dir=benchmark_dir, config_path=config, record=False)
+        document = selection_map(selector, _csv(families, "--families") if families else None,
+                                 _ints(batch_sizes, "--batch-sizes") if batch_sizes else None,
+                                 _csv(hardware, "--hardware") if hardware else None)
+    except (PredictorUnavailable, SelectionConfigError, SelectionError, ValueError) as exc:
+        _fail(str(exc))
+    write_json_atomic(output, document)
+    table = Table(title=f"selection map ({output})")
+    for col in ("family", "size", "model", "inference", "training"):
+        table.add_column(col)
+    for family, entry in document["model_families"].items():
+        for size, cell in entry["model_sizes"].items():
+            table.add_row(family, size, cell["inference"]["model"], str(cell["inference"]["primary"]), str(cell["training"]["primary"]))
+    console.print(table)
+
+
+def _classifier(benchmark_dir: Optional[Path], config: Optional[Path] = None):
+    from devicefit.select.resources import HardwareAwareModelClassifier
+
+    return HardwareAwareModelClassifier(benchmark_dir=benchmark_dir, config_path=config)
+
+
+def _select_errors() -> tuple:
+    from devicefit.predict.api import PredictorUnavailable
+    from devicefit.select.config import SelectionConfigError
+    from devicefit.select.memory_search import MemorySearchError
+    from devicefit.select.selector import SelectionError
+    from models.catalog import UnknownModelError
+
+    return (PredictorUnavailable, SelectionConfigError, SelectionError, MemorySearchError, UnknownModelError, ValueError)
+
+
+@app.command()
+def resources(
+    models: list[str] = typer.Argument(..., help="Models to hold in one resource pool."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+) -> None:
+    """Spec 003's resource pool configuration: per model its family, recommended hardware and
+    memory/disk/core requirements (measured or predicted, each saying which), and whether the
+    models together need a low-memory mode here."""
+    try:
+        config = _classifier(benchmark_dir).get_optimal_resource_pool_config(models)
+    except _select_errors() as exc:
+        _fail(str(exc))
+    print(json.dumps(config, indent=2))
+
+
+@app.command()
+def recommend(
+    task: str = typer.Option(..., "--task", help="A Hugging Face task (text-generation, image-classification, ...) or a selector task type."),
+    hardware: Optional[str] = typer.Option(None, "--hw", "--hardware", help="Comma-separated hardware the model must run on."),
+    limit: int = typer.Option(5, "--limit", help="At most this many models."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+) -> None:
+    """Catalog models for a task, ranked by predicted latency on the allowed hardware (spec 003)."""
+    try:
+        result = _classifier(benchmark_dir).recommend_model_for_task(task, _csv(hardware, "--hardware") if hardware else None, limit)
+    except _select_errors() as exc:
+        _fail(str(exc))
+    print(json.dumps(result, indent=2))
+
+
+@app.command("memory-search")
+def memory_search_command(
+    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    hardware: str = typer.Option("cpu", "--hardware", help="cpu, cuda, rocm or mps."),
+    memory_constrained: float = typer.Option(..., "--memory-constrained", help="Memory cap in MB (MiB)."),
+    mode: str = typer.Option("inference", "--mode", help="inference or training."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+) -> None:
+    """Spec 004's memory-constrained search: the batch size x precision with the best throughput
+    whose peak memory stays under the cap, from measurements where they exist, else predictions."""
+    from devicefit.predict.api import HardwareModelPredictor
+    from devicefit.select.memory_search import memory_constrained_search
+
+    try:
+        result = memory_constrained_search(model, hardware, memory_constrained, mode,
+                                           HardwareModelPredictor(benchmark_dir=benchmark_dir, record=False))
+    except _select_errors() as exc:
+        _fail(str(exc))
+    print(json.dumps(result, indent=2))
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -150,6 +150,17 @@ def publish_prediction_matrix(paths: DataPaths) -> tuple[str, dict[str, Any]]:
     return write_output_json(paths, "prediction_matrix.json", matrix), matrix
 
 
+def publish_selection_map(paths: DataPaths, inventory: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Spec 002's selection map from the published predictor and compatibility matrix. Map
+    cells are not recorded as served predictions: nobody asked for them."""
+    from devicefit.select.selection_map import selection_map
+    from devicefit.select.selector import HardwareSelector
+
+    selector = HardwareSelector(benchmark_dir=paths.root, inventory=inventory, record=False)
+    document = selection_map(selector)
+    return write_output_json(paths, "selection_map.json", document), document
+
+
 def validate_served_predictions(paths: DataPaths) -> tuple[int, list[dict[str, Any]]]:
     """Load served-prediction files and compare them with measurements taken since."""
     from devicefit.predict.served import read_served, served_dir

@@ -7,6 +7,7 @@ from assets.measurements import measurements
 from assets.predictors import PREDICTOR_CHECKS, prediction_matrix, prediction_validation, predictors
 from assets.resources import DevicefitData
 from assets.results import aggregated_results, benchmark_results, compatibility_matrix
+from assets.selection import selection_map
 from pipelines.jobs import inventory_job, measurements_job, results_job
 from pipelines.schedules import nightly_benchmarks
 
@@ -17,7 +18,7 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
 
 defs = dg.Definitions(
     assets=[hardware_inventory, model_catalog, measurements, benchmark_results, aggregated_results, compatibility_matrix,
-            predictors, prediction_matrix, prediction_validation],
+            predictors, prediction_matrix, prediction_validation, selection_map],
     asset_checks=[*ALL_CHECKS, *PREDICTOR_CHECKS],
     jobs=[measurements_job, results_job, inventory_job],
     schedules=[nightly_benchmarks],

@@ -20,7 +20,8 @@ def test_every_selection_string_resolves_to_a_non_empty_set():
         assert keys, f"selection {name!r} = {selection!r} matches nothing (and would materialize everything)"
     results = {k.to_user_string() for k in dg.AssetSelection.from_string(selections.RESULTS).resolve(graph)}
     assert results == {"benchmark_results", "aggregated_results", "compatibility_matrix", "latency_predictor",
-                       "throughput_predictor", "memory_predictor", "prediction_matrix", "prediction_validation"}
+                       "throughput_predictor", "memory_predictor", "prediction_matrix", "prediction_validation",
+                       "selection_map"}
 
 
 def test_partitions_are_hardware_by_model():

@@ -6,6 +6,7 @@ import pytest
 
 from devicefit.select.config import SelectionConfigError, load_config
 from devicefit.select.selector import HardwareSelector, SelectionError
+from models.catalog import resolve_model
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +124,57 @@ def test_select_cli(measured, artifact):
     out = CliRunner().invoke(app, ["select", "--model", "bert-tiny", "--hardware", "cpu", "--max-latency-ms", "0.0001",
                                    "--benchmark-dir", str(measured.root)])
     assert out.exit_code == 2 and "misses the latency bound" in out.output
+
+
+def test_selection_map_has_the_spec_shape(selector):
+    from devicefit.select.selection_map import selection_map
+
+    m = selection_map(selector, ["embedding", "vision"], [1, 8], ["cpu", "cuda", "webnn"])
+    assert {"timestamp", "model_families"} <= set(m)
+    embedding = m["model_families"]["embedding"]
+    small = embedding["model_sizes"]["small"]
+    assert set(small) == {"inference", "training"}
+    assert small["inference"]["primary"] in ("cpu", "cuda") and isinstance(small["inference"]["fallbacks"], list)
+    assert small["inference"]["model"] and "webnn" in small["inference"]["excluded"]
+    assert set(embedding["inference"]["batch_sizes"]) == {"1", "8"}
+    assert "xlarge" in embedding["no_model"]  # no catalog embedding model has 10B parameters: said, not filled in
+    with pytest.raises(SelectionError, match="unknown model families"):
+        selection_map(selector, ["poetry"])
+
+
+def test_memory_constrained_search_prefers_measurements_and_respects_the_cap(measured, artifact):
+    from devicefit.predict.api import HardwareModelPredictor
+    from devicefit.select.memory_search import MemorySearchError, memory_constrained_search
+
+    predictor = HardwareModelPredictor(benchmark_dir=measured.root, record=False)
+    r = memory_constrained_search("bert-tiny", "cpu", 4096, predictor=predictor, batch_sizes=(1, 2, 8))
+    bases = {(c["batch_size"], c["precision"]): c["basis"] for c in r["candidates"]}
+    assert bases[(1, "fp32")] == "measured" and bases[(8, "fp32")].startswith("predicted")
+    assert r["best"]["memory_mb"] <= 4096
+    assert r["best"]["throughput"] == max(c["throughput"] for c in r["candidates"] if c["memory_mb"] <= 4096)
+    with pytest.raises(MemorySearchError, match="nothing fits 1 MB"):
+        memory_constrained_search("bert-tiny", "cpu", 1, predictor=predictor, batch_sizes=(1,))
+    with pytest.raises(MemorySearchError, match="no devicefit backend"):
+        memory_constrained_search("bert-tiny", "webnn", 1024, predictor=predictor)
+
+
+def test_hardware_aware_classification_and_resource_pool(selector):
+    from devicefit.select.resources import HardwareAwareModelClassifier
+
+    c = HardwareAwareModelClassifier(selector=selector)
+    r = c.classify_model("bert-tiny")
+    assert r["family"] == "embedding" and r["recommended_hardware"] == "cpu" and 0 < r["confidence"] <= 1
+    req = r["resource_requirements"]
+    assert req["min_memory_mb"] <= req["recommended_memory_mb"] and req["disk_space_mb"] == round(4 * r["parameters"] / 2**20)
+    assert req["basis"]["min_memory_mb"].endswith("measured")  # bert-tiny batch 1 was measured
+    assert r["hardware_profile"]["cpu"]["system_available"] and not r["hardware_profile"]["webnn"]["compatible"]
+    pool = c.get_optimal_resource_pool_config(["bert-tiny", "all-MiniLM-L6-v2"])
+    assert pool["resource_requirements"]["total_memory_mb"] == sum(
+        m["resource_requirements"]["recommended_memory_mb"] for m in pool["models"].values())
+    assert pool["hardware_recommendations"]["preferred_hardware"] == "cpu"
+    assert c.get_compatible_models_for_hardware(["bert-tiny", "gpt2"], "cpu") == ["bert-tiny", "gpt2"]
+    assert c.get_compatible_models_for_hardware(["bert-tiny"], "webnn") == []
+    rec = c.recommend_model_for_task("fill-mask", ["cpu"], limit=3)
+    assert rec["recommendations"] and all("fill-mask" in resolve_model(m["model_name"]).tasks for m in rec["recommendations"])
+    lat = [m["predicted_latency_ms"] for m in rec["recommendations"]]
+    assert lat == sorted(lat)

@@ -1,0 +1,21 @@
+"""The selection map (spec 002), rebuilt when the predictors or the compatibility matrix change."""
+import dagster as dg
+
+from assets.predictors import EAGER, PREDICTOR_KEYS
+from assets.resources import DevicefitData
+from assets.results import compatibility_matrix
+from benchmark_runners.hardware import detect_hardware
+from devicefit.pipeline import publish_selection_map
+
+
+@dg.asset(deps=[*PREDICTOR_KEYS.values(), compatibility_matrix], group_name="selection", automation_condition=EAGER,
+          description="Spec 002 selection map (families x size categories x modes, and batch sizes), data/outputs/.")
+def selection_map(devicefit_data: DevicefitData) -> dg.MaterializeResult:
+    path, document = publish_selection_map(devicefit_data.paths(), detect_hardware(probe=False).to_json())
+    cells = [c for f in document["model_families"].values() for sizes in f["model_sizes"].values() for c in sizes.values()]
+    primaries: dict[str, int] = {}
+    for c in cells:
+        primaries[str(c["primary"])] = primaries.get(str(c["primary"]), 0) + 1
+    return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(path), "cells": len(cells),
+                                          "primary_by_hardware": dg.MetadataValue.json(primaries),
+                                          "no_model": dg.MetadataValue.json({f: e["no_model"] for f, e in document["model_families"].items()})})

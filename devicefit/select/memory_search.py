@@ -1,0 +1,78 @@
+"""Spec 004's memory-constrained search: the batch size x precision with the highest throughput
+whose peak memory stays under a cap. Measured rows answer where they exist; the predictor fills
+the rest, and every candidate says which it is (`basis`)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from devicefit import store
+from devicefit.predict.api import MB, HardwareModelPredictor
+from models.catalog import resolve_model
+
+SEARCH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+PRECISIONS_BY_KIND = {"cpu": ("fp32", "bf16", "int8"), "cuda": ("fp32", "fp16", "bf16", "int8"), "rocm": ("fp32", "fp16", "bf16"),
+                      "mps": ("fp32", "fp16")}
+
+
+class MemorySearchError(ValueError):
+    """The cap is not positive, the hardware has no backend, or nothing fits."""
+
+
+def _measured(database: Path, model: str, kind: str, mode: str) -> dict[tuple[int, str], dict[str, Any]]:
+    """Measured rows at the model's default input, by (batch, precision); the newest wins."""
+    from models.inputs import input_signature
+
+    if not database.exists():
+        return {}
+    default_seq = input_signature(resolve_model(model), 1, None).dims.get("seq_length") or 0
+    con = store.connect(database, read_only=True)
+    try:
+        rows = store.ok_measurements(con)
+    finally:
+        con.close()
+    out: dict[tuple[int, str], dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: str(r.get("timestamp"))):
+        if r["model"] == model and r["device_kind"] == kind and r["mode"] == mode and (r.get("seq_length") or 0) == default_seq:
+            out[(r["batch_size"], r["precision"])] = r
+    return out
+
+
+def memory_constrained_search(model: str, kind: str, cap_mb: float, mode: str = "inference",
+                              predictor: HardwareModelPredictor | None = None,
+                              batch_sizes: tuple[int, ...] = SEARCH_BATCH_SIZES) -> dict[str, Any]:
+    if cap_mb <= 0:
+        raise MemorySearchError(f"the memory cap must be positive, got {cap_mb} MB")
+    if kind not in PRECISIONS_BY_KIND:
+        raise MemorySearchError(f"no devicefit backend measures {kind}; searchable: {', '.join(PRECISIONS_BY_KIND)}")
+    spec = resolve_model(model)
+    predictor = predictor or HardwareModelPredictor(record=False)
+    measured = _measured(predictor.paths.database, spec.name, kind, mode)
+    precisions = ("fp32",) if mode == "training" else PRECISIONS_BY_KIND[kind]
+    candidates = []
+    for precision in precisions:
+        for b in batch_sizes:
+            row = measured.get((b, precision))
+            if row is not None:
+                candidates.append({"batch_size": b, "precision": precision, "basis": "measured",
+                                   "memory_mb": row["peak_rss_bytes"] / MB if kind == "cpu" or not row.get("device_allocated_peak_bytes")
+                                   else row["device_allocated_peak_bytes"] / MB,
+                                   "throughput": row["throughput_samples_per_s"], "latency_ms": row["mean_ms"]})
+                continue
+            p = predictor.predict_performance(spec.name, None, kind, b, None, mode, precision)["predictions"][kind]
+            if p["latency"] is None:
+                continue
+            candidates.append({"batch_size": b, "precision": precision, "basis": f"predicted ({p['source']})",
+                               "memory_mb": p["memory_usage"], "memory_interval_mb": p["memory_interval"],
+                               "throughput": p["throughput"], "latency_ms": p["latency"]})
+    fitting = [c for c in candidates if c["memory_mb"] <= cap_mb]
+    if not fitting:
+        smallest = min(candidates, key=lambda c: c["memory_mb"]) if candidates else None
+        raise MemorySearchError(f"nothing fits {cap_mb:g} MB for {spec.name} on {kind} ({mode})" +
+                                (f": the smallest is batch {smallest['batch_size']} {smallest['precision']} at "
+                                 f"{smallest['memory_mb']:.0f} MB ({smallest['basis']})" if smallest else ""))
+    best = max(fitting, key=lambda c: (c["throughput"], -c["latency_ms"]))
+    return {"model_name": spec.name, "hardware": kind, "mode": mode, "memory_cap_mb": cap_mb, "best": best,
+            "candidates": sorted(candidates, key=lambda c: (c["precision"], c["batch_size"])),
+            "excluded": [f"batch {c['batch_size']} {c['precision']}: {c['memory_mb']:.0f} MB > {cap_mb:g} MB ({c['basis']})"
+                         for c in candidates if c["memory_mb"] > cap_mb]}

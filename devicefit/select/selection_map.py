@@ -1,0 +1,76 @@
+"""The selection map of spec 002 (and spec 000's /hardware/map): for every family, the
+recommendation per model-size category and mode, and per batch size.
+
+Each cell is answered by the selector for a real catalog model of that family and size
+category (named in the cell as `model`), never by a rule of thumb; a category the catalog has
+no model for is listed under `no_model` instead of being filled in.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+from devicefit.select.selector import HardwareSelector, SelectionError
+from models.analysis import parameter_count
+from models.catalog import FAMILIES, load_catalog
+from models.classifier import classify_spec
+
+DEFAULT_MAP_BATCH_SIZES = (1, 4, 16, 32, 64)
+MODES = ("inference", "training")
+SIZE_CATEGORIES = ("small", "medium", "large", "xlarge")
+
+
+def representatives(selector: HardwareSelector) -> dict[str, dict[str, tuple[str, int]]]:
+    """family -> size category -> (the catalog model closest to the category's middle, its parameters)."""
+    out: dict[str, dict[str, list[tuple[str, int]]]] = {}
+    for spec in load_catalog().values():
+        family = classify_spec(spec).family
+        if family is None:
+            continue
+        params = parameter_count(spec)
+        out.setdefault(family, {}).setdefault(selector.config.size_category(params), []).append((spec.name, params))
+    # The median model of each category stands for it.
+    return {f: {c: sorted(ms, key=lambda m: m[1])[len(ms) // 2] for c, ms in cats.items()} for f, cats in out.items()}
+
+
+def _cell(selector: HardwareSelector, model: str, family: str, batch: int, mode: str, hardware: list[str]) -> dict[str, Any]:
+    try:
+        r = selector.select_hardware(family, model, batch, mode=mode, available_hardware=hardware)
+    except (SelectionError, ValueError) as exc:
+        return {"primary": None, "fallbacks": [], "model": model, "batch_size": batch, "reason": str(exc)}
+    return {"primary": r["primary_recommendation"], "fallbacks": r["fallback_options"], "model": model, "batch_size": batch,
+            "prediction_source": r["prediction_source"],
+            "excluded": {k: s["excluded"] for k, s in r["all_scores"].items() if s["excluded"]}}
+
+
+def selection_map(selector: HardwareSelector, model_families: list[str] | None = None, batch_sizes: list[int] | None = None,
+                  hardware_platforms: list[str] | None = None) -> dict[str, Any]:
+    families = list(model_families or FAMILIES)
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        raise SelectionError(f"unknown model families {', '.join(unknown)}; known: {', '.join(FAMILIES)}")
+    batches = list(batch_sizes or DEFAULT_MAP_BATCH_SIZES)
+    if any(b < 1 for b in batches):
+        raise SelectionError(f"batch sizes must be positive integers, got {batches}")
+    hardware = list(hardware_platforms or HARDWARE_KINDS)
+    reps = representatives(selector)
+    out: dict[str, Any] = {}
+    for family in families:
+        cats = reps.get(family, {})
+        entry: dict[str, Any] = {"model_sizes": {}, "no_model": [c for c in SIZE_CATEGORIES if c not in cats]}
+        for category in SIZE_CATEGORIES:
+            if category in cats:
+                model = cats[category][0]
+                entry["model_sizes"][category] = {mode: _cell(selector, model, family, 1 if mode == "inference" else 8, mode, hardware)
+                                                  for mode in MODES}
+        if cats:
+            # Batch-size rows use the family's smallest category's representative.
+            model = cats[next(c for c in SIZE_CATEGORIES if c in cats)][0]
+            entry["inference"] = {"batch_sizes": {str(b): _cell(selector, model, family, b, "inference", hardware) for b in batches}}
+        out[family] = entry
+    return {
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "model_families": out, "batch_sizes": batches, "hardware_platforms": hardware,
+        "config_source": selector.config.source, "predictor_version": selector.predictor.predictor.version(),
+    }
