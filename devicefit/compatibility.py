@@ -14,10 +14,33 @@ from devicefit import store
 from models.catalog import FAMILIES
 
 BACKEND_KINDS = {"cpu": "torch", "cuda": "torch", "mps": "torch", "rocm": "torch (as cuda)"}
+# Median achieved fraction of the device's probed fp32 matmul peak, as spec 002's rating.
+RATING_THRESHOLDS = ((0.5, "high"), (0.15, "medium"), (0.0, "low"))
+
+
+def performance_ratings(con, inventory: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(family, kind) -> rating from measured fp32 inference efficiency against this machine's
+    probe. Kinds without a probe here (measurements ingested from elsewhere) get no rating."""
+    probes = (inventory or {}).get("probes") or {}
+    peaks = {("cpu" if d == "cpu" else "mps" if d == "mps" else "cuda"): p.get("matmul_gflops_best")
+             for d, p in probes.items() if isinstance(p, dict) and p.get("matmul_gflops_best")}
+    efficiencies: dict[tuple[str, str], list[float]] = {}
+    for r in store.fp32_inference_gflops(con):
+        if r["device_kind"] in peaks:
+            efficiencies.setdefault((r["family"], r["device_kind"]), []).append(r["gflops"] / peaks[r["device_kind"]])
+    out = {}
+    for key, values in efficiencies.items():
+        median = sorted(values)[len(values) // 2]
+        rating = next(label for bound, label in RATING_THRESHOLDS if median >= bound)
+        out[key] = {"performance_rating": rating,
+                    "performance_basis": f"median fp32 inference reaches {median:.0%} of the probed {peaks[key[1]]:.0f} GFLOP/s "
+                                         f"over {len(values)} rows"}
+    return out
 
 
 def compatibility_matrix(con, inventory: dict[str, Any] | None = None) -> dict[str, Any]:
     rows = store.status_by_family_and_kind(con)
+    ratings = performance_ratings(con, inventory)
     platforms = (inventory or {}).get("platforms", {})
     families: dict[str, Any] = {}
     for family in FAMILIES:
@@ -44,6 +67,8 @@ def compatibility_matrix(con, inventory: dict[str, Any] | None = None) -> dict[s
             else:
                 entry.update(compatible=None, source="no_backend",
                              reason=platforms.get(kind, {}).get("reason") or f"devicefit has no backend that measures {kind}")
+            entry.update(ratings.get((family, kind), {"performance_rating": None,
+                                                      "performance_basis": "no fp32 inference measured against a probe here"}))
             compat[kind] = entry
         families[family] = {"hardware_compatibility": compat}
     return {

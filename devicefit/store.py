@@ -392,6 +392,17 @@ def ok_measurements(con) -> list[dict[str, Any]]:
     return list(iter_results(con, "status = 'ok'"))
 
 
+def fp32_inference_gflops(con) -> list[dict[str, Any]]:
+    """Achieved GFLOP/s of each ok fp32 inference row (forward FLOPs x batch / mean time), by
+    family and device kind and the device it ran on."""
+    return query(con, """
+        SELECT family, device_kind, hardware_fingerprint,
+               forward_flops_per_sample * batch_size / (mean_ms / 1e3) / 1e9 AS gflops
+        FROM measurements
+        WHERE status = 'ok' AND precision = 'fp32' AND mode = 'inference' AND family IS NOT NULL
+          AND forward_flops_per_sample > 0 AND mean_ms > 0""")
+
+
 def status_by_family_and_kind(con) -> list[dict[str, Any]]:
     """Counts per family x device kind x precision x status, the models and the reasons. A skip
     because hardware was absent is left out: it says nothing about compatibility."""

@@ -54,6 +54,9 @@ def test_graph_materializes_in_process_on_two_tiny_models(tmp_path):
     matrix = json.loads((paths.outputs / "compatibility_matrix.json").read_text())
     cpu_vision = matrix["model_families"]["vision"]["hardware_compatibility"]["cpu"]
     assert cpu_vision["source"] == "measured" and cpu_vision["compatible"]
+    assert cpu_vision["performance_rating"] in ("high", "medium", "low") and "GFLOP/s" in cpu_vision["performance_basis"]
+    assert set(matrix) >= {"timestamp", "hardware_types", "model_families"}
+    assert matrix["model_families"]["audio"]["hardware_compatibility"]["cpu"]["performance_rating"] is None
     assert matrix["model_families"]["audio"]["hardware_compatibility"]["cpu"]["source"] == "declared_unmeasured"
     assert matrix["model_families"]["audio"]["hardware_compatibility"]["webgpu"]["source"] == "no_backend"
     materializations = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}

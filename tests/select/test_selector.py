@@ -147,7 +147,8 @@ def test_memory_constrained_search_prefers_measurements_and_respects_the_cap(mea
     from devicefit.select.memory_search import MemorySearchError, memory_constrained_search
 
     predictor = HardwareModelPredictor(benchmark_dir=measured.root, record=False)
-    r = memory_constrained_search("bert-tiny", "cpu", 4096, predictor=predictor, batch_sizes=(1, 2, 8))
+    # all-MiniLM-L6-v2 keeps its session measurements (batch 1 and 2, fp32) for the whole run.
+    r = memory_constrained_search("all-MiniLM-L6-v2", "cpu", 4096, predictor=predictor, batch_sizes=(1, 2, 8))
     bases = {(c["batch_size"], c["precision"]): c["basis"] for c in r["candidates"]}
     assert bases[(1, "fp32")] == "measured" and bases[(8, "fp32")].startswith("predicted")
     assert r["best"]["memory_mb"] <= 4096
@@ -162,11 +163,11 @@ def test_hardware_aware_classification_and_resource_pool(selector):
     from devicefit.select.resources import HardwareAwareModelClassifier
 
     c = HardwareAwareModelClassifier(selector=selector)
-    r = c.classify_model("bert-tiny")
+    r = c.classify_model("all-MiniLM-L6-v2")
     assert r["family"] == "embedding" and r["recommended_hardware"] == "cpu" and 0 < r["confidence"] <= 1
     req = r["resource_requirements"]
     assert req["min_memory_mb"] <= req["recommended_memory_mb"] and req["disk_space_mb"] == round(4 * r["parameters"] / 2**20)
-    assert req["basis"]["min_memory_mb"].endswith("measured")  # bert-tiny batch 1 was measured
+    assert req["basis"]["min_memory_mb"].endswith("measured")  # its batch 1 was measured
     assert r["hardware_profile"]["cpu"]["system_available"] and not r["hardware_profile"]["webnn"]["compatible"]
     pool = c.get_optimal_resource_pool_config(["bert-tiny", "all-MiniLM-L6-v2"])
     assert pool["resource_requirements"]["total_memory_mb"] == sum(
