@@ -25,9 +25,8 @@ def main() -> int:
     from models.catalog import resolve_model
 
     paths = DataPaths(Path(args.database).resolve().parent) if args.database else DataPaths.default()
-    con = store.connect(paths.database, read_only=True)
-    rows = [r for r in store.ok_measurements(con) if r["mode"] == "training" and r["precision"] == "fp32" and r["device_kind"] == "cpu"]
-    con.close()
+    rows = [r for r in store.read_ok_measurements(paths.database)
+            if r["mode"] == "training" and r["precision"] == "fp32" and r["device_kind"] == "cpu"]
     if not rows:
         print("no fp32 CPU training rows measured: run `make run` first", file=sys.stderr)
         return 1

@@ -48,9 +48,7 @@ def main() -> int:
     from devicefit.predict.training import ERROR_BARS, TARGETS, train
 
     paths = DataPaths(Path(args.database).resolve().parent) if args.database else DataPaths.default()
-    con = store.connect(paths.database, read_only=True)
-    rows = store.ok_measurements(con)
-    con.close()
+    rows = store.read_ok_measurements(paths.database)
     started = time.perf_counter()
     artifact = train(rows, device_specs(detect_hardware().to_json()))
     print(f"trained on {artifact['rows']} rows of {len(artifact['models'])} models in {time.perf_counter() - started:.1f} s "

@@ -30,11 +30,10 @@ def main() -> int:
     if not inventory_path.exists():
         print(f"no {inventory_path}: run `make run` first", file=sys.stderr)
         return 1
-    con = store.connect(paths.database, read_only=True)
-    rows = store.ok_measurements(con)
-    con.close()
-    data = training.training_data(rows, device_specs(json.loads(inventory_path.read_text())))
-    oof = training.held_out_predictions(data, data.models, training.categories_of(data.features), device_specs(json.loads(inventory_path.read_text())))
+    rows = store.read_ok_measurements(paths.database)
+    specs = device_specs(json.loads(inventory_path.read_text()))
+    data = training.training_data(rows, specs)
+    oof = training.held_out_predictions(data, data.models, training.categories_of(data.features), specs)
     decisions: dict[tuple, list[int]] = {}
     for i, f in enumerate(data.features):
         key = (data.models[i], round(float(np.exp(f["log_batch"]))), f["mode"], f["seq_length"])

@@ -125,12 +125,7 @@ def train_predictors(paths: DataPaths, inventory: HardwareInventory) -> dict[str
     from devicefit.predict.hardware_specs import device_specs
     from devicefit.predict.training import train
 
-    con = store.connect(paths.database, read_only=True)
-    try:
-        rows = store.ok_measurements(con)
-    finally:
-        con.close()
-    artifact = train(rows, device_specs(inventory.to_json()))
+    artifact = train(store.read_ok_measurements(paths.database), device_specs(inventory.to_json()))
     artifacts.save(paths, artifact)
     return artifact
 

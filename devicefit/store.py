@@ -403,6 +403,15 @@ def fp32_inference_gflops(con) -> list[dict[str, Any]]:
           AND forward_flops_per_sample > 0 AND mean_ms > 0""")
 
 
+def read_ok_measurements(path: Path) -> list[dict[str, Any]]:
+    """The ok rows of the database at `path`, through a read-only connection closed at once."""
+    con = connect(path, read_only=True)
+    try:
+        return ok_measurements(con)
+    finally:
+        con.close()
+
+
 def status_by_family_and_kind(con) -> list[dict[str, Any]]:
     """Counts per family x device kind x precision x status, the models and the reasons. A skip
     because hardware was absent is left out: it says nothing about compatibility."""

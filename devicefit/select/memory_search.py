@@ -26,11 +26,7 @@ def _measured(database: Path, model: str, kind: str, mode: str) -> dict[tuple[in
     if not database.exists():
         return {}
     default_seq = input_signature(resolve_model(model), 1, None).dims.get("seq_length") or 0
-    con = store.connect(database, read_only=True)
-    try:
-        rows = store.ok_measurements(con)
-    finally:
-        con.close()
+    rows = store.read_ok_measurements(database)
     out: dict[tuple[int, str], dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: str(r.get("timestamp"))):
         if r["model"] == model and r["device_kind"] == kind and r["mode"] == mode and (r.get("seq_length") or 0) == default_seq:
