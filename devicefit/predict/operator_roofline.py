@@ -5,15 +5,16 @@ dispatch cost per kernel and per view. Rates are per operator category (matmul a
 matmul between activations, dense and grouped convolution) and per precision; a GEMM's rate
 also rises with its M (rows) and K (reduction length) as rate * M/(M + m_half) * K/(K + k_half),
 because small GEMMs leave vector units idle and short reductions give each loaded tile little
-work (MobileNet's 1x1 convolutions over 16-32 channels). Training = forward x (1 + backward factor), plus an autograd cost per kernel, plus the
-AdamW step streaming 28 bytes per parameter (read weight, grad, two moments: 16; write weight
-and moments: 12).
+work (MobileNet's 1x1 convolutions over 16-32 channels). Training = forward x (1 + backward
+factor; convolutions have their own), plus an autograd cost per kernel, plus the AdamW step
+streaming 28 bytes per parameter (read weight, grad, two moments: 16; write weight and
+moments: 12).
 
 Each parameter has a prior derived from the device spec (its measured probe, or a published
 datasheet): e.g. matmul against weights at 75% of the probed fp32 peak, int8 VNNI at 4x that;
-convolutions and attention as ratios to that rate (1.0, 0.4 for grouped, 0.66 for attention). The fit is least
-squares on log(predicted / measured), with a weak pull of every log-parameter toward its
-prior, so a parameter no row informs (the grouped-convolution rate when no depthwise model was
+convolutions and attention as ratios to that rate (1.0, 0.4 for grouped, 0.66 for attention).
+The fit is least squares on log(predicted / measured), with a weak pull of every log-parameter
+toward its prior, so a parameter no row informs (the grouped-convolution rate when no depthwise model was
 measured) stays at its physical prior instead of drifting to an arbitrary value. The trees then
 learn what this misses, in log ratio to it.
 """
@@ -72,6 +73,10 @@ def parameter_priors(spec: "DeviceSpec", precisions: set[str], modes: set[str], 
         priors["quantize_ms"] = 0.01  # per linear layer: quantize the activation on the fly
     if "training" in modes:
         priors.update({"backward_factor": 2.0, "autograd_kernel_ms": 0.03, "optimizer_bandwidth_gbs": 0.25 * bw})
+        if CONV in has or GROUPED_CONV in has:
+            # A convolution's backward is two convolutions (input and weight gradients) whose
+            # kernels differ from the forward's; a matmul's is two matmuls of the same kind.
+            priors["conv_backward_factor"] = 2.0
     return priors
 
 
@@ -122,12 +127,17 @@ def operator_time_ms(point: "ModelPoint", batch: int, precision: str, mode: str,
     bandwidth = np.where(cat == OTHER, v["other_bandwidth_gbs"], v["bandwidth_gbs"])
     per_op = np.maximum(flops / (rate * saturation * 1e9), (weight + act) / (bandwidth * 1e9)) * 1e3
     kernels = int((cat != VIEW).sum())
-    total = float(per_op.sum()) + kernels * v["kernel_ms"] + int((cat == VIEW).sum()) * v["view_ms"]
+    is_conv = (cat == CONV) | (cat == GROUPED_CONV)
+    conv_time = float(per_op[is_conv].sum()) if "conv_backward_factor" in v else 0.0
+    total = float(per_op.sum()) - conv_time + kernels * v["kernel_ms"] + int((cat == VIEW).sum()) * v["view_ms"]
     if precision == "int8":
         total += int((cat == LINEAR).sum()) * v.get("quantize_ms", 0.0)
     if mode == "training":
-        total = total * (1 + v["backward_factor"]) + kernels * v["autograd_kernel_ms"] \
+        total = total * (1 + v["backward_factor"]) + conv_time * (1 + v.get("conv_backward_factor", 0.0)) \
+            + kernels * v["autograd_kernel_ms"] \
             + OPTIMIZER_BYTES_PER_PARAMETER * point.params / (v["optimizer_bandwidth_gbs"] * 1e9) * 1e3
+    else:
+        total += conv_time
     return max(total, 1e-6)
 
 
