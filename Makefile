@@ -11,7 +11,7 @@ export DAGSTER_HOME := $(CURDIR)/dagster_home
 HOST ?= 127.0.0.1
 UI_PORT ?= 3000
 
-.PHONY: run test test-slow install ui clean
+.PHONY: run test test-slow install ui serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ run: $(STAMP)
 # The Dagster UI on this machine only, with the workspace (runs, lineage, schedule, checks).
 ui: $(STAMP)
 	$(VENV)/bin/dagster dev -w workspace.yaml -h $(HOST) -p $(UI_PORT)
+
+# The REST API (spec 000) on this machine only; docs at http://127.0.0.1:8000/docs.
+serve: $(STAMP)
+	$(VENV)/bin/devicefit serve --host $(HOST) --port 8000
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -673,6 +673,40 @@ def memory_search_command(
     print(json.dumps(result, indent=2))
 
 
+@app.command()
+def serve(
+    host: str = typer.Option(os.environ.get("DEVICEFIT_HOST", "127.0.0.1"), "--host", help="Address to bind (default 127.0.0.1: this machine only)."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on."),
+    database: Optional[Path] = typer.Option(os.environ.get("BENCHMARK_DB_PATH"), "--database", help="DuckDB file; its directory is the data directory (env BENCHMARK_DB_PATH)."),
+    benchmark_dir: Optional[Path] = typer.Option(os.environ.get("BENCHMARK_DIR"), "--benchmark-dir", help="Data directory (env BENCHMARK_DIR; default data/)."),
+    config: Optional[Path] = typer.Option(os.environ.get("CONFIG_PATH"), "--config", help="Selection config JSON (env CONFIG_PATH)."),
+    reload: bool = typer.Option(False, "--reload", help="Restart on code changes (development)."),
+    workers: int = typer.Option(1, "--workers", help="Worker processes."),
+    debug: bool = typer.Option(os.environ.get("DEBUG", "0") == "1", "--debug", help="Debug logging and error details (env DEBUG=1)."),
+) -> None:
+    """Serve spec 000's REST API from the published artifacts (OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from devicefit.select.config import SelectionConfigError, load_config
+
+    if workers < 1:
+        _fail(f"--workers must be at least 1, got {workers}")
+    root = Path(benchmark_dir).resolve() if benchmark_dir else (Path(database).resolve().parent if database else None)
+    if config is not None:
+        try:
+            load_config(config)  # refuse a bad config before binding, not on the first request
+        except SelectionConfigError as exc:
+            _fail(str(exc))
+    # Workers and --reload import the app by name, so settings travel as environment variables.
+    if root is not None:
+        os.environ["DEVICEFIT_DATA_DIR"] = str(root)
+    if config is not None:
+        os.environ["CONFIG_PATH"] = str(Path(config).resolve())
+    os.environ["DEBUG"] = "1" if debug else "0"
+    uvicorn.run("devicefit.api.main:app", host=host, port=port, reload=reload, workers=None if reload else workers,
+                log_level="debug" if debug else "info")
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

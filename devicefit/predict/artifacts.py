@@ -46,3 +46,20 @@ def save(paths: DataPaths, artifact: dict[str, Any]) -> Path:
 def load_current(paths: DataPaths) -> dict[str, Any] | None:
     path = predictors_dir(paths) / CURRENT
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+def version_summaries(paths: DataPaths) -> list[dict[str, Any]]:
+    """Every published predictor version (newest first) with its held-out error per target,
+    read from the artifact files, so a server can list them without opening DuckDB."""
+    directory = predictors_dir(paths)
+    current = load_current(paths)
+    out = []
+    for path in sorted(directory.glob("predictor-*.json"), reverse=True) if directory.is_dir() else []:
+        artifact = json.loads(path.read_text())
+        targets = artifact["validation"]["targets"]
+        out.append({"version": artifact["version"], "trained_at": artifact["trained_at"], "rows": artifact["rows"],
+                    "models": len(artifact["models"]), "current": current is not None and current["version"] == artifact["version"],
+                    "within_bars": within_bars(artifact),
+                    "held_out": {t: {"mape": targets[t]["leave_one_model_out"]["mape"], "bar": ERROR_BARS[t],
+                                     "interval_coverage": targets[t]["interval_coverage"]} for t in TARGETS}})
+    return out

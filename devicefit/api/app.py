@@ -1,0 +1,230 @@
+"""The REST API of spec 000, served from what the pipeline publishes.
+
+It reads the published predictor (`data/predictors/current.json`), the compatibility matrix and
+the hardware inventory cache, and rebuilds its selector when a newer predictor is published. It
+never opens DuckDB, so it keeps answering while a benchmark run writes. Every error is JSON
+`{"status": "error", "message": ...}`: 404 for an unknown model (with close catalog matches),
+400 for a request the selector cannot satisfy, 413 for an oversized body, 422 for a malformed
+one, 503 while no predictor has been published, 500 for anything unexpected.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from devicefit.api import schemas as s
+from devicefit.paths import DataPaths
+
+log = logging.getLogger("devicefit.api")
+MAX_BODY_BYTES = 64 * 1024
+
+
+@dataclass
+class Settings:
+    benchmark_dir: Path | None = None
+    config_path: Path | None = None
+    debug: bool = False
+
+    def paths(self) -> DataPaths:
+        return DataPaths(self.benchmark_dir.resolve()) if self.benchmark_dir else DataPaths.default()
+
+
+@dataclass
+class ServiceState:
+    """The selector over the currently published predictor, rebuilt when a newer one appears."""
+
+    settings: Settings
+    _selector: Any = None
+    _stamp: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def artifact_path(self) -> Path:
+        from devicefit.predict.artifacts import CURRENT, predictors_dir
+
+        return predictors_dir(self.settings.paths()) / CURRENT
+
+    def selector(self):
+        from devicefit.predict.api import PredictorUnavailable
+        from devicefit.select.selector import HardwareSelector
+
+        path = self.artifact_path()
+        stamp = path.stat().st_mtime if path.exists() else None
+        if stamp is None:
+            raise PredictorUnavailable(f"no trained predictor in {path.parent}: materialize the pipeline (`make run`) first")
+        with self._lock:
+            if self._selector is None or stamp != self._stamp:
+                from benchmark_runners.hardware import detect_hardware
+
+                self._selector = HardwareSelector(benchmark_dir=self.settings.paths().root, config_path=self.settings.config_path,
+                                                  inventory=detect_hardware(probe=False).to_json())
+                self._stamp = stamp
+                log.info("loaded predictor %s", self._selector.predictor.predictor.version())
+            return self._selector
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"status": "error", "message": message})
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    from devicefit.predict.api import PredictorUnavailable
+    from devicefit.select.config import SelectionConfigError
+    from devicefit.select.distributed import DistributedConfigError
+    from devicefit.select.selector import SelectionError
+    from models.catalog import UnknownModelError
+
+    settings = settings or Settings()
+    state = ServiceState(settings)
+    try:
+        version = metadata.version("devicefit")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    app = FastAPI(title="devicefit", version=version, debug=settings.debug,
+                  description="Which hardware, backend, precision and batch size should this model run on, and how fast and how "
+                              "big will it be there? Answers from measurements and validated predictors, each labelled.")
+    app.state.service = state
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next):
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            return _error(413, f"request body of {length} bytes exceeds the {MAX_BODY_BYTES} byte limit")
+        return await call_next(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError):
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}" for e in exc.errors())
+        return _error(422, f"invalid request: {problems}")
+
+    @app.exception_handler(UnknownModelError)
+    async def unknown_model(_: Request, exc: UnknownModelError):
+        return _error(404, str(exc))
+
+    for kind in (SelectionError, DistributedConfigError, SelectionConfigError):
+        app.add_exception_handler(kind, lambda _r, exc: _error(400, str(exc)))
+
+    @app.exception_handler(PredictorUnavailable)
+    async def unavailable(_: Request, exc: PredictorUnavailable):
+        return _error(503, str(exc))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception):
+        log.exception("unexpected error")
+        return _error(500, f"internal error: {type(exc).__name__}" + (f": {exc}" if settings.debug else ""))
+
+    @app.get("/health", response_model=s.HealthResponse)
+    def health() -> dict[str, Any]:
+        paths = settings.paths()
+        components = {"fastapi": True}
+        try:
+            import duckdb  # noqa: F401
+
+            components["duckdb"] = True
+        except ImportError:
+            components["duckdb"] = False
+        predictor_version = None
+        try:
+            predictor_version = state.selector().predictor.predictor.version()
+            components["hardware_selection"] = components["hardware_prediction"] = True
+        except (PredictorUnavailable, SelectionConfigError) as exc:
+            components["hardware_selection"] = components["hardware_prediction"] = False
+            predictor_version = str(exc)
+        artifacts = {"predictor": predictor_version,
+                     **{name: (paths.outputs / f"{name}.json").exists() for name in ("compatibility_matrix", "selection_map")}}
+        return {"status": "healthy" if all(components.values()) else "degraded", "version": version,
+                "available_components": components, "database_connected": paths.database.exists(), "artifacts": artifacts}
+
+    @app.get("/models", response_model=list[s.CatalogModel])
+    def models() -> list[dict[str, Any]]:
+        """The catalog: family (classified), exact parameter count, published count, tasks."""
+        from models.analysis import parameter_count
+        from models.catalog import load_catalog
+        from models.classifier import classify_spec
+
+        return [{"name": m.name, "hf_id": m.hf_id, "family": classify_spec(m).family, "parameters": parameter_count(m),
+                 "published_parameters": m.published_parameters, "tasks": list(m.tasks)} for m in load_catalog().values()]
+
+    @app.get("/predictors", response_model=list[s.PredictorVersion])
+    def predictors() -> list[dict[str, Any]]:
+        """Published predictor versions, newest first, with held-out error against the bars."""
+        from devicefit.predict.artifacts import version_summaries
+
+        return version_summaries(settings.paths())
+
+    @app.get("/hardware/detect", response_model=s.DetectResponse)
+    def detect() -> dict[str, Any]:
+        from benchmark_runners.hardware import detect_hardware
+
+        platforms = detect_hardware(probe=False).to_json()["platforms"]
+        return {"hardware": {k: bool(p.get("available")) for k, p in platforms.items()},
+                "reasons": {k: p.get("reason") for k, p in platforms.items()}}
+
+    @app.post("/hardware/select", response_model=s.SelectResponse)
+    def select(req: s.SelectRequest) -> dict[str, Any]:
+        return state.selector().select_hardware(req.model_family, req.model_name, req.batch_size, req.sequence_length, req.mode,
+                                                req.precision, req.available_hardware, req.task_type, req.distributed,
+                                                req.gpu_count, req.max_latency_ms)
+
+    @app.post("/hardware/batch", response_model=s.BatchResponse)
+    def batch(req: s.BatchRequest) -> dict[str, Any]:
+        return state.selector().select_hardware_batch([m.model_dump() for m in req.models], req.batch_size, req.mode)
+
+    @app.post("/hardware/map", response_model=s.MapResponse)
+    def hardware_map(req: s.MapRequest) -> dict[str, Any]:
+        from devicefit.select.selection_map import selection_map
+
+        return selection_map(state.selector(), req.model_families, req.batch_sizes, req.hardware_platforms)
+
+    @app.post("/performance/predict", response_model=s.PredictResponse)
+    def predict(req: s.PredictRequest) -> dict[str, Any]:
+        hardware = [req.hardware] if isinstance(req.hardware, str) else list(dict.fromkeys(req.hardware))
+        return state.selector().predictor.predict_performance(req.model_name, req.model_family, hardware, req.batch_size,
+                                                              req.sequence_length, req.mode, req.precision)
+
+    @app.post("/training/distributed", response_model=s.DistributedResponse)
+    def distributed(req: s.DistributedRequest) -> dict[str, Any]:
+        from devicefit.select.distributed import plan_distributed_training
+        from models.catalog import resolve_model
+
+        response = plan_distributed_training(resolve_model(req.model_name), req.gpu_count, req.batch_size, req.max_memory_gb,
+                                             req.sequence_length, req.mixed_precision).to_response()
+        if req.model_family:
+            response["model_family"] = req.model_family
+        return response
+
+    @app.post("/analysis/model", response_model=s.AnalysisResponse)
+    def analysis(req: s.AnalysisRequest) -> dict[str, Any]:
+        """Predictions per batch size and hardware for both modes, each labelled with its source,
+        and the selector's recommendation per batch size."""
+        from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+
+        selector = state.selector()
+        hardware = list(req.hardware_platforms or HARDWARE_KINDS)
+        out: dict[str, Any] = {}
+        family = req.model_family
+        for mode in ("inference", "training"):
+            performance, recommendations = {}, {}
+            for b in req.batch_sizes:
+                perf = selector.predictor.predict_performance(req.model_name, family, hardware, b, None, mode, "fp32")
+                family = family or perf["model_family"]
+                performance[str(b)] = perf["predictions"]
+                try:
+                    r = selector.select_hardware(family, req.model_name, b, mode=mode, available_hardware=hardware)
+                    recommendations[str(b)] = {"primary": r["primary_recommendation"], "fallbacks": r["fallback_options"]}
+                except SelectionError as exc:
+                    recommendations[str(b)] = {"primary": None, "fallbacks": [], "reason": str(exc)}
+            out[mode] = {"performance": performance, "recommendations": recommendations}
+        return {"model_name": req.model_name, "model_family": family, "hardware_platforms": hardware, "batch_sizes": req.batch_sizes,
+                "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                "predictor_version": selector.predictor.predictor.version(), **out}
+
+    return app

@@ -1,0 +1,240 @@
+"""The API's contract: spec 000's requests and responses as pydantic models.
+
+Requests refuse unknown fields and out-of-range values (422, naming the field); responses keep
+the spec's field names and nesting, and add what a user needs to trust a number (its `source`,
+intervals, the predictor version)."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+Kind = Literal["cpu", "cuda", "rocm", "mps", "openvino", "qnn", "webnn", "webgpu"]
+Family = Literal["embedding", "text_generation", "vision", "audio", "multimodal"]
+Precision = Literal["fp32", "fp16", "bf16", "int8"]
+Mode = Literal["inference", "training"]
+TaskType = Literal["classification", "generation", "embedding", "speech_recognition", "fine_tuning", "training"]
+MAX_BATCH_SIZE = 4096
+MAX_SEQUENCE_LENGTH = 32768
+MAX_BATCH_MODELS = 50  # models per /hardware/batch request
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class Response(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+
+
+BatchSizeValue = Annotated[int, Field(ge=1, le=MAX_BATCH_SIZE)]
+BatchSize = Field(1, ge=1, le=MAX_BATCH_SIZE, description="Samples per batch")
+SequenceLength = Field(None, ge=1, le=MAX_SEQUENCE_LENGTH, description="Tokens per sample (text models; default 128)")
+
+
+class HealthResponse(Response):
+    status: Literal["healthy", "degraded"]
+    version: str
+    available_components: dict[str, bool]
+    database_connected: bool
+    artifacts: dict[str, Any]
+
+
+class DetectResponse(Response):
+    hardware: dict[str, bool]
+    reasons: dict[str, Optional[str]]
+
+
+class SelectRequest(Request):
+    model_name: str = Field(min_length=1, max_length=512)
+    model_family: Optional[Family] = None
+    batch_size: int = BatchSize
+    sequence_length: Optional[int] = SequenceLength
+    mode: Mode = "inference"
+    precision: Precision = "fp32"
+    available_hardware: Optional[list[Kind]] = Field(None, min_length=1, max_length=8)
+    task_type: Optional[TaskType] = None
+    distributed: bool = False
+    gpu_count: int = Field(1, ge=1, le=1024)
+    max_latency_ms: Optional[float] = Field(None, gt=0)
+
+
+class SelectResponse(Response):
+    model_family: str
+    model_name: str
+    model_size: int
+    model_size_category: str
+    batch_size: int
+    sequence_length: Optional[int]
+    precision: str
+    mode: str
+    primary_recommendation: str
+    fallback_options: list[str]
+    compatible_hardware: list[str]
+    explanation: str
+    prediction_source: str
+    all_scores: dict[str, Any]
+    config_source: str
+    predictor_version: str
+
+
+class BatchModel(Request):
+    name: str = Field(min_length=1, max_length=512)
+    family: Optional[Family] = None
+
+
+class BatchRequest(Request):
+    models: list[BatchModel] = Field(min_length=1, max_length=MAX_BATCH_MODELS)
+    batch_size: int = BatchSize
+    mode: Mode = "inference"
+
+
+class BatchEntry(Response):
+    primary: Optional[str]
+    fallbacks: list[str]
+    explanation: str
+
+
+class BatchResponse(RootModel[dict[str, BatchEntry]]):
+    pass
+
+
+class MapRequest(Request):
+    model_families: Optional[list[Family]] = Field(None, min_length=1, max_length=5)
+    batch_sizes: Optional[list[BatchSizeValue]] = Field(None, min_length=1, max_length=10)
+    hardware_platforms: Optional[list[Kind]] = Field(None, min_length=1, max_length=8)
+
+
+class MapResponse(Response):
+    timestamp: str
+    model_families: dict[str, Any]
+    batch_sizes: list[int]
+    hardware_platforms: list[str]
+    config_source: str
+    predictor_version: str
+
+
+class PredictRequest(Request):
+    model_name: str = Field(min_length=1, max_length=512)
+    model_family: Optional[Family] = None
+    hardware: list[Kind] | Kind = "cpu"
+    batch_size: int = BatchSize
+    sequence_length: Optional[int] = SequenceLength
+    mode: Mode = "inference"
+    precision: Precision = "fp32"
+
+
+class HardwarePrediction(Response):
+    throughput: Optional[float]
+    latency: Optional[float]
+    memory_usage: Optional[float]
+    source: str
+    detail: str
+    interval_level: Optional[float]
+    throughput_interval: Optional[list[float]]
+    latency_interval: Optional[list[float]]
+    memory_interval: Optional[list[float]]
+
+
+class PredictResponse(Response):
+    model_name: str
+    model_family: str
+    batch_size: int
+    sequence_length: Optional[int]
+    mode: str
+    precision: str
+    predictions: dict[str, HardwarePrediction]
+    predictor_version: str
+
+
+class DistributedRequest(Request):
+    model_name: str = Field(min_length=1, max_length=512)
+    model_family: Optional[Family] = None
+    gpu_count: int = Field(1, ge=1, le=1024)
+    batch_size: int = BatchSize
+    max_memory_gb: Optional[float] = Field(None, gt=0, le=4096)
+    sequence_length: Optional[int] = SequenceLength
+    mixed_precision: bool = True
+
+
+class EstimatedMemory(Response):
+    parameters_gb: float
+    gradients_gb: float
+    optimizer_gb: float
+    activations_gb: float
+    gathered_layer_gb: float
+    cuda_context_gb: float
+    total_gb: float
+    per_gpu_gb: float
+    basis: str
+
+
+class DistributedResponse(Response):
+    model_family: str
+    model_name: str
+    parameters: int
+    distributed_strategy: str
+    zero_stage: int
+    equivalent: Optional[str]
+    gpu_count: int
+    per_gpu_batch_size: int
+    micro_batch_size: int
+    global_batch_size: int
+    sequence_length: int
+    mixed_precision: bool
+    gradient_accumulation_steps: int
+    activation_checkpointing: bool
+    cpu_offload: bool
+    eight_bit_optimizer: bool
+    max_memory_gb: Optional[float]
+    fits: bool
+    estimated_memory: EstimatedMemory
+    activation_method: str
+    notes: list[str]
+
+
+class AnalysisRequest(Request):
+    model_name: str = Field(min_length=1, max_length=512)
+    model_family: Optional[Family] = None
+    batch_sizes: list[BatchSizeValue] = Field(default_factory=lambda: [1, 8, 32], min_length=1, max_length=8)
+    hardware_platforms: Optional[list[Kind]] = Field(None, min_length=1, max_length=8)
+
+
+class ModeAnalysis(Response):
+    performance: dict[str, dict[str, HardwarePrediction]]
+    recommendations: dict[str, dict[str, Any]]
+
+
+class AnalysisResponse(Response):
+    model_name: str
+    model_family: str
+    hardware_platforms: list[str]
+    batch_sizes: list[int]
+    timestamp: str
+    inference: ModeAnalysis
+    training: ModeAnalysis
+    predictor_version: str
+
+
+class CatalogModel(Response):
+    name: str
+    hf_id: Optional[str]
+    family: Optional[str]
+    parameters: int
+    published_parameters: Optional[int]
+    tasks: list[str]
+
+
+class PredictorVersion(Response):
+    version: str
+    trained_at: str
+    rows: int
+    models: int
+    current: bool
+    within_bars: dict[str, bool]
+    held_out: dict[str, dict[str, Optional[float]]]
+
+
+class ErrorResponse(Response):
+    status: Literal["error"] = "error"
+    message: str

@@ -1,0 +1,88 @@
+"""Python client of the devicefit REST API (spec 000's HardwareSelectionClient).
+
+Standard library only. A 4xx answer raises ValueError with the server's message, as the spec
+shows; a 5xx or an unreachable server raises RuntimeError.
+"""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+TORCH_DEVICES = {"cuda": "cuda:0", "rocm": "cuda:0", "mps": "mps", "cpu": "cpu"}
+
+
+class HardwareSelectionClient:
+    def __init__(self, base_url: str = "http://127.0.0.1:8000", timeout: float = 60.0):
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+
+    def _call(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = None if body is None else json.dumps({k: v for k, v in body.items() if v is not None}).encode()
+        request = urllib.request.Request(self.base_url + path, data=data, method="GET" if data is None else "POST",
+                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.loads(exc.read()).get("message", exc.reason)
+            except (json.JSONDecodeError, AttributeError):
+                message = str(exc.reason)
+            if 400 <= exc.code < 500:
+                raise ValueError(f"{exc.code}: {message}") from None
+            raise RuntimeError(f"{exc.code}: {message}") from None
+        except urllib.error.URLError as exc:
+            raise RuntimeError(f"cannot reach {self.base_url}: {exc.reason}") from None
+
+    def health(self) -> dict[str, Any]:
+        return self._call("/health")
+
+    def detect_hardware(self) -> dict[str, bool]:
+        return self._call("/hardware/detect")["hardware"]
+
+    def select_hardware(self, model_name: str, model_family: str | None = None, batch_size: int = 1,
+                        sequence_length: int | None = None, mode: str = "inference", precision: str = "fp32",
+                        available_hardware: list[str] | None = None, task_type: str | None = None, distributed: bool = False,
+                        gpu_count: int = 1, max_latency_ms: float | None = None) -> dict[str, Any]:
+        return self._call("/hardware/select", {
+            "model_name": model_name, "model_family": model_family, "batch_size": batch_size, "sequence_length": sequence_length,
+            "mode": mode, "precision": precision, "available_hardware": available_hardware, "task_type": task_type,
+            "distributed": distributed, "gpu_count": gpu_count, "max_latency_ms": max_latency_ms})
+
+    def select_hardware_for_models(self, models: list[dict[str, str]], batch_size: int = 1, mode: str = "inference") -> dict[str, Any]:
+        return self._call("/hardware/batch", {"models": models, "batch_size": batch_size, "mode": mode})
+
+    def predict_performance(self, model_name: str, hardware: str | list[str] = "cpu", batch_size: int = 1,
+                            model_family: str | None = None, sequence_length: int | None = None, mode: str = "inference",
+                            precision: str = "fp32") -> dict[str, Any]:
+        return self._call("/performance/predict", {
+            "model_name": model_name, "model_family": model_family, "hardware": hardware, "batch_size": batch_size,
+            "sequence_length": sequence_length, "mode": mode, "precision": precision})
+
+    def get_distributed_training_config(self, model_name: str, gpu_count: int, batch_size: int = 8,
+                                        max_memory_gb: float | None = None, model_family: str | None = None,
+                                        sequence_length: int | None = None) -> dict[str, Any]:
+        return self._call("/training/distributed", {
+            "model_name": model_name, "model_family": model_family, "gpu_count": gpu_count, "batch_size": batch_size,
+            "max_memory_gb": max_memory_gb, "sequence_length": sequence_length})
+
+    def analyze_model_performance(self, model_name: str, model_family: str | None = None,
+                                  batch_sizes: list[int] | None = None) -> dict[str, Any]:
+        return self._call("/analysis/model", {"model_name": model_name, "model_family": model_family, "batch_sizes": batch_sizes})
+
+    def create_hardware_map(self, model_families: list[str] | None = None, batch_sizes: list[int] | None = None,
+                            hardware_platforms: list[str] | None = None) -> dict[str, Any]:
+        return self._call("/hardware/map", {"model_families": model_families, "batch_sizes": batch_sizes,
+                                            "hardware_platforms": hardware_platforms})
+
+    def get_optimal_device(self, model_name: str, model_family: str | None = None, batch_size: int = 1,
+                           mode: str = "inference") -> str:
+        """The torch device string of the recommended hardware that is present on the server's
+        machine (`cuda:0`, `mps` or `cpu`): a recommendation torch cannot run here is skipped."""
+        result = self.select_hardware(model_name, model_family, batch_size, mode=mode)
+        for kind in [result["primary_recommendation"], *result["fallback_options"]]:
+            if kind in TORCH_DEVICES:
+                return TORCH_DEVICES[kind]
+        raise ValueError(f"no torch device among {result['primary_recommendation']}, {result['fallback_options']}")

@@ -1,0 +1,191 @@
+"""Spec 000's request examples posted to a real server on 127.0.0.1, every documented response
+field and type checked; errors are JSON with the right status."""
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+SPEC_EXAMPLES = {
+    "/hardware/select": {"model_name": "bert-base-uncased", "model_family": "embedding", "batch_size": 16, "sequence_length": 128,
+                         "mode": "inference", "precision": "fp32", "available_hardware": ["cpu", "cuda"], "task_type": None,
+                         "distributed": False, "gpu_count": 1},
+    "/hardware/batch": {"models": [{"name": "bert-base-uncased", "family": "embedding"}, {"name": "gpt2", "family": "text_generation"},
+                                   {"name": "t5-small", "family": "text_generation"}], "batch_size": 1, "mode": "inference"},
+    "/hardware/map": {"model_families": ["embedding", "text_generation", "vision"], "batch_sizes": [1, 8, 32],
+                      "hardware_platforms": ["cpu", "cuda", "mps"]},
+    "/performance/predict": {"model_name": "bert-base-uncased", "model_family": "embedding", "hardware": ["cuda", "cpu"],
+                             "batch_size": 16, "sequence_length": 128, "mode": "inference", "precision": "fp32"},
+    "/training/distributed": {"model_name": "gpt2", "model_family": "text_generation", "gpu_count": 8, "batch_size": 16,
+                              "max_memory_gb": 16},
+    "/analysis/model": {"model_name": "bert-base-uncased", "model_family": "embedding", "batch_sizes": [1, 8, 32]},
+}
+
+
+@pytest.fixture(scope="module")
+def server(measured, artifact):
+    import uvicorn
+
+    from devicefit.api.app import Settings, create_app
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(create_app(Settings(benchmark_dir=measured.root)), host="127.0.0.1", port=port,
+                                        log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not srv.started:
+        assert time.monotonic() < deadline, "server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(10)
+
+
+def call(base: str, path: str, body=None, raw: bytes | None = None) -> tuple[int, dict]:
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(base + path, data=data, method="POST" if data is not None else "GET",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def typed(obj: dict, fields: dict) -> None:
+    for name, kind in fields.items():
+        assert name in obj, f"missing {name}"
+        assert isinstance(obj[name], kind), f"{name}: {type(obj[name]).__name__} is not {kind}"
+
+
+def test_system_endpoints(server):
+    status, health = call(server, "/health")
+    assert status == 200
+    typed(health, {"status": str, "version": str, "available_components": dict, "database_connected": bool})
+    assert health["status"] == "healthy" and health["database_connected"]
+    assert {"hardware_selection", "hardware_prediction", "duckdb", "fastapi"} <= set(health["available_components"])
+    status, detect = call(server, "/hardware/detect")
+    assert status == 200 and detect["hardware"]["cpu"] is True and detect["hardware"]["webgpu"] is False
+    assert {"cpu", "cuda", "rocm", "mps", "openvino", "webnn", "webgpu"} <= set(detect["hardware"])
+
+
+def test_hardware_select_example(server):
+    status, r = call(server, "/hardware/select", SPEC_EXAMPLES["/hardware/select"])
+    assert status == 200, r
+    typed(r, {"model_family": str, "model_name": str, "model_size": int, "model_size_category": str, "batch_size": int,
+              "sequence_length": int, "precision": str, "mode": str, "primary_recommendation": str, "fallback_options": list,
+              "compatible_hardware": list, "explanation": str, "prediction_source": str, "all_scores": dict})
+    assert r["model_size"] == 109_482_240 and r["primary_recommendation"] in ("cpu", "cuda")
+
+
+def test_hardware_batch_example(server):
+    status, r = call(server, "/hardware/batch", SPEC_EXAMPLES["/hardware/batch"])
+    assert status == 200, r
+    assert set(r) == {"bert-base-uncased", "gpt2", "t5-small"}
+    for entry in r.values():
+        typed(entry, {"primary": str, "fallbacks": list, "explanation": str})
+
+
+def test_hardware_map_example(server):
+    status, r = call(server, "/hardware/map", SPEC_EXAMPLES["/hardware/map"])
+    assert status == 200, r
+    typed(r, {"timestamp": str, "model_families": dict})
+    assert set(r["model_families"]) == {"embedding", "text_generation", "vision"}
+    small = r["model_families"]["embedding"]["model_sizes"]["small"]
+    for mode in ("inference", "training"):
+        typed(small[mode], {"primary": str, "fallbacks": list})
+    assert set(r["model_families"]["embedding"]["inference"]["batch_sizes"]) == {"1", "8", "32"}
+
+
+def test_performance_predict_example(server):
+    status, r = call(server, "/performance/predict", SPEC_EXAMPLES["/performance/predict"])
+    assert status == 200, r
+    typed(r, {"model_name": str, "model_family": str, "batch_size": int, "sequence_length": int, "mode": str, "precision": str,
+              "predictions": dict})
+    for hw in ("cuda", "cpu"):
+        typed(r["predictions"][hw], {"throughput": float, "latency": float, "memory_usage": float, "source": str})
+    assert r["predictions"]["cpu"]["source"] == "trained_predictor" and r["predictions"]["cuda"]["source"] == "static_rule"
+
+
+def test_training_distributed_example(server):
+    status, r = call(server, "/training/distributed", SPEC_EXAMPLES["/training/distributed"])
+    assert status == 200, r
+    typed(r, {"model_family": str, "model_name": str, "distributed_strategy": str, "gpu_count": int, "per_gpu_batch_size": int,
+              "global_batch_size": int, "mixed_precision": bool, "gradient_accumulation_steps": int, "estimated_memory": dict})
+    typed(r["estimated_memory"], {"parameters_gb": float, "activations_gb": float, "optimizer_gb": float, "total_gb": float,
+                                  "per_gpu_gb": float})
+    assert r["global_batch_size"] == 128 and r["estimated_memory"]["total_gb"] == pytest.approx(8 * r["estimated_memory"]["per_gpu_gb"])
+
+
+def test_analysis_model_example(server):
+    status, r = call(server, "/analysis/model", SPEC_EXAMPLES["/analysis/model"])
+    assert status == 200, r
+    typed(r, {"model_name": str, "model_family": str, "hardware_platforms": list, "batch_sizes": list, "timestamp": str,
+              "inference": dict, "training": dict})
+    cpu = r["inference"]["performance"]["8"]["cpu"]
+    typed(cpu, {"throughput": float, "latency": float, "memory_usage": float, "source": str})
+    typed(r["inference"]["recommendations"]["1"], {"primary": str, "fallbacks": list})
+
+
+@pytest.mark.parametrize("path, body, raw, status, message", [
+    ("/hardware/select", {"model_name": "bert-base-uncasd"}, None, 404, "bert-base-uncased"),
+    ("/hardware/select", {"model_name": "gpt2", "batch_size": 0}, None, 422, "batch_size"),
+    ("/hardware/select", {"model_name": "gpt2", "precision": "fp8"}, None, 422, "precision"),
+    ("/hardware/select", {"model_name": "gpt2", "available_hardware": ["tpu"]}, None, 422, "available_hardware"),
+    ("/hardware/select", {"model_name": "gpt2", "colour": "red"}, None, 422, "colour"),
+    ("/hardware/select", None, b"{not json", 422, "invalid request"),
+    ("/hardware/select", {"model_name": "gpt2", "available_hardware": ["cpu"], "max_latency_ms": 0.0001}, None, 400,
+     "misses the latency bound"),
+    ("/hardware/batch", {"models": [{"name": "gpt2"}] * 51}, None, 422, "models"),
+    ("/training/distributed", {"model_name": "gpt2", "gpu_count": 0}, None, 422, "gpu_count"),
+    ("/performance/predict", None, b'{"model_name": "' + b"x" * 70000 + b'"}', 413, "exceeds"),
+])
+def test_errors_are_json_with_the_right_status(server, path, body, raw, status, message):
+    code, r = call(server, path, body, raw)
+    assert code == status and r["status"] == "error" and message in r["message"], r
+
+
+def test_openapi_docs_are_served(server):
+    with urllib.request.urlopen(server + "/openapi.json", timeout=30) as resp:
+        schema = json.loads(resp.read())
+    assert {"/health", "/hardware/detect", "/hardware/select", "/hardware/batch", "/hardware/map", "/performance/predict",
+            "/training/distributed", "/analysis/model"} <= set(schema["paths"])
+    with urllib.request.urlopen(server + "/docs", timeout=30) as resp:
+        assert resp.status == 200
+
+
+def test_client_library_round_trips(server):
+    from devicefit.client import HardwareSelectionClient
+
+    client = HardwareSelectionClient(base_url=server)
+    assert client.health()["status"] == "healthy"
+    assert client.detect_hardware()["cpu"] is True
+    assert client.select_hardware("bert-tiny", batch_size=2, available_hardware=["cpu", "cuda"])["primary_recommendation"]
+    assert set(client.select_hardware_for_models([{"name": "bert-tiny"}, {"name": "gpt2"}])) == {"bert-tiny", "gpt2"}
+    assert client.predict_performance("bert-tiny", hardware=["cpu"], batch_size=2)["predictions"]["cpu"]["latency"] > 0
+    assert client.get_distributed_training_config("gpt2", gpu_count=8, batch_size=16, max_memory_gb=16)["global_batch_size"] == 128
+    assert client.analyze_model_performance("bert-tiny", batch_sizes=[1])["inference"]["recommendations"]["1"]["primary"]
+    assert "embedding" in client.create_hardware_map(["embedding"], [1], ["cpu"])["model_families"]
+    assert client.get_optimal_device("bert-tiny") == "cpu"  # nothing but the CPU is present here
+    with pytest.raises(ValueError, match="404: .*bert-tiny"):
+        client.select_hardware("bert-tinyy")
+    with pytest.raises(ValueError, match="422"):
+        client.select_hardware("bert-tiny", batch_size=0)
+    with pytest.raises(RuntimeError, match="cannot reach"):
+        HardwareSelectionClient("http://127.0.0.1:9", timeout=2).health()
+
+
+def test_catalog_and_predictor_versions(server, artifact):
+    status, models = call(server, "/models")
+    assert status == 200
+    bert = next(m for m in models if m["name"] == "bert-base-uncased")
+    assert bert["family"] == "embedding" and bert["parameters"] == 109_482_240
+    status, versions = call(server, "/predictors")
+    assert status == 200 and versions[0]["current"] and versions[0]["version"] == artifact["version"]
+    assert set(versions[0]["held_out"]) == {"latency", "throughput", "memory"}
