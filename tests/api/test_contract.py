@@ -189,3 +189,24 @@ def test_catalog_and_predictor_versions(server, artifact):
     status, versions = call(server, "/predictors")
     assert status == 200 and versions[0]["current"] and versions[0]["version"] == artifact["version"]
     assert set(versions[0]["held_out"]) == {"latency", "throughput", "memory"}
+
+
+def test_a_newer_published_predictor_is_picked_up(server, measured, artifact):
+    import os
+
+    from devicefit.predict.artifacts import CURRENT, predictors_dir
+
+    current = predictors_dir(measured) / CURRENT
+    original = current.read_text()
+    newer = json.loads(original)
+    newer["version"] = "29991231T000000-reloaded"
+    try:
+        tmp = current.with_suffix(".tmp")
+        tmp.write_text(json.dumps(newer))
+        os.replace(tmp, current)  # published atomically, as artifacts.save does
+        os.utime(current, (time.time() + 5, time.time() + 5))
+        assert call(server, "/health")[1]["artifacts"]["predictor"] == "29991231T000000-reloaded"
+        assert call(server, "/performance/predict", {"model_name": "bert-tiny"})[1]["predictor_version"] == "29991231T000000-reloaded"
+    finally:
+        current.write_text(original)
+        os.utime(current, (time.time() + 10, time.time() + 10))
