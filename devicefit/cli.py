@@ -1,5 +1,5 @@
 """The `devicefit` command line: detect, models, classify, benchmark, db, ingest, run, predict, select, map, distributed,
-resources, recommend, memory-search."""
+resources, recommend, memory-search, analyze, serve."""
 from __future__ import annotations
 
 import json
@@ -705,6 +705,40 @@ def serve(
     os.environ["DEBUG"] = "1" if debug else "0"
     uvicorn.run("devicefit.api.main:app", host=host, port=port, reload=reload, workers=None if reload else workers,
                 log_level="debug" if debug else "info")
+
+
+@app.command()
+def analyze(
+    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    family: Optional[str] = typer.Option(None, "--family", help="Model family (default: classified)."),
+    batch_sizes: str = typer.Option("1,8,32", "--batch-sizes", help="Comma-separated batch sizes."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds (default: every kind)."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    as_json: bool = typer.Option(False, "--json", help="Print spec 000's /analysis/model response as JSON."),
+) -> None:
+    """Predicted performance per batch size and hardware, in both modes, with the recommendation
+    per batch size (spec 000's /analysis/model)."""
+    from devicefit.select.analysis import analyze_model
+    from devicefit.select.selector import HardwareSelector
+
+    try:
+        result = analyze_model(HardwareSelector(benchmark_dir=benchmark_dir), model, family, _ints(batch_sizes, "--batch-sizes"),
+                               _csv(hardware, "--hardware") if hardware else None)
+    except _select_errors() as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    for mode in ("inference", "training"):
+        table = Table(title=f"{result['model_name']} ({result['model_family']}), {mode}: latency ms [source]")
+        table.add_column("batch")
+        for hw in result["hardware_platforms"]:
+            table.add_column(hw)
+        table.add_column("recommended")
+        for b, by_hw in result[mode]["performance"].items():
+            cells = [f"{p['latency']:.1f} [{p['source']}]" if p["latency"] is not None else "-" for p in by_hw.values()]
+            table.add_row(b, *cells, str(result[mode]["recommendations"][b]["primary"]))
+        console.print(table)
 
 
 def main() -> None:  # pragma: no cover - console entry

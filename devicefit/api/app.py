@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -203,28 +202,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post("/analysis/model", response_model=s.AnalysisResponse)
     def analysis(req: s.AnalysisRequest) -> dict[str, Any]:
-        """Predictions per batch size and hardware for both modes, each labelled with its source,
-        and the selector's recommendation per batch size."""
-        from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+        from devicefit.select.analysis import analyze_model
 
-        selector = state.selector()
-        hardware = list(req.hardware_platforms or HARDWARE_KINDS)
-        out: dict[str, Any] = {}
-        family = req.model_family
-        for mode in ("inference", "training"):
-            performance, recommendations = {}, {}
-            for b in req.batch_sizes:
-                perf = selector.predictor.predict_performance(req.model_name, family, hardware, b, None, mode, "fp32")
-                family = family or perf["model_family"]
-                performance[str(b)] = perf["predictions"]
-                try:
-                    r = selector.select_hardware(family, req.model_name, b, mode=mode, available_hardware=hardware)
-                    recommendations[str(b)] = {"primary": r["primary_recommendation"], "fallbacks": r["fallback_options"]}
-                except SelectionError as exc:
-                    recommendations[str(b)] = {"primary": None, "fallbacks": [], "reason": str(exc)}
-            out[mode] = {"performance": performance, "recommendations": recommendations}
-        return {"model_name": req.model_name, "model_family": family, "hardware_platforms": hardware, "batch_sizes": req.batch_sizes,
-                "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-                "predictor_version": selector.predictor.predictor.version(), **out}
+        return analyze_model(state.selector(), req.model_name, req.model_family, req.batch_sizes, req.hardware_platforms)
 
     return app

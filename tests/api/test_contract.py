@@ -210,3 +210,43 @@ def test_a_newer_published_predictor_is_picked_up(server, measured, artifact):
     finally:
         current.write_text(original)
         os.utime(current, (time.time() + 10, time.time() + 10))
+
+
+def test_the_api_answers_while_another_process_holds_the_duckdb_write_lock(server, measured):
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import duckdb, sys, time\n"
+        f"con = duckdb.connect({str(measured.database)!r})\n"
+        "con.execute('BEGIN TRANSACTION')\n"
+        "con.execute(\"UPDATE measurements SET error = error WHERE false\")\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        import duckdb
+
+        with pytest.raises(duckdb.IOException):  # the lock is real: nobody else can open the file
+            duckdb.connect(str(measured.database), read_only=True)
+        for path, body in (("/health", None), ("/predictors", None), ("/hardware/select", {"model_name": "bert-tiny"}),
+                           ("/performance/predict", {"model_name": "bert-tiny", "hardware": ["cpu"]})):
+            status, r = call(server, path, body)
+            assert status == 200, (path, r)
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_analyze_cli(measured, artifact):
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+
+    out = CliRunner().invoke(app, ["analyze", "--model", "bert-tiny", "--batch-sizes", "1,4", "--hardware", "cpu,cuda",
+                                   "--benchmark-dir", str(measured.root), "--json"])
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.output)
+    assert set(r["inference"]["performance"]) == {"1", "4"} and r["inference"]["performance"]["1"]["cpu"]["source"]
+    out = CliRunner().invoke(app, ["analyze", "--model", "bert-tiny", "--batch-sizes", "0", "--benchmark-dir", str(measured.root)])
+    assert out.exit_code == 2 and "positive" in out.output
