@@ -135,20 +135,27 @@ def test_too_few_models_is_a_clear_refusal(measured):
         training.train(rows, device_specs(detect_hardware().to_json()))
 
 
-def test_served_predictions_are_checked_against_later_measurements(measured, artifact):
-    from devicefit.pipeline import validate_served_predictions
+def test_served_predictions_are_checked_against_later_measurements(measured, artifact, tmp_path):
+    import shutil
 
-    api = HardwareModelPredictor(benchmark_dir=measured.root)
+    from devicefit.pipeline import validate_served_predictions
+    from devicefit.predict.served import served_dir
+
+    # A copy of the session's data, without what other tests served: this test measures into it.
+    data = DataPaths(tmp_path / "data")
+    shutil.copytree(measured.root, data.root)
+    shutil.rmtree(served_dir(data), ignore_errors=True)
+    api = HardwareModelPredictor(benchmark_dir=data.root)
     perf = api.predict_performance("bert-tiny", hardware="cpu", batch_size=4, precision="fp32")
     predicted = perf["predictions"]["cpu"]["latency"]
-    loaded, before = validate_served_predictions(measured)
+    loaded, before = validate_served_predictions(data)
     assert loaded >= 1 and before == []  # nothing measured after the prediction yet
-    measure_partition("cpu|bert-tiny", Selection(batch_sizes=(4,), precisions=("fp32",), training_mode=False), detect_hardware(), measured)
-    load_landing_files(measured.database, measured.raw)
-    _, after = validate_served_predictions(measured)
+    measure_partition("cpu|bert-tiny", Selection(batch_sizes=(4,), precisions=("fp32",), training_mode=False), detect_hardware(), data)
+    load_landing_files(data.database, data.raw)
+    _, after = validate_served_predictions(data)
     [row] = after
     assert row["source"] == "trained_predictor" and row["n"] == 1
-    con = store.connect(measured.database, read_only=True)
+    con = store.connect(data.database, read_only=True)
     [err] = store.query(con, "SELECT * FROM prediction_errors")
     con.close()
     assert err["latency_ape"] == pytest.approx(abs(predicted - err["measured_latency_ms"]) / err["measured_latency_ms"])
