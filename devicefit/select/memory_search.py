@@ -19,7 +19,7 @@ class MemorySearchError(ValueError):
     """The cap is not positive, the hardware has no backend, or nothing fits."""
 
 
-def _measured(database: Path, model: str, kind: str, mode: str) -> dict[tuple[int, str], dict[str, Any]]:
+def measured_configs(database: Path, model: str, kind: str, mode: str) -> dict[tuple[int, str], dict[str, Any]]:
     """Measured rows at the model's default input, by (batch, precision); the newest wins."""
     from models.inputs import input_signature
 
@@ -43,7 +43,7 @@ def memory_constrained_search(model: str, kind: str, cap_mb: float, mode: str = 
         raise MemorySearchError(f"no devicefit backend measures {kind}; searchable: {', '.join(PRECISIONS_BY_KIND)}")
     spec = resolve_model(model)
     predictor = predictor or HardwareModelPredictor(record=False)
-    measured = _measured(predictor.paths.database, spec.name, kind, mode)
+    measured = measured_configs(predictor.paths.database, spec.name, kind, mode)
     precisions = ("fp32",) if mode == "training" else PRECISIONS_BY_KIND[kind]
     candidates = []
     for precision in precisions:

@@ -15,7 +15,7 @@ from typing import Any
 
 from benchmark_runners.hardware.platforms import HARDWARE_KINDS
 from devicefit.predict.api import MB
-from devicefit.select.memory_search import _measured
+from devicefit.select.memory_search import measured_configs
 from devicefit.select.selector import TASK_MODES, HardwareSelector, SelectionError
 from models.analysis import parameter_count, weight_bytes
 from models.catalog import catalog_names, resolve_model
@@ -33,10 +33,17 @@ class HardwareAwareModelClassifier:
     def __init__(self, selector: HardwareSelector | None = None, benchmark_dir: str | Path | None = None,
                  config_path: str | Path | None = None):
         self.selector = selector or HardwareSelector(benchmark_dir=benchmark_dir, config_path=config_path, record=False)
+        self._measured: dict[tuple[str, str, str], dict] = {}  # one read of the store per (model, kind, mode)
+
+    def _measured_configs(self, model: str, kind: str, mode: str) -> dict:
+        key = (model, kind, mode)
+        if key not in self._measured:
+            self._measured[key] = measured_configs(self.selector.predictor.paths.database, model, kind, mode)
+        return self._measured[key]
 
     def _peak_mb(self, model: str, kind: str, batch: int, mode: str) -> tuple[float, float, str]:
         """(peak MB, upper bound MB, basis) at one batch size: measured when it was, else predicted."""
-        row = _measured(self.selector.predictor.paths.database, model, kind, mode).get((batch, "fp32"))
+        row = self._measured_configs(model, kind, mode).get((batch, "fp32"))
         if row is not None:
             return row["peak_rss_bytes"] / MB, row["peak_rss_bytes"] / MB, "measured"
         p = self.selector.predictor.predict_performance(model, None, kind, batch, None, mode, "fp32")["predictions"][kind]
@@ -61,7 +68,7 @@ class HardwareAwareModelClassifier:
         """Per kind: compatible with the family (measured, declared or no backend) and available here."""
         profile = {}
         for kind in HARDWARE_KINDS:
-            compatible, evidence = self.selector._compatible(family, kind)
+            compatible, evidence = self.selector.family_compatibility(family, kind)
             platform = self.selector.inventory.get("platforms", {}).get(kind, {})
             has_prediction = kind in self.selector.predictor.predictor.specs
             profile[kind] = {"compatible": compatible and has_prediction, "evidence": evidence if has_prediction else

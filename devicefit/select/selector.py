@@ -59,7 +59,7 @@ class HardwareSelector:
         matrix_path = self.predictor.paths.outputs / "compatibility_matrix.json"
         self.compatibility = json.loads(matrix_path.read_text()) if matrix_path.exists() else None
 
-    def _compatible(self, family: str, kind: str) -> tuple[bool, str]:
+    def family_compatibility(self, family: str, kind: str) -> tuple[bool, str]:
         entry = ((self.compatibility or {}).get("model_families", {}).get(family, {})
                  .get("hardware_compatibility", {}).get(kind))
         if entry and entry.get("source") == "measured" and not entry.get("compatible"):
@@ -98,7 +98,7 @@ class HardwareSelector:
             if not declared and not platform.get("available"):
                 entry["excluded"] = f"not available here: {platform.get('reason') or 'not detected'}"
                 continue
-            compatible, evidence = self._compatible(family, kind)
+            compatible, evidence = self.family_compatibility(family, kind)
             entry["compatibility"] = evidence
             if not compatible:
                 entry["excluded"] = f"incompatible: {evidence}"
