@@ -6,6 +6,7 @@ import dagster as dg
 from assets.resources import DevicefitData
 from benchmark_runners.hardware import detect_hardware
 from devicefit import store
+from devicefit.benchmark_snapshot import snapshot_path
 from devicefit.compatibility import compatibility_matrix as build_compatibility_matrix
 from devicefit.compatibility import summary_rows
 from devicefit.pipeline import load_results, markdown_table, refresh_aggregates, write_output_json
@@ -41,12 +42,16 @@ def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: Devicef
 
 
 @dg.asset(deps=[benchmark_results], group_name="store", pool="duckdb_writer", automation_condition=EAGER,
-          description="Median over runs per config, speedup vs the same host's CPU fp32, best precision per config.")
+          description="Median over runs per config, speedup vs the same host's CPU fp32, best precision per config; "
+                      "published as outputs/benchmarks.json for readers that must not open DuckDB (the API).")
 def aggregated_results(devicefit_data: DevicefitData) -> dg.MaterializeResult:
-    rows = refresh_aggregates(devicefit_data.paths())
+    paths = devicefit_data.paths()
+    rows = refresh_aggregates(paths)
+    snapshot = snapshot_path(paths)
     best = [r for r in rows if r["is_best_precision"]]
     return dg.MaterializeResult(metadata={
         "rows": len(rows),
+        "snapshot": dg.MetadataValue.path(str(snapshot)),
         "headline": dg.MetadataValue.md(markdown_table(best, ["model", "device_kind", "mode", "batch_size", "best_precision",
                                                               "p50_ms", "throughput_samples_per_s", "speedup_vs_cpu_fp32", "runs"])),
     })

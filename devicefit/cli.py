@@ -683,6 +683,8 @@ def serve(
     reload: bool = typer.Option(False, "--reload", help="Restart on code changes (development)."),
     workers: int = typer.Option(1, "--workers", help="Worker processes."),
     debug: bool = typer.Option(os.environ.get("DEBUG", "0") == "1", "--debug", help="Debug logging and error details (env DEBUG=1)."),
+    cache_size: int = typer.Option(int(os.environ.get("API_CACHE_SIZE", "4096")), "--cache-size",
+                                   help="Select/predict answers kept per published predictor (env API_CACHE_SIZE; 0 = off)."),
 ) -> None:
     """Serve spec 000's REST API from the published artifacts (OpenAPI docs at /docs)."""
     import uvicorn
@@ -703,6 +705,9 @@ def serve(
     if config is not None:
         os.environ["CONFIG_PATH"] = str(Path(config).resolve())
     os.environ["DEBUG"] = "1" if debug else "0"
+    if cache_size < 0:
+        _fail(f"--cache-size must be 0 or more, got {cache_size}")
+    os.environ["API_CACHE_SIZE"] = str(cache_size)
     uvicorn.run("devicefit.api.main:app", host=host, port=port, reload=reload, workers=None if reload else workers,
                 log_level="debug" if debug else "info")
 
@@ -716,14 +721,19 @@ def analyze(
     benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
     as_json: bool = typer.Option(False, "--json", help="Print spec 000's /analysis/model response as JSON."),
 ) -> None:
-    """Predicted performance per batch size and hardware, in both modes, with the recommendation
-    per batch size (spec 000's /analysis/model)."""
+    """Performance per batch size and hardware, in both modes: measured (from the published
+    benchmark snapshot) where this exact config was measured, predicted otherwise, each labelled;
+    with the recommendation per batch size (spec 000's /analysis/model)."""
+    from devicefit.benchmark_snapshot import SnapshotReader, snapshot_path
+    from devicefit.paths import DataPaths
     from devicefit.select.analysis import analyze_model
     from devicefit.select.selector import HardwareSelector
 
+    paths = DataPaths(benchmark_dir.resolve()) if benchmark_dir else DataPaths.default()
     try:
         result = analyze_model(HardwareSelector(benchmark_dir=benchmark_dir), model, family, _ints(batch_sizes, "--batch-sizes"),
-                               _csv(hardware, "--hardware") if hardware else None)
+                               _csv(hardware, "--hardware") if hardware else None,
+                               SnapshotReader(snapshot_path(paths)).current_or_none())
     except _select_errors() as exc:
         _fail(str(exc))
     if as_json:

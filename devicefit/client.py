@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -76,6 +77,14 @@ class HardwareSelectionClient:
                             hardware_platforms: list[str] | None = None) -> dict[str, Any]:
         return self._call("/hardware/map", {"model_families": model_families, "batch_sizes": batch_sizes,
                                             "hardware_platforms": hardware_platforms})
+
+    def get_benchmarks(self, model: str | None = None, hardware: str | None = None, precision: str | None = None,
+                       batch_size: int | None = None, mode: str | None = None, backend: str | None = None,
+                       limit: int = 100) -> dict[str, Any]:
+        """Measured configurations (medians over runs) from the server's published snapshot."""
+        filters = {"model": model, "hardware": hardware, "precision": precision, "batch_size": batch_size, "mode": mode,
+                   "backend": backend, "limit": limit}
+        return self._call("/benchmarks?" + urllib.parse.urlencode({k: v for k, v in filters.items() if v is not None}))
 
     def get_optimal_device(self, model_name: str, model_family: str | None = None, batch_size: int = 1,
                            mode: str = "inference") -> str:

@@ -54,13 +54,18 @@ def load_results(paths: DataPaths) -> LoadReport:
 
 
 def refresh_aggregates(paths: DataPaths) -> list[dict[str, Any]]:
+    """Recompute the aggregates table and publish it as the benchmark snapshot the API serves."""
+    from devicefit.benchmark_snapshot import publish_snapshot
+
     con = store.connect(paths.database)
     try:
         store.migrate(con)
         store.refresh_aggregates(con)
-        return store.aggregates(con)
+        rows = store.aggregates(con)
     finally:
         con.close()
+    publish_snapshot(paths, rows)
+    return rows
 
 
 def catalog_facts() -> list[dict[str, Any]]:

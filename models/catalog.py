@@ -153,6 +153,14 @@ def load_local_model(directory: str | Path) -> ModelSpec:
     )
 
 
+def _is_directory(text: str) -> bool:
+    """False for text no file system accepts as a path (too long, NUL bytes) rather than an error."""
+    try:
+        return Path(text).expanduser().is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def resolve_model(name_or_path: str | Path) -> ModelSpec:
     """A catalog name (any case), a Hugging Face id of a catalog model, or a local directory."""
     name_or_path = str(name_or_path)
@@ -164,9 +172,8 @@ def resolve_model(name_or_path: str | Path) -> ModelSpec:
     by_lower.update({spec.hf_id.lower(): spec for spec in catalog.values() if spec.hf_id})
     if query.lower() in by_lower:
         return by_lower[query.lower()]
-    candidate = Path(query).expanduser()
-    if candidate.is_dir():
-        return load_local_model(candidate)
+    if _is_directory(query):
+        return load_local_model(Path(query).expanduser())
     # A hub id whose last part is a catalog name ("someone/gpt2") is not assumed to be it.
     suggestions = difflib.get_close_matches(query.lower(), list(by_lower), n=3, cutoff=0.5)
     names = []

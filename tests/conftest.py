@@ -79,7 +79,7 @@ def measured(tmp_path_factory):
     from benchmark_runners.hardware import detect_hardware
     from devicefit.landing import load_landing_files
     from devicefit.paths import DataPaths
-    from devicefit.pipeline import measure_partition
+    from devicefit.pipeline import measure_partition, refresh_aggregates
     from devicefit.profiles import Selection
 
     paths = DataPaths(tmp_path_factory.mktemp("predict-data"))
@@ -88,6 +88,7 @@ def measured(tmp_path_factory):
     for model in PREDICTION_MODELS:
         measure_partition(f"cpu|{model}", selection, inventory, paths)
     load_landing_files(paths.database, paths.raw)
+    refresh_aggregates(paths)
     return paths
 
 

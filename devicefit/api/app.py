@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Optional
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from devicefit.api import schemas as s
+from devicefit.benchmark_snapshot import SnapshotError, SnapshotReader, snapshot_path
 from devicefit.paths import DataPaths
 
 log = logging.getLogger("devicefit.api")
@@ -32,6 +36,9 @@ class Settings:
     benchmark_dir: Path | None = None
     config_path: Path | None = None
     debug: bool = False
+    #: Answers of /hardware/select and /performance/predict kept per published predictor (LRU);
+    #: 0 turns the cache off. The answer to a request is a pure function of the predictor version.
+    response_cache_size: int = 4096
 
     def paths(self) -> DataPaths:
         return DataPaths(self.benchmark_dir.resolve()) if self.benchmark_dir else DataPaths.default()
@@ -45,6 +52,33 @@ class ServiceState:
     _selector: Any = None
     _stamp: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _snapshot: SnapshotReader | None = None
+    _answers: OrderedDict = field(default_factory=OrderedDict)
+
+    def answer(self, endpoint: str, request: Any, compute: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        """`compute(selector)` for this request, or the answer already given to an identical
+        request under the same published predictor. Repeats are not logged again as served
+        predictions: the first answer was."""
+        selector = self.selector()
+        size = self.settings.response_cache_size
+        if size <= 0:
+            return compute(selector)
+        key = (id(selector), endpoint, request.model_dump_json())
+        with self._lock:
+            if key in self._answers:
+                self._answers.move_to_end(key)
+                return self._answers[key]
+        value = compute(selector)
+        with self._lock:
+            self._answers[key] = value
+            while len(self._answers) > size:
+                self._answers.popitem(last=False)
+        return value
+
+    def snapshot(self) -> SnapshotReader:
+        if self._snapshot is None:
+            self._snapshot = SnapshotReader(snapshot_path(self.settings.paths()))
+        return self._snapshot
 
     def artifact_path(self) -> Path:
         from devicefit.predict.artifacts import CURRENT, predictors_dir
@@ -66,8 +100,54 @@ class ServiceState:
                 self._selector = HardwareSelector(benchmark_dir=self.settings.paths().root, config_path=self.settings.config_path,
                                                   inventory=detect_hardware(probe=False).to_json())
                 self._stamp = stamp
+                self._answers.clear()
                 log.info("loaded predictor %s", self._selector.predictor.predictor.version())
             return self._selector
+
+
+class BodySizeLimit:
+    """Refuses a body over `limit` bytes with 413: by its Content-Length before reading anything,
+    and while streaming for a chunked body that declares none. Plain ASGI, because Starlette's
+    BaseHTTPMiddleware costs more per request than the selection itself."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            return await _error(413, f"request body of {int(declared)} bytes exceeds the {self.limit} byte limit")(scope, receive, send)
+        received = 0
+
+        async def counting_receive():
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.limit:  # FastAPI passes an HTTPException from body reading through
+                raise StarletteHTTPException(413, f"request body exceeds the {self.limit} byte limit")
+            return message
+
+        await self.app(scope, counting_receive, send)
+
+
+def _measured_model_name(lookup, name: str) -> str:
+    """The snapshot's or catalog's spelling of `name` (any case, or a catalog model's Hugging Face
+    id); an unknown name is a 404 naming close matches. Never treated as a path on the server."""
+    import difflib
+
+    from models.catalog import UnknownModelError, load_catalog
+
+    known = {r["model"].lower(): r["model"] for r in lookup.rows}
+    for spec in load_catalog().values():
+        known.setdefault(spec.name.lower(), spec.name)
+        if spec.hf_id:
+            known.setdefault(spec.hf_id.lower(), spec.name)
+    if name.strip().lower() in known:
+        return known[name.strip().lower()]
+    close = difflib.get_close_matches(name.strip().lower(), list(known), n=3, cutoff=0.5)
+    raise UnknownModelError(name, list(dict.fromkeys(known[c] for c in close)))
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -92,12 +172,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               "big will it be there? Answers from measurements and validated predictors, each labelled.")
     app.state.service = state
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            return _error(413, f"request body of {length} bytes exceeds the {MAX_BODY_BYTES} byte limit")
-        return await call_next(request)
+    app.add_middleware(BodySizeLimit, limit=MAX_BODY_BYTES)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException):
+        # Starlette's own errors (unknown route, wrong method, unparseable body) in the spec's shape.
+        return _error(exc.status_code, str(exc.detail))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError):
@@ -113,6 +193,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(PredictorUnavailable)
     async def unavailable(_: Request, exc: PredictorUnavailable):
+        return _error(503, str(exc))
+
+    @app.exception_handler(SnapshotError)
+    async def no_snapshot(_: Request, exc: SnapshotError):
         return _error(503, str(exc))
 
     @app.exception_handler(Exception)
@@ -138,7 +222,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             components["hardware_selection"] = components["hardware_prediction"] = False
             predictor_version = str(exc)
         artifacts = {"predictor": predictor_version,
-                     **{name: (paths.outputs / f"{name}.json").exists() for name in ("compatibility_matrix", "selection_map")}}
+                     **{name: (paths.outputs / f"{name}.json").exists() for name in ("compatibility_matrix", "selection_map")},
+                     "benchmark_snapshot": snapshot_path(paths).exists()}
         return {"status": "healthy" if all(components.values()) else "degraded", "version": version,
                 "available_components": components, "database_connected": paths.database.exists(), "artifacts": artifacts}
 
@@ -159,6 +244,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         return version_summaries(settings.paths())
 
+    @app.get("/benchmarks", response_model=s.BenchmarksResponse)
+    async def benchmarks(model: Optional[str] = Query(None, max_length=512), hardware: Optional[s.Kind] = None,
+                   precision: Optional[s.Precision] = None, batch_size: Optional[int] = Query(None, ge=1, le=s.MAX_BATCH_SIZE),
+                   mode: Optional[s.Mode] = None, backend: Optional[Literal["torch", "openvino"]] = None,
+                   limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
+        """Measured configurations from the pipeline's published snapshot (never DuckDB itself), medians over runs."""
+        lookup = state.snapshot().current()
+        if model is not None:
+            model = _measured_model_name(lookup, model)
+        rows = lookup.query(model, hardware, precision, batch_size, mode, backend)
+        return {"generated_at": lookup.document["generated_at"], "total": len(rows), "results": rows[:limit]}
+
     @app.get("/hardware/detect", response_model=s.DetectResponse)
     def detect() -> dict[str, Any]:
         from benchmark_runners.hardware import detect_hardware
@@ -167,11 +264,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"hardware": {k: bool(p.get("available")) for k, p in platforms.items()},
                 "reasons": {k: p.get("reason") for k, p in platforms.items()}}
 
+    # The three hot endpoints run on the event loop: their work (~0.3 ms) costs less than the hop
+    # to the thread pool. The heavier ones (batch, map, analysis, distributed) stay sync.
     @app.post("/hardware/select", response_model=s.SelectResponse)
-    def select(req: s.SelectRequest) -> dict[str, Any]:
-        return state.selector().select_hardware(req.model_family, req.model_name, req.batch_size, req.sequence_length, req.mode,
-                                                req.precision, req.available_hardware, req.task_type, req.distributed,
-                                                req.gpu_count, req.max_latency_ms)
+    async def select(req: s.SelectRequest) -> dict[str, Any]:
+        return state.answer("select", req, lambda selector: selector.select_hardware(
+            req.model_family, req.model_name, req.batch_size, req.sequence_length, req.mode, req.precision,
+            req.available_hardware, req.task_type, req.distributed, req.gpu_count, req.max_latency_ms))
 
     @app.post("/hardware/batch", response_model=s.BatchResponse)
     def batch(req: s.BatchRequest) -> dict[str, Any]:
@@ -184,10 +283,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return selection_map(state.selector(), req.model_families, req.batch_sizes, req.hardware_platforms)
 
     @app.post("/performance/predict", response_model=s.PredictResponse)
-    def predict(req: s.PredictRequest) -> dict[str, Any]:
+    async def predict(req: s.PredictRequest) -> dict[str, Any]:
         hardware = [req.hardware] if isinstance(req.hardware, str) else list(dict.fromkeys(req.hardware))
-        return state.selector().predictor.predict_performance(req.model_name, req.model_family, hardware, req.batch_size,
-                                                              req.sequence_length, req.mode, req.precision)
+        return state.answer("predict", req, lambda selector: selector.predictor.predict_performance(
+            req.model_name, req.model_family, hardware, req.batch_size, req.sequence_length, req.mode, req.precision))
 
     @app.post("/training/distributed", response_model=s.DistributedResponse)
     def distributed(req: s.DistributedRequest) -> dict[str, Any]:
@@ -204,6 +303,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def analysis(req: s.AnalysisRequest) -> dict[str, Any]:
         from devicefit.select.analysis import analyze_model
 
-        return analyze_model(state.selector(), req.model_name, req.model_family, req.batch_sizes, req.hardware_platforms)
+        return analyze_model(state.selector(), req.model_name, req.model_family, req.batch_sizes, req.hardware_platforms,
+                             state.snapshot().current_or_none())
 
     return app

@@ -200,8 +200,14 @@ class AnalysisRequest(Request):
     hardware_platforms: Optional[list[Kind]] = Field(None, min_length=1, max_length=8)
 
 
+class AnalysisEntry(HardwarePrediction):
+    """A measured entry (`source: "measured"`) keeps the prediction for the same config beside it."""
+
+    prediction: Optional[HardwarePrediction] = None
+
+
 class ModeAnalysis(Response):
-    performance: dict[str, dict[str, HardwarePrediction]]
+    performance: dict[str, dict[str, AnalysisEntry]]
     recommendations: dict[str, dict[str, Any]]
 
 
@@ -214,6 +220,40 @@ class AnalysisResponse(Response):
     inference: ModeAnalysis
     training: ModeAnalysis
     predictor_version: str
+    benchmark_snapshot: Optional[str] = Field(None, description="generated_at of the benchmark snapshot measured entries came from")
+
+
+class BenchmarkRow(Response):
+    """One measured configuration: medians over the runs that measured it (torch or openvino backend)."""
+
+    model: str
+    family: Optional[str]
+    backend: str
+    device_kind: str
+    device_name: Optional[str]
+    hardware_fingerprint: Optional[str]
+    hostname: Optional[str]
+    precision: str
+    mode: str
+    batch_size: int
+    input_dims: dict[str, Any]
+    seq_length: Optional[int]
+    runs: int
+    rows: int
+    p50_ms: float
+    p95_ms: Optional[float]
+    throughput_samples_per_s: Optional[float]
+    peak_rss_bytes: Optional[int]
+    worst_ci_rel_half_width: Optional[float]
+    speedup_vs_cpu_fp32: Optional[float]
+    is_best_precision: Optional[bool]
+    last_measured: Optional[str]
+
+
+class BenchmarksResponse(Response):
+    generated_at: str
+    total: int = Field(description="rows matching the filters before the limit")
+    results: list[BenchmarkRow]
 
 
 class CatalogModel(Response):

@@ -8,6 +8,7 @@ from typing import Any
 from benchmark_runners.hardware.platforms import HARDWARE_KINDS
 from devicefit.paths import DataPaths
 from devicefit.predict import artifacts, served
+from devicefit.predict.artifacts import PredictorUnavailable
 from devicefit.predict.features import model_point
 from devicefit.predict.predictor import PerformancePredictor, Prediction, Request
 from models.catalog import resolve_model
@@ -17,10 +18,6 @@ DEFAULT_MATRIX_HARDWARE = HARDWARE_KINDS
 DEFAULT_MATRIX_BATCH_SIZES = (1, 8, 32)
 DEFAULT_MATRIX_PRECISIONS = ("fp32", "fp16", "int8")
 MB = 2**20
-
-
-class PredictorUnavailable(RuntimeError):
-    """No trained predictor has been published yet."""
 
 
 class HardwareModelPredictor:

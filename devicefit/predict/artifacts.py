@@ -9,10 +9,14 @@ from typing import Any
 
 from devicefit import store
 from devicefit.paths import DataPaths
-from devicefit.predict.training import ERROR_BARS, TARGETS
+from devicefit.predict.training import ARTIFACT_FORMAT, ERROR_BARS, TARGETS
 from devicefit.results_io import write_json_atomic
 
 CURRENT = "current.json"
+
+
+class PredictorUnavailable(RuntimeError):
+    """No usable trained predictor is published: none yet, or one this version cannot read."""
 
 
 def predictors_dir(paths: DataPaths) -> Path:
@@ -44,19 +48,37 @@ def save(paths: DataPaths, artifact: dict[str, Any]) -> Path:
 
 
 def load_current(paths: DataPaths) -> dict[str, Any] | None:
+    """The published artifact, or None when there is none. One that is unreadable or written in
+    another format raises PredictorUnavailable naming the file and what to do."""
     path = predictors_dir(paths) / CURRENT
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        artifact = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PredictorUnavailable(f"published predictor {path} is unreadable ({exc}): retrain with `make run`") from None
+    found = artifact.get("format") if isinstance(artifact, dict) else None
+    if found != ARTIFACT_FORMAT:
+        raise PredictorUnavailable(f"published predictor {path} has format {found!r}; this version reads {ARTIFACT_FORMAT!r}: "
+                                   "retrain with `make run` (or `devicefit run`)")
+    return artifact
 
 
 def version_summaries(paths: DataPaths) -> list[dict[str, Any]]:
     """Every published predictor version (newest first) with its held-out error per target,
     read from the artifact files, so a server can list them without opening DuckDB."""
     directory = predictors_dir(paths)
-    current = load_current(paths)
+    try:
+        current = load_current(paths)
+    except PredictorUnavailable:
+        current = None  # older versions are still listed; none of them is served
     out = []
     for path in sorted(directory.glob("predictor-*.json"), reverse=True) if directory.is_dir() else []:
-        artifact = json.loads(path.read_text())
-        targets = artifact["validation"]["targets"]
+        try:
+            artifact = json.loads(path.read_text())
+            targets = artifact["validation"]["targets"]
+        except (OSError, json.JSONDecodeError, KeyError, TypeError):
+            continue  # an unreadable file is not a version anyone can use
         out.append({"version": artifact["version"], "trained_at": artifact["trained_at"], "rows": artifact["rows"],
                     "models": len(artifact["models"]), "current": current is not None and current["version"] == artifact["version"],
                     "within_bars": within_bars(artifact),

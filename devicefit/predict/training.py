@@ -32,6 +32,8 @@ class InsufficientData(ValueError):
     """Too few measured models to train and validate honestly."""
 INTERVAL_LEVEL = 0.9
 # Error bars a predictor must meet on held-out models (MAPE); the asset check enforces them.
+#: Bumped whenever a reader of an older artifact would misread it (2: per-operator roofline baselines).
+ARTIFACT_FORMAT = "devicefit.predictor/2"
 ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}
 # Small trees, few rounds: with tens of rows they correct the baseline's residual, no more.
 LGB_PARAMS = {
@@ -297,7 +299,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str,
     boosters = {t: _fit(X, np.log(data.actual[t] / refs[t])) for t in TARGETS}
     validation = validate(data, categories, specs)
     return {
-        "format": "devicefit.predictor/1",
+        "format": ARTIFACT_FORMAT,
         "trained_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "rows": len(data), "models": sorted(set(data.models)), "skipped": data.skipped,
         "domain": {"device_kind": sorted(set(data.kinds)), "family": sorted(set(data.families))},

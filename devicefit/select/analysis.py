@@ -1,28 +1,54 @@
-"""Spec 000's model analysis: per mode, predictions per batch size and hardware (each labelled
-with its source) and the selector's recommendation per batch size."""
+"""Spec 000's model analysis: per mode, batch size and hardware, the measured figures where the
+published benchmark snapshot has this exact config (source "measured", the prediction kept beside
+it for comparison) and the prediction otherwise (labelled with its source); and the selector's
+recommendation per batch size."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
 from typing import Any
 
 from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+from devicefit.benchmark_snapshot import MeasuredLookup
+from devicefit.predict.api import MB
 from devicefit.select.selector import HardwareSelector, SelectionError
+from models.catalog import resolve_model
+from models.inputs import input_signature
+
+
+def measured_entry(row: dict[str, Any], prediction: dict[str, Any]) -> dict[str, Any]:
+    memory = row.get("peak_rss_bytes")
+    where = row.get("device_name") or row["device_kind"]
+    ci = row.get("worst_ci_rel_half_width")
+    return {"throughput": row.get("throughput_samples_per_s"), "latency": row.get("p50_ms"),
+            "memory_usage": None if memory is None else memory / MB, "source": "measured",
+            "detail": f"median p50 over {row['runs']} run(s) on {where} ({row.get('hostname')}), {row['backend']}, "
+                      f"last measured {row.get('last_measured')}" + ("" if ci is None else f", 95% CI ±{100 * ci:.1f}%")
+                      + "; memory is peak process RSS",
+            "interval_level": None, "throughput_interval": None, "latency_interval": None, "memory_interval": None,
+            "prediction": prediction}
 
 
 def analyze_model(selector: HardwareSelector, model_name: str, model_family: str | None = None,
-                  batch_sizes: list[int] | None = None, hardware: list[str] | None = None) -> dict[str, Any]:
+                  batch_sizes: list[int] | None = None, hardware: list[str] | None = None,
+                  measured: MeasuredLookup | None = None) -> dict[str, Any]:
     batch_sizes = list(batch_sizes or [1, 8, 32])
     if any(b < 1 for b in batch_sizes):
         raise SelectionError(f"batch sizes must be positive integers, got {batch_sizes}")
     hardware = list(hardware or HARDWARE_KINDS)
     family = model_family
+    spec = resolve_model(model_name)
+    default_dims = input_signature(spec, 1, None).dims
     out: dict[str, Any] = {}
     for mode in ("inference", "training"):
         performance, recommendations = {}, {}
         for b in batch_sizes:
             perf = selector.predictor.predict_performance(model_name, family, hardware, b, None, mode, "fp32")
             family = family or perf["model_family"]
-            performance[str(b)] = perf["predictions"]
+            entries = {}
+            for hw, prediction in perf["predictions"].items():
+                row = measured.measured(spec.name, hw, "fp32", mode, b, default_dims) if measured else None
+                entries[hw] = measured_entry(row, prediction) if row else prediction
+            performance[str(b)] = entries
             try:
                 r = selector.select_hardware(family, model_name, b, mode=mode, available_hardware=hardware)
                 recommendations[str(b)] = {"primary": r["primary_recommendation"], "fallbacks": r["fallback_options"]}
@@ -31,4 +57,5 @@ def analyze_model(selector: HardwareSelector, model_name: str, model_family: str
         out[mode] = {"performance": performance, "recommendations": recommendations}
     return {"model_name": model_name, "model_family": family, "hardware_platforms": hardware, "batch_sizes": batch_sizes,
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "predictor_version": selector.predictor.predictor.version(), **out}
+            "predictor_version": selector.predictor.predictor.version(),
+            "benchmark_snapshot": measured.document.get("generated_at") if measured else None, **out}

@@ -145,10 +145,38 @@ def test_analysis_model_example(server):
     ("/hardware/batch", {"models": [{"name": "gpt2"}] * 51}, None, 422, "models"),
     ("/training/distributed", {"model_name": "gpt2", "gpu_count": 0}, None, 422, "gpu_count"),
     ("/performance/predict", None, b'{"model_name": "' + b"x" * 70000 + b'"}', 413, "exceeds"),
+    ("/benchmarks?model=bert-tinyy", None, None, 404, "bert-tiny"),
+    ("/no/such/route", None, None, 404, "Not Found"),
+    ("/hardware/select", {"model_name": "x" * 300}, None, 404, "Unknown model"),
+    ("/benchmarks?batch_size=0", None, None, 422, "batch_size"),
+    ("/benchmarks?hardware=tpu", None, None, 422, "hardware"),
 ])
 def test_errors_are_json_with_the_right_status(server, path, body, raw, status, message):
     code, r = call(server, path, body, raw)
     assert code == status and r["status"] == "error" and message in r["message"], r
+
+
+def test_a_chunked_body_without_length_is_cut_off_at_the_limit(server):
+    import http.client
+    from urllib.parse import urlparse
+
+    from devicefit.api.app import MAX_BODY_BYTES
+
+    url = urlparse(server)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    chunks = (b'{"model_name": "' + b"x" * 4096 for _ in range(MAX_BODY_BYTES // 4096 + 2))
+    conn.request("POST", "/performance/predict", body=chunks, headers={"Content-Type": "application/json"}, encode_chunked=True)
+    resp = conn.getresponse()
+    body = json.loads(resp.read())
+    conn.close()
+    assert resp.status == 413 and body == {"status": "error", "message": f"request body exceeds the {MAX_BODY_BYTES} byte limit"}
+
+
+def test_repeated_requests_get_the_same_answer_from_the_cache(server):
+    body = {"model_name": "bert-tiny", "hardware": ["cpu"], "batch_size": 3}
+    first, second = call(server, "/performance/predict", body), call(server, "/performance/predict", body)
+    assert first == second and first[0] == 200
+    assert call(server, "/performance/predict", {**body, "batch_size": 5})[1]["batch_size"] == 5
 
 
 def test_openapi_docs_are_served(server):
@@ -229,13 +257,50 @@ def test_the_api_answers_while_another_process_holds_the_duckdb_write_lock(serve
 
         with pytest.raises(duckdb.IOException):  # the lock is real: nobody else can open the file
             duckdb.connect(str(measured.database), read_only=True)
-        for path, body in (("/health", None), ("/predictors", None), ("/hardware/select", {"model_name": "bert-tiny"}),
+        for path, body in (("/health", None), ("/predictors", None), ("/benchmarks?model=bert-tiny", None),
+                       ("/analysis/model", {"model_name": "bert-tiny", "batch_sizes": [1]}), ("/hardware/select", {"model_name": "bert-tiny"}),
                            ("/performance/predict", {"model_name": "bert-tiny", "hardware": ["cpu"]})):
             status, r = call(server, path, body)
             assert status == 200, (path, r)
     finally:
         holder.kill()
         holder.wait(10)
+
+
+def test_benchmarks_serve_the_published_snapshot(server, measured):
+    """Every measured config of the session store is served with medians and provenance, filters
+    narrow it, and the numbers are the store's own."""
+    from devicefit import store
+
+    status, r = call(server, "/benchmarks?limit=1000")
+    assert status == 200, r
+    con = store.connect(measured.database, read_only=True)
+    try:
+        expected = {(a["model"], a["batch_size"]): a["p50_ms"] for a in store.aggregates(con)}
+    finally:
+        con.close()
+    assert r["total"] == len(expected) == len(r["results"]) and r["generated_at"]
+    assert {(row["model"], row["batch_size"]): row["p50_ms"] for row in r["results"]} == expected
+    status, r = call(server, "/benchmarks?model=BERT-TINY&hardware=cpu&precision=fp32&batch_size=2&mode=inference&backend=torch")
+    assert status == 200 and r["total"] == 1, r
+    row = r["results"][0]
+    typed(row, {"model": str, "device_kind": str, "hardware_fingerprint": str, "hostname": str, "runs": int, "p50_ms": float,
+                "throughput_samples_per_s": float, "peak_rss_bytes": int, "input_dims": dict, "last_measured": str})
+    assert row["model"] == "bert-tiny" and row["batch_size"] == 2 and row["speedup_vs_cpu_fp32"] == 1.0
+    assert call(server, "/benchmarks?model=bert-tiny&limit=1")[1]["total"] == 2
+    assert call(server, "/benchmarks?model=gpt2")[1]["total"] == 0  # in the catalog, not measured here
+
+
+def test_analysis_reports_measured_numbers_where_they_exist(server, measured):
+    status, r = call(server, "/analysis/model", {"model_name": "bert-tiny", "batch_sizes": [2, 8], "hardware_platforms": ["cpu"]})
+    assert status == 200, r
+    measured_entry = r["inference"]["performance"]["2"]["cpu"]
+    row = call(server, "/benchmarks?model=bert-tiny&batch_size=2")[1]["results"][0]
+    assert measured_entry["source"] == "measured" and measured_entry["latency"] == row["p50_ms"]
+    assert measured_entry["prediction"]["source"] != "measured" and measured_entry["prediction"]["latency"] > 0
+    assert r["inference"]["performance"]["8"]["cpu"]["source"] != "measured"  # batch 8 was never measured
+    assert r["training"]["performance"]["2"]["cpu"]["source"] != "measured"  # nor training
+    assert r["benchmark_snapshot"]
 
 
 def test_analyze_cli(measured, artifact):

@@ -120,6 +120,19 @@ def test_persistence_round_trip(measured, artifact):
     assert row["rows"] == artifact["rows"]
 
 
+@pytest.mark.parametrize("content, message", [('{"format": "devicefit.predictor/1", "baseline": {}}', "has format"),
+                                              ("{truncated", "unreadable")])
+def test_an_unreadable_or_older_published_predictor_is_a_clear_refusal(tmp_path, content, message):
+    from devicefit.paths import DataPaths
+
+    paths = DataPaths(tmp_path)
+    artifacts.predictors_dir(paths).mkdir(parents=True)
+    (artifacts.predictors_dir(paths) / artifacts.CURRENT).write_text(content)
+    with pytest.raises(artifacts.PredictorUnavailable, match=f"{message}.*make run"):
+        HardwareModelPredictor(benchmark_dir=tmp_path)
+    assert artifacts.version_summaries(paths) == []
+
+
 def test_hardware_model_predictor_api(measured, artifact):
     api = HardwareModelPredictor(database_path=measured.database)
     perf = api.predict_performance("bert-base-uncased", hardware=["cpu", "cuda"], batch_size=8)
