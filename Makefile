@@ -11,7 +11,7 @@ export DAGSTER_HOME := $(CURDIR)/dagster_home
 HOST ?= 127.0.0.1
 UI_PORT ?= 3000
 
-.PHONY: run test test-slow install ui serve clean
+.PHONY: run test test-slow install ui serve report clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,15 @@ ui: $(STAMP)
 # The REST API (spec 000) on this machine only; docs at http://127.0.0.1:8000/docs.
 serve: $(STAMP)
 	$(VENV)/bin/devicefit serve --host $(HOST) --port 8000
+
+# Figures, dashboard, comparative analysis and recommendations from the store (make run writes
+# them too). PNGs need a Chromium binary: installed with apt-get when missing and possible.
+report: $(STAMP)
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	    apt-get install -y -qq --no-install-recommends chromium >/dev/null && echo "installed chromium for PNG export"; } || \
+	  echo "no Chromium binary and none installable here: the report is HTML only"
+	$(VENV)/bin/devicefit report
 
 test: $(STAMP)
 	$(PY) -m pytest

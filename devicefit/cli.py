@@ -1,5 +1,5 @@
 """The `devicefit` command line: detect, models, classify, benchmark, db, ingest, run, predict, select, map, distributed,
-resources, recommend, memory-search, analyze, serve."""
+resources, recommend, memory-search, analyze, serve, report, recommendations, compare, compare-training-inference."""
 from __future__ import annotations
 
 import json
@@ -181,10 +181,14 @@ def benchmark(
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds per config (load included) before its worker is killed."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch threads (default: physical cores)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write all rows, with raw samples, to this JSON file."),
+    compare_to: Optional[str] = typer.Option(None, "--compare-to", help="Baseline to check these rows against: a CSV, a results/CI JSON file, a run id, or 'previous'."),
+    regression_alert: float = typer.Option(0.1, "--regression-alert", help="Relative slowdown of the median that counts as a regression (with --compare-to)."),
+    output_ci: Optional[Path] = typer.Option(None, "--output-ci", help="Write a machine-readable CI report (rows, and the comparison with --compare-to)."),
 ) -> None:
     """Benchmark models in isolated worker processes and print a results table.
 
-    Exits 0 when every config was measured or skipped with a reason, 1 when any failed."""
+    Exits 0 when every config was measured or skipped with a reason, 1 when any failed or (with
+    --compare-to) regressed against the baseline."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from benchmark_runners.harness import TimingPolicy
@@ -238,8 +242,33 @@ def benchmark(
         write_json_atomic(json_out, results_document(run_id, results, inventory.to_json()))
         err.print(f"wrote {len(results)} rows to {json_out}")
     failed = [r for r in results if r.status == "failed"]
+    regressed = False
+    if compare_to or output_ci:
+        from devicefit.reports import regression
+
+        sets = regression.sets_from_results([r.to_json() for r in results])
+        if compare_to:
+            try:
+                report = regression.check_against_baseline(sets, compare_to, _paths().database if _paths().database.exists() else None,
+                                                           regression_alert, current_description=f"run {run_id}")
+            except (regression.BaselineError, ValueError) as exc:
+                _fail(str(exc))
+            _print_regression(report)
+            regressed = report["status"] == "fail"
+        else:
+            report = {"format": regression.CI_FORMAT, "status": "fail" if failed else "pass", "baseline": None,
+                      "current": f"run {run_id}", "comparisons": []}
+        report["results"] = [{k: r.to_json()[k] for k in ("model", "device", "precision", "mode", "batch_size", "status", "error",
+                                                           "p50_ms", "throughput_samples_per_s", "peak_rss_bytes", "ci_rel_half_width")}
+                             for r in results]
+        if failed:
+            report["status"] = "fail"
+        if output_ci:
+            write_json_atomic(output_ci, report)
+            err.print(f"wrote the CI report to {output_ci}")
     if failed:
         err.print(f"[red]{len(failed)} of {len(results)} configs failed[/]")
+    if failed or regressed:
         raise typer.Exit(1)
 
 
@@ -384,7 +413,12 @@ def run_command(
                ("compatibility matrix", paths.outputs / "compatibility_matrix.json"),
                ("prediction matrix", paths.outputs / "prediction_matrix.json"),
                ("selection map", paths.outputs / "selection_map.json"), ("predictors", paths.root / "predictors"),
-               ("served predictions", paths.root / "predictions"), ("hardware inventory", paths.root / "hardware.json"))
+               ("served predictions", paths.root / "predictions"), ("hardware inventory", paths.root / "hardware.json"),
+               ("benchmark snapshot (API)", paths.outputs / "benchmarks.json"),
+               ("report dashboard", paths.outputs / "reports" / "index.html"),
+               ("comparative analysis", paths.outputs / "comparative_analysis.csv"),
+               ("recommendations", paths.outputs / "recommendations.json"),
+               ("regression report", paths.outputs / "regression_report.json"))
     for label, path in written:
         if path.exists():
             console.print(f"  {label}: {path}")
@@ -714,21 +748,36 @@ def serve(
 
 @app.command()
 def analyze(
-    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Catalog name or local model directory (model analysis)."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Without --model: write spec 004's comparative analysis CSV here. "
+                                                                "With --model: write the analysis JSON here."),
     family: Optional[str] = typer.Option(None, "--family", help="Model family (default: classified)."),
     batch_sizes: str = typer.Option("1,8,32", "--batch-sizes", help="Comma-separated batch sizes."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds (default: every kind)."),
     benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
     as_json: bool = typer.Option(False, "--json", help="Print spec 000's /analysis/model response as JSON."),
 ) -> None:
-    """Performance per batch size and hardware, in both modes: measured (from the published
-    benchmark snapshot) where this exact config was measured, predicted otherwise, each labelled;
-    with the recommendation per batch size (spec 000's /analysis/model)."""
+    """With --model: performance per batch size and hardware, in both modes, measured (from the
+    published benchmark snapshot) where this exact config was measured and predicted otherwise,
+    each labelled, with the recommendation per batch size (spec 000's /analysis/model).
+    Without --model, `--output FILE` writes spec 004's comparative analysis: one CSV row per model
+    and config with every hardware's figures and speedup vs CPU."""
     from devicefit.benchmark_snapshot import SnapshotReader, snapshot_path
     from devicefit.paths import DataPaths
     from devicefit.select.analysis import analyze_model
     from devicefit.select.selector import HardwareSelector
 
+    if model is None:
+        if output is None:
+            _fail("give --model M (model analysis) or --output FILE (comparative analysis CSV of every measured config)")
+        from devicefit.reports.analysis import write_analysis_csv
+
+        rows = _aggregates(_report_paths(benchmark_dir))
+        if not rows:
+            _fail("the store holds no measured configs yet: run `make run` first")
+        path = write_analysis_csv(rows, output)
+        console.print(f"wrote the comparative analysis of {len(rows)} measured configs to {path}")
+        return
     paths = DataPaths(benchmark_dir.resolve()) if benchmark_dir else DataPaths.default()
     try:
         result = analyze_model(HardwareSelector(benchmark_dir=benchmark_dir), model, family, _ints(batch_sizes, "--batch-sizes"),
@@ -736,6 +785,11 @@ def analyze(
                                SnapshotReader(snapshot_path(paths)).current_or_none())
     except _select_errors() as exc:
         _fail(str(exc))
+    if output:
+        from devicefit.results_io import write_json_atomic
+
+        write_json_atomic(output, result)
+        err.print(f"wrote {output}")
     if as_json:
         print(json.dumps(result, indent=2))
         return
@@ -749,6 +803,151 @@ def analyze(
             cells = [f"{p['latency']:.1f} [{p['source']}]" if p["latency"] is not None else "-" for p in by_hw.values()]
             table.add_row(b, *cells, str(result[mode]["recommendations"][b]["primary"]))
         console.print(table)
+
+
+def _report_paths(benchmark_dir: Optional[Path]):
+    from devicefit.paths import DataPaths
+
+    paths = DataPaths(benchmark_dir.resolve()) if benchmark_dir else DataPaths.default()
+    if not paths.database.exists():
+        _fail(f"no database at {paths.database}: run `make run` or `devicefit run` first")
+    return paths
+
+
+def _aggregates(paths) -> list:
+    from devicefit import store
+
+    con = store.connect(paths.database, read_only=True)
+    try:
+        return store.aggregates(con)
+    finally:
+        con.close()
+
+
+@app.command()
+def report(
+    output_dir: Optional[Path] = typer.Option(None, "--output-dir", help="Where the dashboard goes (default data/outputs/reports)."),
+    png: bool = typer.Option(True, "--png/--no-png", help="Also render PNGs (needs kaleido and a Chromium binary)."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+) -> None:
+    """Plotly figures of the measurements (interactive HTML, PNG where Chromium is present), an
+    index.html dashboard, the comparative analysis CSV and the recommendations (spec 004's --visualize)."""
+    from devicefit.reports import publish_reports
+
+    paths = _report_paths(benchmark_dir)
+    published = publish_reports(paths, output_dir, png=png)
+    d = published.dashboard
+    for name, path in d.html.items():
+        console.print(f"{name:<24} {path}" + (f"  (+ {d.png[name].name})" if name in d.png else ""))
+    for name, why in d.missing.items():
+        console.print(f"{name:<24} [yellow]not drawn: {why}[/]")
+    if d.png_unavailable:
+        err.print(f"PNGs not rendered: {d.png_unavailable}")
+    console.print(f"dashboard: {d.index}\nanalysis:  {published.analysis_csv}\nrecommendations: {published.recommendations}")
+
+
+@app.command()
+def recommendations(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Only this model."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+) -> None:
+    """Best measured hardware per model and mode by throughput, latency and memory, with the
+    margin over the best other hardware (spec 004's --recommendations)."""
+    from devicefit.reports.analysis import recommendations as build
+
+    recs = [r for r in build(_aggregates(_report_paths(benchmark_dir))) if model is None or r["model"].lower() == model.lower()]
+    if model and not recs:
+        _fail(f"no measurements of {model!r}; `devicefit db status` lists what the store holds")
+    if as_json:
+        print(json.dumps(recs, indent=2, default=str))
+        return
+    table = Table(title="Best measured hardware per model (margin: vs the best other hardware)")
+    for c in ("model", "mode", "measured on", "throughput", "latency", "memory"):
+        table.add_column(c)
+
+    def cell(e) -> str:
+        if e is None:
+            return "-"
+        return f"{e['hardware']} {e['precision']} b{e['batch_size']} ({e['note']})"
+
+    for r in recs:
+        table.add_row(r["model"], r["mode"], ", ".join(r["hardware_measured"]), cell(r["throughput"]), cell(r["latency"]), cell(r["memory"]))
+    console.print(table)
+
+
+@app.command("compare-training-inference")
+def compare_training_inference(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Only this model."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+) -> None:
+    """Training step against inference for every config measured in both modes (spec 004's
+    --compare-training-inference)."""
+    from devicefit.reports.analysis import training_inference_comparison
+
+    pairs = training_inference_comparison(_aggregates(_report_paths(benchmark_dir)), model)
+    if not pairs:
+        _fail("no config was measured in both modes" + (f" for {model!r}" if model else "") +
+              "; measure training with `devicefit benchmark --mode inference,training`")
+    if as_json:
+        print(json.dumps(pairs, indent=2))
+        return
+    table = Table(title="Training vs inference (same hardware, precision, batch and input)")
+    for c in ("model", "hardware", "precision", "batch", "inference ms", "training ms", "ratio", "inference samples/s",
+              "training samples/s", "inference MiB", "training MiB"):
+        table.add_column(c, justify="right" if c not in ("model", "hardware", "precision") else "left")
+    for p in pairs:
+        table.add_row(p["model"], p["hardware"], p["precision"], str(p["batch_size"]), f"{p['inference_p50_ms']:.2f}",
+                      f"{p['training_p50_ms']:.2f}", f"{p['training_to_inference']:.1f}×", f"{p['inference_samples_per_s']:.1f}",
+                      f"{p['training_samples_per_s']:.1f}", f"{p['inference_peak_mib']:.0f}", f"{p['training_peak_mib']:.0f}")
+    console.print(table)
+
+
+def _print_regression(report: dict) -> None:
+    shown = [c for c in report["comparisons"] if c["verdict"] in ("regression", "improvement")]
+    table = Table(title=f"vs {report['baseline']}: threshold {report['threshold']:g}, alpha {report['alpha']:g} — "
+                        + ", ".join(f"{n} {v}" for v, n in report["summary"].items() if n))
+    for c in ("config", "verdict", "baseline p50 ms", "current p50 ms", "change", "p-value"):
+        table.add_column(c)
+    for c in shown:
+        colour = "red" if c["verdict"] == "regression" else "green"
+        table.add_row(c["config"], f"[{colour}]{c['verdict']}[/]", f"{c['baseline_p50_ms']:.3f}", f"{c['current_p50_ms']:.3f}",
+                      f"{100 * c['change']:+.1f}%", "-" if c["p_value"] is None else f"{c['p_value']:.2g}")
+    console.print(table)
+
+
+@app.command()
+def compare(
+    baseline: str = typer.Option(..., "--baseline", "--compare-to", help="'previous' (each config's earlier run in the store), a run id, a CSV, or a results/CI JSON file."),
+    regression_alert: float = typer.Option(0.1, "--regression-alert", help="Relative slowdown of the median that counts as a regression (0.1 = 10%)."),
+    alpha: float = typer.Option(0.01, "--alpha", help="Significance level of the one-sided Mann-Whitney test on the raw samples."),
+    run: Optional[str] = typer.Option(None, "--run", help="Compare this run id (default: the latest run of each config)."),
+    output_ci: Optional[Path] = typer.Option(None, "--output-ci", help="Write the machine-readable report (JSON) here."),
+    export_baseline: Optional[Path] = typer.Option(None, "--export-baseline", help="Also write the current side as a baseline CSV (samples kept)."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+) -> None:
+    """Compare measurements with a baseline config by config on the raw samples (spec 004's
+    --compare-to ... --regression-alert). Exits 1 when any config regressed."""
+    from devicefit.reports import regression
+    from devicefit.results_io import write_json_atomic
+
+    paths = _report_paths(benchmark_dir)
+    try:
+        current = regression.current_sets(paths.database, run)
+        report_doc = regression.check_against_baseline(current, baseline, paths.database, regression_alert, alpha,
+                                                       f"run {run}" if run else "latest run of each config")
+    except (regression.BaselineError, ValueError) as exc:
+        _fail(str(exc))
+    _print_regression(report_doc)
+    if output_ci:
+        write_json_atomic(output_ci, report_doc)
+        err.print(f"wrote {output_ci}")
+    if export_baseline:
+        regression.write_baseline_csv(current, export_baseline)
+        err.print(f"wrote {len(current)} configs to {export_baseline}")
+    if report_doc["status"] == "fail":
+        raise typer.Exit(1)
 
 
 def main() -> None:  # pragma: no cover - console entry

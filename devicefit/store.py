@@ -65,6 +65,21 @@ MIGRATIONS[3] = [
         mode VARCHAR NOT NULL, batch_size INTEGER NOT NULL, seq_length INTEGER, latency_ms DOUBLE, throughput DOUBLE,
         memory_bytes DOUBLE, source VARCHAR)""",
 ]
+# Every ok measurement's samples, kept when its source is later replaced by a newer run of the
+# same partition, so a run can be compared with any earlier one (regression tracking).
+HISTORY_COLUMNS = ("run_id", "config_key", "source_key", "model", "backend", "device_kind", "device_name", "precision", "mode",
+                   "batch_size", "input_dims", "hardware_fingerprint", "hostname", "timestamp", "samples_ms", "p50_ms",
+                   "throughput_samples_per_s", "peak_rss_bytes")
+MIGRATIONS[4] = [
+    """CREATE TABLE sample_history (
+        run_id VARCHAR NOT NULL, config_key VARCHAR NOT NULL, source_key VARCHAR NOT NULL, model VARCHAR NOT NULL,
+        backend VARCHAR NOT NULL, device_kind VARCHAR NOT NULL, device_name VARCHAR, precision VARCHAR NOT NULL,
+        mode VARCHAR NOT NULL, batch_size INTEGER NOT NULL, input_dims VARCHAR, hardware_fingerprint VARCHAR,
+        hostname VARCHAR, timestamp TIMESTAMP, samples_ms DOUBLE[] NOT NULL, p50_ms DOUBLE,
+        throughput_samples_per_s DOUBLE, peak_rss_bytes BIGINT, PRIMARY KEY (run_id, config_key))""",
+    f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
+        WHERE status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""",
+]
 SCHEMA_VERSION = max(MIGRATIONS)
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
 JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms"}
@@ -165,6 +180,8 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
             con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         [run_id, source_key, min(r.timestamp for r in rows), env.get("hostname"), git.get("commit"),
                          git.get("dirty"), json.dumps(env.get("versions")), len(rows)])
+        con.execute(f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
+                        WHERE source_key = ? AND status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""", [source_key])
         _upsert_hardware(con, document.get("hardware") or {}, now)
         _upsert_models(con, results, now)
         con.execute("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?)", [source_key, origin, path, sha256, len(results), now])

@@ -5,6 +5,7 @@ from assets.checks import ALL_CHECKS
 from assets.inventory import hardware_inventory, model_catalog
 from assets.measurements import measurements
 from assets.predictors import PREDICTOR_CHECKS, prediction_matrix, prediction_validation, predictors
+from assets.reports import benchmark_reports, no_performance_regression, regression_report
 from assets.resources import DevicefitData
 from assets.results import aggregated_results, benchmark_results, compatibility_matrix
 from assets.selection import selection_map
@@ -18,8 +19,8 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
 
 defs = dg.Definitions(
     assets=[hardware_inventory, model_catalog, measurements, benchmark_results, aggregated_results, compatibility_matrix,
-            predictors, prediction_matrix, prediction_validation, selection_map],
-    asset_checks=[*ALL_CHECKS, *PREDICTOR_CHECKS],
+            predictors, prediction_matrix, prediction_validation, selection_map, benchmark_reports, regression_report],
+    asset_checks=[*ALL_CHECKS, *PREDICTOR_CHECKS, no_performance_regression],
     jobs=[measurements_job, results_job, inventory_job],
     schedules=[nightly_benchmarks],
     sensors=[automation_sensor],

@@ -257,6 +257,15 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
             "interval_coverage": nested_coverage(residuals, models) if len(residuals) else None,
             "bar_mape": ERROR_BARS[t],
         }
+    # Each row's prediction from the fold that held its model out, for predicted-vs-measured
+    # figures: the numbers behind the reported error, not an in-sample fit.
+    report["held_out_rows"] = [
+        {"model": data.models[i], "family": data.families[i], "device_kind": data.kinds[i], "backend": f["backend"],
+         "precision": f["precision"], "mode": f["mode"], "batch_size": round(math.exp(f["log_batch"])),
+         "seq_length": f["seq_length"] or None,
+         **{f"{t}_measured": float(data.actual[t][i]) for t in TARGETS},
+         **{f"{t}_predicted": None if np.isnan(oof[t][i]) else float(oof[t][i]) for t in TARGETS}}
+        for i, f in enumerate(data.features)]
     if len(set(data.kinds)) > 1:
         oof_kind = held_out_predictions(data, data.kinds, categories, specs)
         for t in TARGETS:

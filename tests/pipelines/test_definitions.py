@@ -21,7 +21,7 @@ def test_every_selection_string_resolves_to_a_non_empty_set():
     results = {k.to_user_string() for k in dg.AssetSelection.from_string(selections.RESULTS).resolve(graph)}
     assert results == {"benchmark_results", "aggregated_results", "compatibility_matrix", "latency_predictor",
                        "throughput_predictor", "memory_predictor", "prediction_matrix", "prediction_validation",
-                       "selection_map"}
+                       "selection_map", "benchmark_reports", "regression_report"}
 
 
 def test_partitions_are_hardware_by_model():

@@ -1,0 +1,54 @@
+"""Reports downstream of the results and the predictors (dashboard, comparative analysis,
+recommendations), and the regression report with its check against each config's previous run."""
+import dagster as dg
+
+from assets.predictors import EAGER, PREDICTOR_KEYS
+from assets.resources import DevicefitData
+from assets.results import aggregated_results, benchmark_results
+from devicefit.pipeline import markdown_table
+from devicefit.reports import DEFAULT_REGRESSION_THRESHOLD, publish_regression_report, publish_reports
+
+
+class ReportConfig(dg.Config):
+    png: bool = True  # rendered only where kaleido finds a Chromium binary; the reason is shown otherwise
+
+
+@dg.asset(deps=[aggregated_results, *PREDICTOR_KEYS.values()], group_name="reports", automation_condition=EAGER,
+          description="Plotly dashboard (data/outputs/reports/index.html), comparative_analysis.csv and recommendations.json.")
+def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData) -> dg.MaterializeResult:
+    published = publish_reports(devicefit_data.paths(), png=config.png)
+    d = published.dashboard
+    return dg.MaterializeResult(metadata={
+        "dashboard": dg.MetadataValue.url(d.index.resolve().as_uri()),
+        "dashboard_path": dg.MetadataValue.path(str(d.index)),
+        "figures": dg.MetadataValue.md("\n".join(f"- [{name}]({path.resolve().as_uri()})" for name, path in d.html.items())),
+        "not_drawn": dg.MetadataValue.json(d.missing),
+        "png": dg.MetadataValue.text(d.png_unavailable or f"{len(d.png)} rendered"),
+        "comparative_analysis": dg.MetadataValue.path(str(published.analysis_csv)),
+        "recommendations": dg.MetadataValue.path(str(published.recommendations)),
+    })
+
+
+@dg.asset(deps=[benchmark_results], group_name="reports", automation_condition=EAGER,
+          description="Each config's latest run against its previous run (Mann-Whitney on raw samples + "
+                      f"{DEFAULT_REGRESSION_THRESHOLD:.0%} threshold), data/outputs/regression_report.json.")
+def regression_report(devicefit_data: DevicefitData) -> dg.Output[dict]:
+    report = publish_regression_report(devicefit_data.paths())
+    changed = [c for c in report["comparisons"] if c["verdict"] in ("regression", "improvement")]
+    return dg.Output(report, metadata={
+        "status": report["status"], **{k: v for k, v in report["summary"].items()},
+        "changes": dg.MetadataValue.md(markdown_table(changed, ["config", "verdict", "baseline_p50_ms", "current_p50_ms", "change", "p_value"]))
+        if changed else dg.MetadataValue.text("none"),
+    })
+
+
+@dg.asset_check(asset=regression_report, description="No config got slower than its previous run (rank test and threshold).")
+def no_performance_regression(regression_report: dict) -> dg.AssetCheckResult:
+    regressed = [c for c in regression_report["comparisons"] if c["verdict"] == "regression"]
+    return dg.AssetCheckResult(
+        passed=not regressed, severity=dg.AssetCheckSeverity.WARN,
+        description=f"{len(regressed)} regression(s) against {regression_report['baseline']}" if regressed
+        else f"no regression among {regression_report['summary']['unchanged'] + regression_report['summary']['improvement']} "
+             f"configs compared ({regression_report['summary']['new']} without a previous run)",
+        metadata={"regressions": dg.MetadataValue.json([{k: c[k] for k in ("config", "baseline_p50_ms", "current_p50_ms", "change", "p_value")}
+                                                        for c in regressed])})

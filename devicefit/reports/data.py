@@ -1,0 +1,72 @@
+"""What the reports are drawn from, read once from the store (read-only) and the published
+predictor: aggregated configs, the measured peaks of each device, and the predictor's held-out
+predictions. Plain data, so every figure builder is a pure function a test can call."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from devicefit import store
+from devicefit.paths import DataPaths
+
+
+@dataclass
+class ReportData:
+    aggregates: list[dict[str, Any]]
+    #: hardware fingerprint -> {"name", "kind", "matmul_gflops_best", "memory_bandwidth_gbs_best"}
+    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: (model, input_dims json) -> {"flops_per_sample", "model_path"}
+    model_inputs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    held_out: list[dict[str, Any]] = field(default_factory=list)
+    interval_half_width: dict[str, float] = field(default_factory=dict)
+    predictor_version: str | None = None
+
+    def default_inputs(self) -> dict[str, str]:
+        """Per model, the input shape it was measured at most often: figures compare like with
+        like, and the extra shapes (512-token rows) stay in the CSV."""
+        counts: dict[str, Counter] = {}
+        for r in self.aggregates:
+            counts.setdefault(r["model"], Counter())[r["input_dims"]] += 1
+        return {m: c.most_common(1)[0][0] for m, c in counts.items()}
+
+    def at_default_input(self) -> list[dict[str, Any]]:
+        default = self.default_inputs()
+        return [r for r in self.aggregates if r["input_dims"] == default[r["model"]]]
+
+
+def hardware_label(row: dict[str, Any]) -> str:
+    """"cpu" for torch on the CPU, "cpu · openvino" for another backend on the same device."""
+    return row["device_kind"] if row.get("backend", "torch") == "torch" else f"{row['device_kind']} · {row['backend']}"
+
+
+def load_report_data(paths: DataPaths) -> ReportData:
+    if not paths.database.exists():
+        raise FileNotFoundError(f"no database at {paths.database}: run `make run` or `devicefit run` first")
+    con = store.connect(paths.database, read_only=True)
+    try:
+        aggregates = store.aggregates(con)
+        devices = {}
+        for fp, kind, name, probe in con.execute("SELECT fingerprint, kind, name, probe FROM hardware").fetchall():
+            probe = (json.loads(probe) if isinstance(probe, str) else probe) or {}
+            devices[fp] = {"kind": kind, "name": name, "matmul_gflops_best": probe.get("matmul_gflops_best"),
+                           "memory_bandwidth_gbs_best": probe.get("memory_bandwidth_gbs_best")}
+        inputs = {(m, dims or "{}"): {"flops_per_sample": flops, "model_path": path} for m, dims, flops, path in con.execute(
+            "SELECT model, any_value(input_dims), any_value(forward_flops_per_sample), any_value(model_path) "
+            "FROM measurements WHERE status = 'ok' GROUP BY model, input_dims").fetchall()}
+    finally:
+        con.close()
+    data = ReportData(aggregates, devices, inputs)
+    from devicefit.predict import artifacts
+
+    try:
+        artifact = artifacts.load_current(paths)
+    except artifacts.PredictorUnavailable:
+        artifact = None
+    if artifact is not None:
+        validation = artifact["validation"]
+        data.held_out = validation.get("held_out_rows", [])
+        data.interval_half_width = {t: v.get("interval_log_half_width") for t, v in validation["targets"].items()}
+        data.predictor_version = artifact.get("version")
+    return data

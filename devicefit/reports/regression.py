@@ -1,0 +1,315 @@
+"""Regression tracking (spec 004's --compare-to ... --regression-alert 0.1 and --output-ci):
+a run compared with a baseline config by config, on the raw timing samples.
+
+A config regresses only when both hold: its median latency grew by more than the threshold,
+and a one-sided Mann-Whitney U test says the current samples are stochastically larger
+(p < alpha). The rank test keeps noise from being called a regression; the threshold keeps a
+real but negligible shift from being one. Where the baseline has no samples (a CSV of medians),
+only the threshold applies, and the comparison says so.
+
+Baselines: `previous` (each config's latest earlier run in the store's sample history), a run
+id, a CSV (model, hardware or device_kind, precision, mode, batch_size, optional backend and
+input_dims, and samples_ms or p50_ms), or a JSON results document (a landing file, `devicefit
+benchmark --json` output, or a CI report written by `--output-ci`)."""
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from devicefit import store
+
+CI_FORMAT = "devicefit.regression_report/1"
+DEFAULT_ALPHA = 0.01
+MIN_SAMPLES_FOR_RANK_TEST = 3
+
+
+class BaselineError(ValueError):
+    """A baseline that cannot be read or matched, said in words."""
+
+
+@dataclass(frozen=True)
+class ConfigIdentity:
+    model: str
+    device_kind: str
+    backend: str
+    precision: str
+    mode: str
+    batch_size: int
+    input_dims: str | None  # JSON text; None matches any input when the baseline does not say
+
+    def label(self) -> str:
+        return (f"{self.model} · {self.device_kind}{'' if self.backend == 'torch' else ' · ' + self.backend} · {self.precision} · "
+                f"{self.mode} · batch {self.batch_size}" + (f" · {self.input_dims}" if self.input_dims else ""))
+
+
+@dataclass
+class SampleSet:
+    identity: ConfigIdentity
+    samples_ms: list[float]
+    p50_ms: float
+    run_id: str | None = None
+    hardware_fingerprint: str | None = None
+
+
+@dataclass
+class Comparison:
+    config: str
+    identity: dict[str, Any]
+    verdict: str  # regression | improvement | unchanged | new | missing
+    method: str
+    baseline_run: str | None
+    current_run: str | None
+    baseline_p50_ms: float | None
+    current_p50_ms: float | None
+    change: float | None  # relative change of the median, + is slower
+    p_value: float | None
+    baseline_samples: int
+    current_samples: int
+
+
+def compare_samples(current: list[float], baseline: list[float], threshold: float, alpha: float = DEFAULT_ALPHA,
+                    current_p50: float | None = None, baseline_p50: float | None = None) -> tuple[str, str, float, float | None]:
+    """(verdict, method, relative change of the median, one-sided p-value or None)."""
+    cur_med = statistics.median(current) if current else current_p50
+    base_med = statistics.median(baseline) if baseline else baseline_p50
+    if cur_med is None or base_med is None or base_med <= 0:
+        raise ValueError("both sides need samples or a median")
+    change = cur_med / base_med - 1.0
+    if len(current) >= MIN_SAMPLES_FOR_RANK_TEST and len(baseline) >= MIN_SAMPLES_FOR_RANK_TEST:
+        from scipy.stats import mannwhitneyu
+
+        slower = mannwhitneyu(current, baseline, alternative="greater").pvalue
+        faster = mannwhitneyu(current, baseline, alternative="less").pvalue
+        method = f"mann-whitney (alpha {alpha:g}) and threshold {threshold:g}"
+        if change > threshold and slower < alpha:
+            return "regression", method, change, float(slower)
+        if change < -threshold and faster < alpha:
+            return "improvement", method, change, float(faster)
+        return "unchanged", method, change, float(min(slower, faster))
+    method = f"threshold {threshold:g} only: fewer than {MIN_SAMPLES_FOR_RANK_TEST} samples on a side"
+    if change > threshold:
+        return "regression", method, change, None
+    return ("improvement" if change < -threshold else "unchanged"), method, change, None
+
+
+# --- Reading sample sets -----------------------------------------------------------------------
+
+_HISTORY_SELECT = ("SELECT run_id, model, device_kind, backend, precision, mode, batch_size, input_dims, samples_ms, p50_ms, "
+                   "hardware_fingerprint, config_key FROM sample_history")
+
+
+def _from_history_row(row: tuple) -> SampleSet:
+    run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _ = row
+    return SampleSet(ConfigIdentity(model, kind, backend, precision, mode, batch, dims), list(samples or []), p50, run_id, fp)
+
+
+def current_sets(database: Path, run_id: str | None = None) -> list[SampleSet]:
+    """The latest run of every config in the store, or the configs of one run."""
+    con = store.connect(database, read_only=True)
+    try:
+        if run_id:
+            rows = con.execute(f"{_HISTORY_SELECT} WHERE run_id = ?", [run_id]).fetchall()
+            if not rows:
+                raise BaselineError(f"run {run_id!r} has no measured rows in {database}")
+        else:
+            rows = con.execute(f"{_HISTORY_SELECT} QUALIFY row_number() OVER (PARTITION BY config_key, hardware_fingerprint "
+                               "ORDER BY timestamp DESC) = 1").fetchall()
+    finally:
+        con.close()
+    return [_from_history_row(r) for r in rows]
+
+
+def previous_sets(database: Path, current: list[SampleSet]) -> dict[ConfigIdentity, SampleSet]:
+    """For each current set, the latest earlier run of the same config on the same device."""
+    con = store.connect(database, read_only=True)
+    try:
+        rows = con.execute(f"{_HISTORY_SELECT} ORDER BY timestamp DESC").fetchall()
+    finally:
+        con.close()
+    wanted = {(s.identity, s.hardware_fingerprint): s.run_id for s in current}
+    out: dict[ConfigIdentity, SampleSet] = {}
+    for row in rows:
+        s = _from_history_row(row)
+        key = (s.identity, s.hardware_fingerprint)
+        if key in wanted and s.run_id != wanted[key] and s.identity not in out:
+            out[s.identity] = s
+    return out
+
+
+def run_sets(database: Path, run_id: str) -> list[SampleSet]:
+    return current_sets(database, run_id)
+
+
+def _dims_text(value: Any) -> str | None:
+    if value in (None, "", {}):
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise BaselineError(f"input_dims {value!r} is not JSON") from None
+    return json.dumps(value, sort_keys=True)
+
+
+def sets_from_document(path: Path) -> list[SampleSet]:
+    """A results document (landing file, `benchmark --json`) or a CI report from --output-ci."""
+    try:
+        document = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BaselineError(f"baseline {path} is unreadable: {exc}") from None
+    if isinstance(document, dict) and document.get("format") == CI_FORMAT:
+        return [SampleSet(ConfigIdentity(**c["identity"]), c.get("current_samples_ms") or [], c["current_p50_ms"], c.get("current_run"))
+                for c in document["comparisons"] if c.get("current_p50_ms") is not None]
+    results = document.get("results") if isinstance(document, dict) else document
+    if not isinstance(results, list):
+        raise BaselineError(f"baseline {path} is neither a results document (a 'results' list) nor a {CI_FORMAT} report")
+    out = sets_from_results(results, str(path))
+    if not out:
+        raise BaselineError(f"baseline {path} holds no ok results to compare with")
+    return out
+
+
+def sets_from_results(results: list[dict[str, Any]], origin: str = "results") -> list[SampleSet]:
+    """Sample sets of the ok rows among BenchmarkResult JSON dicts (`BenchmarkResult.to_json()`)."""
+    out = []
+    for r in results:
+        if not isinstance(r, dict) or r.get("status") != "ok":
+            continue
+        try:
+            dims = ((r.get("input") or {}).get("dims")) or None
+            out.append(SampleSet(ConfigIdentity(r["model"], r["device"].split(":")[0], r.get("backend", "torch"), r["precision"], r["mode"],
+                                                int(r["batch_size"]), _dims_text(dims)),
+                                 [float(x) for x in r.get("samples_ms") or []], float(r["p50_ms"]), r.get("run_id"),
+                                 r.get("hardware_fingerprint")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BaselineError(f"{origin}: a result lacks {exc}") from None
+    return out
+
+
+def sets_from_csv(path: Path) -> list[SampleSet]:
+    try:
+        with open(path, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError as exc:
+        raise BaselineError(f"baseline {path} is unreadable: {exc}") from None
+    out = []
+    for n, r in enumerate(rows, start=2):
+        try:
+            samples = [float(x) for x in (r.get("samples_ms") or "").replace(",", ";").split(";") if x.strip()]
+            p50 = float(r["p50_ms"]) if r.get("p50_ms") else statistics.median(samples) if samples else None
+            if p50 is None:
+                raise ValueError("neither samples_ms nor p50_ms")
+            kind = r.get("device_kind") or r.get("hardware")
+            if not kind:
+                raise KeyError("device_kind (or hardware)")
+            out.append(SampleSet(ConfigIdentity(r["model"], kind, r.get("backend") or "torch", r["precision"], r["mode"],
+                                                int(r["batch_size"]), _dims_text(r.get("input_dims"))), samples, p50, r.get("run_id")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BaselineError(f"baseline {path} line {n}: {exc}") from None
+    if not out:
+        raise BaselineError(f"baseline {path} has no rows")
+    return out
+
+
+def write_baseline_csv(sets: list[SampleSet], path: Path) -> Path:
+    """The CSV form of sample sets, readable back as a baseline (samples kept)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["model", "device_kind", "backend", "precision", "mode", "batch_size", "input_dims", "run_id", "p50_ms", "samples_ms"])
+        for s in sets:
+            i = s.identity
+            writer.writerow([i.model, i.device_kind, i.backend, i.precision, i.mode, i.batch_size, i.input_dims or "", s.run_id or "",
+                             f"{s.p50_ms:.6g}", ";".join(f"{x:.6g}" for x in s.samples_ms)])
+    return path
+
+
+def load_baseline(spec: str, database: Path | None, current: list[SampleSet]) -> tuple[str, dict[ConfigIdentity, SampleSet] | list[SampleSet]]:
+    """(description, baseline sets) from `previous`, a run id, or a CSV / JSON file."""
+    path = Path(spec)
+    if spec == "previous":
+        if database is None:
+            raise BaselineError("baseline 'previous' needs the database")
+        return "previous run of each config", previous_sets(database, current)
+    if path.suffix.lower() == ".csv":
+        if not path.is_file():
+            raise BaselineError(f"baseline file {path} does not exist")
+        return f"CSV {path}", sets_from_csv(path)
+    if path.suffix.lower() == ".json" or path.is_file():
+        if not path.is_file():
+            raise BaselineError(f"baseline file {path} does not exist")
+        return f"results document {path}", sets_from_document(path)
+    if database is None:
+        raise BaselineError(f"baseline {spec!r} is not a file, and there is no database to look up a run id in")
+    try:
+        return f"run {spec}", run_sets(database, spec.removeprefix("run:"))
+    except BaselineError:
+        raise BaselineError(f"baseline {spec!r} is neither a file, nor 'previous', nor a run id in {database}") from None
+
+
+def _match(identity: ConfigIdentity, baseline: dict[ConfigIdentity, SampleSet] | list[SampleSet]) -> SampleSet | None:
+    if isinstance(baseline, dict):
+        return baseline.get(identity)
+    exact = [b for b in baseline if b.identity == identity]
+    if exact:
+        return exact[0]
+    loose = [b for b in baseline if b.identity.input_dims is None
+             and (b.identity.model, b.identity.device_kind, b.identity.backend, b.identity.precision, b.identity.mode,
+                  b.identity.batch_size) == (identity.model, identity.device_kind, identity.backend, identity.precision,
+                                             identity.mode, identity.batch_size)]
+    return loose[0] if len(loose) == 1 else None
+
+
+def compare(current: list[SampleSet], baseline: dict[ConfigIdentity, SampleSet] | list[SampleSet], threshold: float,
+            alpha: float = DEFAULT_ALPHA) -> list[Comparison]:
+    if not 0 < threshold < 10:
+        raise ValueError(f"the regression threshold is a relative change such as 0.1 (10%), got {threshold}")
+    out, matched = [], set()
+    for cur in sorted(current, key=lambda s: s.identity.label()):
+        base = _match(cur.identity, baseline)
+        if base is None:
+            out.append(Comparison(cur.identity.label(), asdict(cur.identity), "new", "no baseline for this config", None, cur.run_id,
+                                  None, cur.p50_ms, None, None, 0, len(cur.samples_ms)))
+            continue
+        matched.add(id(base))
+        verdict, method, change, p = compare_samples(cur.samples_ms, base.samples_ms, threshold, alpha, cur.p50_ms, base.p50_ms)
+        out.append(Comparison(cur.identity.label(), asdict(cur.identity), verdict, method, base.run_id, cur.run_id, base.p50_ms,
+                              cur.p50_ms, change, p, len(base.samples_ms), len(cur.samples_ms)))
+    for base in baseline.values() if isinstance(baseline, dict) else baseline:
+        if id(base) not in matched and not isinstance(baseline, dict):
+            out.append(Comparison(base.identity.label(), asdict(base.identity), "missing", "in the baseline, not in this run",
+                                  base.run_id, None, base.p50_ms, None, None, None, len(base.samples_ms), 0))
+    return out
+
+
+def regression_report(comparisons: list[Comparison], threshold: float, alpha: float, baseline: str, current: str,
+                      current_sets_by_label: dict[str, SampleSet] | None = None) -> dict[str, Any]:
+    """The machine-readable report (--output-ci); `status` is "fail" when any config regressed."""
+    counts = {v: sum(c.verdict == v for c in comparisons) for v in ("regression", "improvement", "unchanged", "new", "missing")}
+    rows = []
+    for c in comparisons:
+        row = asdict(c)
+        if current_sets_by_label and c.config in current_sets_by_label:
+            row["current_samples_ms"] = current_sets_by_label[c.config].samples_ms
+        rows.append(row)
+    return {"format": CI_FORMAT, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "threshold": threshold, "alpha": alpha, "baseline": baseline, "current": current,
+            "status": "fail" if counts["regression"] else "pass", "summary": counts, "comparisons": rows}
+
+
+def check_against_baseline(current: list[SampleSet], baseline_spec: str, database: Path | None, threshold: float,
+                           alpha: float = DEFAULT_ALPHA, current_description: str = "latest run of each config") -> dict[str, Any]:
+    """Load the baseline, compare, and return the report (what `compare` and `benchmark
+    --compare-to` print and write)."""
+    if not current:
+        raise BaselineError("nothing measured to compare: the current side has no ok rows")
+    description, baseline = load_baseline(baseline_spec, database, current)
+    comparisons = compare(current, baseline, threshold, alpha)
+    return regression_report(comparisons, threshold, alpha, description, current_description,
+                             {s.identity.label(): s for s in current})
