@@ -56,6 +56,8 @@ class ConfigMeasurer:
 
     def _prepared(self, backend, spec, config: BenchmarkConfig) -> PreparedModel:
         key = (config.model, config.backend, config.device, config.precision, config.mode)
+        if getattr(backend, "reload_per_batch", False):  # shapes are compiled in
+            key += (config.batch_size, config.seq_length, config.image_size, config.audio_seconds, config.threads)
         if self._loaded_key != key:
             self._release()
             if config.device.startswith("cuda"):
@@ -90,13 +92,19 @@ class ConfigMeasurer:
             if reason:
                 return BenchmarkResult.for_config(config, self.run_id, now_iso(), "skipped", reason, **row)
             prepared = self._prepared(backend, spec, config)
-            inputs = make_inputs(sig, config.device, prepared.input_float_dtype, with_targets=config.mode == "training")
+            inputs = make_inputs(sig, getattr(backend, "input_device", None) or config.device, prepared.input_float_dtype,
+                                 with_targets=config.mode == "training")
             step = backend.make_step(prepared, inputs)
             release_free_heap()
             self.rss.reset()
             device_memory_reset(config.device)
             with backend.measurement_context(prepared):
                 m = measure(step, clock_for(config.device), config.policy)
+            amortize = getattr(step, "amortize", 1)  # a step that runs N batches in flight
+            if amortize != 1:
+                m.samples_ns = [ns / amortize for ns in m.samples_ns]
+                m.warmup_ns = [ns / amortize for ns in m.warmup_ns]
+                m.first_iteration_ns /= amortize
             row.update(device_memory_peaks(config.device))
             row["peak_rss_bytes"] = self.rss.peak_bytes()
         except Exception as exc:  # includes CUDA OOM and MemoryError: a row, not a crash
@@ -117,6 +125,7 @@ class ConfigMeasurer:
             **row,
             **stats,
             precision_recipe=prepared.recipe,
+            backend_config=prepared.extra.get("backend_config"),
             samples_ms=samples_ms,
             warmup_ms=[ns / NS_PER_MS for ns in m.warmup_ns],
             warmup_steady=m.warmup_steady,

@@ -13,9 +13,9 @@ from benchmark_runners.harness import TimingPolicy
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 MODES = ("inference", "training")
-BACKENDS = ("torch",)
+BACKENDS = ("torch", "openvino")
 STATUSES = ("ok", "skipped", "failed")
-_DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+_DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?|openvino:(CPU|GPU(\.\d+)?|NPU))$")
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,10 @@ class BenchmarkConfig:
         if self.backend not in BACKENDS:
             problems.append(f"unknown backend '{self.backend}' (known: {', '.join(BACKENDS)})")
         if not _DEVICE_RE.match(self.device):
-            problems.append(f"unknown device '{self.device}' (cpu, cuda, cuda:N or mps)")
+            problems.append(f"unknown device '{self.device}' (cpu, cuda, cuda:N, mps, or openvino:CPU|GPU|NPU)")
+        elif (self.backend == "openvino") != self.device.startswith("openvino:"):
+            problems.append(f"backend '{self.backend}' cannot run on device '{self.device}' "
+                            "(openvino runs on openvino:CPU/GPU/NPU devices, torch on cpu/cuda/mps)")
         if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) or self.batch_size < 1:
             problems.append(f"batch size must be a positive integer, got {self.batch_size!r}")
         if self.seq_length is not None and self.seq_length < 1:
@@ -98,6 +101,9 @@ class BenchmarkResult:
     forward_flops_per_sample: int | None = None
     weight_bytes: int | None = None
     precision_recipe: str | None = None
+    # backend settings that decide the numbers (OpenVINO: precision and performance hints,
+    # infer requests, conversion/compile times, output agreement with torch)
+    backend_config: dict[str, Any] | None = None
     # the hardware
     device_name: str | None = None
     hardware_fingerprint: str | None = None

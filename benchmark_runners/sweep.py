@@ -60,6 +60,8 @@ def _device_table(inventory: HardwareInventory) -> dict[str, dict]:
             table[name] = {"name": dev.get("name"), "fingerprint": dev.get("fingerprint")}
     if "cuda:0" in table:
         table["cuda"] = table["cuda:0"]
+    for dev in inventory.platforms["openvino"].devices if "openvino" in inventory.platforms else []:
+        table[f"openvino:{dev['name']}"] = {"name": dev.get("full_device_name") or dev.get("name"), "fingerprint": dev.get("fingerprint")}
     return table
 
 

@@ -171,7 +171,7 @@ def _results_table(results) -> Table:
 @app.command()
 def benchmark(
     model: str = typer.Option(..., "--model", "-m", help="Model(s), comma-separated: catalog names or local model directories."),
-    device: str = typer.Option("cpu", "--device", help="Device(s), comma-separated: cpu, cuda, cuda:N, mps."),
+    device: str = typer.Option("cpu", "--device", help="Device(s), comma-separated: cpu, cuda, cuda:N, mps (torch); openvino:CPU, openvino:GPU (OpenVINO)."),
     batch_sizes: str = typer.Option("1", "--batch-sizes", help="Comma-separated batch sizes, e.g. 1,8."),
     precision: str = typer.Option("fp32", "--precision", help="Comma-separated: fp32, fp16, bf16, int8."),
     mode: str = typer.Option("inference", "--mode", help="inference, training, or inference,training."),
@@ -210,8 +210,8 @@ def benchmark(
     try:
         policy = TimingPolicy(ci_target=ci_target, max_time_s=max_time)
         configs = [
-            BenchmarkConfig(model=name, device=dev, precision=p, mode=m, batch_size=b, seq_length=seq_length,
-                            threads=threads, timeout_s=timeout, policy=policy)
+            BenchmarkConfig(model=name, device=dev, backend="openvino" if dev.startswith("openvino:") else "torch", precision=p,
+                            mode=m, batch_size=b, seq_length=seq_length, threads=threads, timeout_s=timeout, policy=policy)
             for name in model_names for dev in _csv(device, "--device") for m in _csv(mode, "--mode")
             for p in _csv(precision, "--precision") for b in sizes
         ]

@@ -13,7 +13,7 @@ from benchmark_runners.hardware.platforms import HARDWARE_KINDS
 from devicefit import store
 from models.catalog import FAMILIES
 
-BACKEND_KINDS = {"cpu": "torch", "cuda": "torch", "mps": "torch", "rocm": "torch (as cuda)"}
+BACKEND_KINDS = {"cpu": "torch", "cuda": "torch", "mps": "torch", "rocm": "torch (as cuda)", "openvino": "openvino"}
 # Median achieved fraction of the device's probed fp32 matmul peak, as spec 002's rating.
 RATING_THRESHOLDS = ((0.5, "high"), (0.15, "medium"), (0.0, "low"))
 

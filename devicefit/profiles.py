@@ -2,7 +2,8 @@
 
 `quick` is what `make run` materializes: 12 catalog models across all five families, batch
 sizes 1/4/16, the precisions this hardware runs natively, inference, plus training for four
-small models, and two text models again at 512 tokens, in about 13 minutes on a 2-core CPU.
+small models, and two text models again at 512 tokens; and the same models through OpenVINO
+on the same CPU (f32 and bf16 hints).
 Six of the models are vision models, two of each operator regime (dense convolutions,
 depthwise convolutions, attention), so that leave-one-model-out validation always leaves a
 neighbour of the held-out model in training.
@@ -18,9 +19,13 @@ from benchmark_runners.records import PRECISIONS, BenchmarkConfig
 from models.catalog import catalog_names, resolve_model
 from models.classifier import classify_spec
 
-# Kinds with a devicefit backend today (torch): the hardware dimension of the partitions.
-MEASURABLE_KINDS = ("cpu", "cuda", "mps")
-TORCH_DEVICE = {"cpu": "cpu", "cuda": "cuda:0", "mps": "mps"}
+# Kinds with a devicefit backend (torch; OpenVINO on this machine's CPU): the hardware
+# dimension of the partitions, and the device and backend each kind is measured with.
+MEASURABLE_KINDS = ("cpu", "cuda", "mps", "openvino")
+KIND_DEVICE = {"cpu": "cpu", "cuda": "cuda:0", "mps": "mps", "openvino": "openvino:CPU"}
+KIND_BACKEND = {"cpu": "torch", "cuda": "torch", "mps": "torch", "openvino": "openvino"}
+INFERENCE_ONLY_KINDS = ("openvino",)
+PHYSICAL_DEVICE = {"openvino": "cpu"}  # the device a kind's measurements run on, where it is another kind's
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,9 @@ QUICK = SweepProfile(
     models=("bert-tiny", "all-MiniLM-L6-v2", "gpt2", "t5-small", "mobilenet-v2", "efficientnet-b0", "resnet-18",
             "resnet-50", "convnext-tiny", "vit-base-patch16-224", "whisper-tiny", "clip-vit-base-patch32"),
     batch_sizes=(1, 4, 16),
-    precisions={"cpu": ("fp32", "bf16", "int8"), "cuda": ("fp32", "fp16", "bf16"), "mps": ("fp32", "fp16")},
+    # OpenVINO: f32 and bf16 compile hints on the same CPU as torch (its int8 is in the full sweep).
+    precisions={"cpu": ("fp32", "bf16", "int8"), "cuda": ("fp32", "fp16", "bf16"), "mps": ("fp32", "fp16"),
+                "openvino": ("fp32", "bf16")},
     training_models=("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "resnet-18"),
     training_batch_sizes=(1, 4, 16),
     policy=TimingPolicy(max_time_s=8.0, warmup_max_time_s=3.0),
@@ -63,7 +70,8 @@ FULL = SweepProfile(
     name="full",
     models=tuple(catalog_names()),
     batch_sizes=(1, 4, 16, 64),
-    precisions={"cpu": ("fp32", "bf16", "int8"), "cuda": ("fp32", "fp16", "bf16", "int8"), "mps": ("fp32", "fp16", "bf16")},
+    precisions={"cpu": ("fp32", "bf16", "int8"), "cuda": ("fp32", "fp16", "bf16", "int8"), "mps": ("fp32", "fp16", "bf16"),
+                "openvino": ("fp32", "bf16", "fp16", "int8")},
     training_models=("bert-tiny", "all-MiniLM-L6-v2", "distilbert-base-uncased", "bert-base-uncased", "gpt2",
                      "t5-small", "mobilenet-v2", "resnet-50", "vit-base-patch16-224", "whisper-tiny"),
     training_batch_sizes=(1, 4, 16),
@@ -129,16 +137,17 @@ class Selection:
 def partition_configs(model: str, kind: str, selection: Selection, cpu_isa: list[str] | None = None) -> list[BenchmarkConfig]:
     """Every config one (model, hardware) partition measures under `selection`."""
     profile = selection.sweep_profile
-    device = TORCH_DEVICE[kind]
+    device, backend = KIND_DEVICE[kind], KIND_BACKEND[kind]
     precisions = selection.precisions or profile.precisions_for(kind, cpu_isa)
     sizes = selection.batch_sizes or profile.batch_sizes
-    configs = [BenchmarkConfig(model=model, device=device, precision=p, batch_size=b, seq_length=profile.seq_length,
-                               policy=profile.policy)
+    configs = [BenchmarkConfig(model=model, device=device, backend=backend, precision=p, batch_size=b,
+                               seq_length=profile.seq_length, policy=profile.policy)
                for p in precisions for b in sizes]
     if model in profile.long_sequence_models and not selection.batch_sizes:
         configs += [replace(c, seq_length=profile.long_sequence_length, batch_size=b)
                     for c in configs if c.batch_size == sizes[0] for b in profile.long_sequence_batch_sizes]
     train = selection.training_mode if selection.training_mode is not None else model in profile.training_models
+    train = train and kind not in INFERENCE_ONLY_KINDS
     if train:
         train_sizes = selection.batch_sizes or profile.training_batch_sizes
         configs += [replace(configs[0], mode="training", precision="fp32", batch_size=b) for b in train_sizes]

@@ -31,7 +31,7 @@ def _instance():
 
 def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: Callable[[str, int, int], None] | None = None) -> PipelineRun:
     from pipelines.definitions import defs
-    from pipelines.schedules import DEVICE_TAG
+    from pipelines.schedules import DEVICE_TAG, device_tag
 
     instance = _instance()
     outcome = PipelineRun()
@@ -45,7 +45,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
         if on_partition:
             on_partition(key, i, len(partition_keys))
         result = measure_job.execute_in_process(run_config=config, instance=instance, partition_key=key,
-                                                raise_on_error=False, tags={DEVICE_TAG: key.split("|", 1)[0]})
+                                                raise_on_error=False, tags={DEVICE_TAG: device_tag(key)})
         metadata = {}
         for event in result.get_asset_materialization_events():
             metadata = {k: v.value for k, v in event.materialization.metadata.items() if k in ("ok", "skipped", "failed", "duration_s")}

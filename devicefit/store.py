@@ -80,9 +80,10 @@ MIGRATIONS[4] = [
     f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
         WHERE status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""",
 ]
+MIGRATIONS[5] = ["ALTER TABLE measurements ADD COLUMN backend_config JSON"]
 SCHEMA_VERSION = max(MIGRATIONS)
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
-JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms"}
+JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config"}
 DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hostname")
 MEASUREMENT_COLUMNS = [*DERIVED_COLUMNS, *(f.name for f in fields(BenchmarkResult))]
 

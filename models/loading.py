@@ -18,9 +18,14 @@ def meta_model(spec: ModelSpec):
         return model_class(spec)(spec.build_config())
 
 
+WEIGHT_SEED = 20240607
+
+
 def build_model(spec: ModelSpec, dtype: "torch.dtype | None" = None):
     """The model in eval mode on CPU. Timings do not depend on weight values, so catalog
-    models get random initialisation; a local directory with weights loads them."""
+    models get random initialisation; a local directory with weights loads them. The random
+    initialisation is seeded (WEIGHT_SEED, without touching the global generator), so every
+    build of a model has the same weights and two backends' outputs can be compared."""
     import torch
 
     dtype = dtype or torch.float32
@@ -28,7 +33,9 @@ def build_model(spec: ModelSpec, dtype: "torch.dtype | None" = None):
     if spec.source == "local" and spec.has_weights:
         model = cls.from_pretrained(str(spec.path), local_files_only=True, dtype=dtype)
     else:
-        model = cls(spec.build_config()).to(dtype)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(WEIGHT_SEED)
+            model = cls(spec.build_config()).to(dtype)
     return model.eval()
 
 

@@ -177,8 +177,7 @@ def detect_openvino() -> PlatformInfo:
     details = {"version": ov.get_version()}
     if not devices:
         return PlatformInfo("openvino", False, "openvino is installed but reports no device", details=details)
-    # No OpenVINO backend in devicefit yet: present, but not measured.
-    return PlatformInfo("openvino", True, None, None, devices, details)
+    return PlatformInfo("openvino", True, None, "openvino", devices, details)
 
 
 QNN_ENV_VARS = ("QNN_SDK_ROOT", "QAIRT_SDK_ROOT", "SNPE_ROOT")

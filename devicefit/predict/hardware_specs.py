@@ -60,4 +60,9 @@ def device_specs(inventory: dict) -> dict[str, DeviceSpec]:
             specs[kind] = spec
     for kind in PUBLISHED_SPECS:
         specs.setdefault(kind, published_spec(kind))
+    openvino = platforms.get("openvino", {})
+    if openvino.get("available") and any(d.get("name") == "CPU" for d in openvino.get("devices") or []) and "cpu" in specs:
+        cpu = specs["cpu"]  # OpenVINO's CPU plugin runs on the probed CPU: same peaks, its own fitted efficiency
+        specs["openvino"] = DeviceSpec("openvino", f"OpenVINO CPU plugin on {cpu.name}", cpu.peak_gflops, cpu.bandwidth_gbs,
+                                       f"{cpu.source} (the CPU OpenVINO runs on)", cpu.memory_gb)
     return specs

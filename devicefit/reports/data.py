@@ -37,8 +37,10 @@ class ReportData:
 
 
 def hardware_label(row: dict[str, Any]) -> str:
-    """"cpu" for torch on the CPU, "cpu · openvino" for another backend on the same device."""
-    return row["device_kind"] if row.get("backend", "torch") == "torch" else f"{row['device_kind']} · {row['backend']}"
+    """The kind for its own backend ("cpu" for torch on the CPU, "openvino" for OpenVINO's
+    plugin); "kind · backend" for any other pairing."""
+    backend = row.get("backend", "torch")
+    return row["device_kind"] if backend in ("torch", row["device_kind"]) else f"{row['device_kind']} · {backend}"
 
 
 def load_report_data(paths: DataPaths) -> ReportData:

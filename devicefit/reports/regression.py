@@ -43,7 +43,7 @@ class ConfigIdentity:
     input_dims: str | None  # JSON text; None matches any input when the baseline does not say
 
     def label(self) -> str:
-        return (f"{self.model} · {self.device_kind}{'' if self.backend == 'torch' else ' · ' + self.backend} · {self.precision} · "
+        return (f"{self.model} · {self.device_kind}{'' if self.backend in ('torch', self.device_kind) else ' · ' + self.backend} · {self.precision} · "
                 f"{self.mode} · batch {self.batch_size}" + (f" · {self.input_dims}" if self.input_dims else ""))
 
 

@@ -27,14 +27,16 @@ def test_every_selection_string_resolves_to_a_non_empty_set():
 def test_partitions_are_hardware_by_model():
     keys = defs.resolve_assets_def("measurements").partitions_def.get_partition_keys()
     assert "cpu|bert-tiny" in keys and "cuda|gpt2" in keys
-    assert len(keys) == 3 * len(catalog_names())
+    assert "openvino|bert-tiny" in keys
+    assert len(keys) == 4 * len(catalog_names())
 
 
 def test_nightly_schedule_requests_one_run_per_available_partition():
     requests = nightly_run_requests("2026-11-22", ["cpu", "openvino"])
-    assert len(requests) == len(catalog_names())  # cpu only: openvino has no partitions, cuda/mps absent
+    assert len(requests) == 2 * len(catalog_names())  # cpu and openvino; cuda/mps absent
     assert len({r.run_key for r in requests}) == len(requests)
-    assert all(r.partition_key.startswith("cpu|") and r.tags[DEVICE_TAG] == "cpu" for r in requests)
+    assert {r.partition_key.split("|")[0] for r in requests} == {"cpu", "openvino"}
+    assert all(r.tags[DEVICE_TAG] == "cpu" for r in requests)  # OpenVINO's CPU plugin shares the CPU: one at a time
     assert all(r.run_config["ops"]["measurements"]["config"]["profile"] == "full" for r in requests)
 
 

@@ -1,0 +1,298 @@
+"""The OpenVINO backend, beside torch behind the same interface (unsupported_reason, prepare,
+measurement_context, make_step).
+
+Each catalog model is converted from the same torch module the torch backend measures
+(`openvino.convert_model` with example inputs of its modality), through a thin wrapper that
+passes the inputs by name, turns off the key/value cache (a single forward pass has no use for
+it, and its cache objects cannot be traced) and returns the model's first output. The converted
+model is cached per model and precision variant, in process and on disk, keyed by everything
+that shapes it (model config, OpenVINO/torch/transformers versions).
+
+Precisions: fp32/bf16/fp16 compile the same model with `INFERENCE_PRECISION_HINT` set to f32,
+bf16 or f16 explicitly (OpenVINO's CPU default is bf16 where the CPU has it, which would make
+"fp32" rows silently bf16); int8 is NNCF INT8_ASYM weight compression, activations f32. A
+precision the device lacks is a `skipped` row with the device's capabilities.
+
+Performance hints: batch 1 measures latency (`PERFORMANCE_HINT=LATENCY`, one synchronous infer
+request); larger batches measure throughput (`PERFORMANCE_HINT=THROUGHPUT`, the device's optimal
+number of asynchronous infer requests in flight; a sample is the wall time of one round of them
+divided by their count, so batch x iterations / time is the sustained throughput).
+
+On conversion, torch's output for the traced inputs is kept; each precision's compiled model is
+compared with it once (max |difference| over max |torch output|), and a difference beyond the
+precision's tolerance fails the row with the figure. Recorded in the row's backend_config.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark_runners.backends.torch_backend import PreparedModel
+from benchmark_runners.harness import Step
+from benchmark_runners.records import BenchmarkConfig
+from benchmark_runners.timers import IterationClock
+from models.catalog import ModelSpec
+
+PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
+CAPABILITY_NEEDED = {"bf16": "BF16", "fp16": "FP16"}
+# Max |openvino - torch| over max |torch| on the measured inputs. f32 differs by reassociation
+# only; bf16 keeps 8 mantissa bits through every layer; int8 weights lose ~1/255 per channel.
+TOLERANCE = {"fp32": 1e-3, "bf16": 5e-2, "fp16": 2e-2, "int8": 1e-1}
+_converted: dict[str, bool] = {}  # cache keys converted or read by this worker (the IR itself is on disk)
+_checks: dict[tuple, dict[str, Any]] = {}  # (cache key, device, precision) -> output agreement
+
+
+class OutputMismatch(RuntimeError):
+    """OpenVINO's output disagrees with torch's beyond the precision's tolerance."""
+
+
+def _property_text(value: Any) -> str:
+    """A compiled model's property as text: element types by their short name ("f32", "bf16")."""
+    return value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+
+
+def openvino_device(config: BenchmarkConfig) -> str:
+    return config.device.split(":", 1)[1]
+
+
+def _cache_dir() -> Path:
+    from benchmark_runners.paths import data_dir
+
+    return data_dir() / "cache" / "openvino"
+
+
+class NamedInputs:
+    """Wraps a Hugging Face model so a trace sees positional tensors in, one tensor out."""
+
+    def __new__(cls, model, names: list[str]):
+        import torch
+
+        class _Wrapper(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+                params = inspect.signature(model.forward).parameters
+                self.fixed = {"use_cache": False} if "use_cache" in params else {}
+                # transformers builds the decoder mask from position ids when none is given, with
+                # an aten::diff that OpenVINO cannot convert; an all-ones mask is the same mask.
+                self.ones_decoder_mask = ("decoder_input_ids" in names and "decoder_attention_mask" not in names
+                                          and "decoder_attention_mask" in params)
+
+            def forward(self, *tensors):
+                kwargs = dict(zip(names, tensors))
+                if self.ones_decoder_mask:
+                    kwargs["decoder_attention_mask"] = torch.ones_like(kwargs["decoder_input_ids"])
+                return self.model(**kwargs, **self.fixed, return_dict=True)[0]
+
+        wrapper = _Wrapper().eval()
+        wrapper.adaptations = [*(["use_cache=False"] if wrapper.fixed else []),
+                               *(["decoder_attention_mask = ones"] if wrapper.ones_decoder_mask else [])]
+        return wrapper
+
+
+@dataclass
+class Converted:
+    model: Any  # ov.Model with dynamic shapes
+    key: str
+    source: str  # "converted from torch" | "in-process cache" | "disk cache"
+    seconds: float
+    recipe: str
+    adaptations: list[str]
+    check_inputs: dict[str, Any]  # numpy, batch 1: the inputs the conversion traced
+    reference: Path  # torch fp32's first output for them (.npy beside the IR)
+
+
+class OpenVINOBackend:
+    name = "openvino"
+    reload_per_batch = True  # shapes and the performance hint are compiled in, per batch
+    input_device = "cpu"  # inputs are host tensors, handed to OpenVINO as numpy arrays
+
+    def version(self) -> str:
+        import openvino as ov
+
+        return ov.get_version()
+
+    def unsupported_reason(self, spec: ModelSpec, config: BenchmarkConfig) -> str | None:
+        try:
+            import openvino as ov
+        except ImportError as exc:
+            return f"the openvino package is not installed ({exc})"
+        if config.mode == "training":
+            return "OpenVINO is an inference runtime: it has no backward pass or optimizer, so training cannot run"
+        device = openvino_device(config)
+        core = ov.Core()
+        if device not in core.available_devices:
+            return f"OpenVINO reports no {device} device (available: {', '.join(core.available_devices) or 'none'})"
+        capabilities = list(core.get_property(device, "OPTIMIZATION_CAPABILITIES"))
+        needed = CAPABILITY_NEEDED.get(config.precision)
+        if needed and needed not in capabilities:
+            return (f"OpenVINO's {device} plugin has no {needed} capability here (OPTIMIZATION_CAPABILITIES: "
+                    f"{', '.join(capabilities)}), so INFERENCE_PRECISION_HINT={PRECISION_HINTS[config.precision]} would not run natively")
+        if config.precision == "int8":
+            try:
+                import nncf  # noqa: F401
+            except ImportError as exc:
+                return f"int8 needs NNCF weight compression, which is not installed ({exc})"
+        return None
+
+    def _convert(self, spec: ModelSpec, config: BenchmarkConfig) -> Converted:
+        """The converted model of this (model, weight variant), traced at batch 1, with torch's
+        output for the traced inputs kept beside it for the output check."""
+        import numpy as np
+        import openvino as ov
+        import torch
+        import transformers
+
+        from benchmark_runners.inputs import make_inputs
+        from models.inputs import input_signature
+        from models.loading import WEIGHT_SEED, weights_kind
+
+        example = make_inputs(input_signature(spec, 1, config.seq_length, config.image_size, config.audio_seconds), "cpu")
+        variant = "int8_asym_weights" if config.precision == "int8" else "fp32_weights"
+        identity = {"model": spec.name, "config": spec.config, "path": str(spec.path) if spec.path else None, "variant": variant,
+                    "weights": weights_kind(spec), "weight_seed": WEIGHT_SEED,
+                    "inputs": {k: list(v.shape) for k, v in example.items()}, "openvino": ov.get_version(),
+                    "torch": torch.__version__, "transformers": transformers.__version__}
+        key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        recipe = ("int8 weights (NNCF compress_weights INT8_ASYM, per channel), activations f32" if config.precision == "int8"
+                  else "weights fp32 in the IR; compute precision set at compile time")
+        check_inputs = {k: v.numpy() for k, v in example.items()}
+        xml = _cache_dir() / f"{spec.name.replace('/', '_')}-{variant}-{key}.xml"
+        meta, ref_file = xml.with_suffix(".json"), xml.with_suffix(".reference.npy")
+        started = time.perf_counter()
+        if xml.exists() and meta.exists() and ref_file.exists():
+            # Read back from the IR (weights memory-mapped) rather than kept in memory between
+            # configs: a cached model object would count in every later row's peak RSS.
+            model = ov.Core().read_model(xml)
+            adaptations = json.loads(meta.read_text())["adaptations"]
+            source = "in-process cache" if key in _converted else "disk cache"
+            _converted[key] = True
+            return Converted(model, key, source, time.perf_counter() - started, recipe, adaptations, check_inputs, ref_file)
+        else:
+            from models.loading import build_model
+
+            wrapper = NamedInputs(build_model(spec, torch.float32).eval(), list(example))
+            with torch.no_grad(), warnings.catch_warnings():
+                # Tracing turns transformers' Python shape checks into constants; the shapes are
+                # fixed per config anyway (the model is reshaped to them before compiling).
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                reference = wrapper(*example.values()).float().numpy()
+                model = ov.convert_model(wrapper, example_input=tuple(example.values()))
+            for port, name in zip(model.inputs, example):
+                port.get_tensor().set_names({name})
+            if config.precision == "int8":
+                import nncf
+
+                model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
+            adaptations = wrapper.adaptations
+            del wrapper
+            xml.parent.mkdir(parents=True, exist_ok=True)
+            tmp = xml.with_name(f".{xml.stem}.tmp.xml")
+            ov.save_model(model, tmp, compress_to_fp16=False)  # the IR keeps fp32 weights
+            np.save(ref_file, reference)
+            tmp.with_suffix(".bin").replace(xml.with_suffix(".bin"))
+            tmp.replace(xml)
+            meta.write_text(json.dumps({"adaptations": adaptations, "identity": identity}, default=str))
+            source = "converted from torch"
+        _converted[key] = True
+        return Converted(model, key, source, time.perf_counter() - started, recipe, adaptations, check_inputs, ref_file)
+
+    def prepare(self, spec: ModelSpec, config: BenchmarkConfig) -> PreparedModel:
+        """Convert (or reuse the converted model), check its output against torch in this
+        precision, fix the input shapes, compile with explicit hints. Conversion and compile
+        time are the row's load time, each also recorded apart."""
+        import openvino as ov
+
+        from models.inputs import input_signature
+
+        started = time.perf_counter()
+        converted = self._convert(spec, config)
+        device = openvino_device(config)
+        agreement = self._check_output(converted, device, config.precision)
+        sig = input_signature(spec, config.batch_size, config.seq_length, config.image_size, config.audio_seconds)
+        model = converted.model  # read or converted for this config alone: reshaped in place
+        model.reshape({name: list(t.shape) for name, t in sig.inputs.items()})
+        latency = config.batch_size == 1
+        hints = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[config.precision], "PERFORMANCE_HINT": "LATENCY" if latency else "THROUGHPUT"}
+        if config.threads:
+            hints["INFERENCE_NUM_THREADS"] = config.threads
+        compile_started = time.perf_counter()
+        compiled = ov.Core().compile_model(model, device, hints)
+        compile_s = time.perf_counter() - compile_started
+        del model
+        converted.model = None  # the compiled model holds what it needs
+        requests = 1 if latency else int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        effective = {name: _property_text(compiled.get_property(name)) for name in
+                     ("INFERENCE_PRECISION_HINT", "PERFORMANCE_HINT", "NUM_STREAMS", "INFERENCE_NUM_THREADS")}
+        backend_config = {
+            "openvino_version": ov.get_version(), "device": device, "requested_hints": {k: str(v) for k, v in hints.items()},
+            "effective": effective, "infer_requests": requests,
+            "sample": "one synchronous request" if latency else f"one round of {requests} asynchronous requests, divided by {requests}",
+            "conversion": {"source": converted.source, "seconds": round(converted.seconds, 4)},
+            "compile_seconds": round(compile_s, 4), "weights": converted.recipe, "adaptations": converted.adaptations,
+            "output_check": agreement,
+        }
+        recipe = (f"OpenVINO {device}: INFERENCE_PRECISION_HINT={effective['INFERENCE_PRECISION_HINT']}, "
+                  f"PERFORMANCE_HINT={effective['PERFORMANCE_HINT']} ({requests} infer request{'s' if requests > 1 else ''}, "
+                  f"{effective['NUM_STREAMS']} stream(s)); {converted.recipe}")
+        return PreparedModel(model=compiled, device=config.device, precision=config.precision, mode=config.mode, recipe=recipe,
+                             input_float_dtype=None, load_time_s=time.perf_counter() - started,
+                             extra={"backend_config": backend_config, "requests": requests})
+
+    def _check_output(self, converted: Converted, device: str, precision: str) -> dict[str, Any]:
+        """OpenVINO in this precision against torch fp32 on the traced (batch 1) inputs; done once
+        per converted model, precision and device, and raised as OutputMismatch beyond tolerance."""
+        import numpy as np
+        import openvino as ov
+
+        key = (converted.key, device, precision)
+        if key not in _checks:
+            started = time.perf_counter()
+            compiled = ov.Core().compile_model(converted.model, device, {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision]})
+            ours = compiled(converted.check_inputs)[compiled.outputs[0]]
+            del compiled
+            reference = np.load(converted.reference)
+            scale = float(np.abs(reference).max()) or 1.0
+            diff = float(np.abs(ours.astype(np.float64) - reference.astype(np.float64)).max()) if ours.shape == reference.shape else float("inf")
+            _checks[key] = {"compared": "first output vs torch fp32, on the batch-1 inputs the conversion traced",
+                            "max_abs_diff": diff, "reference_max_abs": scale, "relative": diff / scale,
+                            "shape": list(reference.shape), "openvino_shape": list(ours.shape), "seconds": round(time.perf_counter() - started, 4)}
+        result = {**_checks[key], "tolerance": TOLERANCE[precision]}
+        if not result["relative"] <= TOLERANCE[precision]:
+            raise OutputMismatch(f"OpenVINO output differs from torch: max |diff| {result['max_abs_diff']:.4g} = {result['relative']:.3g} "
+                                 f"of the output scale {result['reference_max_abs']:.4g}, beyond the {precision} tolerance "
+                                 f"{TOLERANCE[precision]:g} (shapes {result['openvino_shape']} vs {result['shape']})")
+        return result
+
+    def measurement_context(self, prepared: PreparedModel):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def make_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> Step:
+        compiled, requests = prepared.model, prepared.extra["requests"]
+        feed = {name: tensor.numpy() for name, tensor in inputs.items()}
+        if requests == 1:
+            request = compiled.create_infer_request()
+
+            def latency_step(clock: IterationClock) -> None:
+                request.infer(feed)
+
+            return latency_step
+        import openvino as ov
+
+        queue = ov.AsyncInferQueue(compiled, requests)
+
+        def throughput_step(clock: IterationClock) -> None:
+            for _ in range(requests):
+                queue.start_async(feed)
+            queue.wait_all()
+
+        throughput_step.amortize = requests  # the harness divides each sample by this
+        return throughput_step

@@ -1,0 +1,119 @@
+"""The OpenVINO backend on tiny real models: conversion per modality, the precision and
+performance hints recorded as compiled, agreement with torch checked on every load, and a
+model that cannot be converted failing its own row only."""
+import pytest
+
+pytest.importorskip("openvino")
+
+from benchmark_runners.backends import openvino_backend  # noqa: E402
+from benchmark_runners.measure import ConfigMeasurer  # noqa: E402
+from benchmark_runners.records import BenchmarkConfig  # noqa: E402
+
+DEVICES = {"openvino:CPU": {"name": "test cpu (OpenVINO)", "fingerprint": "openvino-test"}}
+
+
+def config(model, **kw):
+    from tests.conftest import FAST_POLICY
+
+    return BenchmarkConfig(model=str(model), **{"device": "openvino:CPU", "backend": "openvino", "policy": FAST_POLICY, **kw})
+
+
+@pytest.fixture(scope="module")
+def measurer():
+    return ConfigMeasurer("test-run", {"suite": "pytest"}, DEVICES)
+
+
+@pytest.mark.parametrize("modality", ["text", "causal", "seq2seq", "image", "audio_features", "image_text"])
+def test_every_modality_converts_and_measures(measurer, tiny_models, modality):
+    r = measurer.run(config(tiny_models[modality], batch_size=1))
+    assert r.status == "ok", r.error
+    bc = r.backend_config
+    assert bc["effective"]["INFERENCE_PRECISION_HINT"] == "f32" and bc["effective"]["PERFORMANCE_HINT"] == "LATENCY"
+    assert bc["infer_requests"] == 1
+    assert bc["output_check"]["relative"] <= openvino_backend.TOLERANCE["fp32"]
+    assert bc["conversion"]["source"] in ("converted from torch", "disk cache", "in-process cache")
+    assert r.load_time_s >= bc["compile_seconds"] > 0
+    assert r.p50_ms > 0 and r.peak_rss_bytes > 0 and r.hardware_fingerprint == "openvino-test"
+    assert "INFERENCE_PRECISION_HINT=f32" in r.precision_recipe
+
+
+def test_the_precision_hint_is_set_explicitly_and_recorded(measurer, tiny_models):
+    """OpenVINO's CPU default is bf16 where the CPU has it: "fp32" must say f32, "bf16" bf16."""
+    fp32 = measurer.run(config(tiny_models["text"], precision="fp32", batch_size=1))
+    assert fp32.backend_config["requested_hints"]["INFERENCE_PRECISION_HINT"] == "f32"
+    assert fp32.backend_config["effective"]["INFERENCE_PRECISION_HINT"] == "f32"
+    import openvino as ov
+
+    if "BF16" not in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+        r = measurer.run(config(tiny_models["text"], precision="bf16"))
+        assert r.status == "skipped" and "BF16" in r.error
+        return
+    bf16 = measurer.run(config(tiny_models["text"], precision="bf16", batch_size=1))
+    assert bf16.status == "ok", bf16.error
+    assert bf16.backend_config["effective"]["INFERENCE_PRECISION_HINT"] == "bf16"
+    assert fp32.backend_config["output_check"]["relative"] < bf16.backend_config["output_check"]["relative"]
+
+
+def test_throughput_mode_uses_asynchronous_requests(measurer, tiny_models):
+    r = measurer.run(config(tiny_models["image"], batch_size=4))
+    assert r.status == "ok", r.error
+    bc = r.backend_config
+    assert bc["effective"]["PERFORMANCE_HINT"] == "THROUGHPUT" and bc["infer_requests"] >= 1
+    assert f"divided by {bc['infer_requests']}" in bc["sample"]
+    assert r.throughput_samples_per_s == pytest.approx(4 * r.iterations / (sum(r.samples_ms) / 1e3))
+
+
+def test_int8_is_weight_compression_or_a_skip_with_the_reason(measurer, tiny_models):
+    r = measurer.run(config(tiny_models["text"], precision="int8", batch_size=1))
+    try:
+        import nncf  # noqa: F401
+    except ImportError:
+        assert r.status == "skipped" and "NNCF" in r.error
+        return
+    assert r.status == "ok", r.error
+    assert "INT8_ASYM" in r.backend_config["weights"] and r.backend_config["output_check"]["relative"] <= 0.1
+
+
+def test_training_and_missing_capabilities_are_skipped_with_reasons(measurer, tiny_models):
+    r = measurer.run(config(tiny_models["text"], mode="training"))
+    assert r.status == "skipped" and "inference runtime" in r.error
+    r = measurer.run(config(tiny_models["text"], device="openvino:NPU"))
+    assert r.status == "skipped" and "no NPU device" in r.error
+
+
+def test_an_output_beyond_tolerance_fails_the_row_with_the_figure(measurer, tiny_models, monkeypatch):
+    monkeypatch.setitem(openvino_backend.TOLERANCE, "fp32", 0.0)  # any reassociation difference is now too much
+    r = measurer.run(config(tiny_models["causal"], batch_size=2))
+    assert r.status == "failed" and "OutputMismatch" in r.error and "max |diff|" in r.error and "tolerance 0" in r.error
+
+
+def test_a_model_that_fails_to_convert_fails_its_row_and_the_sweep_goes_on(measurer, tiny_models, monkeypatch):
+    import openvino
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("No conversion rule found for operations: aten::made_up")
+
+    monkeypatch.setattr(openvino, "convert_model", refuse)
+    monkeypatch.setattr(openvino_backend, "_converted", {})
+    monkeypatch.setattr(openvino_backend, "_cache_dir", lambda: tiny_models["text"].parent / "empty-ov-cache")
+    failed = measurer.run(config(tiny_models["audio_features"], batch_size=3))
+    assert failed.status == "failed" and "aten::made_up" in failed.error
+    monkeypatch.undo()
+    after = measurer.run(config(tiny_models["text"], batch_size=3))
+    assert after.status == "ok", after.error
+
+
+def test_configs_pair_backend_and_device():
+    with pytest.raises(ValueError, match="cannot run on device"):
+        BenchmarkConfig(model="bert-tiny", device="openvino:CPU")
+    with pytest.raises(ValueError, match="cannot run on device"):
+        BenchmarkConfig(model="bert-tiny", device="cpu", backend="openvino")
+
+
+def test_openvino_is_a_measurable_kind_with_inference_only_partitions():
+    from devicefit.profiles import MEASURABLE_KINDS, Selection, partition_configs
+
+    assert "openvino" in MEASURABLE_KINDS
+    configs = partition_configs("bert-tiny", "openvino", Selection())
+    assert configs and {c.backend for c in configs} == {"openvino"} and {c.device for c in configs} == {"openvino:CPU"}
+    assert {c.mode for c in configs} == {"inference"} and {c.precision for c in configs} == {"fp32", "bf16"}
