@@ -98,7 +98,9 @@ def measure(step: Step, clock: IterationClock, policy: TimingPolicy) -> Measurem
             reason = "max_iterations"
             break
         if n >= next_check:
-            if ci_relative_half_width(sorted(samples)) <= policy.ci_target:
+            # A zero target means "time to the cap": identical samples at ns resolution would
+            # otherwise meet it by accident.
+            if policy.ci_target > 0 and ci_relative_half_width(sorted(samples)) <= policy.ci_target:
                 reason = "converged"
                 break
             next_check = n + max(1, n // 10)
