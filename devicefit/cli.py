@@ -1,5 +1,6 @@
 """The `devicefit` command line: detect, models, classify, benchmark, db, ingest, run, predict, select, map, distributed,
-resources, recommend, memory-search, analyze, serve, report, recommendations, compare, compare-training-inference."""
+resources, recommend, memory-search, analyze, serve, report, recommendations, compare, compare-training-inference,
+generate-tests."""
 from __future__ import annotations
 
 import json
@@ -948,6 +949,40 @@ def compare(
         err.print(f"wrote {len(current)} configs to {export_baseline}")
     if report_doc["status"] == "fail":
         raise typer.Exit(1)
+
+
+@app.command("generate-tests")
+def generate_tests(
+    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    output_dir: Path = typer.Option(Path("generated_tests"), "--output-dir", help="Where the pytest file goes."),
+    device: Optional[str] = typer.Option(None, "--device", help="Force the device under test (cpu, cuda, mps, ...); default: the recommended one."),
+    clear_cache: bool = typer.Option(False, "--clear-cache", help="Clear the resource pool before validating, and in the generated tests."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds a pooled model may sit idle before it is freed (generated tests' pool)."),
+    debug: bool = typer.Option(False, "--debug", help="Debug logging, here and in the generated tests."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory with the published predictor (default: data/)."),
+    no_validate: bool = typer.Option(False, "--no-validate", help="Write the file without building and running the model first."),
+) -> None:
+    """Render the family's Jinja2 template into a pytest file that builds the model through the
+    ResourcePool on the recommended (or forced) device and checks its outputs (spec 003)."""
+    import logging
+
+    from devicefit.testgen import TestGenerationError, generate_test
+    from models.catalog import UnknownModelError
+
+    if debug:
+        logging.basicConfig(level=logging.DEBUG)
+    try:
+        result = generate_test(model, output_dir, device, clear_cache, timeout, debug, benchmark_dir, validate=not no_validate)
+    except (TestGenerationError, UnknownModelError) as exc:
+        _fail(str(exc))
+    console.print(f"wrote {result.path}")
+    console.print(f"  {result.model}: {result.family}, template {result.template}, recommended {result.recommended_hardware}, "
+                  f"testing on {result.device_under_test}")
+    console.print(f"  from: {result.classification_source}")
+    if result.validation:
+        console.print(f"  validated: ran once on {result.validation['device']}, first output {result.validation['first_output_shape']} "
+                      f"{result.validation['dtype']}")
+    console.print(f"run it: .venv/bin/python -m pytest {result.path}")
 
 
 def main() -> None:  # pragma: no cover - console entry

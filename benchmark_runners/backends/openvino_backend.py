@@ -90,10 +90,41 @@ class NamedInputs:
                     kwargs["decoder_attention_mask"] = torch.ones_like(kwargs["decoder_input_ids"])
                 return self.model(**kwargs, **self.fixed, return_dict=True)[0]
 
+        pools = _global_pool_for_oversized_avg_pools(model)
         wrapper = _Wrapper().eval()
         wrapper.adaptations = [*(["use_cache=False"] if wrapper.fixed else []),
-                               *(["decoder_attention_mask = ones"] if wrapper.ones_decoder_mask else [])]
+                               *(["decoder_attention_mask = ones"] if wrapper.ones_decoder_mask else []),
+                               *([f"{pools} AvgPool2d with a kernel over the whole feature map traced as global average "
+                                  "pooling (what torch computes; OpenVINO refuses a kernel larger than its input)"] if pools else [])]
         return wrapper
+
+
+def _global_pool_for_oversized_avg_pools(model) -> int:
+    """Hugging Face's EfficientNet pools with AvgPool2d(kernel=1280, ceil_mode=True) over a 7x7
+    map: torch averages the whole map, OpenVINO rejects the kernel. Each such pool is wrapped to
+    call adaptive_avg_pool2d(x, 1) when its kernel covers the input, the same numbers (the
+    output check compares them with torch's). Returns how many were wrapped."""
+    import torch
+
+    class GlobalWhenOversized(torch.nn.Module):
+        def __init__(self, pool):
+            super().__init__()
+            self.pool = pool
+
+        def forward(self, x):
+            k = self.pool.kernel_size if isinstance(self.pool.kernel_size, tuple) else (self.pool.kernel_size,) * 2
+            if k[0] >= x.shape[-2] and k[1] >= x.shape[-1]:
+                return torch.nn.functional.adaptive_avg_pool2d(x, 1)
+            return self.pool(x)
+
+    wrapped = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if (isinstance(child, torch.nn.AvgPool2d) and child.ceil_mode and child.padding in (0, (0, 0))
+                    and child.count_include_pad):
+                setattr(parent, name, GlobalWhenOversized(child))
+                wrapped += 1
+    return wrapped
 
 
 @dataclass
@@ -263,6 +294,11 @@ class OpenVINOBackend:
             _checks[key] = {"compared": "first output vs torch fp32, on the batch-1 inputs the conversion traced",
                             "max_abs_diff": diff, "reference_max_abs": scale, "relative": diff / scale,
                             "shape": list(reference.shape), "openvino_shape": list(ours.shape), "seconds": round(time.perf_counter() - started, 4)}
+            if not np.abs(reference).max():
+                # Random-init conv nets in eval mode shrink activations stage by stage until they
+                # underflow (EfficientNet's logits are exactly 0): then agreement proves nothing.
+                _checks[key]["note"] = ("torch's output is all zeros (random-init activations vanish through the network), "
+                                        "so this comparison cannot tell the backends apart")
         result = {**_checks[key], "tolerance": TOLERANCE[precision]}
         if not result["relative"] <= TOLERANCE[precision]:
             raise OutputMismatch(f"OpenVINO output differs from torch: max |diff| {result['max_abs_diff']:.4g} = {result['relative']:.3g} "

@@ -17,6 +17,7 @@ from benchmark_runners.hardware.platforms import HARDWARE_KINDS
 from devicefit.predict.api import MB
 from devicefit.select.memory_search import measured_configs
 from devicefit.select.selector import TASK_MODES, HardwareSelector, SelectionError
+from devicefit.testgen import template_file, template_for_family
 from models.analysis import parameter_count, weight_bytes
 from models.catalog import catalog_names, resolve_model
 from models.classifier import classify, classify_spec
@@ -88,8 +89,7 @@ class HardwareAwareModelClassifier:
             "evidence": [asdict(e) for e in verdict.evidence], "parameters": parameter_count(spec),
             "recommended_hardware": hardware, "fallback_hardware": selection["fallback_options"],
             "selection_explanation": selection["explanation"],
-            "recommended_template": f"hf_{family}_template.py", "template_available": False,
-            "template_note": "test-generator templates are not part of devicefit yet",
+            "recommended_template": template_for_family(family), "template_available": template_file(template_for_family(family)).exists(),
             "resource_requirements": self.resource_requirements(spec.name, hardware),
             "hardware_profile": self.hardware_profile(family),
         }

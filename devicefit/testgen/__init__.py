@@ -1,0 +1,154 @@
+"""Hardware-aware test generation (spec 003): one Jinja2 template per model family renders a
+pytest file that builds the model through the ResourcePool on the recommended (or forced)
+device, feeds a valid batch for its modality and checks output shapes and dtypes; absent
+hardware skips with detection's reason.
+
+The template and the resource requirements come from the hardware-aware classification, which
+needs a published predictor. Without one, the family classifier alone picks the template, the
+best torch device present is the recommendation, and the file says so rather than inventing
+requirements.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+TEMPLATE_DIR = Path(__file__).parent / "templates"
+FAMILIES = ("embedding", "text_generation", "vision", "audio", "multimodal")
+TORCH_KINDS = ["cpu", "cuda", "rocm", "mps"]
+GENERATED_BATCH = 2
+log = logging.getLogger("devicefit.testgen")
+
+
+class TestGenerationError(ValueError):
+    """A model the generator cannot write a test for, said in words."""
+
+    __test__ = False  # not a pytest test class, despite its name
+
+
+def template_file(template_name: str) -> Path:
+    """The Jinja2 source of a template named as the classification names it."""
+    return TEMPLATE_DIR / f"{template_name}.j2"
+
+
+def template_for_family(family: str) -> str:
+    return f"hf_{family}_template.py"
+
+
+@dataclass
+class GeneratedTest:
+    path: Path
+    model: str
+    family: str
+    template: str
+    recommended_hardware: str
+    device_under_test: str
+    classification_source: str  # "hardware-aware classification (predictor <version>)" or why not
+    validation: dict[str, Any] | None = None
+
+
+def _classification(model: str, benchmark_dir: Path | None) -> tuple[dict[str, Any], str]:
+    """The hardware-aware classification, or the family classifier's alone (with the reason)."""
+    from devicefit.predict.artifacts import PredictorUnavailable
+    from devicefit.select.resources import HardwareAwareModelClassifier
+    from devicefit.select.selector import SelectionError
+
+    try:
+        classifier = HardwareAwareModelClassifier(benchmark_dir=benchmark_dir)
+        result = classifier.classify_model(model)
+        version = classifier.selector.predictor.predictor.version()
+        return result, f"hardware-aware classification (predictor {version})"
+    except (PredictorUnavailable, SelectionError) as exc:
+        from devicefit.resource_pool import resolve_device
+        from models.catalog import resolve_model
+        from models.classifier import classify_spec
+
+        spec = resolve_model(model)
+        verdict = classify_spec(spec)
+        device = resolve_device(None)[0].split(":")[0]
+        return ({"model_name": spec.name, "family": verdict.family, "subfamily": verdict.subfamily,
+                 "recommended_hardware": "cuda" if device == "cuda" else device,
+                 "resource_requirements": {"unavailable": f"no hardware-aware classification: {exc}"}},
+                f"family classifier only (hardware-aware classification unavailable: {exc})")
+
+
+def generate_test(model: str, output_dir: str | Path = "generated_tests", device: str | None = None,
+                  clear_cache: bool = False, timeout: float = 60.0, debug: bool = False,
+                  benchmark_dir: str | Path | None = None, validate: bool = True) -> GeneratedTest:
+    """Render the family's template for `model` into `output_dir/test_hf_<model>.py`.
+
+    With `validate`, the model is first built through the global ResourcePool on the device
+    under test and run once, so a file is only written for a model that really runs there."""
+    import jinja2
+
+    from devicefit.resource_pool import DeviceUnavailable, get_global_resource_pool, resolve_device
+    from models.catalog import resolve_model
+
+    if timeout <= 0:
+        raise TestGenerationError(f"--timeout must be positive, got {timeout}")
+    if debug:
+        logging.getLogger("devicefit").setLevel(logging.DEBUG)
+    spec = resolve_model(model)  # UnknownModelError names close catalog matches
+    classification, source = _classification(model, Path(benchmark_dir) if benchmark_dir else None)
+    family = classification["family"]
+    if family not in FAMILIES:
+        raise TestGenerationError(f"{spec.name} has no family a template covers ({family!r}; templates: {', '.join(FAMILIES)})")
+    template = classification.get("recommended_template") or template_for_family(family)
+    if not template_file(template).exists():
+        raise TestGenerationError(f"template {template} for {family} is missing from {TEMPLATE_DIR}")
+    recommended = classification["recommended_hardware"]
+    under_test = device or recommended
+    try:
+        resolve_device(under_test)
+    except DeviceUnavailable as exc:
+        raise TestGenerationError(f"cannot generate a test on {under_test}: {exc}") from None
+    pool = get_global_resource_pool()
+    if clear_cache:
+        pool.clear()
+    validation = _validate(spec, family, under_test, pool) if validate else None
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), undefined=jinja2.StrictUndefined,
+                                     keep_trailing_newline=True)
+    from models.inputs import input_signature
+
+    requirements = classification.get("resource_requirements") or {}
+    content = environment.get_template(template_file(template).name).render(
+        generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), model_name=spec.name,
+        model_ref=str(spec.path) if spec.source == "local" else spec.name, model_source=f"{spec.source} model {spec.name}",
+        family=family, subfamily=classification.get("subfamily"), template=template,
+        template_basis=source, recommended_hardware=recommended, forced_device=device,
+        recommendation_basis=classification.get("selection_explanation") or source,
+        resource_requirements={k: v for k, v in requirements.items() if k != "basis"},
+        requirements_basis="; ".join(f"{k}: {v}" for k, v in (requirements.get("basis") or {}).items()) or source,
+        kinds=list(dict.fromkeys([*TORCH_KINDS, under_test])), batch_size=GENERATED_BATCH,
+        modality=input_signature(spec, GENERATED_BATCH).modality, timeout=float(timeout), clear_cache=clear_cache, debug=debug)
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"test_hf_{spec.name.replace('/', '_').replace('-', '_').replace('.', '_')}.py"
+    path.write_text(content)
+    log.debug("wrote %s from %s", path, template)
+    return GeneratedTest(path, spec.name, family, template, recommended, under_test, source, validation)
+
+
+def _validate(spec, family: str, device: str, pool) -> dict[str, Any]:
+    """Build and run the model once through the pool: the generated test's own path."""
+    import torch
+
+    from benchmark_runners.inputs import make_inputs
+    from devicefit.resource_pool import resolve_device
+    from models.inputs import input_signature
+    from models.loading import build_model
+
+    torch_device = resolve_device(device)[0]
+    model = pool.get_model(family, spec.name, constructor=lambda: build_model(spec), hardware_preferences={"device": device})
+    inputs = make_inputs(input_signature(spec, 1), torch_device)
+    try:
+        with torch.inference_mode():
+            outputs = model(**inputs)
+    except Exception as exc:  # noqa: BLE001 - reported as the reason no test was written
+        raise TestGenerationError(f"{spec.name} does not run on {device}: {type(exc).__name__}: {exc}") from None
+    first = outputs[0]
+    return {"device": torch_device, "first_output_shape": list(first.shape), "dtype": str(first.dtype),
+            "pool": {k: v for k, v in pool.stats().items() if k in ("hits", "misses", "memory_mb")}}
