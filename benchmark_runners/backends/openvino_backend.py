@@ -52,6 +52,13 @@ class OutputMismatch(RuntimeError):
     """OpenVINO's output disagrees with torch's beyond the precision's tolerance."""
 
 
+def _recipe_digest() -> str:
+    """A digest of the code that shapes a conversion (the wrapper and its graph adaptations), so
+    a cached IR from an older recipe is never reused."""
+    source = inspect.getsource(NamedInputs) + inspect.getsource(_global_pool_for_oversized_avg_pools)
+    return hashlib.sha256(source.encode()).hexdigest()[:12]
+
+
 def _property_text(value: Any) -> str:
     """A compiled model's property as text: element types by their short name ("f32", "bf16")."""
     return value.get_type_name() if hasattr(value, "get_type_name") else str(value)
@@ -189,7 +196,7 @@ class OpenVINOBackend:
         identity = {"model": spec.name, "config": spec.config, "path": str(spec.path) if spec.path else None, "variant": variant,
                     "weights": weights_kind(spec), "weight_seed": WEIGHT_SEED,
                     "inputs": {k: list(v.shape) for k, v in example.items()}, "openvino": ov.get_version(),
-                    "torch": torch.__version__, "transformers": transformers.__version__}
+                    "torch": torch.__version__, "transformers": transformers.__version__, "recipe": _recipe_digest()}
         key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
         recipe = ("int8 weights (NNCF compress_weights INT8_ASYM, per channel), activations f32" if config.precision == "int8"
                   else "weights fp32 in the IR; compute precision set at compile time")

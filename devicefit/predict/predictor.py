@@ -51,7 +51,13 @@ class Request:
     precision: str
     mode: str
     kind: str
-    backend: str = "torch"
+    backend: str | None = None  # None: the backend that measures this kind (openvino for openvino, torch otherwise)
+
+    def __post_init__(self):
+        if self.backend is None:
+            from devicefit.profiles import KIND_BACKEND
+
+            object.__setattr__(self, "backend", KIND_BACKEND.get(self.kind, "torch"))
 
 
 class PerformancePredictor:
