@@ -353,7 +353,7 @@ def ingest(
 def run_command(
     profile: str = typer.Option("quick", "--profile", help="quick (minutes) or full (the nightly sweep)."),
     model: Optional[str] = typer.Option(None, "--model", help="Comma-separated models instead of the profile's."),
-    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds: cpu, cuda, mps (default: all available)."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds: cpu, cuda, mps, openvino (default: all available)."),
     category: Optional[str] = typer.Option(None, "--category", help="Comma-separated families, e.g. vision,audio."),
     all_models: bool = typer.Option(False, "--all", help="Every catalog model."),
     limit: Optional[int] = typer.Option(None, "--limit", help="At most this many models."),
