@@ -250,7 +250,8 @@ def benchmark(
         sets = regression.sets_from_results([r.to_json() for r in results])
         if compare_to:
             try:
-                report = regression.check_against_baseline(sets, compare_to, _paths().database if _paths().database.exists() else None,
+                database = _paths().database
+                report = regression.check_against_baseline(sets, compare_to, database if database.exists() else None,
                                                            regression_alert, current_description=f"run {run_id}")
             except (regression.BaselineError, ValueError) as exc:
                 _fail(str(exc))

@@ -28,6 +28,13 @@ INFERENCE_ONLY_KINDS = ("openvino",)
 PHYSICAL_DEVICE = {"openvino": "cpu"}  # the device a kind's measurements run on, where it is another kind's
 
 
+def physical_device(partition_key: str) -> str:
+    """The device a "kind|model" partition measures on: OpenVINO's CPU plugin shares the CPU
+    with torch, so their partitions must not run at the same time."""
+    kind = partition_key.split("|", 1)[0]
+    return PHYSICAL_DEVICE.get(kind, kind)
+
+
 @dataclass(frozen=True)
 class SweepProfile:
     name: str

@@ -31,7 +31,8 @@ def _instance():
 
 def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: Callable[[str, int, int], None] | None = None) -> PipelineRun:
     from pipelines.definitions import defs
-    from pipelines.schedules import DEVICE_TAG, device_tag
+    from devicefit.profiles import physical_device
+    from pipelines.schedules import DEVICE_TAG
 
     instance = _instance()
     outcome = PipelineRun()
@@ -45,7 +46,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
         if on_partition:
             on_partition(key, i, len(partition_keys))
         result = measure_job.execute_in_process(run_config=config, instance=instance, partition_key=key,
-                                                raise_on_error=False, tags={DEVICE_TAG: device_tag(key)})
+                                                raise_on_error=False, tags={DEVICE_TAG: physical_device(key)})
         metadata = {}
         for event in result.get_asset_materialization_events():
             metadata = {k: v.value for k, v in event.materialization.metadata.items() if k in ("ok", "skipped", "failed", "duration_s")}

@@ -24,6 +24,7 @@ precision's tolerance fails the row with the figure. Recorded in the row's backe
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -52,6 +53,7 @@ class OutputMismatch(RuntimeError):
     """OpenVINO's output disagrees with torch's beyond the precision's tolerance."""
 
 
+@functools.lru_cache(maxsize=1)
 def _recipe_digest() -> str:
     """A digest of the code that shapes a conversion (the wrapper and its graph adaptations), so
     a cached IR from an older recipe is never reused."""
@@ -212,32 +214,32 @@ class OpenVINOBackend:
             source = "in-process cache" if key in _converted else "disk cache"
             _converted[key] = True
             return Converted(model, key, source, time.perf_counter() - started, recipe, adaptations, check_inputs, ref_file)
-        else:
-            from models.loading import build_model
 
-            wrapper = NamedInputs(build_model(spec, torch.float32).eval(), list(example))
-            with torch.no_grad(), warnings.catch_warnings():
-                # Tracing turns transformers' Python shape checks into constants; the shapes are
-                # fixed per config anyway (the model is reshaped to them before compiling).
-                warnings.simplefilter("ignore", torch.jit.TracerWarning)
-                reference = wrapper(*example.values()).float().numpy()
-                model = ov.convert_model(wrapper, example_input=tuple(example.values()))
-            for port, name in zip(model.inputs, example):
-                port.get_tensor().set_names({name})
-            if config.precision == "int8":
-                import nncf
+        from models.loading import build_model
 
-                model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
-            adaptations = wrapper.adaptations
-            del wrapper
-            xml.parent.mkdir(parents=True, exist_ok=True)
-            tmp = xml.with_name(f".{xml.stem}.tmp.xml")
-            ov.save_model(model, tmp, compress_to_fp16=False)  # the IR keeps fp32 weights
-            np.save(ref_file, reference)
-            tmp.with_suffix(".bin").replace(xml.with_suffix(".bin"))
-            tmp.replace(xml)
-            meta.write_text(json.dumps({"adaptations": adaptations, "identity": identity}, default=str))
-            source = "converted from torch"
+        wrapper = NamedInputs(build_model(spec, torch.float32).eval(), list(example))
+        with torch.no_grad(), warnings.catch_warnings():
+            # Tracing turns transformers' Python shape checks into constants; the shapes are
+            # fixed per config anyway (the model is reshaped to them before compiling).
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            reference = wrapper(*example.values()).float().numpy()
+            model = ov.convert_model(wrapper, example_input=tuple(example.values()))
+        for port, name in zip(model.inputs, example):
+            port.get_tensor().set_names({name})
+        if config.precision == "int8":
+            import nncf
+
+            model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
+        adaptations = wrapper.adaptations
+        del wrapper
+        xml.parent.mkdir(parents=True, exist_ok=True)
+        tmp = xml.with_name(f".{xml.stem}.tmp.xml")
+        ov.save_model(model, tmp, compress_to_fp16=False)  # the IR keeps fp32 weights
+        np.save(ref_file, reference)
+        tmp.with_suffix(".bin").replace(xml.with_suffix(".bin"))
+        tmp.replace(xml)
+        meta.write_text(json.dumps({"adaptations": adaptations, "identity": identity}, default=str))
+        source = "converted from torch"
         _converted[key] = True
         return Converted(model, key, source, time.perf_counter() - started, recipe, adaptations, check_inputs, ref_file)
 

@@ -141,10 +141,6 @@ def previous_sets(database: Path, current: list[SampleSet]) -> dict[ConfigIdenti
     return out
 
 
-def run_sets(database: Path, run_id: str) -> list[SampleSet]:
-    return current_sets(database, run_id)
-
-
 def _dims_text(value: Any) -> str | None:
     if value in (None, "", {}):
         return None
@@ -248,7 +244,7 @@ def load_baseline(spec: str, database: Path | None, current: list[SampleSet]) ->
     if database is None:
         raise BaselineError(f"baseline {spec!r} is not a file, and there is no database to look up a run id in")
     try:
-        return f"run {spec}", run_sets(database, spec.removeprefix("run:"))
+        return f"run {spec}", current_sets(database, spec.removeprefix("run:"))
     except BaselineError:
         raise BaselineError(f"baseline {spec!r} is neither a file, nor 'previous', nor a run id in {database}") from None
 
@@ -281,8 +277,9 @@ def compare(current: list[SampleSet], baseline: dict[ConfigIdentity, SampleSet] 
         verdict, method, change, p = compare_samples(cur.samples_ms, base.samples_ms, threshold, alpha, cur.p50_ms, base.p50_ms)
         out.append(Comparison(cur.identity.label(), asdict(cur.identity), verdict, method, base.run_id, cur.run_id, base.p50_ms,
                               cur.p50_ms, change, p, len(base.samples_ms), len(cur.samples_ms)))
-    for base in baseline.values() if isinstance(baseline, dict) else baseline:
-        if id(base) not in matched and not isinstance(baseline, dict):
+    # A per-config baseline ("previous") has nothing "missing": configs without one are "new".
+    for base in [] if isinstance(baseline, dict) else baseline:
+        if id(base) not in matched:
             out.append(Comparison(base.identity.label(), asdict(base.identity), "missing", "in the baseline, not in this run",
                                   base.run_id, None, base.p50_ms, None, None, None, len(base.samples_ms), 0))
     return out
