@@ -10,11 +10,14 @@ requirements.
 """
 from __future__ import annotations
 
+import ast
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from devicefit.testgen.literals import python_docstring, python_literal, safe_file_stem
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 FAMILIES = ("embedding", "text_generation", "vision", "audio", "multimodal")
@@ -82,8 +85,6 @@ def generate_test(model: str, output_dir: str | Path = "generated_tests", device
 
     With `validate`, the model is first built through the global ResourcePool on the device
     under test and run once, so a file is only written for a model that really runs there."""
-    import jinja2
-
     from devicefit.resource_pool import DeviceUnavailable, get_global_resource_pool, resolve_device
     from models.catalog import resolve_model
 
@@ -109,27 +110,71 @@ def generate_test(model: str, output_dir: str | Path = "generated_tests", device
     if clear_cache:
         pool.clear()
     validation = _validate(spec, family, under_test, pool) if validate else None
-    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), undefined=jinja2.StrictUndefined,
-                                     keep_trailing_newline=True)
     from models.inputs import input_signature
 
     requirements = classification.get("resource_requirements") or {}
-    content = environment.get_template(template_file(template).name).render(
-        generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), model_name=spec.name,
-        model_ref=str(spec.path) if spec.source == "local" else spec.name, model_source=f"{spec.source} model {spec.name}",
-        family=family, subfamily=classification.get("subfamily"), template=template,
-        template_basis=source, recommended_hardware=recommended, forced_device=device,
+    modality = input_signature(spec, GENERATED_BATCH).modality
+    docstring = _docstring(
+        generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), model_name=spec.name, family=family,
+        subfamily=classification.get("subfamily"), template=template, template_basis=source,
+        recommended_hardware=recommended, forced_device=device,
         recommendation_basis=classification.get("selection_explanation") or source,
         resource_requirements={k: v for k, v in requirements.items() if k != "basis"},
         requirements_basis="; ".join(f"{k}: {v}" for k, v in (requirements.get("basis") or {}).items()) or source,
-        kinds=list(dict.fromkeys([*TORCH_KINDS, under_test])), batch_size=GENERATED_BATCH,
-        modality=input_signature(spec, GENERATED_BATCH).modality, timeout=float(timeout), clear_cache=clear_cache, debug=debug)
+        model_source=f"{spec.source} model {spec.name}", modality=modality)
+    content = _environment().get_template(template_file(template).name).render(
+        docstring=docstring, model_ref=str(spec.path) if spec.source == "local" else spec.name, family=family,
+        recommended_hardware=recommended, forced_device=device, kinds=list(dict.fromkeys([*TORCH_KINDS, under_test])),
+        batch_size=GENERATED_BATCH, timeout=float(timeout), clear_cache=clear_cache, debug=debug)
+    _check_source(content, docstring, template)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"test_hf_{spec.name.replace('/', '_').replace('-', '_').replace('.', '_')}.py"
+    path = out / f"test_hf_{safe_file_stem(spec.name)}.py"
     path.write_text(content)
     log.debug("wrote %s from %s", path, template)
     return GeneratedTest(path, spec.name, family, template, recommended, under_test, source, validation)
+
+
+def _environment():
+    """Templates see values only through the escaping filters (StrictUndefined: a missing value
+    is an error, not an empty string)."""
+    import jinja2
+
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), undefined=jinja2.StrictUndefined,
+                                     keep_trailing_newline=True, autoescape=False)
+    environment.filters.update(python_literal=python_literal, python_docstring=python_docstring)
+    return environment
+
+
+def _check_source(content: str, docstring: str, template: str) -> None:
+    """The rendered file must parse, and its docstring must be exactly the text we meant: a
+    value that escaped its literal would show up here before anything is written."""
+    try:
+        tree = ast.parse(content)
+    except SyntaxError as exc:
+        raise TestGenerationError(f"{template} rendered invalid Python ({exc.msg}, line {exc.lineno}); nothing written") from None
+    if ast.get_docstring(tree, clean=False) != docstring:
+        raise TestGenerationError(f"{template} rendered a docstring other than the one generated; nothing written")
+
+
+def _docstring(*, generated_at: str, model_name: str, family: str, subfamily: str | None, template: str,
+               template_basis: str, recommended_hardware: str, forced_device: str | None, recommendation_basis: str,
+               resource_requirements: dict[str, Any], requirements_basis: str, model_source: str, modality: str) -> str:
+    """The generated module's docstring as plain text; the template writes it as escaped literals."""
+    lines = [f"Generated by `devicefit generate-tests` on {generated_at}: {model_name} ({family}"
+             + (f", {subfamily}" if subfamily else "") + ").",
+             "",
+             f"Template: {template} (chosen by {template_basis}).",
+             f"Recommended hardware: {recommended_hardware} ({recommendation_basis}).",
+             f"Device under test: {forced_device or 'recommended'}; every other kind is tested too and skips, with "
+             "detection's", "reason, where it is absent.",
+             f"Resource requirements ({requirements_basis}):",
+             *(f"    {key}: {value}" for key, value in resource_requirements.items()),
+             "",
+             f"Each test builds the model ({model_source}) through devicefit's ResourcePool on the device, feeds a valid",
+             f"batch of {GENERATED_BATCH} for its modality ({modality}) and checks the output's shape and dtype against the",
+             "model's config."]
+    return "\n".join(lines) + "\n"
 
 
 def _validate(spec, family: str, device: str, pool) -> dict[str, Any]:
