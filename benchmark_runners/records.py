@@ -18,6 +18,10 @@ STATUSES = ("ok", "skipped", "failed")
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?|openvino:(CPU|GPU(\.\d+)?|NPU))$")
 
 
+# The largest batch a row can record (DuckDB INTEGER); the memory guard refuses far smaller ones
+# that cannot fit, so this bound only keeps absurd input from reaching torch as an overflow.
+MAX_BATCH_SIZE = 2**31 - 1
+
 @dataclass(frozen=True)
 class BenchmarkConfig:
     model: str  # catalog name, catalog hf id, or a local model directory
@@ -48,6 +52,8 @@ class BenchmarkConfig:
                             "(openvino runs on openvino:CPU/GPU/NPU devices, torch on cpu/cuda/mps)")
         if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) or self.batch_size < 1:
             problems.append(f"batch size must be a positive integer, got {self.batch_size!r}")
+        elif self.batch_size > MAX_BATCH_SIZE:
+            problems.append(f"batch size {self.batch_size} is over {MAX_BATCH_SIZE:,} (the store's INTEGER column)")
         if self.seq_length is not None and self.seq_length < 1:
             problems.append(f"sequence length must be a positive integer, got {self.seq_length}")
         if self.threads is not None and self.threads < 1:

@@ -1,6 +1,7 @@
 """Running many configs: one worker process per (model, backend, device), each config with a
 deadline. A crash, an OOM kill or a timeout becomes a `failed` row and the sweep goes on in a
-fresh worker. While a worker measures, the parent sleeps in select(): a polling parent would
+fresh worker; a config whose memory floor exceeds the device's free memory is `skipped` before
+any worker allocates it. While a worker measures, the parent sleeps in select(): a polling parent would
 steal a core from the model being measured."""
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Callable, Iterable
 from benchmark_runners.environment import host_environment
 from benchmark_runners.hardware import HardwareInventory, detect_hardware
 from benchmark_runners.measure import now_iso
+from benchmark_runners.memory_guard import memory_refusal
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 
 WORKER_STARTUP_TIMEOUT_S = 180.0  # python + torch + transformers imports, on a loaded machine
@@ -197,7 +199,7 @@ def run_sweep(
     for group in _group(configs):
         pending: list[tuple[int, BenchmarkConfig]] = []
         for position, config in group:
-            reason = _unavailable_reason(config, inventory, devices)
+            reason = _unavailable_reason(config, inventory, devices) or memory_refusal(config, inventory)
             if reason:
                 rows[position] = BenchmarkResult.for_config(config, run_id, now_iso(), "skipped", reason,
                                                             environment=job["host_environment"])

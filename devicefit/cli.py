@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from benchmark_runners.records import MAX_BATCH_SIZE
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Measure models on this machine's hardware and say where they run best.")
 # Off a terminal (CI logs, pipes) rich would wrap tables at 80 columns; results need more.
@@ -39,8 +41,8 @@ def _ints(value: str, what: str) -> list[int]:
             n = int(item)
         except ValueError:
             _fail(f"{what}: '{item}' is not an integer")
-        if n < 1:
-            _fail(f"{what}: batch size must be a positive integer, got {n}")
+        if not 1 <= n <= MAX_BATCH_SIZE:
+            _fail(f"{what}: batch size must be an integer from 1 to {MAX_BATCH_SIZE:,}, got {n}")
         out.append(n)
     return out
 

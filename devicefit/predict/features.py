@@ -12,6 +12,7 @@ from devicefit.predict.hardware_specs import DeviceSpec
 from models.analysis import TRAINING_FLOPS_FACTOR, parameter_breakdown, weight_bytes
 from models.catalog import ModelSpec
 from models.classifier import classify_spec
+from models.memory_floor import TRAINING_WEIGHT_COPIES
 from models.op_profile import CONV, GROUPED_CONV, LINEAR, VIEW, OpProfile, op_profile, training_peak_activation_bytes
 
 CATEGORICAL = ("family", "backend", "precision", "mode", "device_kind")
@@ -19,8 +20,6 @@ NUMERIC = ("log_params", "log_flops_per_sample", "log_batch", "log_flops", "log_
            "log_peak_gflops", "log_bandwidth_gbs", "log_roofline_ms", "linear_flops_fraction", "seq_length",
            "log_ops", "log_flops_per_op", "dense_conv_flops_fraction", "grouped_conv_flops_fraction",
            "log_activation_bytes")
-# Optimizer state + gradients + weights in fp32 AdamW training: 4 copies of the weights.
-TRAINING_WEIGHT_COPIES = 4
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,0 +1,58 @@
+"""Refuse a configuration that cannot fit before a worker allocates anything.
+
+`--batch-sizes 100000` on a host without swap would otherwise ask for tens of GB and bring the
+out-of-memory killer down on the worker (or on a neighbour). The sweep asks `memory_refusal`
+for every config first; a refusal becomes a `skipped` row naming the floor and the free memory,
+so the user sees both figures and nothing is attempted.
+"""
+from __future__ import annotations
+
+import logging
+
+import psutil
+
+from benchmark_runners.hardware import HardwareInventory
+from benchmark_runners.records import BenchmarkConfig
+
+# The floor leaves out the process itself, and the kernel's OOM killer acts before memory is
+# exhausted: refuse once the floor passes this share of what is free.
+FREE_SHARE = 0.9
+GIB = 2**30
+log = logging.getLogger("devicefit.memory_guard")
+
+
+def free_memory(config: BenchmarkConfig, inventory: HardwareInventory) -> tuple[int, str] | None:
+    """(bytes, what they are) for the device `config` runs on, or None where unknown. CPU,
+    OpenVINO on the CPU and Apple's unified memory share the host's available RAM; a GPU is
+    judged by its total memory (its free memory is only known once a process holds a context)."""
+    kind = config.device_kind
+    if kind in ("cpu", "openvino", "mps"):
+        return psutil.virtual_memory().available, "available on this host"
+    platform = inventory.platforms.get("rocm" if kind == "cuda" and not inventory.platforms["cuda"].available else kind)
+    index = int(config.device.split(":")[1]) if ":" in config.device and config.device.split(":")[1].isdigit() else 0
+    devices = platform.devices if platform else []
+    if index < len(devices) and devices[index].get("memory_total_bytes"):
+        return int(devices[index]["memory_total_bytes"]), f"in total on {config.device}"
+    return None
+
+
+def memory_refusal(config: BenchmarkConfig, inventory: HardwareInventory) -> str | None:
+    """Why `config` cannot fit on its device, naming both figures; None when it may fit or when
+    either figure is unknown (then the worker's own OOM handling is the guard)."""
+    from models.catalog import resolve_model
+    from models.memory_floor import memory_floor
+
+    free = free_memory(config, inventory)
+    if free is None:
+        return None
+    try:
+        floor = memory_floor(resolve_model(config.model), config.batch_size, config.precision, config.mode, config.seq_length)
+    except Exception as exc:  # noqa: BLE001 - an estimate that cannot be made does not stop a measurement
+        log.debug("no memory floor for %s: %s", config.key(), exc)
+        return None
+    available, where = free
+    if floor.total_bytes <= FREE_SHARE * available:
+        return None
+    return (f"needs at least {floor.total_bytes / GIB:.1f} GiB ({floor.describe()}) but {config.device} has "
+            f"{available / GIB:.1f} GiB {where}; refused before allocating (the guard keeps "
+            f"{100 * (1 - FREE_SHARE):.0f}% headroom)")
