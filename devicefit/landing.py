@@ -7,22 +7,17 @@ import hashlib
 import json
 import re
 import shutil
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark_runners.records import MODES, PRECISIONS, STATUSES, BenchmarkResult
 from devicefit import store
-from devicefit.results_io import FORMAT, write_json_atomic
+from devicefit.landing_schema import REQUIRED_RESULT_FIELDS, LandingFileError, validated_rows
+from devicefit.results_io import write_json_atomic
 
 QUARANTINE_DIR = "quarantine"
-REQUIRED_RESULT_FIELDS = ("run_id", "config_key", "status", "model", "backend", "device", "precision", "mode",
-                          "batch_size", "timestamp")
-_RESULT_FIELDS = {f.name for f in fields(BenchmarkResult)}
-
-
-class LandingFileError(ValueError):
-    """A landing or ingest file that is not a valid devicefit results document."""
+__all__ = ["LandingFileError", "REQUIRED_RESULT_FIELDS", "LoadReport", "load_landing_files", "read_document",
+           "validate_document", "write_landing", "quarantine", "landing_path", "safe_name"]
 
 
 def safe_name(source_key: str) -> str:
@@ -40,46 +35,10 @@ def write_landing(raw_dir: Path, source_key: str, document: dict[str, Any]) -> P
     return path
 
 
-def _number_ok(value: Any) -> bool:
-    return value is None or (isinstance(value, (int, float)) and value == value and value >= 0)
-
-
-def validate_document(document: Any, what: str) -> None:
-    """Raise LandingFileError naming the first problem; accept only what the store can hold."""
-    if not isinstance(document, dict):
-        raise LandingFileError(f"{what}: expected a JSON object, got {type(document).__name__}")
-    if document.get("format") != FORMAT:
-        raise LandingFileError(f"{what}: format is {document.get('format')!r}, expected {FORMAT!r}")
-    results = document.get("results")
-    if not isinstance(results, list):
-        raise LandingFileError(f"{what}: 'results' must be a list")
-    for i, row in enumerate(results):
-        where = f"{what}: results[{i}]"
-        if not isinstance(row, dict):
-            raise LandingFileError(f"{where} is not an object")
-        missing = [k for k in REQUIRED_RESULT_FIELDS if row.get(k) in (None, "")]
-        if missing:
-            raise LandingFileError(f"{where} lacks {', '.join(missing)}")
-        unknown = sorted(set(row) - _RESULT_FIELDS)
-        if unknown:
-            raise LandingFileError(f"{where} has unknown fields {', '.join(unknown)}")
-        if row["status"] not in STATUSES:
-            raise LandingFileError(f"{where} has status {row['status']!r} (expected one of {', '.join(STATUSES)})")
-        if row["precision"] not in PRECISIONS or row["mode"] not in MODES:
-            raise LandingFileError(f"{where} has precision {row['precision']!r} / mode {row['mode']!r}")
-        if not isinstance(row["batch_size"], int) or row["batch_size"] < 1:
-            raise LandingFileError(f"{where} has batch_size {row['batch_size']!r}")
-        if row["status"] == "ok":
-            samples = row.get("samples_ms")
-            if not isinstance(samples, list) or not samples:
-                raise LandingFileError(f"{where} is 'ok' without samples_ms")
-            if not all(isinstance(s, (int, float)) and s == s and s > 0 for s in samples):
-                raise LandingFileError(f"{where} has a NaN, zero or negative timing sample")
-            for key in ("p50_ms", "mean_ms", "throughput_samples_per_s"):
-                if row.get(key) is None or not _number_ok(row.get(key)):
-                    raise LandingFileError(f"{where} has {key}={row.get(key)!r}")
-        elif not row.get("error"):
-            raise LandingFileError(f"{where} is {row['status']!r} without the reason in 'error'")
+def validate_document(document: Any, what: str) -> list[dict[str, Any]]:
+    """Raise LandingFileError naming the first problem; accept only what the store can hold
+    (each row against the `measurements` column types, see landing_schema). Returns the rows."""
+    return validated_rows(document, what)
 
 
 def read_document(path: Path) -> dict[str, Any]:
@@ -89,6 +48,8 @@ def read_document(path: Path) -> dict[str, Any]:
         raise LandingFileError(f"{path}: not valid JSON ({exc})") from exc
     except UnicodeDecodeError as exc:
         raise LandingFileError(f"{path}: not UTF-8 text ({exc})") from exc
+    except RecursionError:
+        raise LandingFileError(f"{path}: JSON nested too deeply to read") from None
     validate_document(document, str(path))
     return document
 
@@ -104,23 +65,43 @@ def quarantine(path: Path, reason: str) -> Path:
 
 @dataclass
 class LoadReport:
-    loaded: list[tuple[str, int]] = field(default_factory=list)  # (source_key, rows)
+    loaded: list[tuple[str, int]] = field(default_factory=list)  # (source_key, rows stored)
     unchanged: list[str] = field(default_factory=list)
     quarantined: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
+    # (source_key, rows skipped): rows whose (run_id, config_key) another source already holds
+    duplicates: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def rows_loaded(self) -> int:
         return sum(n for _, n in self.loaded)
 
+    @property
+    def duplicate_rows(self) -> int:
+        return sum(n for _, n in self.duplicates)
+
+
+def _origin(source_key: str) -> str:
+    return "ingest" if source_key.startswith("ingest:") else "partition"
+
+
+def _load_order(path: Path) -> tuple[bool, str]:
+    """Partition files before ingested ones: the first source to store a row owns it, so a
+    partition's own rows stay its own when a copy of them was ingested too."""
+    return (path.name.startswith("ingest"), path.name)
+
 
 def load_landing_files(db_path: Path, raw_dir: Path) -> LoadReport:
-    """Load every landing file whose content changed since its last load; quarantine bad ones."""
+    """Load every landing file whose content changed since its last load; quarantine bad ones
+    with their reason and go on with the rest. A failure of the machine (disk full, I/O) stops
+    the load with StoreError and leaves the file in place for the next run; each source is one
+    transaction, so the store is never half-written."""
     report = LoadReport()
     raw_dir = Path(raw_dir)
     con = store.connect(db_path)
+    failed = True
     try:
         store.migrate(con)
-        for path in sorted(raw_dir.glob("*.json")) if raw_dir.is_dir() else []:
+        for path in sorted(raw_dir.glob("*.json"), key=_load_order) if raw_dir.is_dir() else []:
             data = path.read_bytes()
             sha = hashlib.sha256(data).hexdigest()
             try:
@@ -129,12 +110,24 @@ def load_landing_files(db_path: Path, raw_dir: Path) -> LoadReport:
                 if store.source_sha(con, source_key) == sha:
                     report.unchanged.append(source_key)
                     continue
-                origin = "ingest" if source_key.startswith("ingest:") else "partition"
-                rows = store.replace_source(con, source_key, origin, document, str(path), sha)
-                report.loaded.append((source_key, rows))
+                loaded = store.replace_source(con, source_key, _origin(source_key), document, str(path), sha)
+                report.loaded.append((source_key, loaded.rows))
+                if loaded.duplicates:
+                    report.duplicates.append((source_key, loaded.duplicates))
             except LandingFileError as exc:
                 quarantine(path, str(exc))
                 report.quarantined.append((path.name, str(exc)))
+        failed = False
     finally:
-        con.close()
+        _close(con, db_path, failed)
     return report
+
+
+def _close(con, db_path: Path, failed: bool) -> None:
+    """Close (DuckDB checkpoints here); a failure to close must not hide the error that got us here."""
+    try:
+        con.close()
+    except Exception as exc:
+        if not failed:
+            raise store.StoreError(f"cannot close {db_path}" + (": disk full" if store.is_disk_full(exc) else "")
+                                   + f" ({exc}); the loaded rows are committed in its write-ahead log") from exc

@@ -6,8 +6,9 @@ file never duplicates rows, and a failed load leaves the previous rows intact.
 """
 from __future__ import annotations
 
+import errno
 import json
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -15,6 +16,7 @@ from typing import Any, Iterator
 import duckdb
 
 from benchmark_runners.records import BenchmarkResult
+from devicefit.landing_schema import LandingFileError, parse_timestamp, validated_rows
 
 # Each migration moves the schema from version N-1 to N; they run in order, each in a transaction.
 MIGRATIONS: dict[int, list[str]] = {
@@ -81,6 +83,29 @@ MIGRATIONS[4] = [
         WHERE status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""",
 ]
 MIGRATIONS[5] = ["ALTER TABLE measurements ADD COLUMN backend_config JSON"]
+# A row is stored once by its natural key (run_id, config_key), whatever file brought it. Before
+# this, ingesting a partition's landing file (or the same rows in another document) stored them
+# again under a new source key. 6 keeps one copy (the partition's, else the first loaded) and
+# records on each losing source how many of its rows were dropped; 7 enforces the key. They are
+# two migrations because DuckDB builds a unique index over rows deleted in the same transaction.
+_DUPLICATE_ROWS = """
+    SELECT m.rowid AS row_id, m.source_key FROM measurements m LEFT JOIN sources s ON s.source_key = m.source_key
+    QUALIFY row_number() OVER (PARTITION BY m.run_id, m.config_key
+                               ORDER BY coalesce(s.origin = 'partition', FALSE) DESC, s.loaded_at NULLS LAST, m.source_key) > 1"""
+MIGRATIONS[6] = [
+    "ALTER TABLE sources ADD COLUMN duplicate_rows INTEGER DEFAULT 0",
+    f"""UPDATE sources SET duplicate_rows = duplicate_rows + d.n
+        FROM (SELECT source_key, count(*) AS n FROM ({_DUPLICATE_ROWS}) GROUP BY source_key) d
+        WHERE sources.source_key = d.source_key""",
+    f"DELETE FROM measurements WHERE rowid IN (SELECT row_id FROM ({_DUPLICATE_ROWS}))",
+    """UPDATE sources SET rows = (SELECT count(*) FROM measurements m WHERE m.source_key = sources.source_key)""",
+    """UPDATE runs SET rows = (SELECT count(*) FROM measurements m WHERE m.source_key = runs.source_key AND m.run_id = runs.run_id)""",
+    "DELETE FROM runs WHERE rows = 0",
+    """UPDATE sample_history SET source_key = m.source_key FROM measurements m
+        WHERE m.run_id = sample_history.run_id AND m.config_key = sample_history.config_key
+          AND m.source_key <> sample_history.source_key""",
+]
+MIGRATIONS[7] = ["CREATE UNIQUE INDEX measurements_natural_key ON measurements (run_id, config_key)"]
 SCHEMA_VERSION = max(MIGRATIONS)
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
 JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config"}
@@ -89,7 +114,54 @@ MEASUREMENT_COLUMNS = [*DERIVED_COLUMNS, *(f.name for f in fields(BenchmarkResul
 
 
 class StoreError(RuntimeError):
-    """A database that is missing, too new, or locked, said in words."""
+    """A database that is missing, too new, locked, corrupt, or on a full disk, said in words."""
+
+
+# Insert failures caused by a row's content (the file is at fault: quarantine it), as opposed to
+# the machine's (disk full, I/O error, a lock: the file is fine, retry later).
+DATA_ERRORS = (duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputException, TypeError, ValueError, OverflowError)
+_LOCK_WORDS = ("conflicting lock", "could not set lock", "lock on file")
+_CORRUPT_WORDS = ("not a valid duckdb database", "could not read enough bytes", "corrupt", "checksum", "invalid magic",
+                  "unrecognized file format", "serialization error")
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return any((isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
+               or "no space left on device" in str(e).lower() or "disk quota exceeded" in str(e).lower()
+               for e in _chain(exc))
+
+
+def _write_failure(path: str, exc: BaseException, doing: str) -> StoreError:
+    """The machine's reason a write failed, in words, with the disk being full said first."""
+    if is_disk_full(exc):
+        return StoreError(f"cannot {doing} {path}: disk full (no space left on the device holding it; "
+                          f"nothing was half-written, free space and run it again): {exc}")
+    return StoreError(f"cannot {doing} {path}: {type(exc).__name__}: {exc}")
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back if a transaction is still active. A failed COMMIT or a fatal I/O error already
+    ended it; DuckDB then says "no transaction is active", which must not mask the real cause."""
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:
+        pass
+
+
+def database_file(con: duckdb.DuckDBPyConnection) -> str:
+    try:
+        row = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+        return row[0] if row and row[0] else "the database"
+    except duckdb.Error:
+        return "the database"
 
 
 def _now() -> datetime:
@@ -103,8 +175,23 @@ def connect(path: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         return duckdb.connect(str(path), read_only=read_only)
-    except duckdb.IOException as exc:
-        raise StoreError(f"cannot open {path}: {exc} (DuckDB allows one writing process at a time)") from exc
+    except duckdb.Error as exc:
+        raise open_failure(path, exc) from exc
+
+
+def open_failure(path: Path, exc: BaseException) -> StoreError:
+    """Why DuckDB would not open `path`: another process's lock, a corrupt or foreign file, a
+    full disk, or something else, each said as such."""
+    text = str(exc).lower()
+    if any(w in text for w in _LOCK_WORDS):
+        return StoreError(f"cannot open {path}: another process holds its lock (DuckDB allows one writing process "
+                          f"at a time; wait for it to finish): {exc}")
+    if any(w in text for w in _CORRUPT_WORDS):
+        return StoreError(f"cannot open {path}: the file is corrupt or not a DuckDB database (restore it from a "
+                          f"backup, or move it aside and rebuild it with `devicefit db init` and a load): {exc}")
+    if is_disk_full(exc):
+        return _write_failure(str(path), exc, "open")
+    return StoreError(f"cannot open {path}: {type(exc).__name__}: {exc}")
 
 
 def schema_version(con: duckdb.DuckDBPyConnection) -> int:
@@ -127,8 +214,10 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[int]:
                 con.execute(statement)
             con.execute("INSERT INTO schema_version VALUES (?, ?)", [version, _now()])
             con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
+        except BaseException as exc:
+            _rollback(con)
+            if isinstance(exc, (duckdb.Error, OSError)):
+                raise _write_failure(database_file(con), exc, f"apply migration {version} to") from exc
             raise
         applied.append(version)
     return applied
@@ -151,6 +240,7 @@ def _measurement_values(source_key: str, r: BenchmarkResult) -> list[Any]:
         "seq_length": dims.get("seq_length"),
         "input_dims": json.dumps(dims, sort_keys=True) if dims else None,
         "hostname": (r.environment or {}).get("hostname"),
+        "timestamp": parse_timestamp(r.timestamp),  # naive UTC, whatever offset the file wrote
     }
     out = []
     for col in MEASUREMENT_COLUMNS:
@@ -159,38 +249,71 @@ def _measurement_values(source_key: str, r: BenchmarkResult) -> list[Any]:
     return out
 
 
+@dataclass(frozen=True)
+class SourceLoad:
+    """What loading one source did: rows it now holds, and rows skipped because another source
+    already holds the same (run_id, config_key)."""
+    rows: int
+    duplicates: int = 0
+
+
+def _held_elsewhere(con, source_key: str, results: list[BenchmarkResult]) -> set[tuple[str, str]]:
+    run_ids = sorted({r.run_id for r in results})
+    if not run_ids:
+        return set()
+    found = con.execute(f"SELECT run_id, config_key FROM measurements WHERE source_key <> ? AND run_id IN "
+                        f"({', '.join('?' for _ in run_ids)})", [source_key, *run_ids]).fetchall()
+    return {(a, b) for a, b in found}
+
+
 def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str, document: dict[str, Any],
-                   path: str | None = None, sha256: str | None = None) -> int:
-    """Replace every row of `source_key` with the rows of `document`, atomically."""
-    results = [BenchmarkResult.from_json(r) for r in document["results"]]
+                   path: str | None = None, sha256: str | None = None) -> SourceLoad:
+    """Replace every row of `source_key` with the rows of `document`, in one transaction.
+
+    Rows are validated against the column types first (LandingFileError names the bad field).
+    A row whose natural key (run_id, config_key) another source already holds is skipped and
+    counted, never stored twice: the first source to store a row owns it (load_landing_files
+    loads partitions first), and a source reloading its own rows deletes them before inserting.
+    A failure rolls everything back: LandingFileError when the content is at fault, StoreError
+    (naming a full disk as such) when the machine is."""
+    results = [BenchmarkResult.from_json(r) for r in validated_rows(document, f"rows for {source_key}")]
     now = _now()
     con.execute("BEGIN TRANSACTION")
     try:
         for table in ("measurements", "runs", "sources"):
             con.execute(f"DELETE FROM {table} WHERE source_key = ?", [source_key])
+        held = _held_elsewhere(con, source_key, results)
+        kept = [r for r in results if (r.run_id, r.config_key) not in held]
         placeholders = ", ".join("?" for _ in MEASUREMENT_COLUMNS)
-        if results:
+        if kept:
             con.executemany(f"INSERT INTO measurements ({', '.join(MEASUREMENT_COLUMNS)}) VALUES ({placeholders})",
-                            [_measurement_values(source_key, r) for r in results])
+                            [_measurement_values(source_key, r) for r in kept])
         by_run: dict[str, list[BenchmarkResult]] = {}
-        for r in results:
+        for r in kept:
             by_run.setdefault(r.run_id, []).append(r)
         for run_id, rows in by_run.items():
             env = rows[0].environment or {}
             git = env.get("git") or {}
             con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        [run_id, source_key, min(r.timestamp for r in rows), env.get("hostname"), git.get("commit"),
-                         git.get("dirty"), json.dumps(env.get("versions")), len(rows)])
+                        [run_id, source_key, min(parse_timestamp(r.timestamp) for r in rows), env.get("hostname"),
+                         git.get("commit"), git.get("dirty"), json.dumps(env.get("versions")), len(rows)])
         con.execute(f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
                         WHERE source_key = ? AND status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""", [source_key])
         _upsert_hardware(con, document.get("hardware") or {}, now)
-        _upsert_models(con, results, now)
-        con.execute("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?)", [source_key, origin, path, sha256, len(results), now])
+        _upsert_models(con, kept, now)
+        con.execute("INSERT INTO sources (source_key, origin, path, sha256, rows, loaded_at, duplicate_rows) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)", [source_key, origin, path, sha256, len(kept), now, len(results) - len(kept)])
         con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
+    except BaseException as exc:
+        _rollback(con)
+        if isinstance(exc, LandingFileError):
+            raise
+        if isinstance(exc, DATA_ERRORS):
+            raise LandingFileError(f"rows for {source_key}: the store refused a row ({type(exc).__name__}: {exc})") from exc
+        if isinstance(exc, (duckdb.Error, OSError)):
+            raise _write_failure(database_file(con), exc, f"load {source_key} into") from exc
         raise
-    return len(results)
+    return SourceLoad(len(kept), len(results) - len(kept))
 
 
 def _upsert_hardware(con, inventory: dict[str, Any], now: datetime) -> None:
@@ -376,8 +499,10 @@ def replace_served_predictions(con, source_file: str, rows: list[dict[str, Any]]
                             f"VALUES (?, {', '.join('?' for _ in PREDICTION_COLUMNS)})",
                             [[source_file, *(r.get(c) for c in PREDICTION_COLUMNS)] for r in rows])
         con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
+    except BaseException as exc:
+        _rollback(con)
+        if isinstance(exc, (duckdb.IOException, OSError)) and is_disk_full(exc):
+            raise _write_failure(database_file(con), exc, "record predictions in") from exc
         raise
 
 

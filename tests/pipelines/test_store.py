@@ -23,7 +23,7 @@ def _doc(rows):
 
 def test_init_is_idempotent_and_versioned(tmp_path):
     path = tmp_path / "db.duckdb"
-    assert store.init_db(path) == [1, 2, 3, 4, 5]
+    assert store.init_db(path) == list(range(1, store.SCHEMA_VERSION + 1))
     assert store.init_db(path) == []
     assert store.status(path)["schema_version"] == store.SCHEMA_VERSION
 

@@ -1,0 +1,289 @@
+"""The landing format's rows described with the store's own types.
+
+A landing file is only worth quarantining *before* it reaches DuckDB: a row that passes a loose
+check but fails the insert (a string where a DOUBLE goes, a batch size past INTEGER, a timestamp
+DuckDB cannot parse) used to raise in the middle of a load and block every later file. So a row
+is checked here against exactly what the `measurements` columns hold: INTEGER and BIGINT bounds,
+finite DOUBLEs, parseable TIMESTAMPs, lists of numbers, UTF-8 text and JSON-serialisable JSON
+columns, with strict types (a boolean is not a number, "1" is not an integer). The landing format
+(write_landing / read_document), the store's insert and the optimum-benchmark importer all use
+these models, so what validates is what loads.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import fields
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from benchmark_runners.records import MODES, PRECISIONS, STATUSES, BenchmarkResult
+from devicefit.results_io import FORMAT
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+REQUIRED_RESULT_FIELDS = ("run_id", "config_key", "status", "model", "backend", "device", "precision", "mode",
+                          "batch_size", "timestamp")
+RESULT_FIELDS = frozenset(f.name for f in fields(BenchmarkResult))
+MAX_ERRORS_SHOWN = 3
+
+
+class LandingFileError(ValueError):
+    """A landing or ingest file that is not a valid devicefit results document."""
+
+
+def _utf8(value: str) -> str:
+    # Python strings may hold lone surrogates ("\ud800" in JSON); DuckDB's VARCHAR cannot.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"text is not valid Unicode ({exc.reason})") from None
+    return value
+
+
+def _json_value(value: Any) -> Any:
+    """What the store writes with json.dumps into a JSON column must serialise and be UTF-8."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+        raise ValueError(f"not storable as JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
+    return value
+
+
+def parse_timestamp(value: str) -> datetime:
+    """An ISO 8601 timestamp as the naive UTC datetime the TIMESTAMP columns hold (naive input is UTC)."""
+    try:
+        parsed = datetime.fromisoformat(value)
+        if parsed.tzinfo is not None:
+            parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"not an ISO 8601 timestamp ({exc})") from None
+    return parsed
+
+
+def _timestamp(value: str) -> str:
+    parse_timestamp(value)
+    return value
+
+
+Text = Annotated[str, AfterValidator(_utf8)]
+Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
+PositiveInt32 = Annotated[int, Field(ge=1, le=INT32_MAX)]
+ByteCount = Annotated[int, Field(ge=0, le=INT64_MAX)]  # BIGINT, never negative
+Int64 = Annotated[int, Field(ge=-INT64_MAX - 1, le=INT64_MAX)]
+Double = Annotated[float, Field(allow_inf_nan=False)]
+NonNegativeDouble = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+PositiveDouble = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Timestamp = Annotated[str, AfterValidator(_timestamp)]
+JsonValue = Annotated[Any, AfterValidator(_json_value)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_json_value)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class _Open(BaseModel):
+    """A JSON column whose known keys feed other columns; the rest is kept as it came."""
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    @model_validator(mode="after")
+    def _extras_are_json(self):
+        _json_value(self.__pydantic_extra__)
+        return self
+
+
+class InputDims(_Open):
+    seq_length: PositiveInt32 | None = None  # -> measurements.seq_length INTEGER
+
+
+class InputInfo(_Open):
+    dims: InputDims | None = None
+
+
+class GitInfo(_Open):
+    commit: Text | None = None  # -> runs.git_commit VARCHAR
+    dirty: bool | None = None  # -> runs.git_dirty BOOLEAN
+
+
+class EnvironmentInfo(_Open):
+    hostname: Text | None = None  # -> measurements.hostname, runs.hostname VARCHAR
+    git: GitInfo | None = None
+    versions: JsonValue = None
+
+
+class ResultRow(_Strict):
+    """One `measurements` row as the landing format carries it; each type is its column's type."""
+    run_id: Text
+    config_key: Text
+    status: Literal[STATUSES]
+    model: Text
+    backend: Text
+    device: Text
+    precision: Literal[PRECISIONS]
+    mode: Literal[MODES]
+    batch_size: PositiveInt32
+    timestamp: Timestamp
+    error: Text | None = None
+    model_source: Text | None = None
+    model_path: Text | None = None
+    family: Text | None = None
+    architecture: Text | None = None
+    parameters: ByteCount | None = None
+    weights: Text | None = None
+    input: InputInfo = Field(default_factory=InputInfo)
+    forward_flops_per_sample: ByteCount | None = None
+    weight_bytes: ByteCount | None = None
+    precision_recipe: Text | None = None
+    backend_config: JsonObject | None = None
+    device_name: Text | None = None
+    hardware_fingerprint: Text | None = None
+    samples_ms: list[PositiveDouble] = Field(default_factory=list)
+    warmup_ms: list[Double] = Field(default_factory=list)
+    warmup_steady: bool | None = None
+    iterations: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
+    stop_reason: Text | None = None
+    ci_target: Double | None = None
+    mean_ms: NonNegativeDouble | None = None
+    p50_ms: NonNegativeDouble | None = None
+    p90_ms: Double | None = None
+    p95_ms: Double | None = None
+    p99_ms: Double | None = None
+    min_ms: Double | None = None
+    max_ms: Double | None = None
+    stdev_ms: Double | None = None
+    cv: Double | None = None
+    ci_low_ms: Double | None = None
+    ci_high_ms: Double | None = None
+    ci_rel_half_width: Double | None = None
+    throughput_samples_per_s: NonNegativeDouble | None = None
+    tokens_per_s: NonNegativeDouble | None = None
+    load_time_s: NonNegativeDouble | None = None
+    first_inference_ms: NonNegativeDouble | None = None
+    forward_ms: Double | None = None
+    backward_ms: Double | None = None
+    optimizer_ms: Double | None = None
+    phase_samples_ms: dict[Text, list[Double]] = Field(default_factory=dict)
+    loss_kind: Text | None = None
+    peak_rss_bytes: ByteCount | None = None
+    rss_after_load_bytes: ByteCount | None = None
+    rss_before_load_bytes: ByteCount | None = None
+    memory_method: Text | None = None
+    device_allocated_peak_bytes: ByteCount | None = None
+    device_reserved_peak_bytes: ByteCount | None = None
+    environment: EnvironmentInfo = Field(default_factory=EnvironmentInfo)
+    policy: JsonObject = Field(default_factory=dict)
+
+
+class HardwareDevice(_Open):
+    fingerprint: Text | None = None  # -> hardware.fingerprint VARCHAR
+    name: Text | None = None
+
+
+class HardwarePlatform(_Open):
+    devices: list[HardwareDevice] | None = None
+
+
+class HardwareProbe(_Open):
+    fingerprint: Text | None = None
+
+
+class HardwareInventory(_Open):
+    """The `hardware` block of a document, as far as the `hardware` table reads it."""
+    hostname: Text | None = None
+    platforms: dict[Text, HardwarePlatform] | None = None
+    probes: dict[Text, HardwareProbe] | None = None
+
+
+def _where(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def describe(exc: ValidationError) -> str:
+    """A pydantic error in one line: each failing field by its path, what was wrong, what came."""
+    parts = []
+    for e in exc.errors()[:MAX_ERRORS_SHOWN]:
+        loc = _where(tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith(("function-after", "literal[")))))
+        shown = repr(e.get("input"))
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        parts.append(f"{loc or 'value'}: {e['msg']} (got {shown})")
+    more = exc.error_count() - MAX_ERRORS_SHOWN
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _check_row(row: Any, where: str) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise LandingFileError(f"{where} is not an object")
+    missing = [k for k in REQUIRED_RESULT_FIELDS if row.get(k) is None or row.get(k) == ""]
+    if missing:
+        raise LandingFileError(f"{where} lacks {', '.join(missing)}")
+    unknown = sorted(map(str, set(row) - RESULT_FIELDS))
+    if unknown:
+        raise LandingFileError(f"{where} has unknown fields {', '.join(unknown)}")
+    try:
+        parsed = ResultRow.model_validate(row)
+    except ValidationError as exc:
+        raise LandingFileError(f"{where}: {describe(exc)}") from None
+    if parsed.status == "ok":
+        if not parsed.samples_ms:
+            raise LandingFileError(f"{where} is 'ok' without samples_ms")
+        for key in ("p50_ms", "mean_ms", "throughput_samples_per_s"):
+            if getattr(parsed, key) is None:
+                raise LandingFileError(f"{where} has {key}=None")
+    elif not parsed.error:
+        raise LandingFileError(f"{where} is {parsed.status!r} without the reason in 'error'")
+    return parsed.model_dump(exclude_unset=True)
+
+
+def _timing_problem(row: Any) -> str | None:
+    """The old, specific wording for a bad timing sample, kept because people grep for it."""
+    samples = row.get("samples_ms") if isinstance(row, dict) else None
+    if isinstance(samples, list) and any(isinstance(s, (int, float)) and not isinstance(s, bool)
+                                         and (not math.isfinite(s) or s <= 0) for s in samples):
+        return "has a NaN, infinite, zero or negative timing sample"
+    return None
+
+
+def validated_rows(document: Any, what: str) -> list[dict[str, Any]]:
+    """The document's rows, each checked against the store's column types; raises
+    LandingFileError naming the first bad row and field. Rows sharing a natural key (run_id,
+    config_key) within one document are refused: the store holds a row once."""
+    if not isinstance(document, dict):
+        raise LandingFileError(f"{what}: expected a JSON object, got {type(document).__name__}")
+    if document.get("format") != FORMAT:
+        raise LandingFileError(f"{what}: format is {str(document.get('format'))[:80]!r}, expected {FORMAT!r}")
+    results = document.get("results")
+    if not isinstance(results, list):
+        raise LandingFileError(f"{what}: 'results' must be a list")
+    source_key = document.get("source_key")
+    if source_key is not None and not (isinstance(source_key, str) and source_key and _is_utf8(source_key)):
+        raise LandingFileError(f"{what}: source_key must be a non-empty string, got {str(source_key)[:60]!r}")
+    try:
+        HardwareInventory.model_validate(document.get("hardware") or {})
+    except ValidationError as exc:
+        raise LandingFileError(f"{what}: hardware.{describe(exc)}") from None
+    rows, seen = [], {}
+    for i, row in enumerate(results):
+        where = f"{what}: results[{i}]"
+        timing = _timing_problem(row)
+        if timing and isinstance(row, dict) and row.get("status") == "ok":
+            raise LandingFileError(f"{where} {timing}")
+        rows.append(_check_row(row, where))
+        key = (rows[-1]["run_id"], rows[-1]["config_key"])
+        if key in seen:
+            raise LandingFileError(f"{where} repeats run_id {key[0]!r} and config_key {key[1]!r} of results[{seen[key]}]")
+        seen[key] = i
+    return rows
+
+
+def _is_utf8(value: str) -> bool:
+    try:
+        _utf8(value)
+    except ValueError:
+        return False
+    return True
