@@ -988,9 +988,17 @@ def generate_tests(
     console.print(f"run it: .venv/bin/python -m pytest {result.path}")
 
 
-def main() -> None:  # pragma: no cover - console entry
-    app()
+def main() -> None:
+    """The console entry: file-system faults (a read-only data directory, a full disk, a missing
+    permission) end in one line naming the path and the OS's reason, not a traceback."""
+    try:
+        app()
+    except OSError as exc:
+        path = exc.filename or ""
+        reason = exc.strerror or str(exc)
+        err.print(f"error: {reason}" + (f": {path}" if path else "") + f" ({type(exc).__name__})")
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(app())
+    main()

@@ -1,0 +1,51 @@
+"""Issue 21 item 7: a data directory the CLI cannot write (read-only, or not a directory) ends
+in one line naming the path and the OS's reason, exit code 1, and no traceback."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
+from devicefit.results_io import results_document
+
+
+def _document(tmp_path):
+    row = BenchmarkResult.for_config(BenchmarkConfig(model="bert-tiny"), "run-ro", "2026-11-23T00:00:00+00:00", "skipped",
+                                     "cuda is not available here: no GPU")
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(results_document("run-ro", [row], {"platforms": {}})))
+    return path
+
+
+def _ingest(document, data_dir):
+    env = dict(os.environ, DEVICEFIT_DATA_DIR=str(data_dir))
+    return subprocess.run([sys.executable, "-m", "devicefit.cli", "ingest", str(document)], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def _assert_one_line_error(run, reason):
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr and reason in run.stderr
+    assert len([ln for ln in run.stderr.splitlines() if ln.strip()]) == 1, run.stderr
+
+
+def test_a_data_dir_under_a_file_is_one_line(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    _assert_one_line_error(_ingest(_document(tmp_path), blocker / "data"), "Not a directory")
+
+
+def test_a_read_only_data_dir_is_one_line(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a read-only tmpfs needs root")
+    mount_point = tmp_path / "ro"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount_point)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        _assert_one_line_error(_ingest(_document(tmp_path), mount_point), "Read-only file system")
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=False)
