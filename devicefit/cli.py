@@ -369,7 +369,7 @@ def run_command(
     from benchmark_runners.hardware import detect_hardware
     from devicefit import store
     from devicefit.profiles import Selection
-    from devicefit.run_pipeline import run_pipeline
+    from devicefit.run_pipeline import RunInterrupted, WriterBusy, run_pipeline
     from models.catalog import UnknownModelError
 
     try:
@@ -388,8 +388,12 @@ def run_command(
     err.print(f"profile {profile}: {len(keys)} partitions")
     try:
         outcome = run_pipeline(selection, keys, lambda key, i, n: err.print(f"[{i + 1}/{n}] measuring {key}"))
+    except (RunInterrupted, WriterBusy) as exc:
+        _fail(str(exc), exc.exit_code)
     except RuntimeError as exc:
         _fail(str(exc))
+    for stale in outcome.reaped:
+        err.print(f"[yellow]stale run marked failed:[/] {stale}")
     paths = _paths()
     con = store.connect(paths.database, read_only=True)
     try:

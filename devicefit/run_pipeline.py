@@ -1,14 +1,24 @@
 """`devicefit run`: materialize the pipeline through Dagster on this machine, one run per
 (hardware, model) partition, then the results; every run is recorded in DAGSTER_HOME, so the
-UI (`make ui`) shows them. The only place outside pipelines/ and assets/ that imports Dagster."""
+UI (`make ui`) shows them. The only place outside pipelines/ and assets/ that imports Dagster.
+
+Every run carries its owner (pid, host, process start) as tags; before measuring and before
+loading, runs whose owner died are marked failed and their slots freed (run_guard), so a
+killed `devicefit run` never blocks the next one; the wait for the DuckDB writer is bounded
+(DEVICEFIT_WRITER_WAIT_S, default 600 s) and SIGINT/SIGTERM end the run cleanly (run_watch)."""
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from devicefit.profiles import Selection
+from devicefit.run_guard import WriterBusy  # noqa: F401  (callers catch it from here)
+from devicefit.run_watch import RunInterrupted  # noqa: F401
+
+DEFAULT_WRITER_WAIT_S = 600.0
 
 
 @dataclass
@@ -16,6 +26,7 @@ class PipelineRun:
     partitions: list[tuple[str, bool, dict]] = field(default_factory=list)  # (key, success, metadata)
     results_success: bool | None = None
     failed_checks: list[str] = field(default_factory=list)
+    reaped: list[str] = field(default_factory=list)  # "run_id (job): reason" of stale runs marked failed
 
 
 def _instance():
@@ -29,29 +40,58 @@ def _instance():
     return DagsterInstance.get()
 
 
+def writer_wait_s() -> float:
+    raw = os.environ.get("DEVICEFIT_WRITER_WAIT_S", "")
+    if not raw:
+        return DEFAULT_WRITER_WAIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise RuntimeError(f"DEVICEFIT_WRITER_WAIT_S must be a number of seconds >= 0, got {raw!r}")
+    return value
+
+
 def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: Callable[[str, int, int], None] | None = None) -> PipelineRun:
-    from pipelines.definitions import defs
+    from devicefit import run_guard
     from devicefit.profiles import physical_device
+    from devicefit.run_watch import RunWatch
+    from pipelines.definitions import defs
     from pipelines.schedules import DEVICE_TAG
 
+    wait_s = writer_wait_s()
     instance = _instance()
     outcome = PipelineRun()
+    owner = run_guard.owner_tags()
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the summary says what matters
-    defs.resolve_job_def("inventory_job").execute_in_process(run_config=quiet, instance=instance)
-    measure_job = defs.resolve_job_def("measurements_job")
-    config = {**quiet, "ops": {"measurements": {"config": {
-        "profile": selection.profile, "batch_sizes": list(selection.batch_sizes),
-        "precisions": list(selection.precisions), "training_mode": selection.training_mode}}}}
-    for i, key in enumerate(partition_keys):
-        if on_partition:
-            on_partition(key, i, len(partition_keys))
-        result = measure_job.execute_in_process(run_config=config, instance=instance, partition_key=key,
-                                                raise_on_error=False, tags={DEVICE_TAG: physical_device(key)})
-        metadata = {}
-        for event in result.get_asset_materialization_events():
-            metadata = {k: v.value for k, v in event.materialization.metadata.items() if k in ("ok", "skipped", "failed", "duration_s")}
-        outcome.partitions.append((key, result.success, metadata))
-    results = defs.resolve_job_def("results_job").execute_in_process(run_config=quiet, instance=instance, raise_on_error=False)
+
+    with RunWatch(instance, writer_wait_s=wait_s) as watch:
+        outcome.reaped += [f"{s.run_id} ({s.job_name}): {s.reason}" for s in run_guard.reap_stale_runs(instance)]
+
+        def execute(job_name: str, uses_pools: bool = False, **kwargs):
+            run_id = str(uuid.uuid4())  # chosen here so the watchdog knows the run before Dagster starts it
+            with watch.running(run_id, job_name, uses_pools):
+                return defs.resolve_job_def(job_name).execute_in_process(
+                    instance=instance, run_id=run_id, raise_on_error=False,
+                    **{**kwargs, "tags": {**owner, **kwargs.get("tags", {})}})
+
+        execute("inventory_job", run_config=quiet)
+        config = {**quiet, "ops": {"measurements": {"config": {
+            "profile": selection.profile, "batch_sizes": list(selection.batch_sizes),
+            "precisions": list(selection.precisions), "training_mode": selection.training_mode}}}}
+        for i, key in enumerate(partition_keys):
+            if on_partition:
+                on_partition(key, i, len(partition_keys))
+            result = execute("measurements_job", run_config=config, partition_key=key, tags={DEVICE_TAG: physical_device(key)})
+            metadata = {}
+            for event in result.get_asset_materialization_events():
+                metadata = {k: v.value for k, v in event.materialization.metadata.items() if k in ("ok", "skipped", "failed", "duration_s")}
+            outcome.partitions.append((key, result.success, metadata))
+        # Measuring took minutes: a run may have died meanwhile. Wait (bounded) for the writer here,
+        # where a signal ends the wait at once; the watchdog covers the rare slot taken in between.
+        run_guard.wait_for_writer(instance, wait_s, sleep=_interruptible_sleep(watch))
+        results = execute("results_job", uses_pools=True, run_config=quiet)
     outcome.results_success = results.success
     for event in results.all_events:
         if event.event_type_value == "ASSET_CHECK_EVALUATION":
@@ -59,3 +99,14 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
             if not evaluation.passed:
                 outcome.failed_checks.append(f"{evaluation.check_name} ({evaluation.severity.value}): {evaluation.description}")
     return outcome
+
+
+def _interruptible_sleep(watch) -> Callable[[float], None]:
+    import time
+
+    def sleep(seconds: float) -> None:
+        watch.check()
+        time.sleep(seconds)  # our SIGINT/SIGTERM handler raises RunInterrupted out of this
+        watch.check()
+
+    return sleep
