@@ -13,12 +13,15 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from benchmark_runners.hardware.inventory import device_fingerprint
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 from benchmark_runners.stats import summarize
 from devicefit.landing import LandingFileError, validate_document, write_landing
+from devicefit.landing_schema import NonNegativeDouble, PositiveInt32, Text, describe
 from devicefit.results_io import FORMAT, results_document
 
 OPTIMUM_DTYPES = {None: "fp32", "auto": "fp32", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
@@ -41,6 +44,8 @@ def _load_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise LandingFileError(f"{path}: not valid JSON ({exc})") from exc
+    except RecursionError:
+        raise LandingFileError(f"{path}: JSON nested too deeply to read") from None
 
 
 def _optimum_pair(path: Path) -> tuple[dict, dict] | None:
@@ -65,80 +70,167 @@ def _optimum_pair(path: Path) -> tuple[dict, dict] | None:
     return None
 
 
-def _require(obj: Any, key: str, where: str) -> Any:
-    if not isinstance(obj, dict) or obj.get(key) is None:
-        raise LandingFileError(f"{where}: missing '{key}'")
-    return obj[key]
+# optimum-benchmark's files, as far as devicefit reads them, with strict types: a boolean is not
+# a latency, a string is not a throughput. Unknown keys are kept out of the way, not refused:
+# optimum-benchmark writes many this importer has no column for.
+class _Optimum(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
 
 
-def _mb_to_bytes(value: Any) -> int | None:
-    return int(value * 2**20) if isinstance(value, (int, float)) and value == value and value >= 0 else None
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError("latency values must be positive seconds (or milliseconds with unit 'ms')")
+    return value
 
 
-def optimum_to_document(config: dict, report: dict, source: str, digest: str) -> dict[str, Any]:
+Latency = Annotated[float, Field(allow_inf_nan=False), AfterValidator(_positive)]
+
+
+class OptimumBackend(_Optimum):
+    name: Text
+    model: Text
+    device: Text
+    device_ids: Text | Annotated[int, Field(ge=0)] | None = None
+    torch_dtype: Text | None = None
+
+
+class OptimumInputShapes(_Optimum):
+    batch_size: PositiveInt32 | None = None
+    sequence_length: PositiveInt32 | None = None
+
+
+class OptimumTrainingArguments(_Optimum):
+    per_device_train_batch_size: PositiveInt32 | None = None
+
+
+class OptimumScenario(_Optimum):
+    name: Text
+    input_shapes: OptimumInputShapes = Field(default_factory=OptimumInputShapes)
+    training_arguments: OptimumTrainingArguments = Field(default_factory=OptimumTrainingArguments)
+
+
+class OptimumEnvironment(_Optimum):
+    cpu: Text | None = None
+    cpu_count: PositiveInt32 | None = None
+    cpu_ram_mb: NonNegativeDouble | None = None
+    gpu: list[Text] | None = None
+    gpu_vram_mb: NonNegativeDouble | list[NonNegativeDouble] | None = None
+    hostname: Text | None = None
+
+
+class OptimumConfig(_Optimum):
+    backend: OptimumBackend
+    scenario: OptimumScenario
+    environment: OptimumEnvironment = Field(default_factory=OptimumEnvironment)
+
+
+class OptimumLatency(_Optimum):
+    unit: Text = "s"
+    values: Annotated[list[Latency], Field(min_length=1)]
+
+
+class OptimumThroughput(_Optimum):
+    value: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+
+
+class OptimumMemory(_Optimum):
+    max_ram: NonNegativeDouble | None = None
+    max_allocated: NonNegativeDouble | None = None
+    max_reserved: NonNegativeDouble | None = None
+
+
+class OptimumTarget(_Optimum):
+    latency: OptimumLatency | None = None
+    throughput: OptimumThroughput | None = None
+    memory: OptimumMemory | None = None
+
+
+class OptimumReport(_Optimum):
+    forward: OptimumTarget | None = None
+    prefill: OptimumTarget | None = None
+    train: OptimumTarget | None = None
+    overall: OptimumTarget | None = None
+    load_model: OptimumTarget | None = None
+    load: OptimumTarget | None = None
+
+
+def _parse(model: type[BaseModel], data: Any, what: str, where: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise LandingFileError(f"{where}: {what}.{describe(exc)}") from None
+
+
+def _mb_to_bytes(value: float | None) -> int | None:
+    return None if value is None else int(value * 2**20)
+
+
+def optimum_to_document(config: Any, report: Any, source: str, digest: str) -> dict[str, Any]:
     where = f"{source} (optimum-benchmark)"
-    backend = _require(config, "backend", where)
-    scenario = _require(config, "scenario", where)
-    if backend.get("name") != "pytorch":
-        raise LandingFileError(f"{where}: only the pytorch backend maps to devicefit's torch rows; this is {backend.get('name')!r}")
-    dtype = backend.get("torch_dtype")
+    cfg_in: OptimumConfig = _parse(OptimumConfig, config, "config", where)
+    rep: OptimumReport = _parse(OptimumReport, report, "report", where)
+    backend, scenario, env = cfg_in.backend, cfg_in.scenario, cfg_in.environment
+    if backend.name != "pytorch":
+        raise LandingFileError(f"{where}: only the pytorch backend maps to devicefit's torch rows; this is {backend.name!r}")
+    dtype = backend.torch_dtype
     if dtype not in OPTIMUM_DTYPES:
         raise LandingFileError(f"{where}: torch_dtype {dtype!r} is not one of {', '.join(map(str, OPTIMUM_DTYPES))}")
-    mode = {"inference": "inference", "training": "training"}.get(scenario.get("name"))
+    mode = {"inference": "inference", "training": "training"}.get(scenario.name)
     if mode is None:
-        raise LandingFileError(f"{where}: scenario {scenario.get('name')!r} is neither inference nor training")
-    shapes = scenario.get("input_shapes") or {}
-    batch = scenario.get("training_arguments", {}).get("per_device_train_batch_size") if mode == "training" else shapes.get("batch_size")
-    if not isinstance(batch, int) or batch < 1:
+        raise LandingFileError(f"{where}: scenario {scenario.name!r} is neither inference nor training")
+    shapes = scenario.input_shapes
+    batch = scenario.training_arguments.per_device_train_batch_size if mode == "training" else shapes.batch_size
+    if batch is None:
         raise LandingFileError(f"{where}: batch size {batch!r} is not a positive integer")
-    device = str(_require(backend, "device", where))
-    if device == "cuda" and backend.get("device_ids") not in (None, ""):
-        device = f"cuda:{str(backend['device_ids']).split(',')[0]}"
-    target_name = next((t for t in OPTIMUM_TARGETS[mode] if isinstance(report.get(t), dict)), None)
+    device = backend.device
+    if device == "cuda" and backend.device_ids not in (None, ""):
+        device = f"cuda:{str(backend.device_ids).split(',')[0]}"
+    target_name = next((t for t in OPTIMUM_TARGETS[mode] if getattr(rep, t) is not None), None)
     if target_name is None:
         raise LandingFileError(f"{where}: report has none of the targets {', '.join(OPTIMUM_TARGETS[mode])}")
-    target = report[target_name]
-    latency = _require(target, "latency", f"{where} report.{target_name}")
-    values = latency.get("values")
-    if not isinstance(values, list) or not values or not all(isinstance(v, (int, float)) and v > 0 for v in values):
-        raise LandingFileError(f"{where}: report.{target_name}.latency.values must be a non-empty list of positive seconds")
-    scale = {"s": 1e3, "ms": 1.0}.get(latency.get("unit", "s"))
+    target: OptimumTarget = getattr(rep, target_name)
+    if target.latency is None:
+        raise LandingFileError(f"{where} report.{target_name}: missing 'latency'")
+    scale = {"s": 1e3, "ms": 1.0}.get(target.latency.unit)
     if scale is None:
-        raise LandingFileError(f"{where}: latency unit {latency.get('unit')!r} is not s or ms")
-    samples_ms = [v * scale for v in values]
+        raise LandingFileError(f"{where}: latency unit {target.latency.unit!r} is not s or ms")
+    samples_ms = [v * scale for v in target.latency.values]
+    seq = shapes.sequence_length
     try:
-        cfg = BenchmarkConfig(model=str(_require(backend, "model", where)), device=device, precision=OPTIMUM_DTYPES[dtype],
-                              mode=mode, batch_size=batch, seq_length=shapes.get("sequence_length"))
+        cfg = BenchmarkConfig(model=backend.model, device=device, precision=OPTIMUM_DTYPES[dtype],
+                              mode=mode, batch_size=batch, seq_length=seq)
     except ValueError as exc:
         raise LandingFileError(f"{where}: {exc}") from exc
-    env = config.get("environment") or {}
     kind = cfg.device_kind
     if kind == "cuda":
-        names = env.get("gpu") or []
-        vram = env.get("gpu_vram_mb")
-        hw = {"name": names[0] if names else None, "memory_total_bytes": _mb_to_bytes(vram)}
+        vram = env.gpu_vram_mb[0] if isinstance(env.gpu_vram_mb, list) and env.gpu_vram_mb else env.gpu_vram_mb
+        hw = {"name": env.gpu[0] if env.gpu else None, "memory_total_bytes": _mb_to_bytes(vram or None)}
     else:
-        hw = {"name": env.get("cpu"), "logical_cores": env.get("cpu_count"), "memory_total_bytes": _mb_to_bytes(env.get("cpu_ram_mb"))}
+        hw = {"name": env.cpu, "logical_cores": env.cpu_count, "memory_total_bytes": _mb_to_bytes(env.cpu_ram_mb)}
     stats = summarize(samples_ms).to_json()
     stats.pop("count")
-    memory = target.get("memory") or {}
-    throughput = (target.get("throughput") or {}).get("value") or batch * len(samples_ms) / (sum(samples_ms) / 1e3)
-    load = (report.get("load_model") or report.get("load") or {}).get("latency") or {}
-    seq = shapes.get("sequence_length")
+    memory = target.memory or OptimumMemory()
+    throughput = (target.throughput.value if target.throughput else None) or batch * len(samples_ms) / (sum(samples_ms) / 1e3)
+    load = rep.load_model or rep.load
+    load_latency = load.latency if load is not None else None
+    load_scale = {"s": 1.0, "ms": 1e-3}.get(load_latency.unit) if load_latency is not None else None
+    if load_latency is not None and load_scale is None:
+        raise LandingFileError(f"{where}: load latency unit {load_latency.unit!r} is not s or ms")
+    versions = {k: v for k, v in (env.model_extra or {}).items() if k.endswith("_version")}
     row = BenchmarkResult.for_config(
         cfg, f"optimum-{digest[:12]}", datetime.now(timezone.utc).isoformat(timespec="seconds"), "ok", None,
         **stats, samples_ms=samples_ms, iterations=len(samples_ms), stop_reason="external",
         throughput_samples_per_s=float(throughput), tokens_per_s=float(throughput) * seq if seq and mode == "inference" else None,
-        load_time_s=(load.get("values") or [None])[0] if load.get("values") else None,
-        peak_rss_bytes=_mb_to_bytes(memory.get("max_ram")),
-        device_allocated_peak_bytes=_mb_to_bytes(memory.get("max_allocated")),
-        device_reserved_peak_bytes=_mb_to_bytes(memory.get("max_reserved")),
-        memory_method="optimum-benchmark" if memory else None,
+        load_time_s=load_latency.values[0] * load_scale if load_latency is not None else None,
+        peak_rss_bytes=_mb_to_bytes(memory.max_ram),
+        device_allocated_peak_bytes=_mb_to_bytes(memory.max_allocated),
+        device_reserved_peak_bytes=_mb_to_bytes(memory.max_reserved),
+        memory_method="optimum-benchmark" if target.memory is not None else None,
         device_name=hw["name"], hardware_fingerprint=device_fingerprint(kind, hw) if hw["name"] else None,
-        input={"dims": {"seq_length": seq} if seq else {}, "optimum_input_shapes": shapes},
+        input={"dims": {"seq_length": seq} if seq else {}, "optimum_input_shapes": shapes.model_dump(exclude_unset=True)},
         precision_recipe=f"optimum-benchmark pytorch torch_dtype={dtype}",
-        environment={"source": "optimum-benchmark", "hostname": env.get("hostname") or f"optimum:{hw['name']}",
-                     "versions": {k: v for k, v in env.items() if k.endswith("_version")}, "report_target": target_name},
+        environment={"source": "optimum-benchmark", "hostname": env.hostname or f"optimum:{hw['name']}",
+                     "versions": versions, "report_target": target_name},
         policy={},
     )
     return results_document(row.run_id, [row], {"platforms": {}})

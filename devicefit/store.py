@@ -470,6 +470,11 @@ def recent_failures(con, limit: int = 20) -> list[dict[str, Any]]:
 
 
 def aggregates(con, best_only: bool = False) -> list[dict[str, Any]]:
+    # Checked by name first: without the table, DuckDB's replacement scan would find this very
+    # Python function called `aggregates` and fail with a confusing message.
+    if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'aggregates'").fetchone()[0]:
+        raise StoreError(f"{database_file(con)} holds no aggregates yet: materialize benchmark_results "
+                         "(`devicefit run`) first")
     return query(con, "SELECT * FROM aggregates" + (" WHERE is_best_precision" if best_only else "") +
                  " ORDER BY model, device_kind, mode, batch_size, precision")
 

@@ -108,9 +108,18 @@ def _from_history_row(row: tuple) -> SampleSet:
     return SampleSet(ConfigIdentity(model, kind, backend, precision, mode, batch, dims), list(samples or []), p50, run_id, fp)
 
 
+def _open(database: Path):
+    """The store, read-only; a database that cannot be opened (corrupt, locked, missing) is a
+    comparison that cannot be made, said in one line like any other BaselineError."""
+    try:
+        return store.connect(database, read_only=True)
+    except store.StoreError as exc:
+        raise BaselineError(str(exc)) from exc
+
+
 def current_sets(database: Path, run_id: str | None = None) -> list[SampleSet]:
     """The latest run of every config in the store, or the configs of one run."""
-    con = store.connect(database, read_only=True)
+    con = _open(database)
     try:
         if run_id:
             rows = con.execute(f"{_HISTORY_SELECT} WHERE run_id = ?", [run_id]).fetchall()
@@ -126,7 +135,7 @@ def current_sets(database: Path, run_id: str | None = None) -> list[SampleSet]:
 
 def previous_sets(database: Path, current: list[SampleSet]) -> dict[ConfigIdentity, SampleSet]:
     """For each current set, the latest earlier run of the same config on the same device."""
-    con = store.connect(database, read_only=True)
+    con = _open(database)
     try:
         rows = con.execute(f"{_HISTORY_SELECT} ORDER BY timestamp DESC").fetchall()
     finally:

@@ -18,8 +18,8 @@ from tests.conftest import FAST_POLICY
 LATENCIES_S = [0.0081, 0.0080, 0.0083, 0.0079, 0.0082, 0.0080, 0.0081, 0.0084]
 
 
-def optimum_pair(tmp_path, **backend):
-    """The shape optimum-benchmark writes (benchmark_config.json + benchmark_report.json)."""
+def optimum_documents(**backend) -> tuple[dict, dict]:
+    """(benchmark_config, benchmark_report) in the shape optimum-benchmark writes."""
     config = {
         "name": "pytorch_bert", "backend": {"name": "pytorch", "model": "bert-base-uncased", "device": "cuda",
                                              "device_ids": "0", "torch_dtype": "float16", **backend},
@@ -31,15 +31,23 @@ def optimum_pair(tmp_path, **backend):
     n = len(LATENCIES_S)
     report = {
         "load": {"latency": {"unit": "s", "values": [1.7], "count": 1}},
-        "forward": {"latency": {"unit": "s", "values": LATENCIES_S, "count": n, "mean": sum(LATENCIES_S) / n},
+        "forward": {"latency": {"unit": "s", "values": list(LATENCIES_S), "count": n, "mean": sum(LATENCIES_S) / n},
                     "throughput": {"unit": "samples/s", "value": 4 * n / sum(LATENCIES_S)},
                     "memory": {"unit": "MB", "max_ram": 2100.5, "max_allocated": 480.2, "max_reserved": 600.0}},
     }
-    d = tmp_path / "optimum"
-    d.mkdir()
-    (d / "benchmark_config.json").write_text(json.dumps(config))
-    (d / "benchmark_report.json").write_text(json.dumps(report))
-    return d
+    return config, report
+
+
+def write_optimum_pair(directory, config, report):
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "benchmark_config.json").write_text(json.dumps(config))
+    (directory / "benchmark_report.json").write_text(json.dumps(report))
+    return directory
+
+
+def optimum_pair(tmp_path, **backend):
+    """The shape optimum-benchmark writes (benchmark_config.json + benchmark_report.json)."""
+    return write_optimum_pair(tmp_path / "optimum", *optimum_documents(**backend))
 
 
 def test_optimum_benchmark_output_lands_and_loads(tmp_path):

@@ -1,0 +1,139 @@
+"""Issue 21 items 2 and 6: a landing file the store cannot hold is quarantined with its reason and
+never blocks the files after it; a row is stored once by its natural key (run_id, config_key)
+whatever file brought it; the optimum-benchmark importer refuses wrong-typed fields by name."""
+import json
+
+import pytest
+
+from devicefit import store
+from devicefit.ingest import ingest_file
+from devicefit.landing import LandingFileError, load_landing_files, write_landing
+from devicefit.paths import DataPaths
+from tests.pipelines.test_ingest import optimum_documents, write_optimum_pair
+from tests.pipelines.test_store import _doc, _row
+
+
+def _count(db, where="TRUE") -> int:
+    con = store.connect(db, read_only=True)
+    try:
+        return con.execute(f"SELECT count(*) FROM measurements WHERE {where}").fetchone()[0]
+    finally:
+        con.close()
+
+
+def _write_raw(path, document) -> None:
+    """A landing file as anything might write it: no validation on the way."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document))
+
+
+STORE_REFUSED = {  # each passed the old validate_document and failed the DuckDB insert
+    "string load_time_s": ({"load_time_s": "slow"}, "load_time_s"),
+    "batch_size past INTEGER": ({"batch_size": 2**31}, "batch_size"),
+    "malformed timestamp": ({"timestamp": "2026-11-22 around noon"}, "timestamp"),
+    "optimum load latency 'soon'": ({"load_time_s": "soon"}, "load_time_s"),  # what the old importer made of it
+}
+
+
+@pytest.mark.parametrize("case", STORE_REFUSED)
+def test_a_row_the_store_cannot_hold_is_quarantined_and_later_files_load(tmp_path, case):
+    change, field = STORE_REFUSED[case]
+    paths = DataPaths(tmp_path)
+    _write_raw(paths.raw / "partition__cpu__a-bad.json",
+               {**_doc([{**_row(run_id="bad"), **change}]), "source_key": "partition:cpu|a-bad"})
+    write_landing(paths.raw, "partition:cpu|z-good", _doc([_row(run_id="good")]))
+    report = load_landing_files(paths.database, paths.raw)
+    reasons = dict(report.quarantined)
+    assert field in reasons["partition__cpu__a-bad.json"]
+    assert (paths.raw / "quarantine" / "partition__cpu__a-bad.json.reason.txt").read_text().strip() == reasons["partition__cpu__a-bad.json"]
+    assert report.loaded == [("partition:cpu|z-good", 1)]
+    assert _count(paths.database) == 1
+    again = load_landing_files(paths.database, paths.raw)  # nothing is left to block a later load
+    assert again.quarantined == [] and again.unchanged == ["partition:cpu|z-good"]
+
+
+def test_write_landing_refuses_what_the_store_cannot_hold(tmp_path):
+    for change, field in STORE_REFUSED.values():
+        with pytest.raises(LandingFileError, match=field):
+            write_landing(tmp_path, "partition:cpu|x", _doc([{**_row(), **change}]))
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_an_insert_failure_the_schema_missed_is_quarantined_and_rolled_back(tmp_path, monkeypatch):
+    """Defence in depth: if a bad row got past validation, the DuckDB error quarantines the file."""
+    paths = DataPaths(tmp_path)
+    write_landing(paths.raw, "partition:cpu|a-first", _doc([_row(run_id="first")]))
+    load_landing_files(paths.database, paths.raw)
+    _write_raw(paths.raw / "partition__cpu__b-bad.json",
+               {**_doc([_row(run_id="bad2", batch=2), {**_row(run_id="bad"), "load_time_s": "slow"}]),
+                "source_key": "partition:cpu|b-bad"})
+    write_landing(paths.raw, "partition:cpu|c-good", _doc([_row(run_id="good")]))
+    from devicefit import landing
+
+    for module in (store, landing):  # the schema check switched off, to reach the insert
+        monkeypatch.setattr(module, "validated_rows", lambda document, what: document["results"])
+    report = load_landing_files(paths.database, paths.raw)
+    assert "the store refused a row" in dict(report.quarantined)["partition__cpu__b-bad.json"]
+    assert report.loaded == [("partition:cpu|c-good", 1)]
+    assert _count(paths.database) == 2 and _count(paths.database, "run_id = 'bad2'") == 0  # no half of b-bad
+
+
+def test_ingesting_a_partition_landing_file_stores_its_rows_once(tmp_path):
+    paths = DataPaths(tmp_path / "data")
+    landed = write_landing(paths.raw, "partition:cpu|bert-tiny", _doc([_row(), _row("int8", p50=5.0)]))
+    load_landing_files(paths.database, paths.raw)
+    copy = tmp_path / "partition__cpu__bert-tiny.json"
+    copy.write_bytes(landed.read_bytes())
+    ingest_file(copy, paths.raw)
+    report = load_landing_files(paths.database, paths.raw)
+    [(key, skipped)] = report.duplicates
+    assert key.startswith("ingest:") and skipped == 2 and report.rows_loaded == 0
+    # the same rows inside another surrounding document: still the same rows
+    other = {**json.loads(copy.read_text()), "written_at": "2030-01-01T00:00:00+00:00", "hardware": {"hostname": "elsewhere"}}
+    other.pop("source_key")
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    ingest_file(tmp_path / "other.json", paths.raw)
+    load_landing_files(paths.database, paths.raw)
+    con = store.connect(paths.database)
+    try:
+        assert con.execute("SELECT count(*) FROM measurements").fetchone()[0] == 2
+        assert {r[0] for r in con.execute("SELECT DISTINCT source_key FROM measurements").fetchall()} == {"partition:cpu|bert-tiny"}
+        assert sum(r["rows"] for r in store.source_rows(con)) == 2
+        store.refresh_aggregates(con)
+        assert [r["rows"] for r in store.aggregates(con)] == [1, 1]
+    finally:
+        con.close()
+
+
+def test_a_partition_rerun_and_a_reload_keep_one_row_per_natural_key(tmp_path):
+    paths = DataPaths(tmp_path)
+    write_landing(paths.raw, "partition:cpu|bert-tiny", _doc([_row(run_id="r1")]))
+    write_landing(paths.raw, "ingest:copy", _doc([_row(run_id="r1")]))  # a copy, landed beside it
+    report = load_landing_files(paths.database, paths.raw)
+    assert report.loaded == [("partition:cpu|bert-tiny", 1), ("ingest:copy", 0)] and report.duplicates == [("ingest:copy", 1)]
+    write_landing(paths.raw, "partition:cpu|bert-tiny", _doc([_row(run_id="r2")]))  # re-measured: a new run id
+    load_landing_files(paths.database, paths.raw)
+    assert _count(paths.database) == 1 and _count(paths.database, "run_id = 'r2'") == 1
+
+
+@pytest.mark.parametrize("where,value,named", [
+    (("report", "forward", "latency", "values"), [True, True], r"report\.forward\.latency\.values\[0\]"),
+    (("report", "load", "latency", "values"), ["soon"], r"report\.load\.latency\.values\[0\]"),
+    (("config", "scenario"), "inference", r"config\.scenario"),
+    (("report", "forward", "latency"), [0.008, 0.009], r"report\.forward\.latency"),
+    (("report", "forward", "throughput", "value"), "fast", r"report\.forward\.throughput\.value"),
+    (("config", "backend"), "pytorch", r"config\.backend"),
+    (("config", "scenario", "input_shapes", "batch_size"), True, r"config\.scenario\.input_shapes\.batch_size"),
+    (("report", "forward", "memory", "max_ram"), "2 GB", r"report\.forward\.memory\.max_ram"),
+    (("config", "environment", "gpu"), "NVIDIA H100", r"config\.environment\.gpu"),
+    (("config", "backend", "model"), 7, r"config\.backend\.model"),
+])
+def test_wrong_typed_optimum_fields_are_refused_by_name(tmp_path, where, value, named):
+    config, report = optimum_documents()
+    parent = {"config": config, "report": report}[where[0]]
+    for key in where[1:-1]:
+        parent = parent[key]
+    parent[where[-1]] = value
+    with pytest.raises(LandingFileError, match=named):
+        ingest_file(write_optimum_pair(tmp_path / "pair", config, report), tmp_path / "raw")
+    assert not (tmp_path / "raw").exists() or not list((tmp_path / "raw").glob("*.json"))
