@@ -1,0 +1,133 @@
+"""A dead run never holds the DuckDB writer, a live one is waited for within a bound, and a
+signal ends a run that waits in Dagster's own slot queue (issue 21 item 3). Real Dagster
+instances and real processes; no measuring, so each test takes seconds."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from devicefit import run_guard
+from devicefit.run_guard import Owner, owner_alive
+from tests.faults.test_run_helpers import (active_runs, failure_messages, helper, instance, isolated_env, pending_runs,
+                                           wait_for, writer_info)
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_owner_liveness_sees_dead_reused_zombie_and_foreign_processes():
+    me = psutil.Process()
+    assert owner_alive(Owner(me.pid, run_guard.this_host(), me.create_time())) is True
+    assert owner_alive(Owner(_dead_pid(), None, None)) is False
+    # the pid exists but belongs to a process younger than the run's owner: reused
+    assert owner_alive(Owner(me.pid, None, me.create_time() - 3600)) is False
+    assert owner_alive(Owner(me.pid, None, None), run_started_at=me.create_time() - 3600) is False
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    wait_for(lambda: psutil.Process(zombie.pid).status() == psutil.STATUS_ZOMBIE, 30, "the child to exit")
+    assert owner_alive(Owner(zombie.pid, None, None)) is False
+    zombie.wait()
+    assert owner_alive(Owner(_dead_pid(), "another-host", None)) is None  # cannot tell from here
+
+
+@pytest.mark.parametrize("tags", [["owner"], []], ids=["owner-tags", "untagged-older-run"])
+def test_a_run_whose_process_died_holding_the_writer_is_marked_failed_and_its_slot_freed(tmp_path, tags):
+    env = isolated_env(tmp_path)
+    ready = tmp_path / "ready"
+    assert helper(["die", str(ready), *tags], env).wait(timeout=120) == -signal.SIGKILL
+    inst = instance(env)
+    [stale] = active_runs(inst)
+    assert writer_info(inst).claimed_slots  # what the issue saw: STARTED, holding the only slot
+    reaped = run_guard.reap_stale_runs(inst)
+    assert [r.run_id for r in reaped] == [stale.run_id]
+    assert inst.get_run_by_id(stale.run_id).status.value == "FAILURE"
+    assert any("is gone (killed or crashed)" in m for m in failure_messages(inst, stale.run_id))
+    info = writer_info(inst)
+    assert not info.claimed_slots and not info.pending_steps
+    assert run_guard.reap_stale_runs(inst) == []  # idempotent: nothing marked twice
+
+
+def test_live_and_foreign_runs_are_left_alone_and_a_bounded_wait_names_the_holder(tmp_path):
+    env = isolated_env(tmp_path)
+    foreign = helper(["die", str(tmp_path / "f"), "devicefit/pid=1", "devicefit/host=another-host"], env)
+    assert foreign.wait(timeout=120) == -signal.SIGKILL
+    inst = instance(env)
+    [foreign_run] = active_runs(inst)
+    assert run_guard.reap_stale_runs(inst) == []  # its owner is on another host: not ours to judge
+    inst.report_run_failed(foreign_run, "test: cleared")
+    run_guard.reap_stale_runs(inst)  # a finished run's slot is given back
+    assert not writer_info(inst).claimed_slots
+
+    holder = helper(["hold", str(tmp_path / "ready"), "owner"], env)
+    try:
+        wait_for((tmp_path / "ready").exists, 120, "the holder to take the slot", holder)
+        [live] = active_runs(inst)
+        assert run_guard.reap_stale_runs(inst) == []
+        with pytest.raises(run_guard.WriterBusy) as busy:
+            run_guard.wait_for_writer(inst, timeout_s=0.5, poll_s=0.1)
+        message = str(busy.value)
+        assert live.run_id in message and f"pid {holder.pid}" in message and "DEVICEFIT_WRITER_WAIT_S" in message
+        assert inst.get_run_by_id(live.run_id).status.value == "STARTED"
+    finally:
+        holder.kill()
+        holder.wait()
+    run_guard.wait_for_writer(inst, timeout_s=10, poll_s=0.1)  # its holder died: reaped, then free
+    assert inst.get_run_by_id(live.run_id).status.value == "FAILURE"
+
+
+def _start_watched(tmp_path, env, wait_s: str):
+    holder = helper(["hold", str(tmp_path / "held"), "owner"], env)
+    wait_for((tmp_path / "held").exists, 120, "the holder to take the slot", holder)
+    watched = helper(["watched", str(tmp_path / "run_id"), wait_s], env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    inst = instance(env)
+    run_id = wait_for(lambda: (tmp_path / "run_id").exists() and (tmp_path / "run_id").read_text(), 120, "the run id", watched)
+    wait_for(lambda: run_id in pending_runs(inst), 120, "the run to queue for the slot", watched)
+    return holder, watched, inst, run_id
+
+
+def test_sigterm_ends_a_run_waiting_in_dagsters_slot_queue(tmp_path):
+    env = isolated_env(tmp_path)
+    holder, watched, inst, run_id = _start_watched(tmp_path, env, "600")
+    try:
+        watched.send_signal(signal.SIGTERM)
+        out, err = watched.communicate(timeout=60)  # before: ignored, the run waited forever
+        assert watched.returncode == 128 + signal.SIGTERM
+        assert "stopped by SIGTERM" in err and "waited for a concurrency slot" in err
+        assert inst.get_run_by_id(run_id).status.value == "FAILURE"
+        assert any("stopped by SIGTERM" in m for m in failure_messages(inst, run_id))
+        assert run_id not in pending_runs(inst)
+        assert holder.poll() is None  # the live holder keeps its slot
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_wait_in_dagsters_queue_is_bounded_and_names_the_holder(tmp_path):
+    env = isolated_env(tmp_path)
+    holder, watched, inst, run_id = _start_watched(tmp_path, env, "2")
+    try:
+        out, err = watched.communicate(timeout=60)
+        assert watched.returncode == run_guard.WriterBusy.exit_code
+        [holder_run] = [r for r in active_runs(inst) if r.run_id != run_id]
+        assert holder_run.run_id in err and f"pid {holder.pid}" in err
+        assert inst.get_run_by_id(run_id).status.value == "FAILURE" and run_id not in pending_runs(inst)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_holder_that_dies_while_we_wait_in_dagsters_queue_is_reaped_and_the_run_proceeds(tmp_path):
+    env = isolated_env(tmp_path)
+    holder, watched, inst, run_id = _start_watched(tmp_path, env, "600")
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    out, err = watched.communicate(timeout=90)
+    assert watched.returncode == 0 and out.strip() == "success", err[-2000:]
+    assert not active_runs(inst) and not writer_info(inst).claimed_slots

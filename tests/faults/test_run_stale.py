@@ -1,0 +1,68 @@
+"""`devicefit run` end to end (issue 21 item 3): a run killed while it loads does not block the
+next one, and a run waiting for the writer ends on SIGTERM. Before the fix both hung forever
+(the timeouts here turn a hang into a failure). Each test measures one tiny config."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+from devicefit import store
+from devicefit.paths import DataPaths
+from tests.faults.test_run_helpers import RUN_ARGS, active_runs, devicefit_run, failure_messages, helper, instance, \
+    isolated_env, wait_for, writer_info
+
+
+def _landing_rows(data: DataPaths) -> int:
+    return sum(len(json.loads(p.read_text())["results"]) for p in data.raw.glob("*.json"))
+
+
+def test_a_run_killed_while_it_loads_does_not_block_the_next(tmp_path):
+    env = isolated_env(tmp_path)
+    killed = helper(["run", "kill-after-load", str(tmp_path / "loaded"), "--", *RUN_ARGS], env,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, err = killed.communicate(timeout=300)
+    assert killed.returncode == -signal.SIGKILL and (tmp_path / "loaded").exists(), err[-2000:]
+    inst = instance(env)
+    [stale] = [r for r in active_runs(inst) if r.job_name == "results_job"]
+    assert writer_info(inst).claimed_slots  # the killed run holds the only writer slot
+
+    rerun = devicefit_run(env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = rerun.communicate(timeout=300)  # before the fix: measured, then waited forever
+    assert rerun.returncode == 0, err[-3000:]
+    assert "stale run marked failed" in err and stale.run_id in err
+    assert inst.get_run_by_id(stale.run_id).status.value == "FAILURE"
+    assert any("is gone (killed or crashed)" in m for m in failure_messages(inst, stale.run_id))
+    assert not active_runs(inst) and not writer_info(inst).claimed_slots
+    data = DataPaths(tmp_path / "data")
+    con = store.connect(data.database, read_only=True)
+    try:
+        rows = con.execute("SELECT count(*), count(DISTINCT (run_id, config_key)) FROM measurements").fetchone()
+    finally:
+        con.close()
+    assert rows == (_landing_rows(data), _landing_rows(data))  # loaded twice, stored once
+
+
+def test_sigterm_ends_a_run_that_waits_for_the_writer(tmp_path):
+    env = isolated_env(tmp_path)
+    holder = helper(["hold", str(tmp_path / "held")], env)
+    try:
+        wait_for((tmp_path / "held").exists, 120, "the holder to take the slot", holder)
+        inst = instance(env)
+        [held] = active_runs(inst)
+        run = devicefit_run(env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        data = DataPaths(tmp_path / "data")
+        wait_for(lambda: any(data.raw.glob("*.json")), 300, "the measurement to land", run)
+        wait_for(lambda: not [r for r in active_runs(inst) if r.job_name == "measurements_job"], 60,
+                 "the measurement run to end", run)
+        subprocess.run(["sleep", "2"])  # now it waits for the writer the holder keeps
+        assert run.poll() is None
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=60)  # before the fix: SIGTERM ignored, waited forever
+        assert run.returncode == 128 + signal.SIGTERM, err[-3000:]
+        assert "stopped by SIGTERM" in " ".join(err.split())
+        assert [r.run_id for r in active_runs(inst)] == [held.run_id] and holder.poll() is None  # the live holder is untouched
+        assert [s.run_id for s in writer_info(inst).claimed_slots] == [held.run_id]
+    finally:
+        holder.kill()
+        holder.wait()
