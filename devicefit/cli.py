@@ -94,27 +94,100 @@ def detect(
     console.print(f"torch device: [bold]{inv.torch_device()}[/]")
 
 
-@app.command()
-def models(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
-    """List the catalog: family, architecture, exact parameter count."""
-    from models.analysis import parameter_count
-    from models.catalog import load_catalog
-    from models.classifier import classify_spec
+models_app = typer.Typer(help="The models devicefit knows: the catalog and the local models registered by name.")
+app.add_typer(models_app, name="models")
 
+
+def _models_data_dir(benchmark_dir: Optional[Path]) -> Path:
+    from models.registry import default_data_dir
+
+    return Path(benchmark_dir).resolve() if benchmark_dir else default_data_dir()
+
+
+@models_app.callback(invoke_without_command=True)
+def models(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory holding models.json (default: data/)."),
+) -> None:
+    """List the catalog and the registered models: family, architecture, exact parameter count.
+    `devicefit models add DIR` registers a local model directory by name (the API serves models by name only)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from models.analysis import parameter_count
+    from models.catalog import InvalidModelError, load_catalog
+    from models.classifier import classify_spec
+    from models.registry import RegistryError, load_registered, read_registry
+
+    data_dir = _models_data_dir(benchmark_dir)
+    try:
+        registered = read_registry(data_dir)
+    except RegistryError as exc:
+        _fail(str(exc))
+    specs, broken = [(spec, "catalog") for spec in load_catalog().values()], []
+    for name, directory in registered.items():
+        try:
+            specs.append((load_registered(name, directory), "registered"))
+        except InvalidModelError as exc:
+            broken.append(f"registered model '{name}' cannot be loaded: {exc}")
     rows = []
-    for spec in load_catalog().values():
+    for spec, source in specs:
         c = classify_spec(spec)
-        rows.append({**spec.to_json(), "family": c.family, "subfamily": c.subfamily, "parameters": parameter_count(spec)})
+        rows.append({**spec.to_json(), "source": "registered" if source == "registered" else spec.source,
+                     "family": c.family, "subfamily": c.subfamily, "parameters": parameter_count(spec)})
     if as_json:
         print(json.dumps(rows, indent=2))
-        return
-    table = Table(title=f"Model catalog ({len(rows)} models)")
-    for col in ("name", "family", "subfamily", "architecture", "parameters", "published"):
-        table.add_column(col, justify="right" if col in ("parameters", "published") else "left")
-    for r in rows:
-        pub = f"{r['published_parameters'] / 1e6:.1f}M" if r["published_parameters"] else "-"
-        table.add_row(r["name"], r["family"], r["subfamily"] or "-", r["architecture"], f"{r['parameters'] / 1e6:.2f}M", pub)
-    console.print(table)
+    else:
+        table = Table(title=f"Models ({len(rows) - len(registered) + len(broken)} in the catalog, {len(registered)} registered)")
+        for col in ("name", "source", "family", "subfamily", "architecture", "parameters", "published"):
+            table.add_column(col, justify="right" if col in ("parameters", "published") else "left")
+        for r in rows:
+            pub = f"{r['published_parameters'] / 1e6:.1f}M" if r["published_parameters"] else "-"
+            table.add_row(r["name"], r["source"], r["family"], r["subfamily"] or "-", r["architecture"],
+                          f"{r['parameters'] / 1e6:.2f}M", pub)
+        console.print(table)
+    for line in broken:
+        err.print(f"[yellow]warning:[/] {line}")
+
+
+@models_app.command("add")
+def models_add(
+    directory: Path = typer.Argument(..., help="A local Hugging Face model directory (config.json, optional weights)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Name to register it under (default: the directory's name)."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory holding models.json (default: data/)."),
+) -> None:
+    """Register a local model directory by name, so the API (which takes names, never paths) and
+    every command can use it. It is checked first: config.json readable, an architecture
+    transformers has, sizes within the limits of models/limits.py."""
+    from models.catalog import InvalidModelError
+    from models.registry import RegistryError, register_model, registry_file
+
+    data_dir = _models_data_dir(benchmark_dir)
+    try:
+        spec = register_model(data_dir, directory, name)
+    except (InvalidModelError, RegistryError) as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot write the model registry {registry_file(data_dir)}: {exc.strerror or exc}")
+    console.print(f"registered [bold]{spec.name}[/] ({spec.architecture}) -> {spec.path} in {registry_file(data_dir)}")
+
+
+@models_app.command("remove")
+def models_remove(
+    name: str = typer.Argument(..., help="A registered model's name."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory holding models.json (default: data/)."),
+) -> None:
+    """Forget a registered model (its directory is left alone)."""
+    from models.registry import RegistryError, registry_file, unregister_model
+
+    data_dir = _models_data_dir(benchmark_dir)
+    try:
+        path = unregister_model(data_dir, name)
+    except RegistryError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot write the model registry {registry_file(data_dir)}: {exc.strerror or exc}")
+    console.print(f"removed {name} ({path}) from {registry_file(data_dir)}")
 
 
 @app.command()
@@ -715,6 +788,19 @@ def memory_search_command(
     print(json.dumps(result, indent=2))
 
 
+def _check_served_models(root: Optional[Path], model_dirs: list[Path]) -> None:
+    """Refuses a bad --model-dir (or an unreadable registry) before binding, not on the first request."""
+    from models.catalog import InvalidModelError
+    from models.registry import ModelNames, RegistryError, default_data_dir
+
+    try:
+        _, warnings = ModelNames.load(root or default_data_dir(), model_dirs)
+    except (InvalidModelError, RegistryError) as exc:
+        _fail(str(exc))
+    for line in warnings:
+        err.print(f"[yellow]warning:[/] {line}")
+
+
 @app.command()
 def serve(
     host: str = typer.Option(os.environ.get("DEVICEFIT_HOST", "127.0.0.1"), "--host", help="Address to bind (default 127.0.0.1: this machine only)."),
@@ -727,6 +813,9 @@ def serve(
     debug: bool = typer.Option(os.environ.get("DEBUG", "0") == "1", "--debug", help="Debug logging and error details (env DEBUG=1)."),
     cache_size: int = typer.Option(int(os.environ.get("API_CACHE_SIZE", "4096")), "--cache-size",
                                    help="Select/predict answers kept per published predictor (env API_CACHE_SIZE; 0 = off)."),
+    model_dir: Optional[list[Path]] = typer.Option(None, "--model-dir", help="A local model directory the API may analyse, "
+                                                   "under its directory's name (repeatable); beside those of `devicefit models add`."),
+    warm_up: bool = typer.Option(True, "--warm-up/--no-warm-up", help="Trace every model at start-up, so no request pays for it."),
 ) -> None:
     """Serve spec 000's REST API from the published artifacts (OpenAPI docs at /docs)."""
     import uvicorn
@@ -750,6 +839,9 @@ def serve(
     if cache_size < 0:
         _fail(f"--cache-size must be 0 or more, got {cache_size}")
     os.environ["API_CACHE_SIZE"] = str(cache_size)
+    _check_served_models(root, model_dir or [])
+    os.environ["DEVICEFIT_MODEL_DIRS"] = os.pathsep.join(str(Path(d).resolve()) for d in model_dir or [])
+    os.environ["DEVICEFIT_WARM_UP"] = "1" if warm_up else "0"
     uvicorn.run("devicefit.api.main:app", host=host, port=port, reload=reload, workers=None if reload else workers,
                 log_level="debug" if debug else "info")
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from models.limits import MAX_CONFIG_BYTES, ConfigLimitError, check_config_limits
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
 FAMILIES = ("embedding", "text_generation", "vision", "audio", "multimodal")
@@ -18,17 +22,35 @@ _GENERIC_DIR_NAMES = {"model", "models", "weights", "checkpoint", "snapshot"}
 
 
 class UnknownModelError(LookupError):
-    """A model name that is neither in the catalog nor a local model directory."""
+    """A model name that is neither in the catalog nor a local model directory. `known_as` says
+    what a name may be where it was looked up (the API accepts no directories, for instance)."""
 
-    def __init__(self, name: str, suggestions: list[str]):
+    def __init__(self, name: str, suggestions: list[str], known_as: str | None = None):
         self.name = name
         self.suggestions = suggestions
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+        known_as = known_as or "not in the catalog and not a local model directory (a directory with config.json)"
         super().__init__(
-            f"Unknown model '{name}': not in the catalog and not a local model directory "
-            f"(a directory with config.json).{hint} "
+            f"Unknown model '{name}': {known_as}.{hint} "
             f"`devicefit models` lists the {len(catalog_names())} catalog models."
         )
+
+
+class InvalidModelError(UnknownModelError, ValueError):
+    """A local model directory devicefit cannot use: no config.json, a config that is not a
+    usable Hugging Face config, an architecture transformers cannot build, or sizes over the
+    limits of models/limits.py. A LookupError (the name resolves to no usable model) and a
+    ValueError (bad input), so every caller that handles either reports it as one line.
+    `reason` says what is wrong without naming the directory (for answers that must not
+    reveal server paths); `str()` names both."""
+
+    def __init__(self, directory: Path, reason: str, limit: int | None = None):
+        self.directory = directory
+        self.reason = reason
+        self.limit = limit  # the size limit exceeded, for a config over the limits
+        self.name = str(directory)
+        self.suggestions = []
+        Exception.__init__(self, f"{directory}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -106,51 +128,110 @@ def _local_model_name(directory: Path) -> str:
     return directory.name
 
 
+# transformers resolves its classes lazily on first attribute access, and two threads resolving
+# at once can see a half-initialized module ("module 'transformers' has no attribute ...").
+_TRANSFORMERS_LOCK = threading.RLock()
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+
+
 def _architecture_for_local(config: dict[str, Any], directory: Path) -> str:
+    """The transformers model class named by `architectures` (the first one this transformers
+    has), else the base model class for `model_type`. An `architectures` entry that is not a list
+    of class names, or names no class transformers has, is an error rather than a guess."""
     import transformers
+    from transformers import PreTrainedModel
 
-    for arch in config.get("architectures") or ():
-        if hasattr(transformers, arch):
-            return arch
-    model_type = config.get("model_type")
-    if model_type:
-        from transformers import AutoConfig, AutoModel
+    architectures = config.get("architectures")
+    if architectures is not None:
+        if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+            raise InvalidModelError(directory, f"config.json 'architectures' must be a list of class names, got {architectures!r}"[:300])
+        for arch in architectures:
+            if not _IDENTIFIER.fullmatch(arch):
+                raise InvalidModelError(directory, f"config.json 'architectures' entry {arch[:100]!r} is not a class name")
+        with _TRANSFORMERS_LOCK:
+            for arch in architectures:
+                cls = getattr(transformers, arch, None)
+                if isinstance(cls, type) and issubclass(cls, PreTrainedModel):
+                    return arch
+        if architectures:
+            raise InvalidModelError(directory, f"config.json names architectures {architectures}, none of them a model class of "
+                                               f"transformers {transformers.__version__} (custom code is never run)"[:400])
+    model_type = config["model_type"]
+    from transformers import AutoConfig, AutoModel
 
-        cfg_cls = AutoConfig.for_model(model_type).__class__
+    with _TRANSFORMERS_LOCK:
+        try:
+            cfg_cls = AutoConfig.for_model(model_type).__class__
+        except (ValueError, KeyError) as exc:
+            raise InvalidModelError(directory, f"config.json model_type {model_type!r} is not one transformers "
+                                               f"{transformers.__version__} knows") from exc
         model_cls = AutoModel._model_mapping.get(cfg_cls)  # noqa: SLF001 - public mapping object
-        if model_cls is not None:
-            return model_cls.__name__
-    raise ValueError(
-        f"{directory}/config.json names no architecture transformers {transformers.__version__} "
-        f"can build (architectures={config.get('architectures')}, model_type={model_type})."
-    )
+    if model_cls is not None:
+        return model_cls.__name__
+    raise InvalidModelError(directory, f"config.json names no architecture transformers {transformers.__version__} "
+                                       f"can build (architectures={architectures}, model_type={model_type})")
+
+
+def _read_config(directory: Path) -> dict[str, Any]:
+    config_path = directory / "config.json"
+    try:
+        if not config_path.is_file():
+            raise InvalidModelError(directory, "not a Hugging Face model directory: no config.json")
+        size = config_path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise InvalidModelError(directory, f"config.json is {size} bytes, over the {MAX_CONFIG_BYTES} byte limit")
+        text = config_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidModelError(directory, f"cannot read config.json: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidModelError(directory, f"config.json is not UTF-8 text: {exc.reason}") from exc
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidModelError(directory, f"config.json is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise InvalidModelError(directory, "config.json nests too deeply to be a model config") from None
+    if not isinstance(config, dict):
+        raise InvalidModelError(directory, f"config.json must hold a JSON object, got {type(config).__name__}")
+    if "model_type" not in config:
+        raise InvalidModelError(directory, "config.json has no model_type; cannot tell which model it describes")
+    if not isinstance(config["model_type"], str) or not _IDENTIFIER.fullmatch(config["model_type"].replace("-", "_")):
+        raise InvalidModelError(directory, f"config.json model_type must be a model type name, got {config['model_type']!r}"[:300])
+    return config
 
 
 def load_local_model(directory: str | Path) -> ModelSpec:
-    """A spec for a local Hugging Face model directory (config.json, optional weights)."""
+    """A spec for a local Hugging Face model directory (config.json, optional weights), checked
+    before anything is built: its sizes against models/limits.py, its architecture against the
+    classes transformers has, and its config by building the transformers config object. Every
+    problem is an InvalidModelError saying what is wrong."""
     directory = Path(directory).expanduser()
-    config_path = directory / "config.json"
-    if not config_path.is_file():
-        raise FileNotFoundError(f"{directory} is not a Hugging Face model directory: no config.json")
+    config = _read_config(directory)
     try:
-        config = json.loads(config_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{config_path} is not valid JSON: {exc}") from exc
-    if "model_type" not in config:
-        raise ValueError(f"{config_path} has no model_type; cannot tell which model it describes")
+        check_config_limits(config, "config.json")
+    except ConfigLimitError as exc:
+        raise InvalidModelError(directory, str(exc), exc.limit) from None
     tasks: list[str] = []
     if (directory / "modules.json").is_file() or (directory / "sentence_bert_config.json").is_file():
         tasks = ["sentence-similarity", "feature-extraction"]  # a sentence-transformers export
-    return ModelSpec(
+    name_or_path = config.get("_name_or_path")
+    spec = ModelSpec(
         name=_local_model_name(directory),
         architecture=_architecture_for_local(config, directory),
         config=config,
         tasks=tuple(tasks),
-        hf_id=config.get("_name_or_path") or None,
+        hf_id=name_or_path if isinstance(name_or_path, str) and name_or_path else None,
         source="local",
         path=directory.resolve(),
         has_weights=any((directory / f).is_file() for f in WEIGHT_FILES),
     )
+    try:
+        with _TRANSFORMERS_LOCK:
+            spec.build_config()
+    except Exception as exc:  # noqa: BLE001 - any failure of transformers on this user input is the input's fault
+        raise InvalidModelError(directory, f"config.json is not a valid {config['model_type']} config: "
+                                           f"{type(exc).__name__}: {exc}"[:400]) from exc
+    return spec
 
 
 def _is_directory(text: str) -> bool:
@@ -162,23 +243,46 @@ def _is_directory(text: str) -> bool:
 
 
 def resolve_model(name_or_path: str | Path) -> ModelSpec:
-    """A catalog name (any case), a Hugging Face id of a catalog model, or a local directory."""
+    """A catalog name (any case), a Hugging Face id of a catalog model, a model the operator
+    registered by name (models.registry), or a local directory. For names from an untrusted
+    caller use models.registry.ModelNames, which never treats a name as a path."""
     name_or_path = str(name_or_path)
     if not name_or_path or not name_or_path.strip():
         raise UnknownModelError(name_or_path, [])
-    catalog = load_catalog()
     query = name_or_path.strip()
-    by_lower = {name.lower(): spec for name, spec in catalog.items()}
-    by_lower.update({spec.hf_id.lower(): spec for spec in catalog.values() if spec.hf_id})
-    if query.lower() in by_lower:
-        return by_lower[query.lower()]
+    spec = catalog_model(query)
+    if spec is not None:
+        return spec
+    from models.registry import registered_model
+
+    spec = registered_model(query)
+    if spec is not None:
+        return spec
     if _is_directory(query):
         return load_local_model(Path(query).expanduser())
     # A hub id whose last part is a catalog name ("someone/gpt2") is not assumed to be it.
-    suggestions = difflib.get_close_matches(query.lower(), list(by_lower), n=3, cutoff=0.5)
-    names = []
-    for s in suggestions:
-        name = by_lower[s].name
-        if name not in names:
-            names.append(name)
-    raise UnknownModelError(query, names)
+    raise UnknownModelError(query, close_names(query))
+
+
+@lru_cache(maxsize=1)
+def _catalog_by_lower() -> dict[str, ModelSpec]:
+    catalog = load_catalog()
+    by_lower = {name.lower(): spec for name, spec in catalog.items()}
+    by_lower.update({spec.hf_id.lower(): spec for spec in catalog.values() if spec.hf_id})
+    return by_lower
+
+
+def catalog_model(name: str) -> ModelSpec | None:
+    """The catalog model `name` names (its name in any case, or its Hugging Face id), if any."""
+    return _catalog_by_lower().get(name.strip().lower())
+
+
+def close_names(query: str, extra: dict[str, str] | None = None) -> list[str]:
+    """Up to three catalog names (and names in `extra`, lower-case -> name) close to `query`."""
+    known = {k: s.name for k, s in _catalog_by_lower().items()}
+    known.update(extra or {})
+    names: list[str] = []
+    for s in difflib.get_close_matches(query.strip().lower(), list(known), n=3, cutoff=0.5):
+        if known[s] not in names:
+            names.append(known[s])
+    return names

@@ -15,8 +15,9 @@ per-operator roofline does not.
 """
 from __future__ import annotations
 
-import contextlib
+import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,7 +185,8 @@ def _tracer_class():
     return OperatorTracer
 
 
-def _fused_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+def _fused_attention(original, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                     enable_gqa=False):
     """scaled_dot_product_attention as the eager CPU (and GPU) run executes it: one fused
     kernel that never materializes the score matrix. On meta, torch would otherwise pick the
     math fallback (bmm, softmax, bmm), whose memory and operator count are not what runs."""
@@ -192,8 +194,8 @@ def _fused_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal
 
     if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():
         # The fused CPU kernel cannot differentiate a learned bias (T5): torch runs the math path.
-        return _ORIGINAL_SDPA[0](query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
-                                 scale=scale, enable_gqa=enable_gqa)
+        return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                        scale=scale, enable_gqa=enable_gqa)
     if enable_gqa and key.shape[-3] != query.shape[-3]:
         repeat = query.shape[-3] // key.shape[-3]
         key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
@@ -202,20 +204,27 @@ def _fused_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal
     return out
 
 
-_ORIGINAL_SDPA: list = []
+def _fused_attention_mode():
+    """A torch function mode that routes scaled_dot_product_attention to `_fused_attention`.
 
+    Why a mode and not a patched `F.scaled_dot_product_attention`: torch keeps function modes per
+    thread, so a trace on one thread never changes what another thread (an API request, a
+    benchmark) calls, and nothing global is left behind if a trace fails. Every other function
+    passes through untouched. While `__torch_function__` runs, torch disables the mode, so the
+    calls it makes (the original function, the fused kernel) are not intercepted again."""
+    import torch
+    from torch.overrides import TorchFunctionMode
 
-@contextlib.contextmanager
-def _fused_attention_on_meta():
-    import torch.nn.functional as F
+    sdpa = torch._C._nn.scaled_dot_product_attention  # the builtin itself, whatever F's attribute holds now
 
-    original = F.scaled_dot_product_attention
-    _ORIGINAL_SDPA[:] = [original]
-    F.scaled_dot_product_attention = _fused_attention
-    try:
-        yield
-    finally:
-        F.scaled_dot_product_attention = original
+    class FusedAttention(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is sdpa:
+                return _fused_attention(func, *args, **kwargs)
+            return func(*args, **kwargs)
+
+    return FusedAttention()
 
 
 def _trace(spec: ModelSpec, signature: InputSignature, training: bool = False):
@@ -232,7 +241,7 @@ def _trace(spec: ModelSpec, signature: InputSignature, training: bool = False):
               for name, t in signature.inputs.items() if t.kind != "mask"}
     weights = {_storage_key(p) for p in model.parameters()} | {_storage_key(b) for b in model.buffers()}
     tracer = _tracer_class()(weights)
-    with _fused_attention_on_meta(), tracer, torch.set_grad_enabled(training):
+    with _fused_attention_mode(), tracer, torch.set_grad_enabled(training):
         out = model(**inputs)
     del out
     return tracer
@@ -240,33 +249,55 @@ def _trace(spec: ModelSpec, signature: InputSignature, training: bool = False):
 
 _profiles: dict[tuple, OpProfile] = {}
 _training_peaks: dict[tuple, tuple[float, float]] = {}
+_key_locks: dict[tuple, threading.Lock] = {}
+_key_locks_guard = threading.Lock()
 
 
 def _key(spec: ModelSpec, seq_length: int | None) -> tuple:
     return (spec.name, spec.source, str(spec.path), seq_length, repr(sorted(spec.config.items())) if spec.config else "")
 
 
+def _cached(cache: dict, key: tuple, compute: Callable[[], Any]) -> Any:
+    """`cache[key]`, computed once: threads asking for the same model wait for the first one's
+    trace instead of tracing it again (a trace of a large model costs a second of CPU)."""
+    if key in cache:
+        return cache[key]
+    with _key_locks_guard:
+        lock = _key_locks.setdefault((id(cache), key), threading.Lock())
+    with lock:
+        if key not in cache:
+            cache[key] = compute()
+    return cache[key]
+
+
 def training_peak_activation_bytes(spec: ModelSpec, seq_length: int | None = None) -> tuple[float, float]:
     """Peak live activations of a training forward pass, saved tensors included: (batch 1,
     extra per added sample). Traced only when a training figure is asked for."""
-    key = _key(spec, seq_length)
-    if key not in _training_peaks:
+    def compute() -> tuple[float, float]:
         one = _trace(spec, input_signature(spec, 1, seq_length), training=True).peak
         two = _trace(spec, input_signature(spec, 2, seq_length), training=True).peak
-        _training_peaks[key] = (float(one), float(max(two - one, 0)))
-    return _training_peaks[key]
+        return (float(one), float(max(two - one, 0)))
+
+    return _cached(_training_peaks, _key(spec, seq_length), compute)
 
 
 def op_profile(spec: ModelSpec, seq_length: int | None = None) -> OpProfile:
     """Traced at batch 1 and 2: per-operator figures from batch 1, and the per-sample growth of
     peak activation memory from the difference (some buffers, such as masks, do not grow)."""
-    key = _key(spec, seq_length)
-    if key not in _profiles:
+    def compute() -> OpProfile:
         one = _trace(spec, input_signature(spec, 1, seq_length))
         two = _trace(spec, input_signature(spec, 2, seq_length))
         rows = np.array(one.rows, dtype=np.float64).reshape(-1, 6)
-        _profiles[key] = OpProfile(
+        return OpProfile(
             category=rows[:, 0].astype(np.int8), flops=rows[:, 1], weight_bytes=rows[:, 2], activation_bytes=rows[:, 3],
             output_rows=rows[:, 4], inner_dimension=rows[:, 5],
             peak_activation_bytes=(float(one.peak), float(max(two.peak - one.peak, 0))))
-    return _profiles[key]
+
+    return _cached(_profiles, _key(spec, seq_length), compute)
+
+
+def is_traced(spec: ModelSpec, seq_length: int | None = None, training: bool = False) -> bool:
+    """Whether the figures for `spec` at `seq_length` are already cached (inference profile, and
+    the training peak with `training`): the caller may then answer without a trace's cost."""
+    key = _key(spec, seq_length)
+    return key in _profiles and (not training or key in _training_peaks)

@@ -5,12 +5,23 @@ the hardware inventory cache, and rebuilds its selector when a newer predictor i
 never opens DuckDB, so it keeps answering while a benchmark run writes. Every error is JSON
 `{"status": "error", "message": ...}`: 404 for an unknown model (with close catalog matches),
 400 for a request the selector cannot satisfy, 413 for an oversized body, 422 for a malformed
-one, 503 while no predictor has been published, 500 for anything unexpected.
+one or one out of the model's range (a sequence longer than the model takes, a registered
+model over the size limits), 503 while no predictor has been published, 500 for anything
+unexpected.
+
+Models are named, never located: a `model_name` is a catalog name, a Hugging Face id of a
+catalog model or a model the operator registered (models.registry); a path on the server is
+an unknown name like any other. Nothing global changes while a request runs: every import,
+every registered model's check and every catalog model's trace happens at start-up (the
+lifespan), and traces that a request still needs (an unusual sequence length) run off the event
+loop under per-model locks (models.op_profile).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from fastapi import FastAPI, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -39,6 +51,12 @@ class Settings:
     #: Answers of /hardware/select and /performance/predict kept per published predictor (LRU);
     #: 0 turns the cache off. The answer to a request is a pure function of the predictor version.
     response_cache_size: int = 4096
+    #: Local model directories served under their directory names (`devicefit serve --model-dir`),
+    #: beside those registered in the data directory's models.json (`devicefit models add`).
+    model_dirs: tuple[Path, ...] = ()
+    #: Models whose traces are cached at start-up: None for every catalog and registered model,
+    #: () for none (tests that do not need it).
+    warm_models: tuple[str, ...] | None = None
 
     def paths(self) -> DataPaths:
         return DataPaths(self.benchmark_dir.resolve()) if self.benchmark_dir else DataPaths.default()
@@ -54,6 +72,54 @@ class ServiceState:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _snapshot: SnapshotReader | None = None
     _answers: OrderedDict = field(default_factory=OrderedDict)
+    _names: Any = None
+
+    def names(self):
+        """The model names this server accepts (models.registry.ModelNames), read once."""
+        if self._names is None:
+            from models.registry import ModelNames
+
+            with self._lock:
+                if self._names is None:
+                    names, warnings = ModelNames.load(self.settings.paths().root, self.settings.model_dirs)
+                    for warning in warnings:
+                        log.warning("%s", warning)
+                    self._names = names
+        return self._names
+
+    def start(self) -> float:
+        """Everything a request would otherwise do first, done once before serving: imports
+        (transformers resolves its classes lazily, and two threads resolving at once can fail),
+        the registered models' checks, the predictor, and each model's traces (0.1-1 s per model
+        and mode; the first request per model paid it). Returns the seconds it took."""
+        import devicefit.select.analysis  # noqa: F401 - imported here, not racing on a request
+        import devicefit.select.distributed  # noqa: F401
+        import devicefit.select.selection_map  # noqa: F401
+        from devicefit.predict.api import PredictorUnavailable
+        from devicefit.predict.features import model_point
+        from devicefit.select.config import SelectionConfigError
+        from models.catalog import load_catalog
+        from models.inputs import model_class
+        from models.op_profile import training_peak_activation_bytes
+
+        started = time.perf_counter()
+        names = self.names()
+        try:
+            self.selector()
+        except (PredictorUnavailable, SelectionConfigError) as exc:
+            log.warning("not answering predictions yet: %s", exc)
+        wanted = self.settings.warm_models
+        specs = [*load_catalog().values(), *names.registered.values()] if wanted is None else [names.resolve(n) for n in wanted]
+        for spec in specs:
+            try:
+                model_class(spec)
+                model_point(spec)
+                training_peak_activation_bytes(spec)
+            except Exception:  # noqa: BLE001 - a model that cannot be traced answers its own error later
+                log.exception("could not prepare %s at start-up", spec.name)
+        seconds = time.perf_counter() - started
+        log.info("ready: %d model(s) prepared in %.1f s", len(specs), seconds)
+        return seconds
 
     def answer(self, endpoint: str, request: Any, compute: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
         """`compute(selector)` for this request, or the answer already given to an identical
@@ -74,6 +140,17 @@ class ServiceState:
             while len(self._answers) > size:
                 self._answers.popitem(last=False)
         return value
+
+    async def answer_async(self, endpoint: str, request: Any, spec: Any, sequence_length: int | None, mode: str,
+                           compute: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        """`answer`, on the event loop when the model's traces are cached (the usual case: work
+        of ~0.3 ms), in the thread pool when one is still needed (an unusual sequence length),
+        so one slow trace never stalls every other request."""
+        from models.op_profile import is_traced
+
+        if is_traced(spec, sequence_length, training=mode == "training"):
+            return self.answer(endpoint, request, compute)
+        return await run_in_threadpool(self.answer, endpoint, request, compute)
 
     def snapshot(self) -> SnapshotReader:
         if self._snapshot is None:
@@ -132,9 +209,25 @@ class BodySizeLimit:
         await self.app(scope, counting_receive, send)
 
 
-def _measured_model_name(lookup, name: str) -> str:
-    """The snapshot's or catalog's spelling of `name` (any case, or a catalog model's Hugging Face
-    id); an unknown name is a 404 naming close matches. Never treated as a path on the server."""
+class ModelInputError(ValueError):
+    """A request valid by the schema that the named model cannot take (422)."""
+
+
+def _model_input(spec, sequence_length: int | None) -> None:
+    """422 for a sequence length the model cannot take (longer than its position table), naming
+    the model's limit; the same rule the predictor's input signature applies."""
+    from models.inputs import input_signature
+
+    try:
+        input_signature(spec, 1, sequence_length)
+    except ValueError as exc:
+        raise ModelInputError(f"sequence_length: {exc}") from None
+
+
+def _measured_model_name(lookup, name: str, registered: list[str]) -> str:
+    """The snapshot's, catalog's or registry's spelling of `name` (any case, or a catalog model's
+    Hugging Face id); an unknown name is a 404 naming close matches. Never treated as a path on
+    the server."""
     import difflib
 
     from models.catalog import UnknownModelError, load_catalog
@@ -144,10 +237,13 @@ def _measured_model_name(lookup, name: str) -> str:
         known.setdefault(spec.name.lower(), spec.name)
         if spec.hf_id:
             known.setdefault(spec.hf_id.lower(), spec.name)
+    for model in registered:
+        known.setdefault(model.lower(), model)
     if name.strip().lower() in known:
         return known[name.strip().lower()]
     close = difflib.get_close_matches(name.strip().lower(), list(known), n=3, cutoff=0.5)
-    raise UnknownModelError(name, list(dict.fromkeys(known[c] for c in close)))
+    raise UnknownModelError(name[:200], list(dict.fromkeys(known[c] for c in close)),
+                            known_as="not measured, not a catalog model and not a model registered on this server")
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -159,15 +255,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from devicefit.select.config import SelectionConfigError
     from devicefit.select.distributed import DistributedConfigError
     from devicefit.select.selector import SelectionError
-    from models.catalog import UnknownModelError
+    from models.catalog import InvalidModelError, UnknownModelError
+    from models.registry import RegistryError
 
     settings = settings or Settings()
     state = ServiceState(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI):
+        await run_in_threadpool(state.start)
+        yield
+
     try:
         version = metadata.version("devicefit")
     except metadata.PackageNotFoundError:
         version = "unknown"
-    app = FastAPI(title="devicefit", version=version, debug=settings.debug,
+    app = FastAPI(title="devicefit", version=version, debug=settings.debug, lifespan=lifespan,
                   description="Which hardware, backend, precision and batch size should this model run on, and how fast and how "
                               "big will it be there? Answers from measurements and validated predictors, each labelled.")
     app.state.service = state
@@ -187,6 +290,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(UnknownModelError)
     async def unknown_model(_: Request, exc: UnknownModelError):
         return _error(404, str(exc))
+
+    @app.exception_handler(InvalidModelError)
+    async def invalid_model(_: Request, exc: InvalidModelError):
+        # A registered model that no longer loads; its reason, never its directory.
+        return _error(422, f"model cannot be analysed: {exc.reason}")
+
+    @app.exception_handler(ModelInputError)
+    async def model_input(_: Request, exc: ModelInputError):
+        return _error(422, str(exc))
+
+    @app.exception_handler(RegistryError)
+    async def registry(_: Request, exc: RegistryError):
+        log.error("model registry: %s", exc)
+        return _error(503, "the model registry of this server cannot be read; see the server log")
 
     for kind in (SelectionError, DistributedConfigError, SelectionConfigError):
         app.add_exception_handler(kind, lambda _r, exc: _error(400, str(exc)))
@@ -229,13 +346,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.get("/models", response_model=list[s.CatalogModel])
     def models() -> list[dict[str, Any]]:
-        """The catalog: family (classified), exact parameter count, published count, tasks."""
+        """The catalog and the models registered on this server: family (classified), exact
+        parameter count, published count, tasks."""
         from models.analysis import parameter_count
         from models.catalog import load_catalog
         from models.classifier import classify_spec
 
-        return [{"name": m.name, "hf_id": m.hf_id, "family": classify_spec(m).family, "parameters": parameter_count(m),
-                 "published_parameters": m.published_parameters, "tasks": list(m.tasks)} for m in load_catalog().values()]
+        served = [(m, "catalog") for m in load_catalog().values()] + [(m, "registered") for m in state.names().registered.values()]
+        return [{"name": m.name, "hf_id": m.hf_id if source == "catalog" else None, "family": classify_spec(m).family,
+                 "parameters": parameter_count(m), "published_parameters": m.published_parameters, "tasks": list(m.tasks),
+                 "source": source} for m, source in served]
 
     @app.get("/predictors", response_model=list[s.PredictorVersion])
     def predictors() -> list[dict[str, Any]]:
@@ -252,7 +372,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """Measured configurations from the pipeline's published snapshot (never DuckDB itself), medians over runs."""
         lookup = state.snapshot().current()
         if model is not None:
-            model = _measured_model_name(lookup, model)
+            model = _measured_model_name(lookup, model, state.names().names())
         rows = lookup.query(model, hardware, precision, batch_size, mode, backend)
         return {"generated_at": lookup.document["generated_at"], "total": len(rows), "results": rows[:limit]}
 
@@ -268,13 +388,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # to the thread pool. The heavier ones (batch, map, analysis, distributed) stay sync.
     @app.post("/hardware/select", response_model=s.SelectResponse)
     async def select(req: s.SelectRequest) -> dict[str, Any]:
-        return state.answer("select", req, lambda selector: selector.select_hardware(
-            req.model_family, req.model_name, req.batch_size, req.sequence_length, req.mode, req.precision,
+        spec = state.names().resolve(req.model_name)
+        _model_input(spec, req.sequence_length)
+        from devicefit.select.selector import TASK_MODES
+
+        mode = TASK_MODES.get(req.task_type, req.mode) if req.task_type else req.mode
+        return await state.answer_async("select", req, spec, req.sequence_length, mode, lambda selector: selector.select_hardware(
+            req.model_family, spec.name, req.batch_size, req.sequence_length, req.mode, req.precision,
             req.available_hardware, req.task_type, req.distributed, req.gpu_count, req.max_latency_ms))
 
     @app.post("/hardware/batch", response_model=s.BatchResponse)
     def batch(req: s.BatchRequest) -> dict[str, Any]:
-        return state.selector().select_hardware_batch([m.model_dump() for m in req.models], req.batch_size, req.mode)
+        names, out, resolved = state.names(), {}, []
+        for m in req.models:
+            try:
+                resolved.append((m.name, {"name": names.resolve(m.name).name, "family": m.family}))
+            except UnknownModelError as exc:
+                out[m.name] = {"primary": None, "fallbacks": [], "explanation": str(exc)}
+        answers = state.selector().select_hardware_batch([r for _, r in resolved], req.batch_size, req.mode) if resolved else {}
+        for asked, r in resolved:
+            out[asked] = answers[r["name"]]
+        return out
 
     @app.post("/hardware/map", response_model=s.MapResponse)
     def hardware_map(req: s.MapRequest) -> dict[str, Any]:
@@ -284,16 +418,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post("/performance/predict", response_model=s.PredictResponse)
     async def predict(req: s.PredictRequest) -> dict[str, Any]:
+        spec = state.names().resolve(req.model_name)
+        _model_input(spec, req.sequence_length)
         hardware = [req.hardware] if isinstance(req.hardware, str) else list(dict.fromkeys(req.hardware))
-        return state.answer("predict", req, lambda selector: selector.predictor.predict_performance(
-            req.model_name, req.model_family, hardware, req.batch_size, req.sequence_length, req.mode, req.precision))
+        return await state.answer_async("predict", req, spec, req.sequence_length, req.mode, lambda selector: selector.predictor.predict_performance(
+            spec.name, req.model_family, hardware, req.batch_size, req.sequence_length, req.mode, req.precision))
 
     @app.post("/training/distributed", response_model=s.DistributedResponse)
     def distributed(req: s.DistributedRequest) -> dict[str, Any]:
         from devicefit.select.distributed import plan_distributed_training
-        from models.catalog import resolve_model
 
-        response = plan_distributed_training(resolve_model(req.model_name), req.gpu_count, req.batch_size, req.max_memory_gb,
+        spec = state.names().resolve(req.model_name)
+        _model_input(spec, req.sequence_length)
+        response = plan_distributed_training(spec, req.gpu_count, req.batch_size, req.max_memory_gb,
                                              req.sequence_length, req.mixed_precision).to_response()
         if req.model_family:
             response["model_family"] = req.model_family
@@ -303,7 +440,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def analysis(req: s.AnalysisRequest) -> dict[str, Any]:
         from devicefit.select.analysis import analyze_model
 
-        return analyze_model(state.selector(), req.model_name, req.model_family, req.batch_sizes, req.hardware_platforms,
+        spec = state.names().resolve(req.model_name)
+        return analyze_model(state.selector(), spec.name, req.model_family, req.batch_sizes, req.hardware_platforms,
                              state.snapshot().current_or_none())
 
     return app

@@ -1,6 +1,8 @@
 """The ASGI app `devicefit serve` runs (`devicefit.api.main:app`), configured from the
 environment so that every worker process builds the same one: DEVICEFIT_DATA_DIR (or
-BENCHMARK_DIR), CONFIG_PATH, DEBUG, API_CACHE_SIZE (answers kept per predictor; 0 = off)."""
+BENCHMARK_DIR), CONFIG_PATH, DEBUG, API_CACHE_SIZE (answers kept per predictor; 0 = off),
+DEVICEFIT_MODEL_DIRS (the --model-dir allow-list, joined with os.pathsep) and
+DEVICEFIT_WARM_UP (0 skips preparing every model's traces at start-up)."""
 import os
 from pathlib import Path
 
@@ -10,4 +12,6 @@ _dir = os.environ.get("BENCHMARK_DIR")
 app = create_app(Settings(benchmark_dir=Path(_dir) if _dir else None,
                           config_path=Path(os.environ["CONFIG_PATH"]) if os.environ.get("CONFIG_PATH") else None,
                           debug=os.environ.get("DEBUG", "0") == "1",
-                          response_cache_size=int(os.environ.get("API_CACHE_SIZE", "4096"))))
+                          response_cache_size=int(os.environ.get("API_CACHE_SIZE", "4096")),
+                          model_dirs=tuple(Path(d) for d in os.environ.get("DEVICEFIT_MODEL_DIRS", "").split(os.pathsep) if d),
+                          warm_models=None if os.environ.get("DEVICEFIT_WARM_UP", "1") != "0" else ()))

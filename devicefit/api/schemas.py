@@ -263,6 +263,7 @@ class CatalogModel(Response):
     parameters: int
     published_parameters: Optional[int]
     tasks: list[str]
+    source: Literal["catalog", "registered"] = Field("catalog", description="a catalog model, or one the operator registered")
 
 
 class PredictorVersion(Response):

@@ -1,17 +1,27 @@
 """Predictions that were served, kept so they can be checked against measurements that arrive
 later. Servers never take the DuckDB write lock: they append JSON lines to
 data/predictions/served-<date>.jsonl (one write per batch, O_APPEND), and the pipeline loads
-them into DuckDB and joins them with the measurements."""
+them into DuckDB and joins them with the measurements.
+
+Keeping them is a side effect of answering, never a condition of it: when the data directory
+cannot be written (read-only, full, or the predictions path is not a directory), the answer is
+still given and one warning per directory says that served predictions are not being kept."""
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from devicefit.paths import DataPaths
 from devicefit.predict.predictor import Prediction, Request
+
+log = logging.getLogger("devicefit.predict.served")
+_warned: set[Path] = set()
+_warned_lock = threading.Lock()
 
 
 def served_dir(paths: DataPaths) -> Path:
@@ -32,14 +42,27 @@ def record(paths: DataPaths, version: str, origin: str, requests: list[Request],
     if not lines:
         return 0
     directory = served_dir(paths)
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"served-{now[:10]}.jsonl"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        os.write(fd, ("\n".join(lines) + "\n").encode())
-    finally:
-        os.close(fd)
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, ("\n".join(lines) + "\n").encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        _warn_once(directory, exc)
+        return 0
     return len(lines)
+
+
+def _warn_once(directory: Path, exc: OSError) -> None:
+    with _warned_lock:
+        if directory in _warned:
+            return
+        _warned.add(directory)
+    log.warning("served predictions are not being kept: cannot write to %s (%s: %s); answers are unaffected",
+                directory, type(exc).__name__, exc.strerror or exc)
 
 
 def read_served(path: Path) -> list[dict[str, Any]]:

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from models.analysis import parameter_count
-from models.catalog import FAMILIES, UnknownModelError, load_catalog, load_local_model, resolve_model
+from models.catalog import FAMILIES, InvalidModelError, UnknownModelError, load_catalog, load_local_model, resolve_model
 from models.classifier import classify_spec
 
 # The published figures the issue names; each must be matched within 1%.
@@ -64,8 +64,10 @@ def test_local_directory_with_real_weights(minilm_dir):
 
 
 def test_local_directory_without_config_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no config.json"):
+    with pytest.raises(InvalidModelError, match="no config.json"):
         load_local_model(tmp_path)
+    with pytest.raises(ValueError, match="no config.json"):  # every command's handler of bad input catches it
+        resolve_model(str(tmp_path))
 
 
 def test_local_directory_with_corrupt_config_is_a_clear_error(tmp_path):
@@ -78,3 +80,62 @@ def test_local_directory_without_model_type_is_a_clear_error(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8}))
     with pytest.raises(ValueError, match="no model_type"):
         load_local_model(tmp_path)
+
+
+@pytest.mark.parametrize("architectures, message", [
+    (7, "must be a list of class names"),
+    ([1, 2], "must be a list of class names"),
+    ("BertModel", "must be a list of class names"),
+    (["os"], "none of them a model class"),
+    (["NoSuchModelForAnything"], "none of them a model class"),
+    (["AutoConfig"], "none of them a model class"),
+    (["x; import os"], "is not a class name"),
+])
+def test_an_odd_architectures_entry_is_a_clear_error(tmp_path, architectures, message):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": architectures}))
+    with pytest.raises(InvalidModelError, match=message) as info:
+        resolve_model(str(tmp_path))
+    assert str(tmp_path) in str(info.value) and str(tmp_path) not in info.value.reason
+
+
+def _nested(depth: int) -> dict:
+    node: dict = {}
+    for _ in range(depth):
+        node = {"k": node}
+    return node
+
+
+@pytest.mark.parametrize("config, message", [
+    ([1, 2], "must hold a JSON object"),
+    ({"model_type": 5}, "model_type must be a model type name"),
+    ({"model_type": "no-such-type"}, "is not one transformers"),
+    ({"model_type": "bert", "num_hidden_layers": "many"}, "num_hidden_layers must be a non-negative whole number"),
+    ({"model_type": "gpt2", "n_layer": 400, "n_embd": 8192, "vocab_size": 1e6}, "n_layer = 400 exceeds the limit of 160 layers"),
+    ({"model_type": "clip", "text_config": {"vocab_size": 10**7}}, "text_config.vocab_size = 10000000 exceeds the limit"),
+    ({"model_type": "bert", "hidden_act": _nested(20)}, "nests deeper"),
+])
+def test_a_bad_config_is_a_clear_error_before_anything_is_built(tmp_path, config, message):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InvalidModelError, match=message):
+        load_local_model(tmp_path)
+
+
+def test_an_oversized_config_file_is_not_read(tmp_path):
+    from models.limits import MAX_CONFIG_BYTES
+
+    (tmp_path / "config.json").write_text('{"model_type": "bert", "pad": "' + "x" * MAX_CONFIG_BYTES + '"}')
+    with pytest.raises(InvalidModelError, match="byte limit"):
+        load_local_model(tmp_path)
+
+
+def test_every_catalog_model_is_within_the_config_limits():
+    from models.limits import check_config_limits
+
+    for spec in load_catalog().values():
+        check_config_limits(spec.config, spec.name)
+
+
+def test_local_directories_of_every_modality_still_load(tiny_models):
+    for directory in tiny_models.values():
+        spec = resolve_model(str(directory))
+        assert spec.source == "local" and spec.architecture == json.loads((directory / "config.json").read_text())["architectures"][0]

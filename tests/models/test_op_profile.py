@@ -50,3 +50,48 @@ def test_batch_scaling_is_linear_in_activations_not_weights():
     flops, weights, acts = prof.at_batch(8)
     assert np.allclose(flops, prof.flops * 8) and np.allclose(weights, prof.weight_bytes) and np.allclose(acts, prof.activation_bytes * 8)
     assert (prof.output_rows[prof.category == MATMUL] > 0).all()
+
+
+def _figures(spec, training: bool):
+    if training:
+        return training_peak_activation_bytes(spec)
+    prof = op_profile(spec)
+    return (prof.category.tobytes(), prof.flops.tobytes(), prof.weight_bytes.tobytes(), prof.activation_bytes.tobytes(),
+            prof.peak_activation_bytes)
+
+
+def test_traces_on_many_threads_match_one_thread_and_patch_nothing():
+    """API requests trace on a thread pool: concurrent traces must give the single-threaded
+    figures and never change torch's scaled_dot_product_attention (not even while tracing)."""
+    import dataclasses
+    import threading
+
+    import torch
+    import torch.nn.functional as F
+
+    builtin = torch._C._nn.scaled_dot_product_attention
+    assert F.scaled_dot_product_attention is builtin
+    cases = [(name, training) for name in ("bert-tiny", "t5-small", "gpt2") for training in (False, True)]
+    # Fresh names: the traces are not served from the cache other tests filled.
+    alone = {c: _figures(dataclasses.replace(resolve_model(c[0]), name=f"{c[0]}-alone"), c[1]) for c in cases}
+    barrier = threading.Barrier(2 * len(cases))
+    results, errors, seen = {}, [], set()
+
+    def work(i, case):
+        try:
+            barrier.wait()
+            spec = dataclasses.replace(resolve_model(case[0]), name=f"{case[0]}-threads")
+            results[(i, case)] = _figures(spec, case[1])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(i, c)) for i in range(2) for c in cases]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        seen.add(F.scaled_dot_product_attention)
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert seen == {builtin} and F.scaled_dot_product_attention is builtin
+    assert all(results[(i, c)] == alone[c] for i in range(2) for c in cases)
