@@ -13,8 +13,14 @@ import pytest
 
 from devicefit import run_guard
 from devicefit.run_guard import Owner, owner_alive
-from tests.faults.test_run_helpers import (active_runs, failure_messages, helper, instance, isolated_env, pending_runs,
-                                           wait_for, writer_info)
+from tests.faults.test_run_helpers import (active_runs, failure_messages, helper, instance, isolated_env, kill_leftovers,
+                                           pending_runs, wait_for, writer_info)
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_processes():
+    yield
+    kill_leftovers()
 
 
 def _dead_pid() -> int:

@@ -47,12 +47,30 @@ def instance(env: dict[str, str]):
             os.environ["DAGSTER_HOME"] = old
 
 
+_STARTED: list[subprocess.Popen] = []
+
+
+def _start(command: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, **kwargs)
+    _STARTED.append(proc)
+    return proc
+
+
 def helper(args: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.faults.test_run_helpers", *args], cwd=ROOT, env=env, **kwargs)
+    return _start([sys.executable, "-m", "tests.faults.test_run_helpers", *args], env, **kwargs)
 
 
 def devicefit_run(env: dict[str, str], *args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "devicefit.cli", "run", *(args or RUN_ARGS)], cwd=ROOT, env=env, **kwargs)
+    return _start([sys.executable, "-m", "devicefit.cli", "run", *(args or RUN_ARGS)], env, **kwargs)
+
+
+def kill_leftovers() -> None:
+    """A test that failed (or timed out on a hang) leaves no process of its own behind."""
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
 
 
 def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None, interval: float = 0.1):

@@ -7,10 +7,18 @@ import json
 import signal
 import subprocess
 
+import pytest
+
 from devicefit import store
 from devicefit.paths import DataPaths
 from tests.faults.test_run_helpers import RUN_ARGS, active_runs, devicefit_run, failure_messages, helper, instance, \
-    isolated_env, wait_for, writer_info
+    isolated_env, kill_leftovers, wait_for, writer_info
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_processes():
+    yield
+    kill_leftovers()
 
 
 def _landing_rows(data: DataPaths) -> int:
