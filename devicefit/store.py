@@ -2,7 +2,10 @@
 
 Rows arrive per *source* (a partition's landing file, or an ingested file). Loading a source
 replaces all of its rows in one transaction, so re-materializing a partition or re-ingesting a
-file never duplicates rows, and a failed load leaves the previous rows intact.
+file never duplicates rows, and a failed load leaves the previous rows intact. A row is stored
+once by its natural key (run_id, config_key) whatever file brought it: a copy arriving in another
+source is skipped and counted. Failures say whose fault they are: the file's (LandingFileError,
+quarantined by the loader) or the machine's (StoreError: disk full, lock held, corrupt file).
 """
 from __future__ import annotations
 
