@@ -158,7 +158,7 @@ def _parse(model: type[BaseModel], data: Any, what: str, where: str) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise LandingFileError(f"{where}: {what}.{describe(exc)}") from None
+        raise LandingFileError(f"{where}: {describe(exc, what)}") from None
 
 
 def _mb_to_bytes(value: float | None) -> int | None:

@@ -204,11 +204,18 @@ def _where(loc: tuple) -> str:
     return out
 
 
-def describe(exc: ValidationError) -> str:
-    """A pydantic error in one line: each failing field by its path, what was wrong, what came."""
+def _union_tag(part: Any) -> bool:
+    """pydantic names the member of a union it tried ("constrained-int", "function-after[...]");
+    that is not a field of the document, so it is left out of the path."""
+    return isinstance(part, str) and ("[" in part or part.startswith(("constrained-", "function-", "lax-", "strict-")))
+
+
+def describe(exc: ValidationError, prefix: str = "") -> str:
+    """A pydantic error in one line: each failing field by its path (under `prefix`), what was
+    wrong, what came."""
     parts = []
     for e in exc.errors()[:MAX_ERRORS_SHOWN]:
-        loc = _where(tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith(("function-after", "literal[")))))
+        loc = _where(((prefix,) if prefix else ()) + tuple(p for p in e["loc"] if not _union_tag(p)))
         shown = repr(e.get("input"))
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         parts.append(f"{loc or 'value'}: {e['msg']} (got {shown})")
@@ -266,7 +273,7 @@ def validated_rows(document: Any, what: str) -> list[dict[str, Any]]:
     try:
         HardwareInventory.model_validate(document.get("hardware") or {})
     except ValidationError as exc:
-        raise LandingFileError(f"{what}: hardware.{describe(exc)}") from None
+        raise LandingFileError(f"{what}: {describe(exc, 'hardware')}") from None
     rows, seen = [], {}
     for i, row in enumerate(results):
         where = f"{what}: results[{i}]"
