@@ -137,3 +137,13 @@ def test_wrong_typed_optimum_fields_are_refused_by_name(tmp_path, where, value, 
     with pytest.raises(LandingFileError, match=named):
         ingest_file(write_optimum_pair(tmp_path / "pair", config, report), tmp_path / "raw")
     assert not (tmp_path / "raw").exists() or not list((tmp_path / "raw").glob("*.json"))
+
+
+def test_a_file_nested_too_deeply_to_read_is_quarantined(tmp_path):
+    paths = DataPaths(tmp_path)
+    paths.raw.mkdir(parents=True)
+    (paths.raw / "partition__cpu__a-deep.json").write_text("[" * 200_000 + "]" * 200_000)
+    write_landing(paths.raw, "partition:cpu|z-good", _doc([_row(run_id="good")]))
+    report = load_landing_files(paths.database, paths.raw)
+    assert "nested too deeply" in dict(report.quarantined)["partition__cpu__a-deep.json"]
+    assert report.loaded == [("partition:cpu|z-good", 1)]
