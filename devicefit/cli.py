@@ -421,6 +421,9 @@ def ingest(
         except store.StoreError as exc:
             _fail(f"{exc}; the file is landed and the next benchmark_results materialization loads it", 1)
         console.print(f"loaded {report.rows_loaded} rows from {len(report.loaded)} changed source(s) into {paths.database}")
+        for key, skipped in report.duplicates:
+            console.print(f"skipped {skipped} rows of {key}: already stored by another source "
+                          "(same run_id and config_key), not stored twice")
         for name, reason in report.quarantined:
             err.print(f"[red]quarantined[/] {name}: {reason}")
 
@@ -917,11 +920,14 @@ def _report_paths(benchmark_dir: Optional[Path]):
 def _aggregates(paths) -> list:
     from devicefit import store
 
-    con = store.connect(paths.database, read_only=True)
     try:
-        return store.aggregates(con)
-    finally:
-        con.close()
+        con = store.connect(paths.database, read_only=True)
+        try:
+            return store.aggregates(con)
+        finally:
+            con.close()
+    except store.StoreError as exc:
+        _fail(str(exc))
 
 
 @app.command()
@@ -932,10 +938,14 @@ def report(
 ) -> None:
     """Plotly figures of the measurements (interactive HTML, PNG where Chromium is present), an
     index.html dashboard, the comparative analysis CSV and the recommendations (spec 004's --visualize)."""
+    from devicefit import store
     from devicefit.reports import publish_reports
 
     paths = _report_paths(benchmark_dir)
-    published = publish_reports(paths, output_dir, png=png)
+    try:
+        published = publish_reports(paths, output_dir, png=png)
+    except store.StoreError as exc:
+        _fail(str(exc))
     d = published.dashboard
     for name, path in d.html.items():
         console.print(f"{name:<24} {path}" + (f"  (+ {d.png[name].name})" if name in d.png else ""))

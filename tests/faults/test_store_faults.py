@@ -109,6 +109,17 @@ def test_compare_on_a_corrupt_database_is_a_one_line_error(tmp_path):
     assert "corrupt or not a DuckDB database" in out.stderr
 
 
+@pytest.mark.parametrize("command", [["recommendations"], ["compare-training-inference"], ["report", "--no-png"]])
+def test_readers_of_a_corrupt_database_give_one_line(tmp_path, command):
+    data = tmp_path / "data"
+    data.mkdir()
+    _corrupt(data / "devicefit.duckdb", "random bytes")
+    out = subprocess.run([sys.executable, "-m", "devicefit.cli", *command, "--benchmark-dir", str(data)],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "DEVICEFIT_DATA_DIR": str(data)})
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert "corrupt or not a DuckDB database" in out.stderr
+
+
 def test_aggregates_of_a_store_never_aggregated_say_what_to_run(tmp_path):
     store.init_db(tmp_path / "db.duckdb")
     con = store.connect(tmp_path / "db.duckdb", read_only=True)
