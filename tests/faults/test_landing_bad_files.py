@@ -147,3 +147,20 @@ def test_a_file_nested_too_deeply_to_read_is_quarantined(tmp_path):
     report = load_landing_files(paths.database, paths.raw)
     assert "nested too deeply" in dict(report.quarantined)["partition__cpu__a-deep.json"]
     assert report.loaded == [("partition:cpu|z-good", 1)]
+
+
+def test_the_ingest_command_says_rows_were_already_stored(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+
+    paths = DataPaths(tmp_path / "data")
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(paths.root))
+    landed = write_landing(paths.raw, "partition:cpu|bert-tiny", _doc([_row(), _row("int8", p50=5.0)]))
+    load_landing_files(paths.database, paths.raw)
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(landed.read_bytes())
+    out = CliRunner().invoke(app, ["ingest", str(copy)])
+    assert out.exit_code == 0, out.output
+    assert "loaded 0 rows" in out.output and "skipped 2 rows of ingest:" in out.output and "not stored twice" in out.output
+    assert _count(paths.database) == 2
