@@ -61,10 +61,15 @@ def _landing_state(data: Path) -> dict[str, float]:
     return {p.name: p.stat().st_mtime_ns for p in raw.glob("*.json")} if raw.is_dir() else {}
 
 
-def _db_state(data: Path) -> tuple[bool, int]:
-    db = data / "devicefit.duckdb"
-    wal = data / "devicefit.duckdb.wal"
-    return wal.exists(), db.stat().st_mtime_ns if db.exists() else 0
+def _db_state(data: Path) -> tuple[int, int]:
+    """(mtime of the write-ahead log, of the database): either changes when a load writes. A WAL
+    can outlive a killed writer, so its presence alone says nothing."""
+    def mtime(path: Path) -> int:
+        try:
+            return path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return 0
+    return mtime(data / "devicefit.duckdb.wal"), mtime(data / "devicefit.duckdb")
 
 
 @dataclass
@@ -79,7 +84,7 @@ class Kill:
 def kill_at(env: dict[str, str], phase: str, rng: random.Random, hardware: str, log: Path, timeout: float = 600) -> Kill:
     """Start a run and SIGKILL its parent process at a random point of `phase`."""
     data = _data(env)
-    landed, (_, db_mtime) = _landing_state(data), _db_state(data)
+    landed, written = _landing_state(data), _db_state(data)
     delay = {"measure": rng.uniform(0.5, 6.0), "land": rng.uniform(0.0, 0.5), "load": rng.uniform(0.0, 0.3)}[phase]
     start = time.monotonic()
     proc = start_run(env, hardware, log)
@@ -89,8 +94,7 @@ def kill_at(env: dict[str, str], phase: str, rng: random.Random, hardware: str, 
             return b"measuring" in log.read_bytes()
         if phase == "land":
             return _landing_state(data) != landed
-        wal, mtime = _db_state(data)
-        return wal or mtime != db_mtime
+        return _db_state(data) != written
 
     while proc.poll() is None and not triggered():
         if time.monotonic() - start > timeout:

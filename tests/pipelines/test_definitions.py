@@ -1,5 +1,7 @@
 """The Dagster code location: loadable, selections non-empty, schedule fan-out."""
+import shutil
 from datetime import datetime, timezone
+from pathlib import Path
 
 import dagster as dg
 
@@ -44,3 +46,14 @@ def test_nightly_schedule_evaluates_on_this_machine():
     context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 11, 22, 2, tzinfo=timezone.utc))
     requests = list(nightly_benchmarks(context))
     assert requests and all(r.run_key.startswith("nightly-2026-11-22-") for r in requests)
+
+
+def test_the_instance_gives_duckdb_writers_one_slot_and_frees_slots_of_ended_runs(tmp_path, monkeypatch):
+    shutil.copy(Path(__file__).resolve().parents[2] / "dagster_home" / "dagster.yaml", tmp_path / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    instance = dg.DagsterInstance.get()
+    assert instance.event_log_storage.get_pool_config().default_pool_limit == 1
+    assert instance.run_monitoring_enabled and instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0
+    writers = {key for key in ("benchmark_results", "aggregated_results", "compatibility_matrix")
+               if defs.resolve_assets_def(key).op.pool == "duckdb_writer"}
+    assert writers == {"benchmark_results", "aggregated_results", "compatibility_matrix"}

@@ -25,6 +25,14 @@ def test_run_materializes_a_tiny_selection_and_records_dagster_runs(tmp_path):
     assert sorted(con.execute("SELECT backend FROM measurements WHERE status = 'ok'").fetchall()) == [("openvino",), ("torch",)]
     con.close()
     assert any(home.rglob("*.db"))  # the runs are in the instance's SQLite storage, for the UI
+    from dagster import DagsterInstance, DagsterRunStatus
+
+    instance = DagsterInstance.from_config(str(home))
+    runs = instance.get_runs()
+    assert runs and all(r.status == DagsterRunStatus.SUCCESS for r in runs)
+    # each run names the process that executed it, so a later run can tell when it died
+    assert all(r.tags.get("devicefit/pid") and r.tags.get("devicefit/host") and r.tags.get("devicefit/process_started")
+               for r in runs)
 
 
 def test_run_refuses_bad_selections_and_a_missing_dagster_home(tmp_path):
