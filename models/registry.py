@@ -188,10 +188,6 @@ def registered_model(name: str) -> ModelSpec | None:
     return load_registered(match, entries[match]) if match is not None else None
 
 
-def _directory_name(directory: Path) -> str:
-    return load_local_model(directory).name
-
-
 class ModelNames:
     """The model names one server accepts: catalog names (any case), Hugging Face ids of catalog
     models, and the names of its registered models. A name is never looked up as a path, so the
@@ -200,8 +196,11 @@ class ModelNames:
 
     KNOWN_AS = "not a catalog model or a model registered on this server (model names only, never paths)"
 
-    def __init__(self, registered: Mapping[str, ModelSpec]):
+    def __init__(self, registered: Mapping[str, ModelSpec], broken: Mapping[str, InvalidModelError] | None = None):
         self.registered = {spec.name.lower(): spec for spec in registered.values()}
+        # Registered names whose directory no longer loads (its config changed, or the registry
+        # was edited by hand): a request for one is told why (422), not that it is unknown.
+        self.broken = {name.lower(): exc for name, exc in (broken or {}).items()}
 
     @classmethod
     def load(cls, data_dir: Path, model_dirs: Iterable[str | Path] = ()) -> tuple["ModelNames", list[str]]:
@@ -210,12 +209,15 @@ class ModelNames:
         any problem with one is an error: the operator just typed it). Also makes
         `resolve_model` resolve these names in this process."""
         specs: dict[str, ModelSpec] = {}
+        broken: dict[str, InvalidModelError] = {}
         warnings: list[str] = []
         for name, directory in read_registry(data_dir).items():
             try:
                 specs[name.lower()] = load_registered(check_name(name), directory)
             except (InvalidModelError, RegistryError) as exc:
                 warnings.append(f"registered model '{name}' is not served: {exc}")
+                if isinstance(exc, InvalidModelError):
+                    broken[name] = exc
         for directory in model_dirs:
             directory = Path(directory).expanduser()
             if not directory.is_dir():
@@ -231,7 +233,7 @@ class ModelNames:
                 raise RegistryError(f"--model-dir {directory}: the name '{spec.name}' already names {clash.path}")
             specs[spec.name.lower()] = spec
         use_registered(specs.values())
-        return cls(specs), warnings
+        return cls(specs, {name: exc for name, exc in broken.items() if name.lower() not in specs}), warnings
 
     def names(self) -> list[str]:
         return [spec.name for spec in self.registered.values()]
@@ -242,5 +244,7 @@ class ModelNames:
         spec = catalog_model(query) or self.registered.get(query.lower())
         if spec is not None:
             return spec
+        if query.lower() in self.broken:
+            raise self.broken[query.lower()]
         extra = {key: spec.name for key, spec in self.registered.items()}
         raise UnknownModelError(query[:200], close_names(query, extra), known_as=self.KNOWN_AS)

@@ -108,17 +108,23 @@ class ServiceState:
             self.selector()
         except (PredictorUnavailable, SelectionConfigError) as exc:
             log.warning("not answering predictions yet: %s", exc)
+        served = [*load_catalog().values(), *names.registered.values()]
         wanted = self.settings.warm_models
-        specs = [*load_catalog().values(), *names.registered.values()] if wanted is None else [names.resolve(n) for n in wanted]
-        for spec in specs:
+        traced = served if wanted is None else [names.resolve(n) for n in wanted]
+        for spec in served:  # every model class and config class imported, whatever is traced
             try:
                 model_class(spec)
+                spec.build_config()
+            except Exception:  # noqa: BLE001 - a model that cannot be built answers its own error later
+                log.exception("could not import the classes of %s at start-up", spec.name)
+        for spec in traced:
+            try:
                 model_point(spec)
                 training_peak_activation_bytes(spec)
             except Exception:  # noqa: BLE001 - a model that cannot be traced answers its own error later
-                log.exception("could not prepare %s at start-up", spec.name)
+                log.exception("could not trace %s at start-up", spec.name)
         seconds = time.perf_counter() - started
-        log.info("ready: %d model(s) prepared in %.1f s", len(specs), seconds)
+        log.info("ready: %d model(s) imported, %d traced in %.1f s", len(served), len(traced), seconds)
         return seconds
 
     def answer(self, endpoint: str, request: Any, compute: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
@@ -293,7 +299,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(InvalidModelError)
     async def invalid_model(_: Request, exc: InvalidModelError):
-        # A registered model that no longer loads; its reason, never its directory.
+        # A registered model that no longer loads: its reason, never its directory.
         return _error(422, f"model cannot be analysed: {exc.reason}")
 
     @app.exception_handler(ModelInputError)
