@@ -231,7 +231,6 @@ def wait_for_writer(instance: DagsterInstance, timeout_s: float, pool: str = WRI
 
 
 def busy_message(pool: str, holders: list[Holder], waited_s: float) -> str:
-    names = "; ".join(h.describe() for h in holders) or "no run (the slot was taken again at once)"
-    return (f"the DuckDB writer (Dagster pool {pool}) is still held after {waited_s:g} s by {names}; "
-            f"let it finish, or if its process is gone, mark it failed in the UI (it frees the slot), "
-            f"or raise DEVICEFIT_WRITER_WAIT_S")
+    names = "; ".join(h.describe() for h in holders) or "a run that took the slot meanwhile"
+    return (f"the DuckDB writer (pool {pool}) is still held after {waited_s:g} s by {names}; "
+            f"let it finish or terminate it (or raise DEVICEFIT_WRITER_WAIT_S)")

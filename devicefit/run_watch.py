@@ -90,6 +90,7 @@ class RunWatch:
         self._lock = threading.Lock()
         self._synced = threading.Event()
         self._stop = False
+        self._last_problem = ""
 
     # -- set-up -------------------------------------------------------------------------------
     def __enter__(self) -> RunWatch:
@@ -182,8 +183,11 @@ class RunWatch:
             if flight is not None:
                 try:
                     self._inspect(flight)
-                except Exception as exc:  # the watchdog must not die silently: say so, keep watching
-                    self._say(f"devicefit run: watchdog could not inspect run {flight.run_id}: {exc}")
+                except Exception as exc:  # the watchdog must not die silently: say so (once), keep watching
+                    problem = f"devicefit run: watchdog could not inspect run {flight.run_id}: {exc}"
+                    if problem != self._last_problem:
+                        self._last_problem = problem
+                        self._say(problem)
 
     def _drain(self) -> None:
         try:

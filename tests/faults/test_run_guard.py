@@ -137,3 +137,16 @@ def test_a_holder_that_dies_while_we_wait_in_dagsters_queue_is_reaped_and_the_ru
     out, err = watched.communicate(timeout=90)
     assert watched.returncode == 0 and out.strip() == "success", err[-2000:]
     assert not active_runs(inst) and not writer_info(inst).claimed_slots
+
+
+def test_the_writer_wait_bound_comes_from_the_environment_and_bad_values_are_refused(monkeypatch):
+    from devicefit.run_pipeline import DEFAULT_WRITER_WAIT_S, writer_wait_s
+
+    monkeypatch.delenv("DEVICEFIT_WRITER_WAIT_S", raising=False)
+    assert writer_wait_s() == DEFAULT_WRITER_WAIT_S
+    monkeypatch.setenv("DEVICEFIT_WRITER_WAIT_S", "2.5")
+    assert writer_wait_s() == 2.5
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv("DEVICEFIT_WRITER_WAIT_S", bad)
+        with pytest.raises(RuntimeError, match="DEVICEFIT_WRITER_WAIT_S must be a number of seconds"):
+            writer_wait_s()
