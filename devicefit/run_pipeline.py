@@ -8,6 +8,7 @@ killed `devicefit run` never blocks the next one; the wait for the DuckDB writer
 (DEVICEFIT_WRITER_WAIT_S, default 600 s) and SIGINT/SIGTERM end the run cleanly (run_watch)."""
 from __future__ import annotations
 
+import math
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ def writer_wait_s() -> float:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value >= 0:
+    if not (value >= 0 and math.isfinite(value)):  # a bound, never "wait forever"
         raise RuntimeError(f"DEVICEFIT_WRITER_WAIT_S must be a number of seconds >= 0, got {raw!r}")
     return value
 

@@ -146,7 +146,7 @@ def test_the_writer_wait_bound_comes_from_the_environment_and_bad_values_are_ref
     assert writer_wait_s() == DEFAULT_WRITER_WAIT_S
     monkeypatch.setenv("DEVICEFIT_WRITER_WAIT_S", "2.5")
     assert writer_wait_s() == 2.5
-    for bad in ("soon", "-1", "nan"):
+    for bad in ("soon", "-1", "nan", "inf"):
         monkeypatch.setenv("DEVICEFIT_WRITER_WAIT_S", bad)
         with pytest.raises(RuntimeError, match="DEVICEFIT_WRITER_WAIT_S must be a number of seconds"):
             writer_wait_s()
