@@ -410,7 +410,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             try:
                 resolved.append((m.name, {"name": names.resolve(m.name).name, "family": m.family}))
             except UnknownModelError as exc:
-                out[m.name] = {"primary": None, "fallbacks": [], "explanation": str(exc)}
+                why = f"model cannot be analysed: {exc.reason}" if isinstance(exc, InvalidModelError) else str(exc)
+                out[m.name] = {"primary": None, "fallbacks": [], "explanation": why}
         answers = state.selector().select_hardware_batch([r for _, r in resolved], req.batch_size, req.mode) if resolved else {}
         for asked, r in resolved:
             out[asked] = answers[r["name"]]

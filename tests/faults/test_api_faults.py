@@ -138,6 +138,9 @@ def test_a_crafted_huge_config_is_422_naming_the_limit_not_9_s_of_cpu(data_copy,
         for endpoint in ("/hardware/select", "/performance/predict", "/training/distributed", "/analysis/model"):
             status, body = call(base, endpoint, {"model_name": "crafted"})
             assert status == 422 and "limit of 160 layers" in body["message"] and str(huge) not in body["message"], body
+        status, body = call(base, "/hardware/batch", {"models": [{"name": "crafted"}, {"name": "bert-tiny"}]})
+        assert status == 200 and body["bert-tiny"]["primary"], body
+        assert "limit of 160 layers" in body["crafted"]["explanation"] and str(huge) not in body["crafted"]["explanation"], body
 
 
 @pytest.mark.parametrize("endpoint", ["/hardware/select", "/performance/predict", "/training/distributed"])
