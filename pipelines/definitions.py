@@ -10,6 +10,7 @@ from assets.resources import DevicefitData
 from assets.results import aggregated_results, benchmark_results, compatibility_matrix
 from assets.selection import selection_map
 from pipelines.jobs import inventory_job, measurements_job, results_job
+from pipelines.loggers import console_logger
 from pipelines.schedules import nightly_benchmarks
 
 # Rebuild benchmark_results and everything derived from it whenever new measurements land.
@@ -25,6 +26,7 @@ defs = dg.Definitions(
     schedules=[nightly_benchmarks],
     sensors=[automation_sensor],
     resources={"devicefit_data": DevicefitData()},
+    loggers={"console": console_logger},  # Dagster's, less the tracebacks of SIGINT/SIGTERM stops
     # Steps of a run execute one after another in one process: DuckDB allows one writing
     # process, and benchmarks already run in their own isolated workers. Across runs, the
     # duckdb_writer pool (dagster.yaml) keeps writers apart.

@@ -69,6 +69,7 @@ def test_sigterm_mid_load_leaves_rows_whole_or_absent_and_the_next_run_proceeds(
     assert run.returncode == 128 + signal.SIGTERM, err[-3000:]
     last = [line for line in err.splitlines() if line.strip()][-1]
     assert "stopped by SIGTERM" in last and "whole or absent" in last, err[-3000:]
+    assert "Traceback" not in err and "InterruptedError" not in err, err[-3000:]  # a stop, not a crash
 
     inst = instance(env)
     [results] = [r for r in inst.get_runs() if r.job_name == "results_job"]
