@@ -57,3 +57,21 @@ def test_the_instance_gives_duckdb_writers_one_slot_and_frees_slots_of_ended_run
     writers = {key for key in ("benchmark_results", "aggregated_results", "compatibility_matrix")
                if defs.resolve_assets_def(key).op.pool == "duckdb_writer"}
     assert writers == {"benchmark_results", "aggregated_results", "compatibility_matrix"}
+
+
+def test_the_console_logger_drops_only_the_tracebacks_of_sigint_and_sigterm_stops():
+    import logging
+    from types import SimpleNamespace
+
+    from pipelines.loggers import is_interrupt_record
+
+    def record(message, cls_name=None):
+        rec = logging.LogRecord("dagster", logging.ERROR, __file__, 1, message, None, None)
+        error = SimpleNamespace(cls_name=cls_name) if cls_name else None
+        rec.dagster_event = SimpleNamespace(event_specific_data=SimpleNamespace(error=error))
+        return rec
+
+    assert is_interrupt_record(record("step failed", "DagsterExecutionInterruptedError"))
+    assert is_interrupt_record(record("Execution of run failed: KeyboardInterrupt"))
+    assert not is_interrupt_record(record("step failed", "ConversionException"))
+    assert not is_interrupt_record(record("quarantined partition__cpu__x.json: bad"))
