@@ -845,8 +845,15 @@ def serve(
     _check_served_models(root, model_dir or [])
     os.environ["DEVICEFIT_MODEL_DIRS"] = os.pathsep.join(str(Path(d).resolve()) for d in model_dir or [])
     os.environ["DEVICEFIT_WARM_UP"] = "1" if warm_up else "0"
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    # The app's own log (start-up time, registry warnings, unexpected errors) beside uvicorn's.
+    log_config = copy.deepcopy(LOGGING_CONFIG)
+    log_config["loggers"]["devicefit"] = {"handlers": ["default"], "level": "DEBUG" if debug else "INFO", "propagate": False}
     uvicorn.run("devicefit.api.main:app", host=host, port=port, reload=reload, workers=None if reload else workers,
-                log_level="debug" if debug else "info")
+                log_level="debug" if debug else "info", log_config=log_config)
 
 
 @app.command()
