@@ -260,7 +260,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from devicefit.predict.api import PredictorUnavailable
     from devicefit.select.config import SelectionConfigError
     from devicefit.select.distributed import DistributedConfigError
-    from devicefit.select.selector import SelectionError
+    from devicefit.select.selector import TASK_MODES, SelectionError
     from models.catalog import InvalidModelError, UnknownModelError
     from models.registry import RegistryError
 
@@ -390,14 +390,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"hardware": {k: bool(p.get("available")) for k, p in platforms.items()},
                 "reasons": {k: p.get("reason") for k, p in platforms.items()}}
 
-    # The three hot endpoints run on the event loop: their work (~0.3 ms) costs less than the hop
-    # to the thread pool. The heavier ones (batch, map, analysis, distributed) stay sync.
+    # The hot endpoints run on the event loop: their work (~0.3 ms) costs less than the hop to the
+    # thread pool, except when a trace is still needed (answer_async then hops). The heavier ones
+    # (batch, map, analysis, distributed) stay sync.
     @app.post("/hardware/select", response_model=s.SelectResponse)
     async def select(req: s.SelectRequest) -> dict[str, Any]:
         spec = state.names().resolve(req.model_name)
         _model_input(spec, req.sequence_length)
-        from devicefit.select.selector import TASK_MODES
-
         mode = TASK_MODES.get(req.task_type, req.mode) if req.task_type else req.mode
         return await state.answer_async("select", req, spec, req.sequence_length, mode, lambda selector: selector.select_hardware(
             req.model_family, spec.name, req.batch_size, req.sequence_length, req.mode, req.precision,
@@ -428,8 +427,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         spec = state.names().resolve(req.model_name)
         _model_input(spec, req.sequence_length)
         hardware = [req.hardware] if isinstance(req.hardware, str) else list(dict.fromkeys(req.hardware))
-        return await state.answer_async("predict", req, spec, req.sequence_length, req.mode, lambda selector: selector.predictor.predict_performance(
-            spec.name, req.model_family, hardware, req.batch_size, req.sequence_length, req.mode, req.precision))
+        return await state.answer_async("predict", req, spec, req.sequence_length, req.mode,
+                                        lambda selector: selector.predictor.predict_performance(
+                                            spec.name, req.model_family, hardware, req.batch_size, req.sequence_length, req.mode,
+                                            req.precision))
 
     @app.post("/training/distributed", response_model=s.DistributedResponse)
     def distributed(req: s.DistributedRequest) -> dict[str, Any]:
