@@ -22,7 +22,7 @@ import psutil
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
-    from dagster._core.storage.dagster_run import RunRecord
+    from dagster import RunRecord
 
 PID_TAG = "devicefit/pid"
 HOST_TAG = "devicefit/host"
