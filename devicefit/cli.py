@@ -208,7 +208,12 @@ def classify(
         except _select_errors() as exc:
             _fail(str(exc))
         return
-    result = classify_model(model, model_class, task)
+    from models.catalog import InvalidModelError
+
+    try:
+        result = classify_model(model, model_class, task)
+    except InvalidModelError as exc:
+        _fail(str(exc))
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
         return

@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from models.catalog import FAMILIES, ModelSpec, UnknownModelError, resolve_model
+from models.catalog import FAMILIES, InvalidModelError, ModelSpec, UnknownModelError, resolve_model
 
 # Weight of each kind of evidence. Subfamily is taken from the first kind in SUBFAMILY_ORDER
 # that offers one for the winning family.
@@ -213,6 +213,8 @@ def classify_model(
     classified from the name, class and tasks alone (and says so through low confidence)."""
     try:
         spec = resolve_model(model_name)
+    except InvalidModelError:
+        raise  # a directory that is there but unusable: say why, do not guess from its name
     except UnknownModelError:
         return classify(model_name, None, model_class, tasks)
     merged_tasks = list(dict.fromkeys([*(tasks or []), *spec.tasks]))

@@ -40,7 +40,7 @@ def test_models_lists_the_catalog():
 
 @pytest.mark.parametrize("args,message", [
     (["--model", "bert-base-uncase"], "Did you mean: bert-base-uncased"),
-    (["--model", "bert-tiny", "--batch-sizes", "0"], "batch size must be a positive integer, got 0"),
+    (["--model", "bert-tiny", "--batch-sizes", "0"], "batch size must be an integer from 1 to 2,147,483,647, got 0"),
     (["--model", "bert-tiny", "--batch-sizes", "1,x"], "'x' is not an integer"),
     (["--model", "bert-tiny", "--precision", "fp4"], "unknown precision 'fp4'"),
     (["--model", "bert-tiny", "--seq-length", "4096"], "at most 512 tokens"),
