@@ -84,29 +84,38 @@ class Kill:
 def kill_at(env: dict[str, str], phase: str, rng: random.Random, hardware: str, log: Path, timeout: float = 600) -> Kill:
     """Start a run and SIGKILL its parent process at a random point of `phase`."""
     data = _data(env)
-    landed, written = _landing_state(data), _db_state(data)
+    landed = _landing_state(data)
     delay = {"measure": rng.uniform(0.5, 6.0), "land": rng.uniform(0.0, 0.5), "load": rng.uniform(0.0, 0.3)}[phase]
     start = time.monotonic()
     proc = start_run(env, hardware, log)
+
+    after_landing: list[tuple[int, int]] = []  # the database as it was when the landing file appeared
 
     def triggered() -> bool:
         if phase == "measure":
             return b"measuring" in log.read_bytes()
         if phase == "land":
             return _landing_state(data) != landed
-        return _db_state(data) != written
+        # load: the first database write after landing (measuring may write the database too)
+        if not after_landing:
+            if _landing_state(data) != landed:
+                after_landing.append(_db_state(data))
+            return False
+        return _db_state(data) != after_landing[0]
 
-    while proc.poll() is None and not triggered():
-        if time.monotonic() - start > timeout:
-            break
-        time.sleep(0.02)
-    deadline = time.monotonic() + delay
-    while proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    killed = proc.poll() is None
-    if killed:
-        os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        while proc.poll() is None and not triggered():
+            if time.monotonic() - start > timeout:
+                break
+            time.sleep(0.02)
+        deadline = time.monotonic() + delay
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        killed = proc.poll() is None
+        if killed:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
     return Kill(phase, round(delay, 3), killed, proc.returncode, round(time.monotonic() - start, 1))
 
 
@@ -126,8 +135,10 @@ def rerun(env: dict[str, str], hardware: str, log: Path, timeout: float) -> Reru
         hung = False
     except subprocess.TimeoutExpired:
         hung = True
-        proc.kill()
-        proc.wait()
+    finally:
+        if proc.poll() is None:  # a hang, or this script was interrupted
+            proc.kill()
+            proc.wait()
     return Rerun(None if hung else proc.returncode, hung, round(time.monotonic() - start, 1), log.read_text(errors="replace")[-3000:])
 
 
