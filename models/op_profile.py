@@ -15,14 +15,13 @@ per-operator roofline does not.
 """
 from __future__ import annotations
 
-import threading
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from models.bounded_cache import BoundedCache
 from models.catalog import ModelSpec
 from models.inputs import InputSignature, input_signature
 
@@ -247,27 +246,15 @@ def _trace(spec: ModelSpec, signature: InputSignature, training: bool = False):
     return tracer
 
 
-_profiles: dict[tuple, OpProfile] = {}
-_training_peaks: dict[tuple, tuple[float, float]] = {}
-_key_locks: dict[tuple, threading.Lock] = {}
-_key_locks_guard = threading.Lock()
+# Bounded: each (model, sequence length) is a trace, and sequence lengths come from requests.
+TRACE_CACHE_SIZE = 256
+_profiles: BoundedCache[OpProfile] = BoundedCache(TRACE_CACHE_SIZE)
+_training_peaks: BoundedCache[tuple[float, float]] = BoundedCache(TRACE_CACHE_SIZE)
 
 
-def _key(spec: ModelSpec, seq_length: int | None) -> tuple:
+def trace_key(spec: ModelSpec, seq_length: int | None) -> tuple:
+    """What a trace depends on: the model (name, source, path, config) and the sequence length."""
     return (spec.name, spec.source, str(spec.path), seq_length, repr(sorted(spec.config.items())) if spec.config else "")
-
-
-def _cached(cache: dict, key: tuple, compute: Callable[[], Any]) -> Any:
-    """`cache[key]`, computed once: threads asking for the same model wait for the first one's
-    trace instead of tracing it again (a trace of a large model costs a second of CPU)."""
-    if key in cache:
-        return cache[key]
-    with _key_locks_guard:
-        lock = _key_locks.setdefault((id(cache), key), threading.Lock())
-    with lock:
-        if key not in cache:
-            cache[key] = compute()
-    return cache[key]
 
 
 def training_peak_activation_bytes(spec: ModelSpec, seq_length: int | None = None) -> tuple[float, float]:
@@ -278,7 +265,7 @@ def training_peak_activation_bytes(spec: ModelSpec, seq_length: int | None = Non
         two = _trace(spec, input_signature(spec, 2, seq_length), training=True).peak
         return (float(one), float(max(two - one, 0)))
 
-    return _cached(_training_peaks, _key(spec, seq_length), compute)
+    return _training_peaks.get(trace_key(spec, seq_length), compute)
 
 
 def op_profile(spec: ModelSpec, seq_length: int | None = None) -> OpProfile:
@@ -293,11 +280,11 @@ def op_profile(spec: ModelSpec, seq_length: int | None = None) -> OpProfile:
             output_rows=rows[:, 4], inner_dimension=rows[:, 5],
             peak_activation_bytes=(float(one.peak), float(max(two.peak - one.peak, 0))))
 
-    return _cached(_profiles, _key(spec, seq_length), compute)
+    return _profiles.get(trace_key(spec, seq_length), compute)
 
 
 def is_traced(spec: ModelSpec, seq_length: int | None = None, training: bool = False) -> bool:
     """Whether the figures for `spec` at `seq_length` are already cached (inference profile, and
     the training peak with `training`): the caller may then answer without a trace's cost."""
-    key = _key(spec, seq_length)
+    key = trace_key(spec, seq_length)
     return key in _profiles and (not training or key in _training_peaks)

@@ -12,8 +12,10 @@ from devicefit.predict.hardware_specs import DeviceSpec
 from models.analysis import TRAINING_FLOPS_FACTOR, parameter_breakdown, weight_bytes
 from models.catalog import ModelSpec
 from models.classifier import classify_spec
+from models.bounded_cache import BoundedCache
 from models.memory_floor import TRAINING_WEIGHT_COPIES
-from models.op_profile import CONV, GROUPED_CONV, LINEAR, VIEW, OpProfile, op_profile, training_peak_activation_bytes
+from models.op_profile import (CONV, GROUPED_CONV, LINEAR, TRACE_CACHE_SIZE, VIEW, OpProfile, op_profile, trace_key,
+                               training_peak_activation_bytes)
 
 CATEGORICAL = ("family", "backend", "precision", "mode", "device_kind")
 NUMERIC = ("log_params", "log_flops_per_sample", "log_batch", "log_flops", "log_bytes_moved", "log_intensity",
@@ -48,12 +50,11 @@ class ModelPoint:
         return first + per_sample * (batch - 1)
 
 
-_points: dict[tuple, ModelPoint] = {}
+_points: BoundedCache[ModelPoint] = BoundedCache(TRACE_CACHE_SIZE)  # one per traced (model, sequence length)
 
 
 def model_point(spec: ModelSpec, seq_length: int | None = None) -> ModelPoint:
-    key = (spec.name, spec.source, str(spec.path), seq_length, repr(sorted(spec.config.items())) if spec.config else "")
-    if key not in _points:
+    def compute() -> ModelPoint:
         from models.inputs import input_signature
 
         profile = op_profile(spec, seq_length)
@@ -63,11 +64,12 @@ def model_point(spec: ModelSpec, seq_length: int | None = None) -> ModelPoint:
         def share(category: int) -> float:
             return float(profile.flops[profile.category == category].sum()) / total if total else 0.0
 
-        _points[key] = ModelPoint(
+        return ModelPoint(
             spec.name, classify_spec(spec).family or "unknown", parameter_breakdown(spec).total, int(total), share(LINEAR),
             int(seq), {p: weight_bytes(spec, p) for p in ("fp32", "fp16", "bf16", "int8")},
             int((profile.category != VIEW).sum()), share(CONV), share(GROUPED_CONV), profile, spec, seq_length)
-    return _points[key]
+
+    return _points.get(trace_key(spec, seq_length), compute)
 
 
 def roofline_ms(flops: float, bytes_moved: float, spec: DeviceSpec) -> float:
