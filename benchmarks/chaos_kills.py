@@ -79,13 +79,15 @@ class Kill:
     killed: bool  # False: the run finished (or failed) before the kill point
     returncode: int | None
     seconds: float
+    left_runs: int = 0  # Dagster runs it left STARTED (the next run must reap them)
+    left_slots: int = 0  # duckdb_writer slots it left claimed or queued
 
 
 def kill_at(env: dict[str, str], phase: str, rng: random.Random, hardware: str, log: Path, timeout: float = 600) -> Kill:
     """Start a run and SIGKILL its parent process at a random point of `phase`."""
     data = _data(env)
     landed = _landing_state(data)
-    delay = {"measure": rng.uniform(0.5, 6.0), "land": rng.uniform(0.0, 0.5), "load": rng.uniform(0.0, 0.3)}[phase]
+    delay = {"measure": rng.uniform(0.5, 6.0), "land": rng.uniform(0.0, 0.5), "load": rng.uniform(0.0, 0.1)}[phase]
     start = time.monotonic()
     proc = start_run(env, hardware, log)
 
@@ -107,7 +109,7 @@ def kill_at(env: dict[str, str], phase: str, rng: random.Random, hardware: str, 
         while proc.poll() is None and not triggered():
             if time.monotonic() - start > timeout:
                 break
-            time.sleep(0.02)
+            time.sleep(0.005 if phase == "load" else 0.02)  # the load and its slot last well under a second
         deadline = time.monotonic() + delay
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -116,7 +118,8 @@ def kill_at(env: dict[str, str], phase: str, rng: random.Random, hardware: str, 
         if killed:
             os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    return Kill(phase, round(delay, 3), killed, proc.returncode, round(time.monotonic() - start, 1))
+    runs, slots = _dagster_leftovers(env)
+    return Kill(phase, round(delay, 3), killed, proc.returncode, round(time.monotonic() - start, 1), len(runs), len(slots))
 
 
 @dataclass
@@ -227,11 +230,14 @@ def main() -> int:
     root = args.keep or Path(tempfile.mkdtemp(prefix="devicefit-chaos-"))
     root.mkdir(parents=True, exist_ok=True)
     env = isolated_env(root)
+    left = {"kills that left a run STARTED": 0, "kills that left the writer slot held": 0}
     totals = {"lost": 0, "duplicated": 0, "extra": 0, "unloaded": 0, "stale runs": 0, "held slots": 0, "hangs": 0, "failed reruns": 0}
     try:
         for i in range(args.kills):
             phase = rng.choice(PHASES)
             kill = kill_at(env, phase, rng, args.hardware, root / f"kill-{i}.log", args.timeout)
+            left["kills that left a run STARTED"] += kill.left_runs > 0
+            left["kills that left the writer slot held"] += kill.left_slots > 0
             again = rerun(env, args.hardware, root / f"rerun-{i}.log", args.timeout)
             totals["hangs"] += again.hung
             totals["failed reruns"] += again.returncode not in (0, None)
@@ -241,7 +247,8 @@ def main() -> int:
                                ("held slots", len(found.held_slots))):
                 totals[key] += value
             print(f"kill {i + 1}/{args.kills}: {phase} +{kill.delay_s:.2f}s at {kill.seconds:.1f}s "
-                  f"({'killed' if kill.killed else f'ended first, rc {kill.returncode}'}); rerun "
+                  f"({'killed' if kill.killed else f'ended first, rc {kill.returncode}'}, left {kill.left_runs} "
+                  f"STARTED run(s), {kill.left_slots} writer slot(s)); rerun "
                   f"{'HUNG' if again.hung else f'rc {again.returncode}'} in {again.seconds:.1f}s; "
                   f"rows stored {found.stored_rows} / landed {found.landing_rows}, lost {found.lost}, "
                   f"duplicated {found.duplicated}, extra {found.extra}, unloaded {len(found.unloaded)}, "
@@ -252,7 +259,7 @@ def main() -> int:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
     print(f"{args.kills} kills (seed {args.seed}, host {os.uname().nodename}, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.2f}): " + ", ".join(f"{k} {v}" for k, v in totals.items()))
+          f"load average {os.getloadavg()[0]:.2f}): " + ", ".join(f"{k} {v}" for k, v in {**left, **totals}.items()))
     return 0 if all(v == 0 for v in totals.values()) else 1
 
 

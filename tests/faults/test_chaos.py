@@ -34,6 +34,7 @@ def _chaos(tmp_path, phases: list[str], rng: random.Random) -> None:
     kills = [kill_at(env, phase, rng, "cpu", tmp_path / f"kill-{i}.log", timeout=RERUN_TIMEOUT_S)
              for i, phase in enumerate(phases)]
     assert any(k.killed for k in kills), kills
+    assert any(k.left_runs for k in kills), kills  # the reruns had a dead run to deal with
     final = rerun(env, "cpu", tmp_path / "rerun.log", timeout=RERUN_TIMEOUT_S)
     assert not final.hung, f"the rerun after {kills} hung (> {RERUN_TIMEOUT_S} s): {final.stderr_tail}"
     assert final.returncode == 0, final.stderr_tail
