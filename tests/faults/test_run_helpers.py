@@ -223,10 +223,10 @@ def _patched_run(mode: str, ready: Path, args: list[str]) -> None:
         store.connect = connect
     else:
         raise SystemExit(f"unknown run mode {mode}")
-    from devicefit.cli import app
+    import devicefit.cli as cli
 
     sys.argv = ["devicefit", "run", *args]
-    app()
+    (getattr(cli, "main", None) or cli.app)()  # as the console script enters
 
 
 def main(argv: list[str]) -> None:
