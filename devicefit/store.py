@@ -122,7 +122,8 @@ class StoreError(RuntimeError):
 
 # Insert failures caused by a row's content (the file is at fault: quarantine it), as opposed to
 # the machine's (disk full, I/O error, a lock: the file is fine, retry later).
-DATA_ERRORS = (duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputException, TypeError, ValueError, OverflowError)
+# Only DuckDB's own verdicts on a row: a Python error here is a bug to see, not a file to hide.
+DATA_ERRORS = (duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputException)
 _LOCK_WORDS = ("conflicting lock", "could not set lock", "lock on file")
 _CORRUPT_WORDS = ("not a valid duckdb database", "could not read enough bytes", "corrupt", "checksum", "invalid magic",
                   "unrecognized file format", "serialization error")
@@ -283,8 +284,13 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
     now = _now()
     con.execute("BEGIN TRANSACTION")
     try:
+        replaced = con.execute("SELECT count(*) FROM measurements WHERE source_key = ?", [source_key]).fetchone()[0]
         for table in ("measurements", "runs", "sources"):
             con.execute(f"DELETE FROM {table} WHERE source_key = ?", [source_key])
+        if replaced:
+            # Rows this source held may have been skipped in others as duplicates: those sources
+            # offer them again at the next load, so a row leaves the store only with its last source.
+            con.execute("UPDATE sources SET sha256 = NULL WHERE duplicate_rows > 0")
         held = _held_elsewhere(con, source_key, results)
         kept = [r for r in results if (r.run_id, r.config_key) not in held]
         placeholders = ", ".join("?" for _ in MEASUREMENT_COLUMNS)
@@ -454,7 +460,7 @@ def wide_ci_counts(con) -> tuple[int, int]:
 
 
 def source_rows(con) -> list[dict[str, Any]]:
-    return query(con, "SELECT source_key, rows FROM sources ORDER BY source_key")
+    return query(con, "SELECT source_key, rows, coalesce(duplicate_rows, 0) AS duplicate_rows FROM sources ORDER BY source_key")
 
 
 def invalid_aggregate_rows(con) -> list[dict[str, Any]]:

@@ -111,9 +111,20 @@ def test_a_partition_rerun_and_a_reload_keep_one_row_per_natural_key(tmp_path):
     write_landing(paths.raw, "ingest:copy", _doc([_row(run_id="r1")]))  # a copy, landed beside it
     report = load_landing_files(paths.database, paths.raw)
     assert report.loaded == [("partition:cpu|bert-tiny", 1), ("ingest:copy", 0)] and report.duplicates == [("ingest:copy", 1)]
+    from devicefit.checks import sources_have_rows
+
+    con = store.connect(paths.database, read_only=True)
+    try:
+        assert sources_have_rows(con).passed  # a source whose rows were all stored already is not empty
+    finally:
+        con.close()
     write_landing(paths.raw, "partition:cpu|bert-tiny", _doc([_row(run_id="r2")]))  # re-measured: a new run id
     load_landing_files(paths.database, paths.raw)
-    assert _count(paths.database) == 1 and _count(paths.database, "run_id = 'r2'") == 1
+    # r1 left the partition, but the ingested copy still holds it: it is stored once, from there.
+    assert _count(paths.database) == 2 and _count(paths.database, "run_id = 'r2' AND source_key = 'partition:cpu|bert-tiny'") == 1
+    assert _count(paths.database, "run_id = 'r1' AND source_key = 'ingest:copy'") == 1
+    load_landing_files(paths.database, paths.raw)  # nothing changed: nothing moves
+    assert _count(paths.database) == 2
 
 
 @pytest.mark.parametrize("where,value,named", [
