@@ -19,18 +19,21 @@ def inventory():
     return detect_hardware(probe=False)
 
 
-def test_a_batch_that_cannot_fit_is_refused_with_both_figures(inventory):
+class _Free:
+    def __init__(self, available: int):
+        self.available = available
+
+
+def test_a_batch_that_cannot_fit_is_refused_with_both_figures(inventory, monkeypatch):
+    monkeypatch.setattr(memory_guard.psutil, "virtual_memory", lambda: _Free(16 * 2**30))  # a 16 GiB host, whatever this one has
     reason = memory_guard.memory_refusal(BenchmarkConfig(model="bert-tiny", device="cpu", batch_size=100_000), inventory)
-    assert reason and "needs at least" in reason and "GiB available on this host" in reason and "peak activations" in reason
+    assert reason and "needs at least" in reason and "16.0 GiB available on this host" in reason and "peak activations" in reason
     assert memory_guard.memory_refusal(BenchmarkConfig(model="bert-tiny", device="cpu", batch_size=1), inventory) is None
 
 
 def test_the_sweep_skips_before_starting_a_worker(inventory, monkeypatch, fast_policy):
     """With (pretend) 1 MiB free, even bert-tiny at batch 1 cannot fit: no worker is started."""
-    class Tiny:
-        available = 2**20
-
-    monkeypatch.setattr(memory_guard.psutil, "virtual_memory", lambda: Tiny())
+    monkeypatch.setattr(memory_guard.psutil, "virtual_memory", lambda: _Free(2**20))
     events = []
     config = BenchmarkConfig(model="bert-tiny", device="cpu", batch_size=1, policy=fast_policy)
     [row] = run_sweep([config], on_event=events.append, inventory=inventory)
