@@ -108,7 +108,7 @@ def _models_data_dir(benchmark_dir: Optional[Path]) -> Path:
 def models(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory holding models.json (default: data/)."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory holding models.json (default: DEVICEFIT_DATA_DIR or ./data). `serve --benchmark-dir` reads the same file; other commands resolve registered names from the default."),
 ) -> None:
     """List the catalog and the registered models: family, architecture, exact parameter count.
     `devicefit models add DIR` registers a local model directory by name (the API serves models by name only)."""
@@ -154,7 +154,7 @@ def models(
 def models_add(
     directory: Path = typer.Argument(..., help="A local Hugging Face model directory (config.json, optional weights)."),
     name: Optional[str] = typer.Option(None, "--name", help="Name to register it under (default: the directory's name)."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory holding models.json (default: data/)."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory holding models.json (default: DEVICEFIT_DATA_DIR or ./data). `serve --benchmark-dir` reads the same file; other commands resolve registered names from the default."),
 ) -> None:
     """Register a local model directory by name, so the API (which takes names, never paths) and
     every command can use it. It is checked first: config.json readable, an architecture
@@ -175,7 +175,7 @@ def models_add(
 @models_app.command("remove")
 def models_remove(
     name: str = typer.Argument(..., help="A registered model's name."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory holding models.json (default: data/)."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory holding models.json (default: DEVICEFIT_DATA_DIR or ./data). `serve --benchmark-dir` reads the same file; other commands resolve registered names from the default."),
 ) -> None:
     """Forget a registered model (its directory is left alone)."""
     from models.registry import RegistryError, registry_file, unregister_model

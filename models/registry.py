@@ -185,7 +185,26 @@ def registered_model(name: str) -> ModelSpec | None:
     except RegistryError:
         return None  # a broken registry is reported by `devicefit models`; here the name is just unknown
     match = next((n for n in entries if n.lower() == key), None)
-    return load_registered(match, entries[match]) if match is not None else None
+    return _load_registered_cached(match, entries[match]) if match is not None else None
+
+
+# Loaded registered specs, keyed by what they depend on: the pipeline resolves a model once per
+# row, and re-reading and re-checking its config each time would cost a class lookup per row.
+_loaded: dict[tuple, ModelSpec] = {}
+
+
+def _load_registered_cached(name: str, directory: Path) -> ModelSpec:
+    try:
+        stamp = (directory / "config.json").stat().st_mtime_ns
+    except OSError:
+        stamp = None  # load_registered says what is wrong with it
+    key = (name, str(directory), stamp)
+    spec = _loaded.get(key)
+    if spec is None:
+        spec = load_registered(name, directory)
+        with _registered_lock:
+            _loaded[key] = spec
+    return spec
 
 
 class ModelNames:

@@ -75,7 +75,13 @@ def test_models_add_refuses_a_catalog_name_or_an_odd_name(tmp_path, tiny_models)
                     "not allowed")
 
 
-def test_serve_refuses_a_bad_model_dir_before_binding(tmp_path, bad_dirs):
+def test_serve_refuses_a_bad_model_dir_before_binding(tmp_path, bad_dirs, monkeypatch):
+    import uvicorn
+
+    def no_server(*args, **kwargs):
+        raise AssertionError("serve started a server for a model directory it should have refused")
+
+    monkeypatch.setattr(uvicorn, "run", no_server)
     directory, message = bad_dirs["unknown-class"]
     _one_line_error(_run("serve", "--model-dir", str(directory), "--benchmark-dir", str(tmp_path), "--port", "9"), message)
 

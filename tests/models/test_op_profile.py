@@ -65,6 +65,7 @@ def test_traces_on_many_threads_match_one_thread_and_patch_nothing():
     figures and never change torch's scaled_dot_product_attention (not even while tracing)."""
     import dataclasses
     import threading
+    import time
 
     import torch
     import torch.nn.functional as F
@@ -90,6 +91,7 @@ def test_traces_on_many_threads_match_one_thread_and_patch_nothing():
         t.start()
     while any(t.is_alive() for t in threads):
         seen.add(F.scaled_dot_product_attention)
+        time.sleep(0.001)  # sample, do not spin: the tracing threads need the core and the GIL
     for t in threads:
         t.join()
     assert not errors, errors
