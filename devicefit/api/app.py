@@ -234,21 +234,16 @@ def _measured_model_name(lookup, name: str, registered: list[str]) -> str:
     """The snapshot's, catalog's or registry's spelling of `name` (any case, or a catalog model's
     Hugging Face id); an unknown name is a 404 naming close matches. Never treated as a path on
     the server."""
-    import difflib
+    from models.catalog import UnknownModelError, catalog_model, close_names
 
-    from models.catalog import UnknownModelError, load_catalog
-
-    known = {r["model"].lower(): r["model"] for r in lookup.rows}
-    for spec in load_catalog().values():
-        known.setdefault(spec.name.lower(), spec.name)
-        if spec.hf_id:
-            known.setdefault(spec.hf_id.lower(), spec.name)
-    for model in registered:
-        known.setdefault(model.lower(), model)
-    if name.strip().lower() in known:
-        return known[name.strip().lower()]
-    close = difflib.get_close_matches(name.strip().lower(), list(known), n=3, cutoff=0.5)
-    raise UnknownModelError(name[:200], list(dict.fromkeys(known[c] for c in close)),
+    query = name.strip()
+    others = {model.lower(): model for model in [*registered, *(r["model"] for r in lookup.rows)]}
+    spec = catalog_model(query)
+    if spec is not None:
+        return spec.name
+    if query.lower() in others:
+        return others[query.lower()]
+    raise UnknownModelError(name[:200], close_names(query, others),
                             known_as="not measured, not a catalog model and not a model registered on this server")
 
 
