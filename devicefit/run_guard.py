@@ -16,6 +16,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import psutil
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 PID_TAG = "devicefit/pid"
 HOST_TAG = "devicefit/host"
-PROCESS_STARTED_TAG = "devicefit/process_started"  # the owner's start time: a reused pid is not the owner
+PROCESS_STARTED_TAG = "devicefit/process_started"  # the owner's start: a reused pid is not the owner
 WRITER_POOL = "duckdb_writer"
 # Two clocks (the run record's and the kernel's process start) may disagree by this much.
 CLOCK_SLACK_S = 1.0
@@ -44,7 +45,7 @@ class Owner:
 
     pid: int
     host: str | None
-    started: float | None  # process start time (epoch seconds), None when not recorded
+    started: float | str | None  # process_start_mark() ("ticks:N" on Linux) or epoch seconds; None when not recorded
 
     def describe(self) -> str:
         return f"pid {self.pid}" + (f" on {self.host}" if self.host else "")
@@ -54,10 +55,23 @@ def this_host() -> str:
     return socket.gethostname()
 
 
+def process_start_mark(pid: int) -> str | None:
+    """The process's start as the kernel counts it (clock ticks since boot, /proc/<pid>/stat field
+    22): unlike a start *time*, it does not move when the wall clock is stepped (NTP, a resumed
+    VM), so a live owner is never mistaken for a dead one. None off Linux or for no such pid."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": field 3 onwards
+    return f"ticks:{fields[19]}"
+
+
 def owner_tags() -> dict[str, str]:
     """Run tags naming this process as the run's owner (added to every run `devicefit run` executes)."""
     me = psutil.Process()
-    return {PID_TAG: str(me.pid), HOST_TAG: this_host(), PROCESS_STARTED_TAG: repr(me.create_time())}
+    mark = process_start_mark(me.pid) or repr(me.create_time())
+    return {PID_TAG: str(me.pid), HOST_TAG: this_host(), PROCESS_STARTED_TAG: mark}
 
 
 def owner_from_tags(tags: dict[str, str]) -> Owner | None:
@@ -65,10 +79,13 @@ def owner_from_tags(tags: dict[str, str]) -> Owner | None:
         pid = int(tags[PID_TAG])
     except (KeyError, ValueError):
         return None
-    try:
-        started = float(tags[PROCESS_STARTED_TAG])
-    except (KeyError, ValueError):
-        started = None
+    mark = tags.get(PROCESS_STARTED_TAG)
+    started: float | str | None = mark if mark and mark.startswith("ticks:") else None
+    if started is None and mark:
+        try:
+            started = float(mark)
+        except ValueError:
+            started = None
     return Owner(pid, tags.get(HOST_TAG), started)
 
 
@@ -87,6 +104,8 @@ def owner_alive(owner: Owner, run_started_at: float | None = None, host: str | N
         return False
     except psutil.AccessDenied:
         return True  # it exists; we may not look at it
+    if isinstance(owner.started, str):
+        return process_start_mark(owner.pid) == owner.started
     if owner.started is not None:
         return abs(created - owner.started) <= CLOCK_SLACK_S
     if run_started_at is not None and created > run_started_at + CLOCK_SLACK_S:

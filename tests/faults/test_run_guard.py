@@ -13,8 +13,9 @@ import pytest
 
 from devicefit import run_guard
 from devicefit.run_guard import Owner, owner_alive
-from tests.faults.test_run_helpers import (active_runs, failure_messages, helper, instance, isolated_env, kill_leftovers,
-                                           pending_runs, wait_for, writer_info)
+from devicefit.run_watch import waiting_for_slot
+from tests.faults.run_helpers import (active_runs, failure_messages, helper, instance, isolated_env, kill_leftovers,
+                                           wait_for, writer_info)
 
 
 @pytest.fixture(autouse=True)
@@ -41,6 +42,25 @@ def test_owner_liveness_sees_dead_reused_zombie_and_foreign_processes():
     assert owner_alive(Owner(zombie.pid, None, None)) is False
     zombie.wait()
     assert owner_alive(Owner(_dead_pid(), "another-host", None)) is None  # cannot tell from here
+
+
+def test_owner_tags_carry_the_kernels_start_mark_which_a_clock_step_cannot_move():
+    from devicefit.run_guard import owner_from_tags, owner_tags, process_start_mark
+
+    me = psutil.Process()
+    owner = owner_from_tags(owner_tags())
+    if process_start_mark(me.pid) is None:
+        pytest.skip("no /proc here: the owner's start is recorded as a time")
+    assert owner.started == process_start_mark(me.pid) and owner.started.startswith("ticks:")
+    assert owner_alive(owner) is True
+    # another process's mark on this pid: a reused pid, not the owner
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        wait_for(lambda: process_start_mark(other.pid) is not None, 30, "the child to start")
+        assert owner_alive(Owner(me.pid, None, process_start_mark(other.pid))) is False
+    finally:
+        other.kill()
+        other.wait()
 
 
 @pytest.mark.parametrize("tags", [["owner"], []], ids=["owner-tags", "untagged-older-run"])
@@ -94,7 +114,7 @@ def _start_watched(tmp_path, env, wait_s: str):
     watched = helper(["watched", str(tmp_path / "run_id"), wait_s], env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     inst = instance(env)
     run_id = wait_for(lambda: (tmp_path / "run_id").exists() and (tmp_path / "run_id").read_text(), 120, "the run id", watched)
-    wait_for(lambda: run_id in pending_runs(inst), 120, "the run to queue for the slot", watched)
+    wait_for(lambda: waiting_for_slot(inst, run_id), 120, "the run to queue for the slot", watched)
     return holder, watched, inst, run_id
 
 
@@ -108,7 +128,7 @@ def test_sigterm_ends_a_run_waiting_in_dagsters_slot_queue(tmp_path):
         assert "stopped by SIGTERM" in err and "waited for a concurrency slot" in err
         assert inst.get_run_by_id(run_id).status.value == "FAILURE"
         assert any("stopped by SIGTERM" in m for m in failure_messages(inst, run_id))
-        assert run_id not in pending_runs(inst)
+        assert not waiting_for_slot(inst, run_id)
         assert holder.poll() is None  # the live holder keeps its slot
     finally:
         holder.kill()
@@ -123,7 +143,7 @@ def test_a_wait_in_dagsters_queue_is_bounded_and_names_the_holder(tmp_path):
         assert watched.returncode == run_guard.WriterBusy.exit_code
         [holder_run] = [r for r in active_runs(inst) if r.run_id != run_id]
         assert holder_run.run_id in err and f"pid {holder.pid}" in err
-        assert inst.get_run_by_id(run_id).status.value == "FAILURE" and run_id not in pending_runs(inst)
+        assert inst.get_run_by_id(run_id).status.value == "FAILURE" and not waiting_for_slot(inst, run_id)
     finally:
         holder.kill()
         holder.wait()

@@ -1,6 +1,6 @@
 """Helpers (no tests) for the run-fault tests: an isolated Dagster instance and data dir, and
 processes that behave like a `devicefit run` at its worst moments. Run as
-`python -m tests.faults.test_run_helpers MODE ...` from the repository root:
+`python -m tests.faults.run_helpers MODE ...` from the repository root:
 
   hold READY [k=v ...]     a Dagster run takes the duckdb_writer slot, touches READY, then holds it
   die READY [k=v ...]      the same run, killed by SIGKILL while it holds the slot
@@ -57,7 +57,7 @@ def _start(command: list[str], env: dict[str, str], **kwargs) -> subprocess.Pope
 
 
 def helper(args: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
-    return _start([sys.executable, "-m", "tests.faults.test_run_helpers", *args], env, **kwargs)
+    return _start([sys.executable, "-m", "tests.faults.run_helpers", *args], env, **kwargs)
 
 
 def devicefit_run(env: dict[str, str], *args: str, **kwargs) -> subprocess.Popen:
@@ -89,18 +89,12 @@ def writer_info(inst):
     return inst.event_log_storage.get_concurrency_info("duckdb_writer")
 
 
-def pending_runs(inst) -> set[str]:
-    """Runs with a step queued for the duckdb_writer slot that they have not claimed."""
-    info = writer_info(inst)
-    claimed = {(s.run_id, s.step_key) for s in info.claimed_slots}
-    return {p.run_id for p in info.pending_steps if (p.run_id, p.step_key) not in claimed}
-
-
 def active_runs(inst) -> list:
-    from dagster import DagsterRunStatus, RunsFilter
+    from dagster import RunsFilter
 
-    statuses = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
-    return list(inst.get_runs(RunsFilter(statuses=statuses)))
+    from devicefit.run_guard import active_statuses
+
+    return list(inst.get_runs(RunsFilter(statuses=active_statuses())))
 
 
 def failure_messages(inst, run_id: str) -> list[str]:
