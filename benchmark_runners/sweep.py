@@ -22,6 +22,7 @@ from benchmark_runners.hardware import HardwareInventory, detect_hardware
 from benchmark_runners.measure import now_iso
 from benchmark_runners.memory_guard import memory_refusal
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
+from benchmark_runners.worker import LIFELINE_ENV
 
 WORKER_STARTUP_TIMEOUT_S = 180.0  # python + torch + transformers imports, on a loaded machine
 STDERR_TAIL_CHARS = 2000
@@ -90,15 +91,24 @@ def _exit_description(returncode: int) -> str:
 
 
 class _Worker:
+    """One worker process. It runs in its own session (so a kill reaches its whole group), and
+    it holds the read end of a lifeline pipe whose write end only this parent holds: when the
+    parent dies, however it dies (kill -9 included), the kernel closes the write end and the
+    worker exits at once instead of measuring on beside the next run."""
+
     def __init__(self, configs: list[BenchmarkConfig], job: dict, python: str):
         self.configs = configs
         self.stderr = tempfile.TemporaryFile()
+        lifeline_read, self.lifeline = os.pipe()  # both ends non-inheritable; the worker gets the read end only
         env = dict(os.environ, TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-                   PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
-            [python, "-m", "benchmark_runners.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.stderr, env=env, start_new_session=True,
-        )
+                   PYTHONUNBUFFERED="1", **{LIFELINE_ENV: str(lifeline_read)})
+        try:
+            self.proc = subprocess.Popen(
+                [python, "-m", "benchmark_runners.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self.stderr, env=env, start_new_session=True, pass_fds=(lifeline_read,),
+            )
+        finally:
+            os.close(lifeline_read)
         self.proc.stdin.write(json.dumps({**job, "configs": [c.to_json() for c in configs]}).encode())
         self.proc.stdin.close()
 
@@ -119,6 +129,9 @@ class _Worker:
         if self.proc.stdout:
             self.proc.stdout.close()
         self.stderr.close()
+        if self.lifeline is not None:
+            os.close(self.lifeline)
+            self.lifeline = None
 
 
 def _drive(worker: _Worker, run_id: str, emit: EventHandler) -> list[BenchmarkResult]:

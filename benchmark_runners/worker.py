@@ -7,9 +7,35 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+
+
+# The environment variable naming this worker's end of the lifeline pipe (see sweep._Worker), and
+# the exit status when the parent that started it is gone: nobody is left to read results.
+LIFELINE_ENV = "DEVICEFIT_LIFELINE_FD"
+ORPHANED_EXIT = 75
+
+
+def _follow_parent() -> None:
+    """Exit as soon as the parent dies: a daemon thread blocks (no polling, no CPU) reading the
+    lifeline pipe the parent alone can write; end of file means the parent is gone."""
+    fd = os.environ.pop(LIFELINE_ENV, None)
+    if fd is None:
+        return
+
+    def wait_for_parent_exit() -> None:
+        try:
+            while os.read(int(fd), 1):
+                pass
+        except OSError:
+            pass
+        os._exit(ORPHANED_EXIT)
+
+    threading.Thread(target=wait_for_parent_exit, name="lifeline", daemon=True).start()
 
 
 def main() -> int:
+    _follow_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
