@@ -155,7 +155,8 @@ def active_statuses():
     return [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
 
-def _release_slots(instance: DagsterInstance, run_id: str) -> None:
+def release_slots(instance: DagsterInstance, run_id: str) -> None:
+    """Free every concurrency slot the run holds or waits for."""
     instance.event_log_storage.free_concurrency_slots_for_run(run_id)
 
 
@@ -178,7 +179,7 @@ def reap_stale_runs(instance: DagsterInstance) -> list[StaleRun]:
                   f"while the run was {run.status.value}; marked failed and its concurrency slots freed by "
                   f"pid {os.getpid()} on {this_host()}")
         instance.report_run_failed(current, reason)
-        _release_slots(instance, run.run_id)
+        release_slots(instance, run.run_id)
         stale.append(StaleRun(run.run_id, run.job_name, run.status.value, reason))
     storage = instance.event_log_storage
     if storage.supports_global_concurrency_limits:
@@ -190,7 +191,7 @@ def reap_stale_runs(instance: DagsterInstance) -> list[StaleRun]:
         for run_id in holders:
             run = instance.get_run_by_id(run_id)
             if run is None or run.status not in active_statuses():
-                _release_slots(instance, run_id)  # the run ended (or was deleted) without giving its slot back
+                release_slots(instance, run_id)  # the run ended (or was deleted) without giving its slot back
     return stale
 
 

@@ -59,7 +59,7 @@ def end_run(instance: DagsterInstance, run_id: str, reason: str) -> None:
         instance.report_run_failed(run, reason)
     elif run is not None:
         instance.report_engine_event(reason, dagster_run=run)
-    instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+    run_guard.release_slots(instance, run_id)
 
 
 def waiting_for_slot(instance: DagsterInstance, run_id: str) -> bool:

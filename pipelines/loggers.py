@@ -12,7 +12,9 @@ INTERRUPTS = {"DagsterExecutionInterruptedError", "KeyboardInterrupt", "RunInter
 def is_interrupt_record(record: logging.LogRecord) -> bool:
     event = getattr(record, "dagster_event", None)
     error = getattr(getattr(event, "event_specific_data", None), "error", None)
-    return getattr(error, "cls_name", None) in INTERRUPTS or any(name in record.getMessage() for name in INTERRUPTS)
+    if error is not None:  # a failure with its exception: judged by the exception's class alone
+        return getattr(error, "cls_name", None) in INTERRUPTS
+    return any(name in record.getMessage() for name in INTERRUPTS)  # "Execution of run failed: KeyboardInterrupt"
 
 
 class _DropInterrupts(logging.Filter):

@@ -75,3 +75,5 @@ def test_the_console_logger_drops_only_the_tracebacks_of_sigint_and_sigterm_stop
     assert is_interrupt_record(record("Execution of run failed: KeyboardInterrupt"))
     assert not is_interrupt_record(record("step failed", "ConversionException"))
     assert not is_interrupt_record(record("quarantined partition__cpu__x.json: bad"))
+    # a real failure whose message quotes a worker's stderr is still shown
+    assert not is_interrupt_record(record("worker said: KeyboardInterrupt in a thread", "RuntimeError"))
