@@ -468,7 +468,8 @@ def run_command(
         _fail(f"nothing to measure: none of the selected hardware is available here (available: {', '.join(inventory.available_kinds())})")
     err.print(f"profile {profile}: {len(keys)} partitions")
     try:
-        outcome = run_pipeline(selection, keys, lambda key, i, n: err.print(f"[{i + 1}/{n}] measuring {key}"))
+        outcome = run_pipeline(selection, keys, lambda key, i, n: err.print(f"[{i + 1}/{n}] measuring {key}"),
+                               on_wait=lambda message: err.print(message, soft_wrap=True))
     except (RunInterrupted, WriterBusy) as exc:
         _fail(str(exc), exc.exit_code)
     except RuntimeError as exc:

@@ -235,15 +235,21 @@ def writer_available(instance: DagsterInstance, pool: str = WRITER_POOL, exclude
 
 
 def wait_for_writer(instance: DagsterInstance, timeout_s: float, pool: str = WRITER_POOL, poll_s: float = 1.0,
-                    sleep: Callable[[float], object] = time.sleep) -> None:
+                    sleep: Callable[[float], object] = time.sleep, on_wait: Callable[[str], object] | None = None) -> None:
     """Return once the pool has a free slot, reaping stale holders while waiting; raise
-    WriterBusy naming the holders when none frees within timeout_s."""
+    WriterBusy naming the holders when none frees within timeout_s. `on_wait` hears once, when
+    the wait begins, who holds the writer (so a person knows why nothing moves)."""
     deadline = time.monotonic() + timeout_s
+    told = False
     while True:
         reap_stale_runs(instance)
         free, holders = writer_available(instance, pool)
         if free:
             return
+        if on_wait is not None and not told:
+            names = "; ".join(h.describe() for h in holders) or "a run that took the slot meanwhile"
+            on_wait(f"waiting up to {timeout_s:g} s for the DuckDB writer (pool {pool}), held by {names}")
+            told = True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise WriterBusy(busy_message(pool, holders, timeout_s))

@@ -54,7 +54,8 @@ def writer_wait_s() -> float:
     return value
 
 
-def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: Callable[[str, int, int], None] | None = None) -> PipelineRun:
+def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: Callable[[str, int, int], None] | None = None,
+                 on_wait: Callable[[str], None] | None = None) -> PipelineRun:
     from devicefit import run_guard
     from devicefit.profiles import physical_device
     from devicefit.run_watch import RunWatch
@@ -91,7 +92,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
             outcome.partitions.append((key, result.success, metadata))
         # Measuring took minutes: a run may have died meanwhile. Wait (bounded) for the writer here,
         # where a signal ends the wait at once; the watchdog covers the rare slot taken in between.
-        run_guard.wait_for_writer(instance, wait_s, sleep=_interruptible_sleep(watch))
+        run_guard.wait_for_writer(instance, wait_s, sleep=_interruptible_sleep(watch), on_wait=on_wait)
         results = execute("results_job", uses_pools=True, run_config=quiet)
     outcome.results_success = results.success
     for event in results.all_events:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
 
 import pytest
 
@@ -58,15 +59,17 @@ def test_sigterm_ends_a_run_that_waits_for_the_writer(tmp_path):
         wait_for((tmp_path / "held").exists, 120, "the holder to take the slot", holder)
         inst = instance(env)
         [held] = active_runs(inst)
-        run = devicefit_run(env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        data = DataPaths(tmp_path / "data")
-        wait_for(lambda: any(data.raw.glob("*.json")), 300, "the measurement to land", run)
-        wait_for(lambda: not [r for r in active_runs(inst) if r.job_name == "measurements_job"], 60,
-                 "the measurement run to end", run)
-        subprocess.run(["sleep", "2"])  # now it waits for the writer the holder keeps
-        assert run.poll() is None
+        run = devicefit_run(env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(run.stderr.readline, "")), daemon=True)
+        reader.start()
+        # it says so when it starts waiting for the writer the holder keeps
+        wait_for(lambda: any("waiting up to" in line for line in lines), 300, "the run to wait for the writer", run)
+        assert run.poll() is None and held.run_id in " ".join(" ".join(lines).split())
         run.send_signal(signal.SIGTERM)
-        out, err = run.communicate(timeout=60)  # before the fix: SIGTERM ignored, waited forever
+        run.wait(timeout=60)  # before the fix: SIGTERM ignored, waited forever
+        reader.join(timeout=10)
+        err = "".join(lines)
         assert run.returncode == 128 + signal.SIGTERM, err[-3000:]
         assert "stopped by SIGTERM" in " ".join(err.split())
         assert [r.run_id for r in active_runs(inst)] == [held.run_id] and holder.poll() is None  # the live holder is untouched
