@@ -41,9 +41,10 @@ def validate_document(document: Any, what: str) -> list[dict[str, Any]]:
     return validated_rows(document, what)
 
 
-def read_document(path: Path) -> dict[str, Any]:
+def read_document(path: Path, data: bytes | None = None) -> dict[str, Any]:
+    """The validated document in `path` (whose bytes the caller may have read already)."""
     try:
-        document = json.loads(Path(path).read_text())
+        document = json.loads(Path(path).read_bytes() if data is None else data)
     except json.JSONDecodeError as exc:
         raise LandingFileError(f"{path}: not valid JSON ({exc})") from exc
     except UnicodeDecodeError as exc:
@@ -104,8 +105,12 @@ def load_landing_files(db_path: Path, raw_dir: Path) -> LoadReport:
         for path in sorted(raw_dir.glob("*.json"), key=_load_order) if raw_dir.is_dir() else []:
             data = path.read_bytes()
             sha = hashlib.sha256(data).hexdigest()
+            unchanged = store.source_loaded_from(con, str(path), sha)
+            if unchanged is not None:  # loaded before, byte for byte: no need to parse it again
+                report.unchanged.append(unchanged)
+                continue
             try:
-                document = read_document(path)
+                document = read_document(path, data)
                 source_key = document.get("source_key") or path.stem
                 if store.source_sha(con, source_key) == sha:
                     report.unchanged.append(source_key)

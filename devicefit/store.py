@@ -348,6 +348,12 @@ def _upsert_models(con, results: list[BenchmarkResult], now: datetime) -> None:
         con.execute("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?)", [name, r.model_source, r.architecture, r.family, r.parameters, now])
 
 
+def source_loaded_from(con: duckdb.DuckDBPyConnection, path: str, sha256: str) -> str | None:
+    """The source last loaded from exactly this file content at this path, if any."""
+    row = con.execute("SELECT source_key FROM sources WHERE path = ? AND sha256 = ?", [path, sha256]).fetchone()
+    return row[0] if row else None
+
+
 def source_sha(con: duckdb.DuckDBPyConnection, source_key: str) -> str | None:
     row = con.execute("SELECT sha256 FROM sources WHERE source_key = ?", [source_key]).fetchone()
     return row[0] if row else None
