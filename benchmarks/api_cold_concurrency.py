@@ -22,13 +22,13 @@ import json
 import multiprocessing as mp
 import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from local_server import ServerDidNotStart, local_server, published_root  # noqa: E402
 
 MODELS = ("bert-tiny", "bert-base-uncased", "all-MiniLM-L6-v2", "distilbert-base-uncased", "roberta-base", "gpt2", "gpt2-medium",
           "qwen2.5-0.5b", "t5-small", "vit-base-patch16-224", "resnet-50", "mobilenet-v2", "efficientnet-b0", "convnext-tiny",
@@ -131,46 +131,26 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=21)
     ap.add_argument("--no-warm-up", action="store_true", help="serve without preparing every model at start-up")
     args = ap.parse_args()
-    root = Path(args.benchmark_dir).resolve()
-    if not (root / "predictors" / "current.json").exists():
-        print(f"no published predictor under {root}: run `make run` first", file=sys.stderr)
+    root = published_root(args.benchmark_dir)
+    if root is None:
         return 1
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    base = f"http://127.0.0.1:{port}"
-    exe = Path(sys.executable).with_name("devicefit")
-    command = [str(exe), "serve", "--port", str(port), "--benchmark-dir", str(root), "--cache-size", "0"]
-    command += ["--no-warm-up"] if args.no_warm_up else []
-    spawned = time.perf_counter()
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     try:
-        deadline = time.monotonic() + 600
-        while True:
-            try:
-                urllib.request.urlopen(base + "/health", timeout=2).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    print("the server did not start:\n" + (server.stderr.read() if server.poll() is not None else ""), file=sys.stderr)
-                    return 1
-                time.sleep(0.1)
-        startup = time.perf_counter() - spawned
-        print(f"server start-up (spawn until /health answers): {startup:.1f} s, "
-              f"{'without' if args.no_warm_up else 'with'} preparing every model; answer cache off")
-        print(f"{args.clients} concurrent keep-alive clients for {args.seconds:g} s, {os.cpu_count()} CPU cores shared by "
-              f"server and clients")
-        out = mp.Queue()
-        proc = mp.Process(target=_drive, args=(port, args.clients, args.seconds, args.seed, out))
-        t0 = time.perf_counter()
-        proc.start()
-        records = out.get()
-        proc.join()
-        _report(records, time.perf_counter() - t0)
-        return 1 if any(r[2] >= 500 or r[2] == 0 for r in records) else 0
-    finally:
-        server.terminate()
-        server.wait(10)
+        with local_server(root, "--cache-size", "0", *(["--no-warm-up"] if args.no_warm_up else []), start_timeout_s=600) as server:
+            print(f"server start-up (spawn until /health answers): {server.startup_s:.1f} s, "
+                  f"{'without' if args.no_warm_up else 'with'} preparing every model; answer cache off")
+            print(f"{args.clients} concurrent keep-alive clients for {args.seconds:g} s, {os.cpu_count()} CPU cores shared by "
+                  f"server and clients")
+            out = mp.Queue()
+            proc = mp.Process(target=_drive, args=(server.port, args.clients, args.seconds, args.seed, out))
+            t0 = time.perf_counter()
+            proc.start()
+            records = out.get()
+            proc.join()
+            _report(records, time.perf_counter() - t0)
+            return 1 if any(r[2] >= 500 or r[2] == 0 for r in records) else 0
+    except ServerDidNotStart as exc:
+        print(exc, file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -16,13 +16,14 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from local_server import ServerDidNotStart, local_server, published_root  # noqa: E402
 
 BODIES = {
     "/hardware/select": {"model_name": "bert-base-uncased", "model_family": "embedding", "batch_size": 16,
@@ -77,55 +78,38 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=1, help="server worker processes")
     ap.add_argument("--cache-size", type=int, default=4096, help="server answer cache (0: every request computed)")
     args = ap.parse_args()
-    root = Path(args.benchmark_dir).resolve()
-    if not (root / "predictors" / "current.json").exists():
-        print(f"no published predictor under {root}: run `make run` first", file=sys.stderr)
+    root = published_root(args.benchmark_dir)
+    if root is None:
         return 1
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    base = f"http://127.0.0.1:{port}"
-    exe = Path(sys.executable).with_name("devicefit")
-    server = subprocess.Popen([str(exe), "serve", "--port", str(port), "--benchmark-dir", str(root), "--workers", str(args.workers),
-                               "--cache-size", str(args.cache_size)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(base + "/health", timeout=2).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    print("the server did not start", file=sys.stderr)
-                    return 1
-                time.sleep(0.2)
-        for path, body in BODIES.items():  # warm every worker: the first request loads the predictor
-            for _ in range(4 * args.workers):
-                req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-                urllib.request.urlopen(req, timeout=60).read()
-        print(f"{args.clients} concurrent keep-alive clients in {args.client_procs} process(es), {args.seconds:g} s per endpoint, "
-              f"server: {args.workers} worker(s) on 127.0.0.1, answer cache {args.cache_size or 'off'}, "
-              f"{os.cpu_count()} CPU cores shared by both")
-        print(f"{'endpoint':<24}{'requests':>9}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
-        for path in BODIES:
-            out = mp.Queue()
-            shares = [args.clients // args.client_procs + (i < args.clients % args.client_procs) for i in range(args.client_procs)]
-            procs = [mp.Process(target=_drive, args=(port, path, n, args.seconds, out)) for n in shares if n]
-            t0 = time.perf_counter()
-            for p in procs:
-                p.start()
-            results = [out.get() for _ in procs]
-            for p in procs:
-                p.join()
-            elapsed = time.perf_counter() - t0
-            latencies = [ms for lat, _ in results for ms in lat]
-            errors = sum(e for _, e in results)
-            q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
-            print(f"{path:<24}{len(latencies):>9}{len(latencies) / elapsed:>9.1f}{q[49]:>9.1f}{q[98]:>9.1f}{errors:>8}")
-    finally:
-        server.terminate()
-        server.wait(10)
+        with local_server(root, "--workers", str(args.workers), "--cache-size", str(args.cache_size)) as server:
+            for path, body in BODIES.items():  # warm every worker: the first request loads the predictor
+                for _ in range(4 * args.workers):
+                    req = urllib.request.Request(server.base + path, data=json.dumps(body).encode(),
+                                                 headers={"Content-Type": "application/json"})
+                    urllib.request.urlopen(req, timeout=60).read()
+            print(f"{args.clients} concurrent keep-alive clients in {args.client_procs} process(es), {args.seconds:g} s per endpoint, "
+                  f"server: {args.workers} worker(s) on 127.0.0.1, answer cache {args.cache_size or 'off'}, "
+                  f"{os.cpu_count()} CPU cores shared by both")
+            print(f"{'endpoint':<24}{'requests':>9}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
+            for path in BODIES:
+                out = mp.Queue()
+                shares = [args.clients // args.client_procs + (i < args.clients % args.client_procs) for i in range(args.client_procs)]
+                procs = [mp.Process(target=_drive, args=(server.port, path, n, args.seconds, out)) for n in shares if n]
+                t0 = time.perf_counter()
+                for p in procs:
+                    p.start()
+                results = [out.get() for _ in procs]
+                for p in procs:
+                    p.join()
+                elapsed = time.perf_counter() - t0
+                latencies = [ms for lat, _ in results for ms in lat]
+                errors = sum(e for _, e in results)
+                q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
+                print(f"{path:<24}{len(latencies):>9}{len(latencies) / elapsed:>9.1f}{q[49]:>9.1f}{q[98]:>9.1f}{errors:>8}")
+    except ServerDidNotStart as exc:
+        print(exc, file=sys.stderr)
+        return 1
     return 0
 
 
