@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from local_server import ServerDidNotStart, local_server, published_root  # noqa: E402
+from local_server import ServerDidNotStart, local_server, published_root, read_response  # noqa: E402
 
 MODELS = ("bert-tiny", "bert-base-uncased", "all-MiniLM-L6-v2", "distilbert-base-uncased", "roberta-base", "gpt2", "gpt2-medium",
           "qwen2.5-0.5b", "t5-small", "vit-base-patch16-224", "resnet-50", "mobilenet-v2", "efficientnet-b0", "convnext-tiny",
@@ -76,12 +76,7 @@ async def _client(port: int, mix: list, offset: int, stop: float, t0: float, rec
             started = time.perf_counter()
             writer.write((f"POST {endpoint} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                           f"Content-Length: {len(payload)}\r\n\r\n").encode() + payload)
-            status_line = await reader.readline()
-            length = 0
-            while (line := await reader.readline()) not in (b"\r\n", b""):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            await reader.readexactly(length)
+            status_line = await read_response(reader)
             status = int(status_line.split()[1]) if len(status_line.split()) > 1 else 0
             records.append((endpoint, model, status, (time.perf_counter() - started) * 1e3, started - t0))
     except (OSError, asyncio.IncompleteReadError, ValueError):

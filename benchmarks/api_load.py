@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from local_server import ServerDidNotStart, local_server, published_root  # noqa: E402
+from local_server import ServerDidNotStart, local_server, published_root, read_response  # noqa: E402
 
 BODIES = {
     "/hardware/select": {"model_name": "bert-base-uncased", "model_family": "embedding", "batch_size": 16,
@@ -41,12 +41,7 @@ async def _client(port: int, path: str, stop: float, latencies: list[float], err
         while time.monotonic() < stop:
             started = time.perf_counter()
             writer.write(request)
-            status_line = await reader.readline()
-            length = 0
-            while (line := await reader.readline()) not in (b"\r\n", b""):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            await reader.readexactly(length)
+            status_line = await read_response(reader)
             if b" 200 " not in status_line:
                 errors[0] += 1
                 continue

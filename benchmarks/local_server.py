@@ -62,3 +62,14 @@ def local_server(root: Path, *args: str, start_timeout_s: float = 60.0) -> Itera
     finally:
         process.terminate()
         process.wait(10)
+
+
+async def read_response(reader) -> bytes:
+    """Read one keep-alive HTTP/1.1 response from an asyncio stream; returns its status line."""
+    status_line = await reader.readline()
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    await reader.readexactly(length)
+    return status_line
