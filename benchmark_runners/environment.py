@@ -9,7 +9,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("torch", "transformers", "numpy", "openvino", "devicefit")
+# Recorded for every row; each registered backend adds its own (Backend.packages).
+PACKAGES = ("torch", "transformers", "numpy", "devicefit")
 
 
 def _version(pkg: str) -> str | None:
@@ -17,6 +18,13 @@ def _version(pkg: str) -> str | None:
         return metadata.version(pkg)
     except metadata.PackageNotFoundError:
         return None
+
+
+def packages() -> tuple[str, ...]:
+    from benchmark_runners import registry
+
+    extra = [p for b in registry.backends().values() for p in b.packages]
+    return tuple(dict.fromkeys([*PACKAGES, *extra]))
 
 
 def git_commit(path: Path | None = None) -> dict[str, Any]:
@@ -39,7 +47,7 @@ def host_environment() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "hostname": platform.node(),
-        "versions": {p: _version(p) for p in PACKAGES},
+        "versions": {p: _version(p) for p in packages()},
         "git": git_commit(),
     }
 

@@ -6,8 +6,8 @@ import traceback
 from datetime import datetime, timezone
 from typing import Any
 
-from benchmark_runners.backends import BACKENDS
-from benchmark_runners.backends.torch_backend import PreparedModel
+from benchmark_runners import registry
+from benchmark_runners.backends.base import Backend, PreparedModel
 from benchmark_runners.environment import process_environment
 from benchmark_runners.harness import measure
 from benchmark_runners.inputs import make_inputs
@@ -54,10 +54,8 @@ class ConfigMeasurer:
 
         gc.collect()
 
-    def _prepared(self, backend, spec, config: BenchmarkConfig) -> PreparedModel:
-        key = (config.model, config.backend, config.device, config.precision, config.mode)
-        if getattr(backend, "reload_per_batch", False):  # shapes are compiled in
-            key += (config.batch_size, config.seq_length, config.image_size, config.audio_seconds, config.threads)
+    def _prepared(self, backend: Backend, spec, config: BenchmarkConfig) -> PreparedModel:
+        key = backend.loaded_key(config)
         if self._loaded_key != key:
             self._release()
             if config.device.startswith("cuda"):
@@ -67,8 +65,7 @@ class ConfigMeasurer:
             release_free_heap()
             before = self.rss.current_bytes()
             prepared = backend.prepare(spec, config)
-            prepared.extra["rss_before_load_bytes"] = before
-            prepared.extra["rss_after_load_bytes"] = self.rss.current_bytes()
+            prepared.memory.update(rss_before_load_bytes=before, rss_after_load_bytes=self.rss.current_bytes())
             self._loaded, self._loaded_key = prepared, key
         return self._loaded
 
@@ -87,24 +84,23 @@ class ConfigMeasurer:
             sig = input_signature(spec, config.batch_size, config.seq_length, config.image_size, config.audio_seconds)
             row["input"] = sig.describe()
             row["forward_flops_per_sample"] = flops_per_sample(spec, config.seq_length, config.image_size, config.audio_seconds)
-            backend = BACKENDS[config.backend]
+            backend = registry.backend(config.backend)
             reason = backend.unsupported_reason(spec, config)
             if reason:
                 return BenchmarkResult.for_config(config, self.run_id, now_iso(), "skipped", reason, **row)
             prepared = self._prepared(backend, spec, config)
-            inputs = make_inputs(sig, getattr(backend, "input_device", None) or config.device, prepared.input_float_dtype,
+            inputs = make_inputs(sig, backend.input_device or config.device, prepared.input_float_dtype,
                                  with_targets=config.mode == "training")
             step = backend.make_step(prepared, inputs)
             release_free_heap()
             self.rss.reset()
             device_memory_reset(config.device)
             with backend.measurement_context(prepared):
-                m = measure(step, clock_for(config.device), config.policy)
-            amortize = getattr(step, "amortize", 1)  # a step that runs N batches in flight
-            if amortize != 1:
-                m.samples_ns = [ns / amortize for ns in m.samples_ns]
-                m.warmup_ns = [ns / amortize for ns in m.warmup_ns]
-                m.first_iteration_ns /= amortize
+                m = measure(step.run, clock_for(config.device), config.policy)
+            if step.amortize != 1:  # a step that runs N batches in flight: a sample is one batch
+                m.samples_ns = [ns / step.amortize for ns in m.samples_ns]
+                m.warmup_ns = [ns / step.amortize for ns in m.warmup_ns]
+                m.first_iteration_ns /= step.amortize
             row.update(device_memory_peaks(config.device))
             row["peak_rss_bytes"] = self.rss.peak_bytes()
         except Exception as exc:  # includes CUDA OOM and MemoryError: a row, not a crash
@@ -125,7 +121,7 @@ class ConfigMeasurer:
             **row,
             **stats,
             precision_recipe=prepared.recipe,
-            backend_config=prepared.extra.get("backend_config"),
+            backend_config=prepared.backend_config,
             samples_ms=samples_ms,
             warmup_ms=[ns / NS_PER_MS for ns in m.warmup_ns],
             warmup_steady=m.warmup_steady,
@@ -141,7 +137,7 @@ class ConfigMeasurer:
             optimizer_ms=phase_p50.get("optimizer"),
             phase_samples_ms=phases,
             loss_kind=prepared.loss_kind,
-            rss_before_load_bytes=prepared.extra.get("rss_before_load_bytes"),
-            rss_after_load_bytes=prepared.extra.get("rss_after_load_bytes"),
+            rss_before_load_bytes=prepared.memory.get("rss_before_load_bytes"),
+            rss_after_load_bytes=prepared.memory.get("rss_after_load_bytes"),
             memory_method=self.rss.method,
         )

@@ -11,6 +11,7 @@ import logging
 
 import psutil
 
+from benchmark_runners import registry
 from benchmark_runners.hardware import HardwareInventory
 from benchmark_runners.records import BenchmarkConfig
 
@@ -26,9 +27,12 @@ def free_memory(config: BenchmarkConfig, inventory: HardwareInventory) -> tuple[
     OpenVINO on the CPU and Apple's unified memory share the host's available RAM; a GPU is
     judged by its total memory (its free memory is only known once a process holds a context)."""
     kind = config.device_kind
-    if kind in ("cpu", "openvino", "mps"):
+    if registry.kind(kind).host_memory:
         return psutil.virtual_memory().available, "available on this host"
-    platform = inventory.platforms.get("rocm" if kind == "cuda" and not inventory.platforms["cuda"].available else kind)
+    platform = inventory.platforms.get(kind)
+    if platform is not None and not platform.available:  # ROCm builds of torch address AMD GPUs as "cuda"
+        platform = next((inventory.platforms[k.name] for k in registry.kinds().values()
+                         if k.addressed_as == kind and k.name in inventory.platforms and inventory.platforms[k.name].available), platform)
     index = int(config.device.split(":")[1]) if ":" in config.device and config.device.split(":")[1].isdigit() else 0
     devices = platform.devices if platform else []
     if index < len(devices) and devices[index].get("memory_total_bytes"):

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from benchmark_runners import registry
 from benchmark_runners.harness import TimingPolicy
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 MODES = ("inference", "training")
-BACKENDS = ("torch", "openvino")
 STATUSES = ("ok", "skipped", "failed")
-_DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?|openvino:(CPU|GPU(\.\d+)?|NPU))$")
 
 
 # The largest batch a row can record (DuckDB INTEGER); the memory guard refuses far smaller ones
@@ -43,13 +41,7 @@ class BenchmarkConfig:
             problems.append(f"unknown precision '{self.precision}' (known: {', '.join(PRECISIONS)})")
         if self.mode not in MODES:
             problems.append(f"unknown mode '{self.mode}' (known: {', '.join(MODES)})")
-        if self.backend not in BACKENDS:
-            problems.append(f"unknown backend '{self.backend}' (known: {', '.join(BACKENDS)})")
-        if not _DEVICE_RE.match(self.device):
-            problems.append(f"unknown device '{self.device}' (cpu, cuda, cuda:N, mps, or openvino:CPU|GPU|NPU)")
-        elif (self.backend == "openvino") != self.device.startswith("openvino:"):
-            problems.append(f"backend '{self.backend}' cannot run on device '{self.device}' "
-                            "(openvino runs on openvino:CPU/GPU/NPU devices, torch on cpu/cuda/mps)")
+        problems += _backend_device_problems(self.backend, self.device)
         if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) or self.batch_size < 1:
             problems.append(f"batch size must be a positive integer, got {self.batch_size!r}")
         elif self.batch_size > MAX_BATCH_SIZE:
@@ -65,7 +57,7 @@ class BenchmarkConfig:
 
     @property
     def device_kind(self) -> str:
-        return self.device.split(":")[0]
+        return registry.kind_of_device(self.device)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,6 +72,20 @@ class BenchmarkConfig:
         """Identifies the configuration (not the run): same key, comparable measurements."""
         ident = {k: v for k, v in self.to_json().items() if k not in ("timeout_s", "policy")}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _backend_device_problems(backend: str, device: str) -> list[str]:
+    backends = registry.backends()
+    if backend not in backends:
+        return [f"unknown backend '{backend}' (known: {', '.join(backends)})"]
+    if backends[backend].accepts_device(device):
+        return []
+    owner = next((b for b in backends.values() if b.accepts_device(device)), None)
+    if owner is None:
+        known = "; ".join(f"{b.name}: {b.device_help}" for b in backends.values())
+        return [f"unknown device '{device}' ({known})"]
+    return [f"backend '{backend}' cannot run on device '{device}' ({backend} runs on {backends[backend].device_help}; "
+            f"{device} is {owner.name}'s)"]
 
 
 @dataclass

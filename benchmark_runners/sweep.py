@@ -17,8 +17,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from benchmark_runners import registry
 from benchmark_runners.environment import host_environment
-from benchmark_runners.hardware import HardwareInventory, detect_hardware
+from benchmark_runners.hardware import HardwareInventory, PlatformInfo, detect_hardware
 from benchmark_runners.measure import now_iso
 from benchmark_runners.memory_guard import memory_refusal
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
@@ -55,23 +56,26 @@ def _group(configs: Iterable[BenchmarkConfig]) -> list[list[tuple[int, Benchmark
 
 
 def _device_table(inventory: HardwareInventory) -> dict[str, dict]:
+    """Device id ("cpu", "cuda:0", "openvino:CPU") -> its name and fingerprint, for every
+    detected device a backend can address; "cuda" stands for "cuda:0"."""
     table = {}
-    for kind in ("cpu", "cuda", "rocm", "mps"):
-        info = inventory.platforms[kind]
+    for kind in registry.kinds().values():
+        info = inventory.platforms.get(kind.name)
+        if kind.device_format is None or info is None:
+            continue
         for dev in info.devices:
-            name = "cpu" if kind == "cpu" else "mps" if kind == "mps" else f"cuda:{dev['index']}"
-            table[name] = {"name": dev.get("name"), "fingerprint": dev.get("fingerprint")}
-    if "cuda:0" in table:
-        table["cuda"] = table["cuda:0"]
-    for dev in inventory.platforms["openvino"].devices if "openvino" in inventory.platforms else []:
-        table[f"openvino:{dev['name']}"] = {"name": dev.get("full_device_name") or dev.get("name"), "fingerprint": dev.get("fingerprint")}
+            table[kind.device_id(dev)] = {"name": dev.get("full_device_name") or dev.get("name"), "fingerprint": dev.get("fingerprint")}
+    for device in [d for d in table if d.endswith(":0")]:
+        table.setdefault(device[:-2], table[device])
     return table
 
 
 def _unavailable_reason(config: BenchmarkConfig, inventory: HardwareInventory, devices: dict) -> str | None:
     kind = config.device_kind
-    if kind == "cuda" and not inventory.platforms["cuda"].available and inventory.platforms["rocm"].available:
-        kind = "rocm"  # ROCm builds of torch address AMD GPUs as "cuda"
+    if not inventory.platforms[kind].available:
+        # a kind whose devices are addressed as this one's (ROCm builds of torch say "cuda")
+        kind = next((k.name for k in registry.kinds().values()
+                     if k.addressed_as == kind and inventory.platforms.get(k.name, PlatformInfo(k.name, False)).available), kind)
     info = inventory.platforms[kind]
     if not info.available:
         return f"{kind} is not available here: {info.reason}"

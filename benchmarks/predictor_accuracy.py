@@ -39,7 +39,7 @@ def main() -> int:
     from pathlib import Path
 
     from benchmark_runners.hardware import detect_hardware
-    from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+    from benchmark_runners import registry
     from devicefit import store
     from devicefit.paths import DataPaths
     from devicefit.predict.features import model_point
@@ -67,7 +67,7 @@ def main() -> int:
     t0 = time.perf_counter()
     points = [model_point(s) for s in specs]
     facts_s = time.perf_counter() - t0
-    requests = [Request(p, b, pr, "inference", hw) for p in points for hw in HARDWARE_KINDS
+    requests = [Request(p, b, pr, "inference", hw) for p in points for hw in registry.kind_names()
                 for b in (1, 2, 4, 8, 16) for pr in ("fp32", "fp16", "int8")]
     t0 = time.perf_counter()
     predictor.predict(requests[:10_000])
@@ -80,7 +80,7 @@ def main() -> int:
         sources[p.source] = sources.get(p.source, 0) + 1
     print(f"\nmodel facts (FLOPs on the meta device) for {len(points)} models: {facts_s:.1f} s, once, cached")
     print(f"10,000 predictions: {t10k * 1e3:.0f} ms ({10_000 / t10k:,.0f}/s)")
-    print(f"{len(points)} models x {len(HARDWARE_KINDS)} hardware x 5 batch sizes x 3 precisions = {len(requests):,} predictions: "
+    print(f"{len(points)} models x {len(registry.kind_names())} hardware x 5 batch sizes x 3 precisions = {len(requests):,} predictions: "
           f"{t_full * 1e3:.0f} ms; by source: {sources}")
     return 0
 

@@ -272,6 +272,7 @@ def benchmark(
     --compare-to) regressed against the baseline."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from benchmark_runners import registry
     from benchmark_runners.harness import TimingPolicy
     from benchmark_runners.hardware import detect_hardware
     from benchmark_runners.records import BenchmarkConfig
@@ -291,7 +292,7 @@ def benchmark(
     try:
         policy = TimingPolicy(ci_target=ci_target, max_time_s=max_time)
         configs = [
-            BenchmarkConfig(model=name, device=dev, backend="openvino" if dev.startswith("openvino:") else "torch", precision=p,
+            BenchmarkConfig(model=name, device=dev, backend=registry.backend_for_device(dev).name, precision=p,
                             mode=m, batch_size=b, seq_length=seq_length, threads=threads, timeout_s=timeout, policy=policy)
             for name in model_names for dev in _csv(device, "--device") for m in _csv(mode, "--mode")
             for p in _csv(precision, "--precision") for b in sizes
@@ -541,7 +542,7 @@ def predict(
 ) -> None:
     """Predict latency, throughput and memory from the published predictor (spec 001), each
     figure with its interval and the link of the fallback chain that produced it."""
-    from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+    from benchmark_runners import registry
     from benchmark_runners.records import MODES, PRECISIONS
     from devicefit.predict.api import HardwareModelPredictor, PredictorUnavailable
     from devicefit.results_io import write_json_atomic
@@ -553,10 +554,10 @@ def predict(
         _fail(f"--mode must be one of {', '.join(MODES)}, got '{mode}'")
     if precision not in PRECISIONS:
         _fail(f"--precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
-    kinds = _csv(hardware, "--hardware") if hardware else list(HARDWARE_KINDS)
-    unknown = [k for k in kinds if k not in HARDWARE_KINDS]
+    kinds = _csv(hardware, "--hardware") if hardware else list(registry.kind_names())
+    unknown = [k for k in kinds if k not in registry.kind_names()]
     if unknown:
-        _fail(f"unknown hardware {', '.join(unknown)}; known: {', '.join(HARDWARE_KINDS)}")
+        _fail(f"unknown hardware {', '.join(unknown)}; known: {', '.join(registry.kind_names())}")
     if not generate_matrix and not model:
         _fail("--model is required (or --generate-matrix)")
     try:

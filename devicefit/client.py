@@ -1,6 +1,7 @@
 """Python client of the devicefit REST API (spec 000's HardwareSelectionClient).
 
-Standard library only. A 4xx answer raises ValueError with the server's message, as the spec
+Standard library only, and the device registry (`benchmark_runners.registry`, itself standard
+library only) for the torch device of a kind. A 4xx answer raises ValueError with the server's message, as the spec
 shows; a 5xx or an unreachable server raises RuntimeError.
 """
 from __future__ import annotations
@@ -11,7 +12,6 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-TORCH_DEVICES = {"cuda": "cuda:0", "rocm": "cuda:0", "mps": "mps", "cpu": "cpu"}
 
 
 class HardwareSelectionClient:
@@ -90,8 +90,10 @@ class HardwareSelectionClient:
                            mode: str = "inference") -> str:
         """The torch device string of the recommended hardware that is present on the server's
         machine (`cuda:0`, `mps` or `cpu`): a recommendation torch cannot run here is skipped."""
+        from benchmark_runners import registry
+
         result = self.select_hardware(model_name, model_family, batch_size, mode=mode)
         for kind in [result["primary_recommendation"], *result["fallback_options"]]:
-            if kind in TORCH_DEVICES:
-                return TORCH_DEVICES[kind]
+            if kind in registry.torch_kinds():
+                return registry.torch_device(kind)
         raise ValueError(f"no torch device among {result['primary_recommendation']}, {result['fallback_options']}")

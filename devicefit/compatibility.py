@@ -9,11 +9,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+from benchmark_runners import registry
 from devicefit import store
 from models.catalog import FAMILIES
 
-BACKEND_KINDS = {"cpu": "torch", "cuda": "torch", "mps": "torch", "rocm": "torch (as cuda)", "openvino": "openvino"}
 # Median achieved fraction of the device's probed fp32 matmul peak, as spec 002's rating.
 RATING_THRESHOLDS = ((0.5, "high"), (0.15, "medium"), (0.0, "low"))
 
@@ -22,7 +21,7 @@ def performance_ratings(con, inventory: dict[str, Any] | None) -> dict[tuple[str
     """(family, kind) -> rating from measured fp32 inference efficiency against this machine's
     probe. Kinds without a probe here (measurements ingested from elsewhere) get no rating."""
     probes = (inventory or {}).get("probes") or {}
-    peaks = {("cpu" if d == "cpu" else "mps" if d == "mps" else "cuda"): p.get("matmul_gflops_best")
+    peaks = {registry.kind_of_device(d): p.get("matmul_gflops_best")
              for d, p in probes.items() if isinstance(p, dict) and p.get("matmul_gflops_best")}
     efficiencies: dict[tuple[str, str], list[float]] = {}
     for r in store.fp32_inference_gflops(con):
@@ -45,7 +44,7 @@ def compatibility_matrix(con, inventory: dict[str, Any] | None = None) -> dict[s
     families: dict[str, Any] = {}
     for family in FAMILIES:
         compat: dict[str, Any] = {}
-        for kind in HARDWARE_KINDS:
+        for kind in registry.kind_names():
             mine = [r for r in rows if r["family"] == family and r["device_kind"] == kind]
             precisions: dict[str, dict[str, int]] = {}
             for r in mine:
@@ -61,9 +60,9 @@ def compatibility_matrix(con, inventory: dict[str, Any] | None = None) -> dict[s
                 reasons = sorted({x for r in mine for x in (r["reasons"] or []) if x})
                 if reasons:
                     entry["reasons"] = reasons[:10]
-            elif kind in BACKEND_KINDS:
+            elif registry.declared_backend(kind):
                 entry.update(compatible=True, source="declared_unmeasured",
-                             declared_by=f"the {BACKEND_KINDS[kind]} backend supports {kind}; no measurement yet")
+                             declared_by=f"the {registry.declared_backend(kind)} backend supports {kind}; no measurement yet")
             else:
                 entry.update(compatible=None, source="no_backend",
                              reason=platforms.get(kind, {}).get("reason") or f"devicefit has no backend that measures {kind}")
@@ -73,7 +72,7 @@ def compatibility_matrix(con, inventory: dict[str, Any] | None = None) -> dict[s
         families[family] = {"hardware_compatibility": compat}
     return {
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "hardware_types": list(HARDWARE_KINDS),
+        "hardware_types": list(registry.kind_names()),
         "model_families": families,
     }
 

@@ -14,25 +14,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from benchmark_runners import registry
 from benchmark_runners.harness import TimingPolicy
 from benchmark_runners.records import PRECISIONS, BenchmarkConfig
 from models.catalog import catalog_names, resolve_model
 from models.classifier import classify_spec
 
-# Kinds with a devicefit backend (torch; OpenVINO on this machine's CPU): the hardware
-# dimension of the partitions, and the device and backend each kind is measured with.
-MEASURABLE_KINDS = ("cpu", "cuda", "mps", "openvino")
-KIND_DEVICE = {"cpu": "cpu", "cuda": "cuda:0", "mps": "mps", "openvino": "openvino:CPU"}
-KIND_BACKEND = {"cpu": "torch", "cuda": "torch", "mps": "torch", "openvino": "openvino"}
-INFERENCE_ONLY_KINDS = ("openvino",)
-PHYSICAL_DEVICE = {"openvino": "cpu"}  # the device a kind's measurements run on, where it is another kind's
-
 
 def physical_device(partition_key: str) -> str:
     """The device a "kind|model" partition measures on: OpenVINO's CPU plugin shares the CPU
     with torch, so their partitions must not run at the same time."""
-    kind = partition_key.split("|", 1)[0]
-    return PHYSICAL_DEVICE.get(kind, kind)
+    return registry.physical_kind(partition_key.split("|", 1)[0])
 
 
 @dataclass(frozen=True)
@@ -52,7 +44,9 @@ class SweepProfile:
     long_sequence_batch_sizes: tuple[int, ...] = (1, 4)
 
     def precisions_for(self, kind: str, cpu_isa: list[str] | None = None) -> tuple[str, ...]:
-        precisions = self.precisions[kind]
+        """The precisions this profile lists for a kind; a kind it does not name (a plugin's)
+        gets every precision its backend declares."""
+        precisions = self.precisions.get(kind) or registry.backend_of_kind(kind).precisions
         if kind == "cpu" and "bf16" in precisions and self.name == "quick" and "amx_bf16" not in (cpu_isa or []):
             # Without AMX, bf16 on CPU runs through conversions and is slower than fp32;
             # quick keeps to native fast paths, full measures it anyway.
@@ -107,9 +101,10 @@ class Selection:
         bad = [p for p in self.precisions if p not in PRECISIONS]
         if bad:
             raise ValueError(f"unknown precision(s) {', '.join(bad)} (known: {', '.join(PRECISIONS)})")
-        bad_hw = [h for h in self.hardware if h not in MEASURABLE_KINDS]
+        measurable = registry.measurable_kinds()
+        bad_hw = [h for h in self.hardware if h not in measurable]
         if bad_hw:
-            raise ValueError(f"unknown hardware {', '.join(bad_hw)} (measurable: {', '.join(MEASURABLE_KINDS)})")
+            raise ValueError(f"unknown hardware {', '.join(bad_hw)} (measurable: {', '.join(measurable)})")
         if any(b < 1 for b in self.batch_sizes):
             raise ValueError("batch sizes must be positive integers")
         if self.limit is not None and self.limit < 1:
@@ -137,14 +132,14 @@ class Selection:
 
     def partition_keys(self, available_kinds: list[str]) -> list[str]:
         """Multi-partition keys ("hardware|model", Dagster orders dimensions alphabetically)."""
-        kinds = [k for k in (self.hardware or MEASURABLE_KINDS) if k in available_kinds]
+        kinds = [k for k in (self.hardware or registry.measurable_kinds()) if k in available_kinds]
         return [f"{kind}|{name}" for kind in kinds for name in self.model_names()]
 
 
 def partition_configs(model: str, kind: str, selection: Selection, cpu_isa: list[str] | None = None) -> list[BenchmarkConfig]:
     """Every config one (model, hardware) partition measures under `selection`."""
     profile = selection.sweep_profile
-    device, backend = KIND_DEVICE[kind], KIND_BACKEND[kind]
+    device, backend = registry.partition_device(kind), registry.backend_of_kind(kind).name
     precisions = selection.precisions or profile.precisions_for(kind, cpu_isa)
     sizes = selection.batch_sizes or profile.batch_sizes
     configs = [BenchmarkConfig(model=model, device=device, backend=backend, precision=p, batch_size=b,
@@ -154,7 +149,7 @@ def partition_configs(model: str, kind: str, selection: Selection, cpu_isa: list
         configs += [replace(c, seq_length=profile.long_sequence_length, batch_size=b)
                     for c in configs if c.batch_size == sizes[0] for b in profile.long_sequence_batch_sizes]
     train = selection.training_mode if selection.training_mode is not None else model in profile.training_models
-    train = train and kind not in INFERENCE_ONLY_KINDS
+    train = train and kind not in registry.inference_only_kinds()
     if train:
         train_sizes = selection.batch_sizes or profile.training_batch_sizes
         configs += [replace(configs[0], mode="training", precision="fp32", batch_size=b) for b in train_sizes]

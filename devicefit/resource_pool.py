@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmark_runners import registry
+
 log = logging.getLogger("devicefit.resource_pool")
 MB = 2**20
-# Kinds whose models live in host memory as torch modules: OpenVINO's CPU plugin runs on the CPU.
-TORCH_DEVICE_OF_KIND = {"cpu": "cpu", "openvino": "cpu", "cuda": "cuda:0", "rocm": "cuda:0", "mps": "mps"}
 
 
 class DeviceUnavailable(RuntimeError):
@@ -54,15 +54,19 @@ def resolve_device(requested: str | None) -> tuple[str, str]:
             return "mps", "no device requested: MPS is present"
         return "cpu", "no device requested: no accelerator is present"
     kind = requested.split(":")[0]
-    if kind not in TORCH_DEVICE_OF_KIND:
+    # Each kind's torch device from the registry; OpenVINO's CPU plugin keeps the module on the CPU.
+    placeable = {k.name: k for k in registry.kinds().values() if k.torch_device}
+    if kind not in placeable:
         raise DeviceUnavailable(f"device {requested!r} is not one a torch model can be placed on "
-                                f"({', '.join(TORCH_DEVICE_OF_KIND)})")
-    if kind in ("cuda", "rocm") and not torch.cuda.is_available():
+                                f"({', '.join(placeable)})")
+    target = placeable[kind].torch_device
+    if target.startswith("cuda") and not torch.cuda.is_available():
         raise DeviceUnavailable(f"{requested} requested, but {_reason(kind)}")
-    if kind == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise DeviceUnavailable(f"mps requested, but {_reason('mps')}")
-    device = requested if ":" in requested and kind == "cuda" else TORCH_DEVICE_OF_KIND[kind]
-    why = "requested" if kind != "openvino" else "openvino requested: the torch model stays on the CPU OpenVINO runs on"
+    if target == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise DeviceUnavailable(f"{requested} requested, but {_reason(kind)}")
+    device = requested if ":" in requested and kind == "cuda" else target
+    shared = placeable[kind].shares_device_of
+    why = "requested" if not shared else f"{kind} requested: the torch model stays on the {shared} {kind} runs on"
     return device, why
 
 

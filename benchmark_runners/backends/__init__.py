@@ -1,7 +1,5 @@
-"""Backends: how a model is loaded in a precision and stepped once. One module per backend."""
-from benchmark_runners.backends.openvino_backend import OpenVINOBackend
-from benchmark_runners.backends.torch_backend import TorchBackend
+"""Backends: how a model is loaded in a precision and stepped once. One module per backend,
+each implementing `base.Backend`; `benchmark_runners/registry.py` lists them."""
+from benchmark_runners.backends.base import Backend, PreparedModel, TimedStep
 
-BACKENDS = {"torch": TorchBackend(), "openvino": OpenVINOBackend()}
-
-__all__ = ["BACKENDS", "OpenVINOBackend", "TorchBackend"]
+__all__ = ["Backend", "PreparedModel", "TimedStep"]

@@ -1,5 +1,4 @@
-"""The OpenVINO backend, beside torch behind the same interface (unsupported_reason, prepare,
-measurement_context, make_step).
+"""The OpenVINO backend, beside torch behind the same contract (`backends/base.py`).
 
 Each catalog model is converted from the same torch module the torch backend measures
 (`openvino.convert_model` with example inputs of its modality), through a thin wrapper that
@@ -34,8 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark_runners.backends.torch_backend import PreparedModel
-from benchmark_runners.harness import Step
+from benchmark_runners.backends.base import Backend, PreparedModel, TimedStep
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
 from models.catalog import ModelSpec
@@ -148,23 +146,24 @@ class Converted:
     reference: Path  # torch fp32's first output for them (.npy beside the IR)
 
 
-class OpenVINOBackend:
+class OpenVINOBackend(Backend):
     name = "openvino"
+    kinds = {"openvino": "openvino:CPU"}
+    device_pattern = r"openvino:(CPU|GPU(\.\d+)?|NPU)"
+    device_help = "openvino:CPU, openvino:GPU, openvino:GPU.N or openvino:NPU"
+    modes = ("inference",)
+    packages = ("openvino", "nncf")
     reload_per_batch = True  # shapes and the performance hint are compiled in, per batch
     input_device = "cpu"  # inputs are host tensors, handed to OpenVINO as numpy arrays
 
-    def version(self) -> str:
-        import openvino as ov
+    def mode_reason(self, mode: str) -> str:
+        return "OpenVINO is an inference runtime: it has no backward pass or optimizer, so training cannot run"
 
-        return ov.get_version()
-
-    def unsupported_reason(self, spec: ModelSpec, config: BenchmarkConfig) -> str | None:
+    def device_reason(self, spec: ModelSpec, config: BenchmarkConfig) -> str | None:
         try:
             import openvino as ov
         except ImportError as exc:
             return f"the openvino package is not installed ({exc})"
-        if config.mode == "training":
-            return "OpenVINO is an inference runtime: it has no backward pass or optimizer, so training cannot run"
         device = openvino_device(config)
         core = ov.Core()
         if device not in core.available_devices:
@@ -281,9 +280,8 @@ class OpenVINOBackend:
         recipe = (f"OpenVINO {device}: INFERENCE_PRECISION_HINT={effective['INFERENCE_PRECISION_HINT']}, "
                   f"PERFORMANCE_HINT={effective['PERFORMANCE_HINT']} ({requests} infer request{'s' if requests > 1 else ''}, "
                   f"{effective['NUM_STREAMS']} stream(s)); {converted.recipe}")
-        return PreparedModel(model=compiled, device=config.device, precision=config.precision, mode=config.mode, recipe=recipe,
-                             input_float_dtype=None, load_time_s=time.perf_counter() - started,
-                             extra={"backend_config": backend_config, "requests": requests})
+        return PreparedModel(handle=compiled, device=config.device, precision=config.precision, mode=config.mode, recipe=recipe,
+                             load_time_s=time.perf_counter() - started, backend_config=backend_config, state=requests)
 
     def _check_output(self, converted: Converted, device: str, precision: str) -> dict[str, Any]:
         """OpenVINO in this precision against torch fp32 on the traced (batch 1) inputs; done once
@@ -315,13 +313,8 @@ class OpenVINOBackend:
                                  f"{TOLERANCE[precision]:g} (shapes {result['openvino_shape']} vs {result['shape']})")
         return result
 
-    def measurement_context(self, prepared: PreparedModel):
-        import contextlib
-
-        return contextlib.nullcontext()
-
-    def make_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> Step:
-        compiled, requests = prepared.model, prepared.extra["requests"]
+    def make_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:
+        compiled, requests = prepared.handle, prepared.state  # state: infer requests in flight
         feed = {name: tensor.numpy() for name, tensor in inputs.items()}
         if requests == 1:
             request = compiled.create_infer_request()
@@ -329,7 +322,7 @@ class OpenVINOBackend:
             def latency_step(clock: IterationClock) -> None:
                 request.infer(feed)
 
-            return latency_step
+            return TimedStep(latency_step)
         import openvino as ov
 
         queue = ov.AsyncInferQueue(compiled, requests)
@@ -339,5 +332,4 @@ class OpenVINOBackend:
                 queue.start_async(feed)
             queue.wait_all()
 
-        throughput_step.amortize = requests  # the harness divides each sample by this
-        return throughput_step
+        return TimedStep(throughput_step, amortize=requests)

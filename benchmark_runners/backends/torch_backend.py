@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from benchmark_runners.harness import Step
+from benchmark_runners.backends.base import Backend, PreparedModel, TimedStep
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
 from models.analysis import flop_count_per_sample
@@ -61,30 +61,22 @@ def synchronize(device: str) -> None:
 
 
 @dataclass
-class PreparedModel:
-    model: Any
-    device: str
-    precision: str
-    mode: str
-    recipe: str
-    input_float_dtype: Any
-    load_time_s: float
+class TorchState:
+    """What a torch training step needs besides the module."""
+
     autocast_dtype: Any = None
     optimizer: Any = None
     scaler: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    loss_kind: str | None = None
 
 
-class TorchBackend:
+class TorchBackend(Backend):
     name = "torch"
+    kinds = {"cpu": "cpu", "cuda": "cuda:0", "mps": "mps"}
+    device_pattern = r"cpu|mps|cuda(:\d+)?"
+    device_help = "cpu, cuda, cuda:N or mps"
+    packages = ("torch", "transformers")
 
-    def version(self) -> str:
-        import torch
-
-        return torch.__version__
-
-    def unsupported_reason(self, spec: ModelSpec, config: BenchmarkConfig) -> str | None:
+    def device_reason(self, spec: ModelSpec, config: BenchmarkConfig) -> str | None:
         import torch
 
         device, precision, mode = config.device, config.precision, config.mode
@@ -120,7 +112,7 @@ class TorchBackend:
         started = time.perf_counter()
         cast = mode == "inference" and precision in ("fp16", "bf16")
         model = build_model(spec, _torch_dtype(precision) if cast else torch.float32)
-        extra: dict[str, Any] = {}
+        backend_config: dict[str, Any] | None = None
         autocast_dtype = scaler = optimizer = None
         if precision == "int8":
             converted = linear_equivalents(model)
@@ -130,7 +122,7 @@ class TorchBackend:
                 warnings.filterwarnings("ignore", message=".*deprecated.*", category=UserWarning)
                 model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
             share = flop_count_per_sample(spec, config.seq_length, config.image_size, config.audio_seconds).linear_fraction
-            extra["int8_linear_flops_fraction"] = round(share, 4)
+            backend_config = {"int8_linear_flops_fraction": round(share, 4), "quantized_engine": torch.backends.quantized.engine}
             recipe = (f"dynamic int8 (quantize_dynamic, engine {torch.backends.quantized.engine}): linear layers "
                       f"({share:.0%} of forward FLOPs) int8, other layers fp32")
             if converted:
@@ -152,10 +144,9 @@ class TorchBackend:
             recipe += "; AdamW"
         synchronize(device)
         return PreparedModel(
-            model=model, device=device, precision=precision, mode=mode, recipe=recipe,
-            input_float_dtype=_torch_dtype(precision) if cast else torch.float32,
-            load_time_s=time.perf_counter() - started, autocast_dtype=autocast_dtype,
-            optimizer=optimizer, scaler=scaler, extra=extra,
+            handle=model, device=device, precision=precision, mode=mode, recipe=recipe,
+            load_time_s=time.perf_counter() - started, input_float_dtype=_torch_dtype(precision) if cast else torch.float32,
+            backend_config=backend_config, state=TorchState(autocast_dtype, optimizer, scaler),
         )
 
     def measurement_context(self, prepared: PreparedModel):
@@ -163,21 +154,22 @@ class TorchBackend:
 
         return torch.inference_mode() if prepared.mode == "inference" else contextlib.nullcontext()
 
-    def make_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> Step:
-        model = prepared.model
+    def make_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:
+        model = prepared.handle
         if prepared.mode == "inference":
             def inference_step(clock: IterationClock) -> None:
                 model(**inputs)
 
-            return inference_step
-        return self._training_step(prepared, inputs)
+            return TimedStep(inference_step)
+        return TimedStep(self._training_step(prepared, inputs))
 
-    def _training_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> Step:
+    def _training_step(self, prepared: PreparedModel, inputs: dict[str, Any]):
         import torch
 
-        model, opt, scaler = prepared.model, prepared.optimizer, prepared.scaler
+        state: TorchState = prepared.state
+        model, opt, scaler = prepared.handle, state.optimizer, state.scaler
         device_type = prepared.device.split(":")[0]
-        autocast = (lambda: torch.autocast(device_type, dtype=prepared.autocast_dtype)) if prepared.autocast_dtype else contextlib.nullcontext
+        autocast = (lambda: torch.autocast(device_type, dtype=state.autocast_dtype)) if state.autocast_dtype else contextlib.nullcontext
 
         def loss_of(out) -> Any:
             loss = getattr(out, "loss", None)

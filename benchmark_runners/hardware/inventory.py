@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmark_runners.hardware.platforms import HARDWARE_KINDS, PlatformInfo, detect_platforms
+from benchmark_runners import registry
+from benchmark_runners.hardware.platforms import PlatformInfo, detect_platforms
 from benchmark_runners.hardware.probe import probe_device
 from benchmark_runners.paths import hardware_cache_path
 
@@ -20,7 +21,6 @@ CACHE_SCHEMA = 1
 # Device attributes that identify hardware; anything volatile (free memory) stays out.
 _STABLE_KEYS = ("name", "vendor", "architecture", "physical_cores", "logical_cores", "isa_flags",
                 "memory_total_bytes", "compute_capability", "multiprocessors", "gcn_arch")
-PROBED_KINDS = ("cpu", "cuda", "rocm", "mps")
 
 
 def device_fingerprint(kind: str, device: dict[str, Any]) -> str:
@@ -47,7 +47,7 @@ class HardwareInventory:
     from_cache: bool = False
 
     def available_kinds(self) -> list[str]:
-        return [k for k in HARDWARE_KINDS if self.platforms[k].available]
+        return [k for k in registry.kind_names() if k in self.platforms and self.platforms[k].available]
 
     def fingerprint(self, device: str = "cpu") -> str:
         kind, _, index = device.partition(":")
@@ -58,9 +58,10 @@ class HardwareInventory:
         return dev["fingerprint"]
 
     def torch_device(self) -> str:
-        for kind, dev in (("cuda", "cuda:0"), ("rocm", "cuda:0"), ("mps", "mps")):
-            if self.platforms[kind].available:
-                return dev
+        """The first accelerator torch can place a model on, else the CPU."""
+        for kind in registry.kinds().values():
+            if kind.name != "cpu" and kind.probed and kind.torch_device and self.platforms.get(kind.name, PlatformInfo(kind.name, False)).available:
+                return kind.torch_device
         return "cpu"
 
     def to_json(self) -> dict[str, Any]:
@@ -88,7 +89,7 @@ class HardwareInventory:
 def _read_cache(path: Path) -> HardwareInventory | None:
     try:
         data = json.loads(path.read_text())
-        if data.get("schema") != CACHE_SCHEMA or set(data["platforms"]) != set(HARDWARE_KINDS):
+        if data.get("schema") != CACHE_SCHEMA or set(data["platforms"]) != set(registry.kind_names()):
             return None
         inventory = HardwareInventory.from_json(data)
     except (OSError, ValueError, KeyError, TypeError):
@@ -119,12 +120,12 @@ def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path 
             dev["fingerprint"] = device_fingerprint(kind, dev)
     probes: dict[str, dict[str, Any]] = {}
     if probe:
-        for kind in PROBED_KINDS:
+        for kind in registry.probed_kinds():
             info = platforms[kind]
             if not info.available:
                 continue
             for dev in info.devices:
-                device = "cpu" if kind == "cpu" else ("mps" if kind == "mps" else f"cuda:{dev['index']}")
+                device = registry.kind(kind).device_id(dev)
                 try:
                     result = probe_device(device).to_json()
                 except Exception as exc:  # a probe failure is reported, not hidden

@@ -1,5 +1,6 @@
-"""One detector per hardware kind. Each returns a PlatformInfo that says whether the
-platform is present, why not when it is not, and which devicefit backend measures it."""
+"""One detector per hardware kind (the registry, `benchmark_runners/registry.py`, names them).
+Each returns a PlatformInfo that says whether the platform is present, why not when it is not,
+and which devicefit backend measures it."""
 from __future__ import annotations
 
 import os
@@ -9,9 +10,8 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-HARDWARE_KINDS = ("cpu", "cuda", "rocm", "mps", "openvino", "qnn", "webnn", "webgpu")
 # ISA features that matter for ML kernels (names as in /proc/cpuinfo).
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
              "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",
@@ -213,15 +213,11 @@ def detect_webgpu() -> PlatformInfo:
     return _detect_browser_api("webgpu", "WebGPU")
 
 
-DETECTORS: dict[str, Callable[[], PlatformInfo]] = {
-    "cpu": detect_cpu, "cuda": detect_cuda, "rocm": detect_rocm, "mps": detect_mps,
-    "openvino": detect_openvino, "qnn": detect_qnn, "webnn": detect_webnn, "webgpu": detect_webgpu,
-}
-
-
 def detect_platforms() -> dict[str, PlatformInfo]:
+    from benchmark_runners import registry
+
     out = {}
-    for kind, detector in DETECTORS.items():
+    for kind, detector in registry.detectors().items():
         try:
             out[kind] = detector()
         except Exception as exc:  # a broken driver must not hide the other platforms

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
 from fastapi import FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -368,7 +368,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/benchmarks", response_model=s.BenchmarksResponse)
     async def benchmarks(model: Optional[str] = Query(None, max_length=512), hardware: Optional[s.Kind] = None,
                    precision: Optional[s.Precision] = None, batch_size: Optional[int] = Query(None, ge=1, le=s.MAX_BATCH_SIZE),
-                   mode: Optional[s.Mode] = None, backend: Optional[Literal["torch", "openvino"]] = None,
+                   mode: Optional[s.Mode] = None, backend: Optional[s.Backend] = None,
                    limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
         """Measured configurations from the pipeline's published snapshot (never DuckDB itself), medians over runs."""
         lookup = state.snapshot().current()

@@ -9,10 +9,17 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-Kind = Literal["cpu", "cuda", "rocm", "mps", "openvino", "qnn", "webnn", "webgpu"]
-Family = Literal["embedding", "text_generation", "vision", "audio", "multimodal"]
-Precision = Literal["fp32", "fp16", "bf16", "int8"]
-Mode = Literal["inference", "training"]
+from benchmark_runners import registry
+from benchmark_runners.records import MODES, PRECISIONS
+from models.catalog import FAMILIES
+
+# Enums from the registry and the records: a registered backend's kinds appear here by themselves.
+Kind = Literal[registry.kind_names()]
+Backend = Literal[registry.backend_names()]
+Family = Literal[FAMILIES]
+Precision = Literal[PRECISIONS]
+Mode = Literal[MODES]
+MAX_KINDS = len(registry.kind_names())
 TaskType = Literal["classification", "generation", "embedding", "speech_recognition", "fine_tuning", "training"]
 MAX_BATCH_SIZE = 4096
 MAX_SEQUENCE_LENGTH = 32768
@@ -52,7 +59,7 @@ class SelectRequest(Request):
     sequence_length: Optional[int] = SequenceLength
     mode: Mode = "inference"
     precision: Precision = "fp32"
-    available_hardware: Optional[list[Kind]] = Field(None, min_length=1, max_length=8)
+    available_hardware: Optional[list[Kind]] = Field(None, min_length=1, max_length=MAX_KINDS)
     task_type: Optional[TaskType] = None
     distributed: bool = False
     gpu_count: int = Field(1, ge=1, le=1024)
@@ -102,7 +109,7 @@ class BatchResponse(RootModel[dict[str, BatchEntry]]):
 class MapRequest(Request):
     model_families: Optional[list[Family]] = Field(None, min_length=1, max_length=5)
     batch_sizes: Optional[list[BatchSizeValue]] = Field(None, min_length=1, max_length=10)
-    hardware_platforms: Optional[list[Kind]] = Field(None, min_length=1, max_length=8)
+    hardware_platforms: Optional[list[Kind]] = Field(None, min_length=1, max_length=MAX_KINDS)
 
 
 class MapResponse(Response):
@@ -197,7 +204,7 @@ class AnalysisRequest(Request):
     model_name: str = Field(min_length=1, max_length=512)
     model_family: Optional[Family] = None
     batch_sizes: list[BatchSizeValue] = Field(default_factory=lambda: [1, 8, 32], min_length=1, max_length=8)
-    hardware_platforms: Optional[list[Kind]] = Field(None, min_length=1, max_length=8)
+    hardware_platforms: Optional[list[Kind]] = Field(None, min_length=1, max_length=MAX_KINDS)
 
 
 class AnalysisEntry(HardwarePrediction):

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+from benchmark_runners import registry
 from devicefit.paths import DataPaths
 from devicefit.predict import artifacts, served
 from devicefit.predict.artifacts import PredictorUnavailable
@@ -14,7 +14,6 @@ from devicefit.predict.predictor import PerformancePredictor, Prediction, Reques
 from models.catalog import resolve_model
 
 DEFAULT_MATRIX_MODELS = ("bert-base-uncased", "t5-small", "gpt2", "vit-base-patch16-224", "whisper-tiny", "clip-vit-base-patch32")
-DEFAULT_MATRIX_HARDWARE = HARDWARE_KINDS
 DEFAULT_MATRIX_BATCH_SIZES = (1, 8, 32)
 DEFAULT_MATRIX_PRECISIONS = ("fp32", "fp16", "int8")
 MB = 2**20
@@ -81,7 +80,7 @@ class HardwareModelPredictor:
                                  sequence_length: int | None = None, mode: str = "inference", precision: str = "fp32",
                                  available_hardware: list[str] | None = None) -> dict[str, Any]:
         """Ranks the given hardware by predicted latency; hardware with no prediction is listed apart."""
-        hardware = list(available_hardware or HARDWARE_KINDS)
+        hardware = list(available_hardware or registry.kind_names())
         result = self.predict_performance(model_name, model_family, hardware, batch_size, sequence_length, mode, precision)
         ranked = sorted((hw for hw, p in result["predictions"].items() if p["latency"] is not None),
                         key=lambda hw: result["predictions"][hw]["latency"])
@@ -118,7 +117,7 @@ def prediction_matrix(predictor: PerformancePredictor, models: list[dict] | None
     with nothing to predict from is left out of `predictions` and named in `unpredictable`."""
     models = models or [{"name": n} for n in DEFAULT_MATRIX_MODELS]
     batch_sizes = list(batch_sizes or DEFAULT_MATRIX_BATCH_SIZES)
-    hardware = list(hardware_platforms or DEFAULT_MATRIX_HARDWARE)
+    hardware = list(hardware_platforms or registry.kind_names())
     precisions = [precision] if isinstance(precision, str) else list(precision or DEFAULT_MATRIX_PRECISIONS)
     requests, owners = [], []
     for m in models:

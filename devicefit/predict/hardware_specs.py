@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from benchmark_runners import registry
+
 
 @dataclass(frozen=True)
 class DeviceSpec:
@@ -53,7 +55,7 @@ def device_specs(inventory: dict) -> dict[str, DeviceSpec]:
     specs: dict[str, DeviceSpec] = {}
     platforms = inventory.get("platforms", {})
     for device, probe in (inventory.get("probes") or {}).items():
-        kind = "cpu" if device == "cpu" else "mps" if device == "mps" else "cuda"
+        kind = registry.kind_of_device(device)
         devices = platforms.get(kind, {}).get("devices") or [{}]
         spec = spec_from_probe(kind, devices[0].get("name"), probe)
         if spec and kind not in specs:

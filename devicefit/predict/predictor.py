@@ -55,9 +55,10 @@ class Request:
 
     def __post_init__(self):
         if self.backend is None:
-            from devicefit.profiles import KIND_BACKEND
+            from benchmark_runners import registry
 
-            object.__setattr__(self, "backend", KIND_BACKEND.get(self.kind, "torch"))
+            measuring = registry.backend_of_kind(self.kind)
+            object.__setattr__(self, "backend", measuring.name if measuring else "torch")
 
 
 class PerformancePredictor:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+from benchmark_runners import registry
 from devicefit.benchmark_snapshot import MeasuredLookup
 from devicefit.predict.api import MB
 from devicefit.select.selector import HardwareSelector, SelectionError
@@ -34,7 +34,7 @@ def analyze_model(selector: HardwareSelector, model_name: str, model_family: str
     batch_sizes = list(batch_sizes or [1, 8, 32])
     if any(b < 1 for b in batch_sizes):
         raise SelectionError(f"batch sizes must be positive integers, got {batch_sizes}")
-    hardware = list(hardware or HARDWARE_KINDS)
+    hardware = list(hardware or registry.kind_names())
     family = model_family
     spec = resolve_model(model_name)
     default_dims = input_signature(spec, 1, None).dims

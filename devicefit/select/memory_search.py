@@ -6,13 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchmark_runners import registry
 from devicefit import store
 from devicefit.predict.api import MB, HardwareModelPredictor
 from models.catalog import resolve_model
 
 SEARCH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
-PRECISIONS_BY_KIND = {"cpu": ("fp32", "bf16", "int8"), "cuda": ("fp32", "fp16", "bf16", "int8"), "rocm": ("fp32", "fp16", "bf16"),
-                      "mps": ("fp32", "fp16")}
 
 
 class MemorySearchError(ValueError):
@@ -39,12 +38,13 @@ def memory_constrained_search(model: str, kind: str, cap_mb: float, mode: str = 
                               batch_sizes: tuple[int, ...] = SEARCH_BATCH_SIZES) -> dict[str, Any]:
     if cap_mb <= 0:
         raise MemorySearchError(f"the memory cap must be positive, got {cap_mb} MB")
-    if kind not in PRECISIONS_BY_KIND:
-        raise MemorySearchError(f"no devicefit backend measures {kind}; searchable: {', '.join(PRECISIONS_BY_KIND)}")
+    searchable = [k.name for k in registry.kinds().values() if k.native_precisions]
+    if kind not in searchable:
+        raise MemorySearchError(f"no devicefit backend measures {kind}; searchable: {', '.join(searchable)}")
     spec = resolve_model(model)
     predictor = predictor or HardwareModelPredictor(record=False)
     measured = measured_configs(predictor.paths.database, spec.name, kind, mode)
-    precisions = ("fp32",) if mode == "training" else PRECISIONS_BY_KIND[kind]
+    precisions = ("fp32",) if mode == "training" else registry.kind(kind).native_precisions
     candidates = []
     for precision in precisions:
         for b in batch_sizes:

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+from benchmark_runners import registry
 from devicefit.predict.api import MB
 from devicefit.select.memory_search import measured_configs
 from devicefit.select.selector import TASK_MODES, HardwareSelector, SelectionError
@@ -68,7 +68,7 @@ class HardwareAwareModelClassifier:
     def hardware_profile(self, family: str) -> dict[str, dict[str, Any]]:
         """Per kind: compatible with the family (measured, declared or no backend) and available here."""
         profile = {}
-        for kind in HARDWARE_KINDS:
+        for kind in registry.kind_names():
             compatible, evidence = self.selector.family_compatibility(family, kind)
             platform = self.selector.inventory.get("platforms", {}).get(kind, {})
             has_prediction = kind in self.selector.predictor.predictor.specs
@@ -110,7 +110,7 @@ class HardwareAwareModelClassifier:
             "resource_pool_config": {"low_memory_mode": bool(available_mb) and total_mb > available_mb,
                                      "reason": f"all models together need {total_mb} MB of {available_mb:.0f} MB available"},
             "hardware_recommendations": {"preferred_hardware": preferred,
-                                         "torch_device": {"cpu": "cpu", "cuda": "cuda", "rocm": "cuda", "mps": "mps"}.get(preferred, preferred)},
+                                         "torch_device": registry.torch_device(preferred) or preferred},
         }
 
     def recommend_model_for_task(self, task: str, hardware_constraints: list[str] | None = None, limit: int = 5) -> dict[str, Any]:
@@ -139,8 +139,8 @@ class HardwareAwareModelClassifier:
 
     def get_compatible_models_for_hardware(self, models: list[str], hardware: str) -> list[str]:
         """The models whose family is compatible with `hardware` and that can be predicted there."""
-        if hardware not in HARDWARE_KINDS:
-            raise SelectionError(f"unknown hardware {hardware}; known: {', '.join(HARDWARE_KINDS)}")
+        if hardware not in registry.kind_names():
+            raise SelectionError(f"unknown hardware {hardware}; known: {', '.join(registry.kind_names())}")
         out = []
         for m in models:
             family = classify_spec(resolve_model(m)).family or "unknown"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+from benchmark_runners import registry
 from devicefit.select.selector import HardwareSelector, SelectionError
 from models.analysis import parameter_count
 from models.catalog import FAMILIES, load_catalog
@@ -53,7 +53,7 @@ def selection_map(selector: HardwareSelector, model_families: list[str] | None =
     batches = list(batch_sizes or DEFAULT_MAP_BATCH_SIZES)
     if any(b < 1 for b in batches):
         raise SelectionError(f"batch sizes must be positive integers, got {batches}")
-    hardware = list(hardware_platforms or HARDWARE_KINDS)
+    hardware = list(hardware_platforms or registry.kind_names())
     reps = representatives(selector)
     out: dict[str, Any] = {}
     for family in families:

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmark_runners.hardware.platforms import HARDWARE_KINDS
+from benchmark_runners import registry
 from devicefit.predict.api import HardwareModelPredictor
 from devicefit.select.config import SelectionConfig, load_config
 from models.analysis import parameter_count
@@ -80,11 +80,11 @@ class HardwareSelector:
         spec = resolve_model(model_name)
         family = model_family or classify_spec(spec).family or "unknown"
         parameters = parameter_count(spec)
-        unknown = [k for k in (available_hardware or []) if k not in HARDWARE_KINDS]
+        unknown = [k for k in (available_hardware or []) if k not in registry.kind_names()]
         if unknown:
-            raise SelectionError(f"unknown hardware {', '.join(unknown)}; known: {', '.join(HARDWARE_KINDS)}")
+            raise SelectionError(f"unknown hardware {', '.join(unknown)}; known: {', '.join(registry.kind_names())}")
         declared = available_hardware is not None
-        candidates = list(available_hardware) if declared else list(HARDWARE_KINDS)
+        candidates = list(available_hardware) if declared else list(registry.kind_names())
         perf = self.predictor.predict_performance(spec.name, family, candidates, batch_size, sequence_length, mode, precision)
         specs = self.predictor.predictor.specs
         scores: dict[str, dict[str, Any]] = {}

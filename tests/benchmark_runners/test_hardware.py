@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from benchmark_runners.hardware import HARDWARE_KINDS, detect_hardware
+from benchmark_runners import registry
+from benchmark_runners.hardware import detect_hardware
 from benchmark_runners.hardware.inventory import device_fingerprint
 from benchmark_runners.hardware.platforms import detect_platforms
 from benchmark_runners.hardware.probe import probe_device
@@ -10,7 +11,7 @@ from benchmark_runners.hardware.probe import probe_device
 
 def test_every_kind_reports_availability_and_a_reason_when_absent():
     platforms = detect_platforms()
-    assert set(platforms) == set(HARDWARE_KINDS)
+    assert set(platforms) == set(registry.kind_names())
     for kind, info in platforms.items():
         assert isinstance(info.available, bool)
         if not info.available:

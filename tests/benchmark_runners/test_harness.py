@@ -47,21 +47,41 @@ def test_max_iterations_caps_the_count():
     assert len(m.samples_ns) == 7
 
 
+class ScriptedClock:
+    """An IterationClock whose iterations last what a script says: the warm-up logic is tested
+    on exact durations, whatever else the machine is doing."""
+
+    def __init__(self, durations_ns: list[int], then_ns: int):
+        self.durations, self.then = list(durations_ns), then_ns
+
+    def begin(self) -> None:
+        pass
+
+    def mark(self, phase: str) -> None:
+        pass
+
+    def end(self) -> tuple[int, dict[str, int]]:
+        return (self.durations.pop(0) if self.durations else self.then), {}
+
+
 def test_warmup_runs_until_a_decaying_warm_up_settles():
-    # Real warm-up decays (allocator growth, kernel caches): 20, 12, 8, 5, 3.5 ms, then 2 ms.
-    # (A plateau of equally slow iterations would look steady to any windowed detector.)
-    profile = [0.020, 0.012, 0.008, 0.005, 0.0035]
-    calls = {"n": 0}
-
-    def step(clock):
-        busy(profile[calls["n"]] if calls["n"] < len(profile) else 0.002)
-        calls["n"] += 1
-
-    m = measure(step, HostClock(), TimingPolicy(max_time_s=2))
-    assert m.first_iteration_ns > 15_000_000
+    # Real warm-up decays (allocator growth, kernel caches): a cold 22 ms call, then 20, 12, 8,
+    # 5, 3.5 ms, then 2 ms. (A plateau of equally slow iterations would look steady to any
+    # windowed detector.)
+    profile = [22_000_000, 20_000_000, 12_000_000, 8_000_000, 5_000_000, 3_500_000]
+    m = measure(lambda clock: None, ScriptedClock(profile, 2_000_000), TimingPolicy(max_time_s=2))
+    assert m.first_iteration_ns == 22_000_000
     assert m.warmup_steady
-    assert len(m.warmup_ns) >= len(profile) - 1  # kept warming until the times settled
-    assert max(m.samples_ns) < 3_000_000  # no warm-up iteration leaked into the samples
+    assert m.warmup_ns[: len(profile) - 1] == profile[1:]  # kept warming until the times settled
+    assert m.warmup_ns[len(profile) - 1:] == [2_000_000] * (len(m.warmup_ns) - len(profile) + 1)
+    assert set(m.samples_ns) == {2_000_000}  # no warm-up iteration leaked into the samples
+    assert m.stop_reason == "converged"
+
+
+def test_warmup_that_never_settles_is_reported_unsteady():
+    alternating = [2_000_000, 6_000_000] * 100  # a busy neighbour taking every other time slice
+    m = measure(lambda clock: None, ScriptedClock(alternating, 2_000_000), TimingPolicy(warmup_max_iterations=20))
+    assert not m.warmup_steady and len(m.warmup_ns) == 20
 
 
 def test_phase_marks_are_timed_and_add_up():

@@ -111,9 +111,10 @@ def test_configs_pair_backend_and_device():
 
 
 def test_openvino_is_a_measurable_kind_with_inference_only_partitions():
-    from devicefit.profiles import MEASURABLE_KINDS, Selection, partition_configs
+    from benchmark_runners import registry
+    from devicefit.profiles import Selection, partition_configs
 
-    assert "openvino" in MEASURABLE_KINDS
+    assert "openvino" in registry.measurable_kinds()
     configs = partition_configs("bert-tiny", "openvino", Selection())
     assert configs and {c.backend for c in configs} == {"openvino"} and {c.device for c in configs} == {"openvino:CPU"}
     assert {c.mode for c in configs} == {"inference"} and {c.precision for c in configs} == {"fp32", "bf16"}

@@ -1,0 +1,121 @@
+"""The backend contract: what a measurement backend declares and does.
+
+A backend says which device kinds it measures (and on which device a partition of each kind
+runs), which precisions and modes it serves, with the reason where it does not, and how it
+prepares a model and times one step. The worker (`benchmark_runners/measure.py`) knows nothing
+else about it. Registered in `benchmark_runners/registry.py`.
+
+Shaped like optimum-benchmark's backend base: class-level declarations, one prepared-model type
+shared by every backend (what is backend-private lives in its `state`), and a timed step that
+carries its own amortization.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Mapping
+
+from benchmark_runners.records import MODES, PRECISIONS
+from benchmark_runners.timers import IterationClock
+
+if TYPE_CHECKING:
+    from benchmark_runners.records import BenchmarkConfig
+    from models.catalog import ModelSpec
+
+
+@dataclass
+class PreparedModel:
+    """A model ready to step, on any backend. The elapsed preparation is the row's load time."""
+
+    handle: Any  # what the step runs: a torch module, a compiled OpenVINO model, ...
+    device: str
+    precision: str
+    mode: str
+    recipe: str  # how the precision was applied, in words, recorded in the row
+    load_time_s: float
+    input_float_dtype: Any = None  # dtype of float inputs (a torch dtype); None: fp32
+    backend_config: dict[str, Any] | None = None  # settings that decide the numbers, recorded in the row
+    state: Any = None  # backend-private (torch: optimizer, grad scaler, autocast dtype)
+    loss_kind: str | None = None  # training: model (its task loss) | mean_square_of_output
+    memory: dict[str, int] = field(default_factory=dict)  # rss_before_load_bytes, rss_after_load_bytes
+
+
+@dataclass(frozen=True)
+class TimedStep:
+    """One timed iteration. `amortize` > 1 when a call runs that many batches in flight (the
+    harness's samples are divided by it, so a sample is always the time of one batch)."""
+
+    run: Callable[[IterationClock], None]
+    amortize: int = 1
+
+    def __post_init__(self):
+        if not isinstance(self.amortize, int) or self.amortize < 1:
+            raise ValueError(f"amortize must be a positive integer, got {self.amortize!r}")
+
+
+class Backend(ABC):
+    name: ClassVar[str]
+    # kind -> the device a partition of that kind measures ("cuda": "cuda:0")
+    kinds: ClassVar[Mapping[str, str]]
+    device_pattern: ClassVar[str]  # regex of the device strings it accepts
+    device_help: ClassVar[str]  # those devices, in words, for error messages
+    precisions: ClassVar[tuple[str, ...]] = PRECISIONS
+    modes: ClassVar[tuple[str, ...]] = MODES
+    packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions every row records
+    # Shapes or settings compiled in per batch: a loaded model is reused only for the same shapes.
+    reload_per_batch: ClassVar[bool] = False
+    input_device: ClassVar[str | None] = None  # where inputs are built; None: the config's device
+
+    def accepts_device(self, device: str) -> bool:
+        return re.fullmatch(self.device_pattern, device) is not None
+
+    def declared_reason(self, precision: str, mode: str) -> str | None:
+        """Why this backend never serves a precision or mode (None: it may; the device decides)."""
+        if mode not in self.modes:
+            return self.mode_reason(mode)
+        if precision not in self.precisions:
+            return f"the {self.name} backend has no {precision} recipe (it serves {', '.join(self.precisions)})"
+        return None
+
+    def mode_reason(self, mode: str) -> str:
+        return f"the {self.name} backend does not run {mode} (it runs {', '.join(self.modes)})"
+
+    def versions(self) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for package in self.packages:
+            try:
+                out[package] = metadata.version(package)
+            except metadata.PackageNotFoundError:
+                out[package] = None
+        return out
+
+    def unsupported_reason(self, spec: "ModelSpec", config: "BenchmarkConfig") -> str | None:
+        """Why this config cannot run here (a `skipped` row's reason), or None. The declared
+        limits first, then what the device and model say."""
+        return self.declared_reason(config.precision, config.mode) or self.device_reason(spec, config)
+
+    @abstractmethod
+    def device_reason(self, spec: "ModelSpec", config: "BenchmarkConfig") -> str | None:
+        """What this device and model rule out, beyond the declared limits."""
+
+    @abstractmethod
+    def prepare(self, spec: "ModelSpec", config: "BenchmarkConfig") -> PreparedModel:
+        """Build, convert and place the model for this config."""
+
+    @abstractmethod
+    def make_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:
+        """The timed iteration over these inputs."""
+
+    def measurement_context(self, prepared: PreparedModel) -> ContextManager:
+        """Entered around warm-up and timing (torch: inference_mode)."""
+        return contextlib.nullcontext()
+
+    def loaded_key(self, config: "BenchmarkConfig") -> tuple:
+        """Configs with the same key share one prepared model."""
+        key = (config.model, config.backend, config.device, config.precision, config.mode)
+        if self.reload_per_batch:
+            key += (config.batch_size, config.seq_length, config.image_size, config.audio_seconds, config.threads)
+        return key
