@@ -4,8 +4,8 @@ import dagster as dg
 from assets.resources import DevicefitData
 from assets.results import benchmark_results
 from benchmark_runners.hardware import detect_hardware
-from devicefit.predict.api import count_by_source
 from devicefit.pipeline import markdown_table, publish_prediction_matrix, train_predictors, validate_served_predictions
+from devicefit.predict.matrix import count_by_source
 from devicefit.predict.training import ERROR_BARS, TARGETS, InsufficientData
 
 EAGER = dg.AutomationCondition.eager()

@@ -16,10 +16,10 @@ from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 from benchmark_runners.stats import summarize
 from benchmark_runners.timers import clock_for
 from models.analysis import flops_per_sample, parameter_count, weight_bytes
-from models.catalog import resolve_model
 from models.classifier import classify_spec
 from models.inputs import input_signature
 from models.loading import weights_kind
+from models.resolve import resolve_model
 
 NS_PER_MS = 1e6
 

@@ -43,8 +43,8 @@ def free_memory(config: BenchmarkConfig, inventory: HardwareInventory) -> tuple[
 def memory_refusal(config: BenchmarkConfig, inventory: HardwareInventory) -> str | None:
     """Why `config` cannot fit on its device, naming both figures; None when it may fit or when
     either figure is unknown (then the worker's own OOM handling is the guard)."""
-    from models.catalog import resolve_model
     from models.memory_floor import memory_floor
+    from models.resolve import resolve_model
 
     free = free_memory(config, inventory)
     if free is None:

@@ -26,16 +26,21 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable
 
+from models.errors import DevicefitError
+
 if TYPE_CHECKING:
     from benchmark_runners.backends.base import Backend
     from benchmark_runners.hardware.platforms import PlatformInfo
 
 PLUGINS_ENV = "DEVICEFIT_PLUGINS"
 PLUGIN_ENTRY_POINTS = "devicefit.plugins"
+# What register_backend requires of a backend (benchmark_runners.backends.base.Backend has it all).
+_CONTRACT = ("name", "kinds", "device_pattern", "device_help", "precisions", "modes", "accepts_device", "unsupported_reason",
+             "prepare", "make_step", "measurement_context", "loaded_key", "versions", "input_device")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
-class RegistryError(ValueError):
+class DeviceRegistryError(DevicefitError, ValueError):
     """A registration that would make the registry inconsistent, or a name it does not hold."""
 
 
@@ -63,7 +68,7 @@ class DeviceKind:
 
     def device_id(self, device: dict[str, Any]) -> str:
         if self.device_format is None:
-            raise RegistryError(f"{self.name} devices have no device id a backend can address")
+            raise DeviceRegistryError(f"{self.name} devices have no device id a backend can address")
         return self.device_format.format(**device)
 
     def detect(self) -> "PlatformInfo":
@@ -123,7 +128,7 @@ class _Registry:
                     try:
                         importlib.import_module(name)
                     except ImportError as exc:
-                        raise RegistryError(f"plugin module {name!r} named in {PLUGINS_ENV} cannot be imported: {exc}") from exc
+                        raise DeviceRegistryError(f"plugin module {name!r} named in {PLUGINS_ENV} cannot be imported: {exc}") from exc
                 for entry in metadata.entry_points(group=PLUGIN_ENTRY_POINTS):
                     entry.load()
             finally:
@@ -137,31 +142,32 @@ _registry = _Registry()
 def register_kind(kind: DeviceKind) -> DeviceKind:
     """Add a device kind (a plugin's new platform). Its name must be new."""
     if not _NAME_RE.match(kind.name):
-        raise RegistryError(f"device kind name {kind.name!r} must be lowercase letters, digits or '_' (at most 32)")
+        raise DeviceRegistryError(f"device kind name {kind.name!r} must be lowercase letters, digits or '_' (at most 32)")
     with _registry.lock:
         if kind.name in _registry.kinds:
-            raise RegistryError(f"device kind {kind.name!r} is registered already")
+            raise DeviceRegistryError(f"device kind {kind.name!r} is registered already")
         _registry.kinds[kind.name] = kind
     return kind
 
 
 def register_backend(backend: "Backend") -> "Backend":
     """Add a backend instance. Its name must be new and every kind it measures registered."""
-    from benchmark_runners.backends.base import Backend
-
-    if not isinstance(backend, Backend):
-        raise RegistryError(f"{backend!r} does not implement benchmark_runners.backends.base.Backend")
+    # Checked by shape, not by class: the contract module imports the records, which read this
+    # registry, so importing it here would close a cycle.
+    missing = [a for a in _CONTRACT if not hasattr(backend, a)]
+    if missing:
+        raise DeviceRegistryError(f"{backend!r} does not implement benchmark_runners.backends.base.Backend (lacks {', '.join(missing)})")
     if not _NAME_RE.match(backend.name):
-        raise RegistryError(f"backend name {backend.name!r} must be lowercase letters, digits or '_' (at most 32)")
+        raise DeviceRegistryError(f"backend name {backend.name!r} must be lowercase letters, digits or '_' (at most 32)")
     with _registry.lock:
         if backend.name in _registry.backends:
-            raise RegistryError(f"backend {backend.name!r} is registered already")
+            raise DeviceRegistryError(f"backend {backend.name!r} is registered already")
         unknown = [k for k in backend.kinds if k not in _registry.kinds]
         if unknown:
-            raise RegistryError(f"backend {backend.name!r} measures unregistered kind(s) {', '.join(unknown)}; register_kind them first")
+            raise DeviceRegistryError(f"backend {backend.name!r} measures unregistered kind(s) {', '.join(unknown)}; register_kind them first")
         taken = {k: b.name for b in _registry.backends.values() for k in b.kinds if k in backend.kinds}
         if taken:
-            raise RegistryError(f"backend {backend.name!r}: kind(s) {', '.join(taken)} are measured by {', '.join(set(taken.values()))} already")
+            raise DeviceRegistryError(f"backend {backend.name!r}: kind(s) {', '.join(taken)} are measured by {', '.join(set(taken.values()))} already")
         _registry.backends[backend.name] = backend
     return backend
 
@@ -178,7 +184,7 @@ def kind_names() -> tuple[str, ...]:
 def kind(name: str) -> DeviceKind:
     known = kinds()
     if name not in known:
-        raise RegistryError(f"unknown hardware {name!r}; known: {', '.join(known)}")
+        raise DeviceRegistryError(f"unknown hardware {name!r}; known: {', '.join(known)}")
     return known[name]
 
 
@@ -194,7 +200,7 @@ def backend_names() -> tuple[str, ...]:
 def backend(name: str) -> "Backend":
     known = backends()
     if name not in known:
-        raise RegistryError(f"unknown backend {name!r}; known: {', '.join(known)}")
+        raise DeviceRegistryError(f"unknown backend {name!r}; known: {', '.join(known)}")
     return known[name]
 
 
@@ -213,7 +219,7 @@ def partition_device(kind_name: str) -> str:
     """The device a (kind, model) partition measures on ("cuda:0", "openvino:CPU")."""
     b = backend_of_kind(kind_name)
     if b is None:
-        raise RegistryError(f"no backend measures {kind_name}; measurable: {', '.join(measurable_kinds())}")
+        raise DeviceRegistryError(f"no backend measures {kind_name}; measurable: {', '.join(measurable_kinds())}")
     return b.kinds[kind_name]
 
 
@@ -222,7 +228,7 @@ def backend_for_device(device: str) -> "Backend":
     for b in backends().values():
         if b.accepts_device(device):
             return b
-    raise RegistryError(f"unknown device {device!r}; " + "; ".join(f"{b.name}: {b.device_help}" for b in backends().values()))
+    raise DeviceRegistryError(f"unknown device {device!r}; " + "; ".join(f"{b.name}: {b.device_help}" for b in backends().values()))
 
 
 def kind_of_device(device: str) -> str:

@@ -9,7 +9,6 @@ import os
 import sys
 import threading
 
-
 # The environment variable naming this worker's end of the lifeline pipe (see sweep._Worker), and
 # the exit status when the parent that started it is gone: nobody is left to read results.
 LIFELINE_ENV = "DEVICEFIT_LIFELINE_FD"

@@ -48,7 +48,7 @@ def isolated_env(root: Path) -> dict[str, str]:
 
 def start_run(env: dict[str, str], hardware: str, log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "devicefit.cli", "run", *SELECTION, "--hardware", hardware],
+        return subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", *SELECTION, "--hardware", hardware],
                                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=out)
 
 

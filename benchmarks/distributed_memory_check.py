@@ -22,7 +22,7 @@ def main() -> int:
     from devicefit.paths import DataPaths
     from devicefit.select.distributed import GB, estimate, transformer_shape
     from models.analysis import parameter_count
-    from models.catalog import resolve_model
+    from models.resolve import resolve_model
 
     paths = DataPaths(Path(args.database).resolve().parent) if args.database else DataPaths.default()
     rows = [r for r in store.read_ok_measurements(paths.database)

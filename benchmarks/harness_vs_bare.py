@@ -49,8 +49,8 @@ def main() -> int:
     from benchmark_runners.inputs import make_inputs
     from benchmark_runners.records import BenchmarkConfig
     from benchmark_runners.timers import clock_for
-    from models.catalog import resolve_model
     from models.inputs import input_signature
+    from models.resolve import resolve_model
 
     threads = args.threads or psutil.cpu_count(logical=False) or 1
     torch.set_num_threads(threads)

@@ -17,7 +17,8 @@ import time
 
 
 def variant_specs(n: int):
-    from models.catalog import load_catalog, resolve_model
+    from models.catalog import load_catalog
+    from models.resolve import resolve_model
 
     specs = list(load_catalog().values())
     base = resolve_model("bert-base-uncased")
@@ -38,8 +39,8 @@ def main() -> int:
     args = ap.parse_args()
     from pathlib import Path
 
-    from benchmark_runners.hardware import detect_hardware
     from benchmark_runners import registry
+    from benchmark_runners.hardware import detect_hardware
     from devicefit import store
     from devicefit.paths import DataPaths
     from devicefit.predict.features import model_point

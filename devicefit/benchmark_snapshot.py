@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from devicefit import store
+from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 from devicefit.results_io import write_json_atomic
 
@@ -26,8 +27,9 @@ COLUMNS = ("model", "family", "backend", "device_kind", "device_name", "hardware
            "is_best_precision", "last_measured")
 
 
-class SnapshotError(RuntimeError):
+class SnapshotError(DevicefitError, RuntimeError):
     """The snapshot file is missing or unreadable; the message names the file and the cause."""
+    http_status = 503
 
 
 def snapshot_path(paths: DataPaths) -> Path:

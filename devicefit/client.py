@@ -13,7 +13,6 @@ import urllib.request
 from typing import Any
 
 
-
 class HardwareSelectionClient:
     def __init__(self, base_url: str = "http://127.0.0.1:8000", timeout: float = 60.0):
         self.base_url = base_url.rstrip("/")

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from benchmark_runners.records import MODES, PRECISIONS, STATUSES, BenchmarkResult
+from devicefit.errors import DevicefitError
 from devicefit.results_io import FORMAT
 
 INT32_MAX = 2**31 - 1
@@ -30,7 +31,7 @@ RESULT_FIELDS = frozenset(f.name for f in fields(BenchmarkResult))
 MAX_ERRORS_SHOWN = 3
 
 
-class LandingFileError(ValueError):
+class LandingFileError(DevicefitError, ValueError):
     """A landing or ingest file that is not a valid devicefit results document."""
 
 

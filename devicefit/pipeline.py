@@ -137,7 +137,7 @@ def train_predictors(paths: DataPaths, inventory: HardwareInventory) -> dict[str
 
 def publish_prediction_matrix(paths: DataPaths) -> tuple[str, dict[str, Any]]:
     from devicefit.predict import artifacts
-    from devicefit.predict.api import prediction_matrix
+    from devicefit.predict.matrix import prediction_matrix
     from devicefit.predict.predictor import PerformancePredictor
 
     artifact = artifacts.load_current(paths)

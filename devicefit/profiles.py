@@ -17,8 +17,9 @@ from dataclasses import dataclass, field, replace
 from benchmark_runners import registry
 from benchmark_runners.harness import TimingPolicy
 from benchmark_runners.records import PRECISIONS, BenchmarkConfig
-from models.catalog import catalog_names, resolve_model
+from models.catalog import catalog_names
 from models.classifier import classify_spec
+from models.resolve import resolve_model
 
 
 def physical_device(partition_key: str) -> str:

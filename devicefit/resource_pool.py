@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmark_runners import registry
+from devicefit.errors import DevicefitError
 
 log = logging.getLogger("devicefit.resource_pool")
 MB = 2**20
 
 
-class DeviceUnavailable(RuntimeError):
+class DeviceUnavailable(DevicefitError, RuntimeError):
     """The requested device is not present; the message carries detection's reason."""
 
 

@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import duckdb
 
 from benchmark_runners.records import BenchmarkResult
+from devicefit.errors import DevicefitError
 from devicefit.landing_schema import LandingFileError, parse_timestamp, validated_rows
 
 # Each migration moves the schema from version N-1 to N; they run in order, each in a transaction.
@@ -116,8 +117,9 @@ DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hos
 MEASUREMENT_COLUMNS = [*DERIVED_COLUMNS, *(f.name for f in fields(BenchmarkResult))]
 
 
-class StoreError(RuntimeError):
+class StoreError(DevicefitError, RuntimeError):
     """A database that is missing, too new, locked, corrupt, or on a full disk, said in words."""
+    http_status = 503
 
 
 # Insert failures caused by a row's content (the file is at fault: quarantine it), as opposed to

@@ -3,14 +3,8 @@ classifier and analytic facts (parameters, FLOPs, weight bytes) computed from a 
 
 Nothing here imports Dagster or the benchmark runners; nothing here downloads anything.
 """
-from models.catalog import (
-    FAMILIES,
-    ModelSpec,
-    UnknownModelError,
-    catalog_names,
-    load_catalog,
-    resolve_model,
-)
+from models.catalog import FAMILIES, ModelSpec, UnknownModelError, catalog_names, load_catalog
+from models.resolve import resolve_model
 
 __all__ = [
     "FAMILIES",

@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from models.errors import DevicefitError
 from models.limits import MAX_CONFIG_BYTES, ConfigLimitError, check_config_limits
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
@@ -21,9 +22,10 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.ind
 _GENERIC_DIR_NAMES = {"model", "models", "weights", "checkpoint", "snapshot"}
 
 
-class UnknownModelError(LookupError):
+class UnknownModelError(DevicefitError, LookupError):
     """A model name that is neither in the catalog nor a local model directory. `known_as` says
     what a name may be where it was looked up (the API accepts no directories, for instance)."""
+    http_status = 404
 
     def __init__(self, name: str, suggestions: list[str], known_as: str | None = None):
         self.name = name
@@ -43,6 +45,11 @@ class InvalidModelError(UnknownModelError, ValueError):
     ValueError (bad input), so every caller that handles either reports it as one line.
     `reason` says what is wrong without naming the directory (for answers that must not
     reveal server paths); `str()` names both."""
+    http_status = 422
+
+    def public_message(self) -> str:
+        # A registered model that no longer loads: its reason, never its directory.
+        return f"model cannot be analysed: {self.reason}"
 
     def __init__(self, directory: Path, reason: str, limit: int | None = None):
         self.directory = directory
@@ -232,36 +239,6 @@ def load_local_model(directory: str | Path) -> ModelSpec:
         raise InvalidModelError(directory, f"config.json is not a valid {config['model_type']} config: "
                                            f"{type(exc).__name__}: {exc}"[:400]) from exc
     return spec
-
-
-def _is_directory(text: str) -> bool:
-    """False for text no file system accepts as a path (too long, NUL bytes) rather than an error."""
-    try:
-        return Path(text).expanduser().is_dir()
-    except (OSError, ValueError):
-        return False
-
-
-def resolve_model(name_or_path: str | Path) -> ModelSpec:
-    """A catalog name (any case), a Hugging Face id of a catalog model, a model the operator
-    registered by name (models.registry), or a local directory. For names from an untrusted
-    caller use models.registry.ModelNames, which never treats a name as a path."""
-    name_or_path = str(name_or_path)
-    if not name_or_path or not name_or_path.strip():
-        raise UnknownModelError(name_or_path, [])
-    query = name_or_path.strip()
-    spec = catalog_model(query)
-    if spec is not None:
-        return spec
-    from models.registry import registered_model
-
-    spec = registered_model(query)
-    if spec is not None:
-        return spec
-    if _is_directory(query):
-        return load_local_model(Path(query).expanduser())
-    # A hub id whose last part is a catalog name ("someone/gpt2") is not assumed to be it.
-    raise UnknownModelError(query, close_names(query))
 
 
 @lru_cache(maxsize=1)

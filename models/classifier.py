@@ -10,7 +10,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from models.catalog import FAMILIES, InvalidModelError, ModelSpec, UnknownModelError, resolve_model
+from models.catalog import FAMILIES, InvalidModelError, ModelSpec, UnknownModelError
+from models.resolve import resolve_model
 
 # Weight of each kind of evidence. Subfamily is taken from the first kind in SUBFAMILY_ORDER
 # that offers one for the winning family.

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from models.errors import DevicefitError
+
 #: The largest config.json read at all (bytes); released configs are a few kB.
 MAX_CONFIG_BYTES = 1 << 20
 #: Deepest nesting of dicts/lists accepted in a config.
@@ -49,8 +51,9 @@ LIMITS: tuple[Limit, ...] = (
 _BY_KEY = {key: limit for limit in LIMITS for key in limit.keys}
 
 
-class ConfigLimitError(ValueError):
+class ConfigLimitError(DevicefitError, ValueError):
     """A config value over (or not comparable with) one of the LIMITS; names the key and limit."""
+    http_status = 422
 
     def __init__(self, message: str, key: str, value: Any, limit: int | None):
         super().__init__(message)

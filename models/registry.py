@@ -13,7 +13,7 @@ registered model is checked when it is registered and again when it is loaded (i
 have changed since): config.json present and readable, an architecture transformers has, and
 sizes within models/limits.py.
 
-`resolve_model` (models.catalog) consults the specs registered in this process
+`resolve_model` (models.resolve) consults the specs registered in this process
 (`use_registered`, done by the API at start-up) and then the default data directory's registry
 file, so the CLI and the pipeline resolve registered names too.
 """
@@ -32,8 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from models.catalog import (InvalidModelError, ModelSpec, UnknownModelError, catalog_model, close_names,
-                            load_local_model)
+from models.catalog import InvalidModelError, ModelSpec, UnknownModelError, catalog_model, close_names, load_local_model
+from models.errors import DevicefitError
 
 REGISTRY_FILE = "models.json"
 REGISTRY_VERSION = 1
@@ -41,8 +41,12 @@ REGISTRY_VERSION = 1
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?")
 
 
-class RegistryError(ValueError):
+class RegistryError(DevicefitError, ValueError):
     """A registration that cannot be made, or a registry file that cannot be read."""
+    http_status = 503  # the server's own registry file: the operator's problem, not the caller's
+
+    def public_message(self) -> str:
+        return "the model registry of this server cannot be read; see the server log"
 
 
 def default_data_dir() -> Path:

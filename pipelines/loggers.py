@@ -1,6 +1,6 @@
 """The console logger of devicefit's jobs: Dagster's coloured console logger, less the
 traceback of a step or run stopped by SIGINT/SIGTERM. A stop is expected, not a fault, and
-`devicefit run` reports it in one line (devicefit/run_watch.py); the run's own event log in
+`devicefit run` reports it in one line (pipelines/run_watch.py); the run's own event log in
 the UI still holds the full record."""
 import logging
 

@@ -13,8 +13,8 @@ def test_quick_measures_two_text_models_again_at_a_long_sequence():
 
 
 def test_quick_covers_every_family_with_two_models_per_vision_regime():
-    from models.catalog import resolve_model
     from models.classifier import classify_spec
+    from models.resolve import resolve_model
 
     families = {classify_spec(resolve_model(m)).family for m in QUICK.models}
     assert families == {"embedding", "text_generation", "vision", "audio", "multimodal"}

@@ -101,19 +101,19 @@ def test_registrations_that_would_make_the_registry_inconsistent_are_refused():
         def make_step(self, prepared, inputs):
             raise AssertionError
 
-    with pytest.raises(registry.RegistryError, match="registered already"):
+    with pytest.raises(registry.DeviceRegistryError, match="registered already"):
         registry.register_backend(Clash())
     Clash.name, Clash.kinds = "clash", {"nosuchkind": "x"}
-    with pytest.raises(registry.RegistryError, match="unregistered kind"):
+    with pytest.raises(registry.DeviceRegistryError, match="unregistered kind"):
         registry.register_backend(Clash())
     Clash.kinds = {"cpu": "cpu"}
-    with pytest.raises(registry.RegistryError, match="measured by torch already"):
+    with pytest.raises(registry.DeviceRegistryError, match="measured by torch already"):
         registry.register_backend(Clash())
-    with pytest.raises(registry.RegistryError, match="does not implement"):
+    with pytest.raises(registry.DeviceRegistryError, match="does not implement"):
         registry.register_backend(object())
-    with pytest.raises(registry.RegistryError, match="registered already"):
+    with pytest.raises(registry.DeviceRegistryError, match="registered already"):
         registry.register_kind(registry.kind("cpu"))
-    with pytest.raises(registry.RegistryError, match="lowercase"):
+    with pytest.raises(registry.DeviceRegistryError, match="lowercase"):
         registry.register_kind(registry.DeviceKind("Bad Name", "x:y", "bad"))
     assert "clash" not in registry.backend_names()
 
@@ -125,7 +125,7 @@ def test_derived_views_agree_with_the_builtin_backends():
     assert registry.backend_for_device("openvino:GPU.1").name == "openvino" and registry.backend_for_device("cuda:3").name == "torch"
     assert registry.declared_backend("rocm") == "torch (as cuda)" and registry.declared_backend("webgpu") is None
     assert registry.physical_kind("openvino") == "cpu" and registry.torch_kinds() == ("cpu", "cuda", "rocm", "mps")
-    with pytest.raises(registry.RegistryError, match="unknown device 'tpu:0'"):
+    with pytest.raises(registry.DeviceRegistryError, match="unknown device 'tpu:0'"):
         registry.backend_for_device("tpu:0")
 
 

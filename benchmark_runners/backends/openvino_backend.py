@@ -37,6 +37,7 @@ from benchmark_runners.backends.base import Backend, PreparedModel, TimedStep
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
 from models.catalog import ModelSpec
+from models.errors import DevicefitError
 
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
 CAPABILITY_NEEDED = {"bf16": "BF16", "fp16": "FP16"}
@@ -47,8 +48,9 @@ _converted: dict[str, bool] = {}  # cache keys converted or read by this worker 
 _checks: dict[tuple, dict[str, Any]] = {}  # (cache key, device, precision) -> output agreement
 
 
-class OutputMismatch(RuntimeError):
+class OutputMismatch(DevicefitError, RuntimeError):
     """OpenVINO's output disagrees with torch's beyond the precision's tolerance."""
+    exit_code = 1
 
 
 @functools.lru_cache(maxsize=1)

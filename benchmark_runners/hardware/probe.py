@@ -68,13 +68,13 @@ def probe_device(device: str = "cpu", budget_s: float = 0.5) -> ProbeResult:
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
     c = torch.empty(n, n, device=device)
-    mm_times = _repeat(lambda: torch.mm(a, b, out=c), sync, budget_s)
+    mm_times = _repeat(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), sync, budget_s)
     flops = 2.0 * n**3
     del a, b, c
     elems = sizes["copy_bytes"] // 4
     src = torch.ones(elems, device=device)
     dst = torch.empty_like(src)
-    cp_times = _repeat(lambda: dst.copy_(src), sync, budget_s)
+    cp_times = _repeat(lambda dst=dst, src=src: dst.copy_(src), sync, budget_s)
     moved = 2.0 * elems * 4
     del src, dst
     return ProbeResult(

@@ -36,7 +36,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from devicefit.api import schemas as s
-from devicefit.benchmark_snapshot import SnapshotError, SnapshotReader, snapshot_path
+from devicefit.benchmark_snapshot import SnapshotReader, snapshot_path
+from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 
 log = logging.getLogger("devicefit.api")
@@ -215,8 +216,9 @@ class BodySizeLimit:
         await self.app(scope, counting_receive, send)
 
 
-class ModelInputError(ValueError):
+class ModelInputError(DevicefitError, ValueError):
     """A request valid by the schema that the named model cannot take (422)."""
+    http_status = 422
 
 
 def _model_input(spec, sequence_length: int | None) -> None:
@@ -254,10 +256,8 @@ def _error(status: int, message: str) -> JSONResponse:
 def create_app(settings: Settings | None = None) -> FastAPI:
     from devicefit.predict.api import PredictorUnavailable
     from devicefit.select.config import SelectionConfigError
-    from devicefit.select.distributed import DistributedConfigError
-    from devicefit.select.selector import TASK_MODES, SelectionError
+    from devicefit.select.selector import TASK_MODES
     from models.catalog import InvalidModelError, UnknownModelError
-    from models.registry import RegistryError
 
     settings = settings or Settings()
     state = ServiceState(settings)
@@ -288,34 +288,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}" for e in exc.errors())
         return _error(422, f"invalid request: {problems}")
 
-    @app.exception_handler(UnknownModelError)
-    async def unknown_model(_: Request, exc: UnknownModelError):
-        return _error(404, str(exc))
-
-    @app.exception_handler(InvalidModelError)
-    async def invalid_model(_: Request, exc: InvalidModelError):
-        # A registered model that no longer loads: its reason, never its directory.
-        return _error(422, f"model cannot be analysed: {exc.reason}")
-
-    @app.exception_handler(ModelInputError)
-    async def model_input(_: Request, exc: ModelInputError):
-        return _error(422, str(exc))
-
-    @app.exception_handler(RegistryError)
-    async def registry(_: Request, exc: RegistryError):
-        log.error("model registry: %s", exc)
-        return _error(503, "the model registry of this server cannot be read; see the server log")
-
-    for kind in (SelectionError, DistributedConfigError, SelectionConfigError):
-        app.add_exception_handler(kind, lambda _r, exc: _error(400, str(exc)))
-
-    @app.exception_handler(PredictorUnavailable)
-    async def unavailable(_: Request, exc: PredictorUnavailable):
-        return _error(503, str(exc))
-
-    @app.exception_handler(SnapshotError)
-    async def no_snapshot(_: Request, exc: SnapshotError):
-        return _error(503, str(exc))
+    @app.exception_handler(DevicefitError)
+    async def devicefit_error(_: Request, exc: DevicefitError):
+        # Every error devicefit raises on purpose, answered with its own status and message.
+        if exc.http_status >= 500:
+            log.error("%s: %s", type(exc).__name__, exc)
+        return _error(exc.http_status, exc.public_message())
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from devicefit import store
+from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 from devicefit.predict.training import ARTIFACT_FORMAT, ERROR_BARS, TARGETS
 from devicefit.results_io import write_json_atomic
@@ -15,8 +16,9 @@ from devicefit.results_io import write_json_atomic
 CURRENT = "current.json"
 
 
-class PredictorUnavailable(RuntimeError):
+class PredictorUnavailable(DevicefitError, RuntimeError):
     """No usable trained predictor is published: none yet, or one this version cannot read."""
+    http_status = 503
 
 
 def predictors_dir(paths: DataPaths) -> Path:

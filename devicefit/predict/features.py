@@ -10,12 +10,11 @@ import numpy as np
 
 from devicefit.predict.hardware_specs import DeviceSpec
 from models.analysis import TRAINING_FLOPS_FACTOR, parameter_breakdown, weight_bytes
+from models.bounded_cache import BoundedCache
 from models.catalog import ModelSpec
 from models.classifier import classify_spec
-from models.bounded_cache import BoundedCache
 from models.memory_floor import TRAINING_WEIGHT_COPIES
-from models.op_profile import (CONV, GROUPED_CONV, LINEAR, TRACE_CACHE_SIZE, VIEW, OpProfile, op_profile, trace_key,
-                               training_peak_activation_bytes)
+from models.op_profile import CONV, GROUPED_CONV, LINEAR, TRACE_CACHE_SIZE, VIEW, OpProfile, op_profile, trace_key, training_peak_activation_bytes
 
 CATEGORICAL = ("family", "backend", "precision", "mode", "device_kind")
 NUMERIC = ("log_params", "log_flops_per_sample", "log_batch", "log_flops", "log_bytes_moved", "log_intensity",

@@ -11,7 +11,7 @@ SOURCE_SYMBOLS = {"trained_predictor": "circle", "roofline_calibrated": "diamond
 def matrix_figures(matrix: dict[str, Any]) -> dict[str, Any]:
     import plotly.graph_objects as go
 
-    from devicefit.predict.api import matrix_entries
+    from devicefit.predict.matrix import matrix_entries
 
     rows = matrix_entries(matrix)
     if not rows:

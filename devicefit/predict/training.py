@@ -18,17 +18,19 @@ from typing import Any
 
 import numpy as np
 
+from devicefit.errors import DevicefitError
 from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec
 from devicefit.predict.memory_model import MemoryModel, fit_memory_model
 from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline
-from models.catalog import UnknownModelError, resolve_model
+from models.catalog import UnknownModelError
+from models.resolve import resolve_model
 
 TARGETS = ("latency", "throughput", "memory")
 MIN_MODELS = 3  # fewer cannot be trained and validated on held-out models
 
 
-class InsufficientData(ValueError):
+class InsufficientData(DevicefitError, ValueError):
     """Too few measured models to train and validate honestly."""
 INTERVAL_LEVEL = 0.9
 # Error bars a predictor must meet on held-out models (MAPE); the asset check enforces them.

@@ -39,8 +39,8 @@ def publish_reports(paths: DataPaths, directory: Path | None = None, png: bool =
 
 def publish_regression_report(paths: DataPaths, threshold: float = DEFAULT_REGRESSION_THRESHOLD) -> dict[str, Any]:
     """Each config's latest run against its previous run in the store (the nightly check)."""
-    from devicefit.results_io import write_json_atomic
     from devicefit.reports import regression
+    from devicefit.results_io import write_json_atomic
 
     current = regression.current_sets(paths.database)
     description, baseline = regression.load_baseline("previous", paths.database, current)

@@ -235,8 +235,9 @@ def roofline(data: ReportData, traffic: Callable[[str, str], tuple[float, float]
 
 def operator_traffic(model: str, input_dims: str) -> tuple[float, float] | None:
     """(weight bytes, activation bytes per sample) summed over the traced fp32 forward pass."""
-    from models.catalog import UnknownModelError, resolve_model
+    from models.catalog import UnknownModelError
     from models.op_profile import op_profile
+    from models.resolve import resolve_model
 
     try:
         spec = resolve_model(model)

@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from devicefit import store
+from devicefit.errors import DevicefitError
 
 CI_FORMAT = "devicefit.regression_report/1"
 DEFAULT_ALPHA = 0.01
 MIN_SAMPLES_FOR_RANK_TEST = 3
 
 
-class BaselineError(ValueError):
+class BaselineError(DevicefitError, ValueError):
     """A baseline that cannot be read or matched, said in words."""
 
 

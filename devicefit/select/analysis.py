@@ -11,8 +11,8 @@ from benchmark_runners import registry
 from devicefit.benchmark_snapshot import MeasuredLookup
 from devicefit.predict.api import MB
 from devicefit.select.selector import HardwareSelector, SelectionError
-from models.catalog import resolve_model
 from models.inputs import input_signature
+from models.resolve import resolve_model
 
 
 def measured_entry(row: dict[str, Any], prediction: dict[str, Any]) -> dict[str, Any]:

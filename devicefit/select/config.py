@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devicefit.errors import DevicefitError
+
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_selection_config.json")
 IMPORTANCE = {"low": 0.5, "medium": 1.0, "high": 1.5}  # multiplies the weight the importance governs
 CRITERIA = {
@@ -21,7 +23,7 @@ FACTORS = ("cost_factor", "availability_factor", "power_factor")
 SIZE_KEYS = ("small", "medium", "large")
 
 
-class SelectionConfigError(ValueError):
+class SelectionConfigError(DevicefitError, ValueError):
     """A configuration value of the wrong type or range; the message names its path."""
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from devicefit.errors import DevicefitError
 from models.catalog import ModelSpec
 
 GB = 1e9
@@ -42,7 +43,7 @@ EQUIVALENTS = {0: "torch DistributedDataParallel", 1: "ZeRO stage 1 (optimizer s
                2: "ZeRO stage 2 = FSDP SHARD_GRAD_OP", 3: "ZeRO stage 3 = FSDP FULL_SHARD"}
 
 
-class DistributedConfigError(ValueError):
+class DistributedConfigError(DevicefitError, ValueError):
     """A request that cannot describe a training run (no GPUs, batch 0, ...)."""
 
 

@@ -8,13 +8,14 @@ from typing import Any
 
 from benchmark_runners import registry
 from devicefit import store
+from devicefit.errors import DevicefitError
 from devicefit.predict.api import MB, HardwareModelPredictor
-from models.catalog import resolve_model
+from models.resolve import resolve_model
 
 SEARCH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
-class MemorySearchError(ValueError):
+class MemorySearchError(DevicefitError, ValueError):
     """The cap is not positive, the hardware has no backend, or nothing fits."""
 
 

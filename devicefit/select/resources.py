@@ -17,10 +17,11 @@ from benchmark_runners import registry
 from devicefit.predict.api import MB
 from devicefit.select.memory_search import measured_configs
 from devicefit.select.selector import TASK_MODES, HardwareSelector, SelectionError
-from devicefit.testgen import template_file, template_for_family
+from devicefit.testgen.naming import template_file, template_for_family
 from models.analysis import parameter_count, weight_bytes
-from models.catalog import catalog_names, resolve_model
+from models.catalog import catalog_names
 from models.classifier import classify, classify_spec
+from models.resolve import resolve_model
 
 # Hugging Face pipeline tasks -> the selector's task types.
 HF_TASKS = {"fill-mask": "embedding", "feature-extraction": "embedding", "sentence-similarity": "embedding",

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_runners import registry
+from devicefit.errors import DevicefitError
 from devicefit.predict.api import HardwareModelPredictor
 from devicefit.select.config import SelectionConfig, load_config
 from models.analysis import parameter_count
-from models.catalog import resolve_model
 from models.classifier import classify_spec
+from models.resolve import resolve_model
 
 # How far a prediction can be trusted, by the fallback link that produced it.
 SOURCE_CONFIDENCE = {"trained_predictor": 1.0, "roofline_calibrated": 0.75, "static_rule": 0.5}
@@ -31,7 +32,7 @@ TASK_FAMILIES = {"classification": ("vision", "embedding", "audio", "multimodal"
 MB = 2**20
 
 
-class SelectionError(ValueError):
+class SelectionError(DevicefitError, ValueError):
     """A request the selector cannot answer (unknown task, no candidate left, bad batch size)."""
 
 

@@ -18,27 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_runners import registry
+from devicefit.errors import DevicefitError
 from devicefit.testgen.literals import python_docstring, python_literal, safe_file_stem
+from devicefit.testgen.naming import TEMPLATE_DIR, template_file, template_for_family
 
-TEMPLATE_DIR = Path(__file__).parent / "templates"
 FAMILIES = ("embedding", "text_generation", "vision", "audio", "multimodal")
 GENERATED_BATCH = 2
 log = logging.getLogger("devicefit.testgen")
 
 
-class TestGenerationError(ValueError):
+class TestGenerationError(DevicefitError, ValueError):
     """A model the generator cannot write a test for, said in words."""
 
     __test__ = False  # not a pytest test class, despite its name
-
-
-def template_file(template_name: str) -> Path:
-    """The Jinja2 source of a template named as the classification names it."""
-    return TEMPLATE_DIR / f"{template_name}.j2"
-
-
-def template_for_family(family: str) -> str:
-    return f"hf_{family}_template.py"
 
 
 @dataclass
@@ -66,8 +58,8 @@ def _classification(model: str, benchmark_dir: Path | None) -> tuple[dict[str, A
         return result, f"hardware-aware classification (predictor {version})"
     except (PredictorUnavailable, SelectionError) as exc:
         from devicefit.resource_pool import resolve_device
-        from models.catalog import resolve_model
         from models.classifier import classify_spec
+        from models.resolve import resolve_model
 
         spec = resolve_model(model)
         verdict = classify_spec(spec)
@@ -86,7 +78,7 @@ def generate_test(model: str, output_dir: str | Path = "generated_tests", device
     With `validate`, the model is first built through the global ResourcePool on the device
     under test and run once, so a file is only written for a model that really runs there."""
     from devicefit.resource_pool import DeviceUnavailable, get_global_resource_pool, resolve_device
-    from models.catalog import resolve_model
+    from models.resolve import resolve_model
 
     if timeout <= 0:
         raise TestGenerationError(f"--timeout must be positive, got {timeout}")

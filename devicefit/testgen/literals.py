@@ -14,10 +14,12 @@ import math
 import re
 from typing import Any
 
+from devicefit.errors import DevicefitError
+
 MAX_FILE_STEM = 120
 
 
-class UnsafeLiteral(TypeError):
+class UnsafeLiteral(DevicefitError, TypeError):
     """A value of a type the generator does not write into source."""
 
 

@@ -5,8 +5,8 @@ import torch
 from benchmark_runners.backends.torch_backend import TorchBackend, linear_equivalents
 from benchmark_runners.measure import ConfigMeasurer
 from benchmark_runners.records import BenchmarkConfig
-from models.catalog import resolve_model
 from models.loading import build_model
+from models.resolve import resolve_model
 
 backend = TorchBackend()
 

@@ -61,7 +61,7 @@ def helper(args: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
 
 
 def devicefit_run(env: dict[str, str], *args: str, **kwargs) -> subprocess.Popen:
-    return _start([sys.executable, "-m", "devicefit.cli", "run", *(args or RUN_ARGS)], env, **kwargs)
+    return _start([sys.executable, "-m", "pipelines.cli", "run", *(args or RUN_ARGS)], env, **kwargs)
 
 
 def kill_leftovers() -> None:
@@ -92,7 +92,7 @@ def writer_info(inst):
 def active_runs(inst) -> list:
     from dagster import RunsFilter
 
-    from devicefit.run_guard import active_statuses
+    from pipelines.run_guard import active_statuses
 
     return list(inst.get_runs(RunsFilter(statuses=active_statuses())))
 
@@ -121,7 +121,7 @@ def _tags(items: list[str]) -> dict[str, str]:
     tags: dict[str, str] = {}
     for item in items:
         if item == "owner":
-            from devicefit.run_guard import owner_tags
+            from pipelines.run_guard import owner_tags
 
             tags.update(owner_tags())
         else:
@@ -147,7 +147,7 @@ def _watched(ready: Path, wait_s: float) -> None:
 
     import dagster as dg
 
-    from devicefit.run_watch import RunWatch
+    from pipelines.run_watch import RunWatch
 
     inst = dg.DagsterInstance.get()
     with RunWatch(inst, writer_wait_s=wait_s, poll_s=0.5) as watch:
@@ -217,10 +217,10 @@ def _patched_run(mode: str, ready: Path, args: list[str]) -> None:
         store.connect = connect
     else:
         raise SystemExit(f"unknown run mode {mode}")
-    import devicefit.cli as cli
+    from pipelines.cli import main as console_script
 
     sys.argv = ["devicefit", "run", *args]
-    (getattr(cli, "main", None) or cli.app)()  # as the console script enters
+    console_script()  # as the console script enters
 
 
 def main(argv: list[str]) -> None:

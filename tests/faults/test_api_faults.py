@@ -75,8 +75,8 @@ def test_a_cold_server_answers_50_concurrent_requests_without_a_5xx(measured, ar
 
 def test_start_up_prepares_the_traces_so_no_request_pays_for_them(measured, artifact):
     from devicefit.api.app import Settings, create_app
-    from models.catalog import resolve_model
     from models.op_profile import is_traced
+    from models.resolve import resolve_model
 
     _cold()
     app = create_app(Settings(benchmark_dir=measured.root, warm_models=("bert-tiny", "t5-small")))

@@ -16,8 +16,7 @@ import subprocess
 import pytest
 
 from benchmarks.chaos_kills import PHASES, audit, kill_at, rerun
-from tests.faults.run_helpers import (RUN_ARGS, active_runs, failure_messages, helper, instance, isolated_env,
-                                           kill_leftovers, writer_info)
+from tests.faults.run_helpers import RUN_ARGS, active_runs, failure_messages, helper, instance, isolated_env, kill_leftovers, writer_info
 
 RERUN_TIMEOUT_S = 300
 SEED = int(os.environ.get("DEVICEFIT_CHAOS_SEED", "21"))

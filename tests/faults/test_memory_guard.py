@@ -10,8 +10,8 @@ from benchmark_runners.records import MAX_BATCH_SIZE, BenchmarkConfig
 from benchmark_runners.sweep import run_sweep
 from devicefit import store
 from devicefit.cli import app
-from models.catalog import resolve_model
 from models.memory_floor import memory_floor
+from models.resolve import resolve_model
 
 
 @pytest.fixture(scope="module")

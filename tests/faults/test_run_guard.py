@@ -11,11 +11,10 @@ import sys
 import psutil
 import pytest
 
-from devicefit import run_guard
-from devicefit.run_guard import Owner, owner_alive
-from devicefit.run_watch import waiting_for_slot
-from tests.faults.run_helpers import (active_runs, failure_messages, helper, instance, isolated_env, kill_leftovers,
-                                           wait_for, writer_info)
+from pipelines import run_guard
+from pipelines.run_guard import Owner, owner_alive
+from pipelines.run_watch import waiting_for_slot
+from tests.faults.run_helpers import active_runs, failure_messages, helper, instance, isolated_env, kill_leftovers, wait_for, writer_info
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +44,7 @@ def test_owner_liveness_sees_dead_reused_zombie_and_foreign_processes():
 
 
 def test_owner_tags_carry_the_kernels_start_mark_which_a_clock_step_cannot_move():
-    from devicefit.run_guard import owner_from_tags, owner_tags, process_start_mark
+    from pipelines.run_guard import owner_from_tags, owner_tags, process_start_mark
 
     me = psutil.Process()
     owner = owner_from_tags(owner_tags())
@@ -160,7 +159,7 @@ def test_a_holder_that_dies_while_we_wait_in_dagsters_queue_is_reaped_and_the_ru
 
 
 def test_the_writer_wait_bound_comes_from_the_environment_and_bad_values_are_refused(monkeypatch):
-    from devicefit.run_pipeline import DEFAULT_WRITER_WAIT_S, writer_wait_s
+    from pipelines.run import DEFAULT_WRITER_WAIT_S, writer_wait_s
 
     monkeypatch.delenv("DEVICEFIT_WRITER_WAIT_S", raising=False)
     assert writer_wait_s() == DEFAULT_WRITER_WAIT_S

@@ -12,8 +12,18 @@ import pytest
 
 from devicefit import store
 from devicefit.paths import DataPaths
-from tests.faults.run_helpers import RUN_ARGS, active_runs, devicefit_run, failure_messages, helper, instance, \
-    isolated_env, kill_leftovers, wait_for, writer_info
+from tests.faults.run_helpers import (
+    RUN_ARGS,
+    active_runs,
+    devicefit_run,
+    failure_messages,
+    helper,
+    instance,
+    isolated_env,
+    kill_leftovers,
+    wait_for,
+    writer_info,
+)
 
 
 @pytest.fixture(autouse=True)

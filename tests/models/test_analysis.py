@@ -1,8 +1,8 @@
 import pytest
 
 from models.analysis import flop_count_per_sample, flops_per_sample, model_facts, parameter_breakdown, weight_bytes
-from models.catalog import resolve_model
 from models.inputs import input_signature
+from models.resolve import resolve_model
 
 
 def test_flops_follow_the_graph_and_scale_with_sequence_length():

@@ -3,8 +3,9 @@ import json
 import pytest
 
 from models.analysis import parameter_count
-from models.catalog import FAMILIES, InvalidModelError, UnknownModelError, load_catalog, load_local_model, resolve_model
+from models.catalog import FAMILIES, InvalidModelError, UnknownModelError, load_catalog, load_local_model
 from models.classifier import classify_spec
+from models.resolve import resolve_model
 
 # The published figures the issue names; each must be matched within 1%.
 PUBLISHED = {

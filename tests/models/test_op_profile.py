@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from models.analysis import flops_per_sample, parameter_breakdown
-from models.catalog import resolve_model
 from models.op_profile import CATEGORIES, GROUPED_CONV, LINEAR, MATMUL, op_profile, training_peak_activation_bytes
+from models.resolve import resolve_model
 
 
 @pytest.mark.parametrize("name", ["bert-tiny", "mobilenet-v2", "whisper-tiny", "t5-small"])

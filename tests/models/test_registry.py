@@ -5,9 +5,9 @@ import threading
 
 import pytest
 
-from models.catalog import InvalidModelError, UnknownModelError, resolve_model
-from models.registry import (ModelNames, RegistryError, read_registry, register_model, registry_file,
-                             unregister_model)
+from models.catalog import InvalidModelError, UnknownModelError
+from models.registry import ModelNames, RegistryError, read_registry, register_model, registry_file, unregister_model
+from models.resolve import resolve_model
 
 
 def test_register_read_resolve_and_remove(tmp_path, tiny_models):

@@ -1,5 +1,4 @@
 """`devicefit run`: the pipeline through Dagster from the command line, as `make run` does."""
-import json
 import os
 import subprocess
 import sys
@@ -9,7 +8,7 @@ from devicefit.paths import DataPaths
 
 
 def devicefit_run(args, env):
-    return subprocess.run([sys.executable, "-m", "devicefit.cli", "run", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", "run", *args], capture_output=True, text=True,
                           timeout=600, env=env)
 
 

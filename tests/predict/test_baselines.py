@@ -5,7 +5,7 @@ from devicefit.predict.features import model_point
 from devicefit.predict.hardware_specs import DeviceSpec
 from devicefit.predict.memory_model import TERMS, fit_memory_model
 from devicefit.predict.operator_roofline import fit_operator_roofline, operator_time_ms, parameter_priors
-from models.catalog import resolve_model
+from models.resolve import resolve_model
 
 SPEC = DeviceSpec("cpu", "test cpu", 200.0, 50.0, "measured_probe")
 MODELS = ("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "resnet-50", "t5-small", "gpt2")

@@ -11,12 +11,13 @@ from devicefit.landing import load_landing_files
 from devicefit.paths import DataPaths
 from devicefit.pipeline import measure_partition
 from devicefit.predict import artifacts, training
-from devicefit.predict.api import HardwareModelPredictor, prediction_matrix
+from devicefit.predict.api import HardwareModelPredictor
 from devicefit.predict.features import model_point
 from devicefit.predict.hardware_specs import device_specs
+from devicefit.predict.matrix import prediction_matrix
 from devicefit.predict.predictor import PerformancePredictor, Request
 from devicefit.profiles import Selection
-from models.catalog import resolve_model
+from models.resolve import resolve_model
 from tests.conftest import PREDICTION_MODELS as MODELS
 
 

@@ -3,8 +3,8 @@ speedups, the regression test tells noise from a slowdown, and the Dagster asset
 commands write what they say."""
 import csv
 import json
-from pathlib import Path
 import random
+from pathlib import Path
 
 import dagster as dg
 import pytest

@@ -4,7 +4,8 @@ import json
 import pytest
 
 from devicefit.select.distributed import GB, DistributedConfigError, plan_distributed_training
-from models.catalog import ModelSpec, resolve_model
+from models.catalog import ModelSpec
+from models.resolve import resolve_model
 
 GPT2_PARAMS = 124_439_808
 

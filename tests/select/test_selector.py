@@ -6,7 +6,7 @@ import pytest
 
 from devicefit.select.config import SelectionConfigError, load_config
 from devicefit.select.selector import HardwareSelector, SelectionError
-from models.catalog import resolve_model
+from models.resolve import resolve_model
 
 
 @pytest.fixture(scope="module")

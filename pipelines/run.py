@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Callable
 
 from devicefit.profiles import Selection
-from devicefit.run_guard import WriterBusy  # noqa: F401  (callers catch it from here)
-from devicefit.run_watch import RunInterrupted  # noqa: F401
+from pipelines.run_guard import WriterBusy  # noqa: F401  (callers catch it from here)
+from pipelines.run_watch import RunInterrupted  # noqa: F401
 
 DEFAULT_WRITER_WAIT_S = 600.0
 
@@ -56,10 +56,10 @@ def writer_wait_s() -> float:
 
 def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: Callable[[str, int, int], None] | None = None,
                  on_wait: Callable[[str], None] | None = None) -> PipelineRun:
-    from devicefit import run_guard
     from devicefit.profiles import physical_device
-    from devicefit.run_watch import RunWatch
+    from pipelines import run_guard
     from pipelines.definitions import defs
+    from pipelines.run_watch import RunWatch
     from pipelines.schedules import DEVICE_TAG
 
     wait_s = writer_wait_s()

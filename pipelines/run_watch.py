@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from devicefit import run_guard
+from devicefit.errors import DevicefitError
+from pipelines import run_guard
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -34,7 +35,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _SYNC = 0  # a byte no signal number uses: "you have read everything before me"
 
 
-class RunInterrupted(RuntimeError):
+class RunInterrupted(DevicefitError, RuntimeError):
     """`devicefit run` was asked to stop; exit_code follows the shell's 128 + signal number."""
 
     def __init__(self, signum: int, detail: str):

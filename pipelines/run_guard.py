@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Callable
 
 import psutil
 
+from devicefit.errors import DevicefitError
+
 if TYPE_CHECKING:
-    from dagster import DagsterInstance
-    from dagster import RunRecord
+    from dagster import DagsterInstance, RunRecord
 
 PID_TAG = "devicefit/pid"
 HOST_TAG = "devicefit/host"
@@ -33,8 +34,9 @@ WRITER_POOL = "duckdb_writer"
 CLOCK_SLACK_S = 1.0
 
 
-class WriterBusy(RuntimeError):
+class WriterBusy(DevicefitError, RuntimeError):
     """A live run held the DuckDB writer slot for longer than we were willing to wait."""
+    http_status = 503
 
     exit_code = 1
 

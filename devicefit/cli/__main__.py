@@ -1,0 +1,4 @@
+"""`python -m devicefit.cli`: the product commands (without `run`; see pipelines/cli.py)."""
+from devicefit.cli import app
+
+app()

@@ -1,0 +1,122 @@
+"""What every command module shares: the Typer app and its consoles, one-line failures, list
+parsing, and the one way the data directory is found.
+
+Errors are handled in one place: `DevicefitGroup.invoke` turns any DevicefitError (and a
+file-system fault) into one line on stderr and the error's exit code, for the console script and
+for CliRunner alike. Commands raise; they do not format their own failures."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from typer.core import TyperGroup
+
+from benchmark_runners.records import MAX_BATCH_SIZE
+from devicefit.errors import DevicefitError
+from devicefit.paths import DataPaths
+
+# Off a terminal (CI logs, pipes) rich would wrap tables at 80 columns; results need more.
+console = Console(width=None if sys.stdout.isatty() else 220)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 220)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+class DevicefitGroup(TyperGroup):
+    """The root command group: the one place where errors become exit codes."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except DevicefitError as exc:
+            fail(str(exc), exc.exit_code)
+        except OSError as exc:
+            # A read-only data directory, a full disk, a missing permission: the path and the
+            # OS's reason, not a traceback.
+            path = exc.filename or ""
+            fail(f"{exc.strerror or exc}" + (f": {path}" if path else "") + f" ({type(exc).__name__})", 1)
+
+
+app = typer.Typer(cls=DevicefitGroup, add_completion=False, no_args_is_help=True,
+                  help="Measure models on this machine's hardware and say where they run best.")
+
+
+def csv_list(value: str, what: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        fail(f"{what} is empty")
+    return items
+
+
+def int_list(value: str, what: str) -> list[int]:
+    """Comma-separated batch sizes, each from 1 to the store's INTEGER limit."""
+    out = []
+    for item in csv_list(value, what):
+        try:
+            n = int(item)
+        except ValueError:
+            fail(f"{what}: '{item}' is not an integer")
+        if not 1 <= n <= MAX_BATCH_SIZE:
+            fail(f"{what}: batch size must be an integer from 1 to {MAX_BATCH_SIZE:,}, got {n}")
+        out.append(n)
+    return out
+
+
+def gib(n: Optional[float]) -> str:
+    return "-" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def data_paths(benchmark_dir: Optional[Path] = None, database: Optional[Path] = None, must_exist: bool = False) -> DataPaths:
+    """The data directory: --benchmark-dir, else the directory of --database, else
+    DEVICEFIT_DATA_DIR or ./data. With `must_exist`, a missing store is a one-line error."""
+    if benchmark_dir:
+        paths = DataPaths(Path(benchmark_dir).resolve())
+    elif database:
+        paths = DataPaths(Path(database).resolve().parent)
+    else:
+        paths = DataPaths.default()
+    if must_exist and not paths.database.exists():
+        fail(f"no database at {paths.database}: run `make run` or `devicefit run` first")
+    return paths
+
+
+def aggregates(paths: DataPaths) -> list[dict[str, Any]]:
+    from devicefit import store
+
+    con = store.connect(paths.database, read_only=True)
+    try:
+        return store.aggregates(con)
+    finally:
+        con.close()
+
+
+def classifier(benchmark_dir: Optional[Path], config: Optional[Path] = None):
+    from devicefit.select.resources import HardwareAwareModelClassifier
+
+    return HardwareAwareModelClassifier(benchmark_dir=benchmark_dir, config_path=config)
+
+
+def select_errors() -> tuple:
+    """What selection raises for bad input: devicefit's own errors, and value errors from the
+    records' validation."""
+    return (DevicefitError, ValueError)
+
+
+def print_regression(report: dict) -> None:
+    shown = [c for c in report["comparisons"] if c["verdict"] in ("regression", "improvement")]
+    table = Table(title=f"vs {report['baseline']}: threshold {report['threshold']:g}, alpha {report['alpha']:g} — "
+                        + ", ".join(f"{n} {v}" for v, n in report["summary"].items() if n))
+    for c in ("config", "verdict", "baseline p50 ms", "current p50 ms", "change", "p-value"):
+        table.add_column(c)
+    for c in shown:
+        colour = "red" if c["verdict"] == "regression" else "green"
+        table.add_row(c["config"], f"[{colour}]{c['verdict']}[/]", f"{c['baseline_p50_ms']:.3f}", f"{c['current_p50_ms']:.3f}",
+                      f"{100 * c['change']:+.1f}%", "-" if c["p_value"] is None else f"{c['p_value']:.2g}")
+    console.print(table)

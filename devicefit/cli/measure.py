@@ -1,0 +1,186 @@
+"""Measuring: what this machine has, and benchmarks of models on it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from benchmark_runners import registry
+from devicefit.cli.common import app, console, csv_list, data_paths, err, fail, gib, int_list, print_regression
+
+PANEL = "Measure"
+
+
+@app.command(rich_help_panel=PANEL, help=f"Detect hardware platforms ({', '.join(registry.kind_names())}) and probe each "
+             "measurable device's matmul GFLOP/s and memory bandwidth. Cached in data/hardware.json.")
+def detect(
+    as_json: bool = typer.Option(False, "--json", help="Print the inventory as JSON."),
+    refresh: bool = typer.Option(False, "--refresh", help="Re-detect and re-probe instead of reading the cache."),
+) -> None:
+    from benchmark_runners.hardware import detect_hardware
+
+    inv = detect_hardware(refresh=refresh)
+    if as_json:
+        print(json.dumps(inv.to_json(), indent=2))
+        return
+    table = Table(title=f"Hardware ({'cached ' if inv.from_cache else ''}detected {inv.detected_at})")
+    for col in ("kind", "available", "measured by", "devices", "details / reason"):
+        table.add_column(col)
+    for kind, info in inv.platforms.items():
+        devices = "\n".join(f"{d.get('name')} [{d.get('fingerprint')}]" for d in info.devices) or "-"
+        if info.available and kind == "cpu":
+            d = info.devices[0]
+            detail = (f"{d['physical_cores']} physical / {d['logical_cores']} logical cores, "
+                      f"{gib(d['memory_total_bytes'])}; ISA: {' '.join(d['isa_flags'])}")
+        elif info.available:
+            detail = ", ".join(f"{k}={v}" for k, v in info.details.items() if v is not None) or "-"
+        else:
+            detail = info.reason or "-"
+        table.add_row(kind, "[green]yes[/]" if info.available else "[red]no[/]", info.backend or "-", devices, detail)
+    console.print(table)
+    if inv.probes:
+        probe = Table(title="Device probe (measured)")
+        for col in ("device", "fp32 matmul GFLOP/s (best / median)", "copy bandwidth GB/s (best / median)", "threads", "took"):
+            probe.add_column(col)
+        for dev, p in inv.probes.items():
+            if "error" in p:
+                probe.add_row(dev, f"probe failed: {p['error']}", "", "", "")
+                continue
+            probe.add_row(dev, f"{p['matmul_gflops_best']:.1f} / {p['matmul_gflops_median']:.1f}",
+                          f"{p['memory_bandwidth_gbs_best']:.1f} / {p['memory_bandwidth_gbs_median']:.1f}",
+                          str(p["threads"]), f"{p['duration_s']:.2f} s")
+        console.print(probe)
+    console.print(f"torch device: [bold]{inv.torch_device()}[/]")
+
+
+
+def _results_table(results) -> Table:
+    table = Table(title="Benchmark results (latency per batch; CI = 95% CI of the median)")
+    for col in ("model", "device", "precision", "mode", "batch", "status", "p50 ms", "95% CI", "p95 ms",
+                "samples/s", "peak RSS", "iters", "note"):
+        table.add_column(col, justify="right" if col in ("batch", "p50 ms", "p95 ms", "samples/s", "iters") else "left")
+    for r in results:
+        if r.status == "ok":
+            ci = f"±{100 * r.ci_rel_half_width:.1f}%" if r.ci_rel_half_width is not None else "n/a"
+            note = r.stop_reason or ""
+            if r.mode == "training":
+                note = f"fwd {r.forward_ms:.1f} / bwd {r.backward_ms:.1f} / opt {r.optimizer_ms:.1f} ms; {note}"
+            table.add_row(r.model, r.device, r.precision, r.mode, str(r.batch_size), "[green]ok[/]",
+                          f"{r.p50_ms:.2f}", ci, f"{r.p95_ms:.2f}", f"{r.throughput_samples_per_s:.1f}",
+                          f"{r.peak_rss_bytes / 2**20:.0f} MiB", str(r.iterations), note)
+        else:
+            color = "yellow" if r.status == "skipped" else "red"
+            table.add_row(r.model, r.device, r.precision, r.mode, str(r.batch_size), f"[{color}]{r.status}[/]",
+                          "-", "-", "-", "-", "-", "-", r.error or "")
+    return table
+
+
+
+@app.command(rich_help_panel=PANEL)
+def benchmark(
+    model: str = typer.Option(..., "--model", "-m", help="Model(s), comma-separated: catalog names or local model directories."),
+    device: str = typer.Option("cpu", "--device", help="Device(s), comma-separated: " + "; ".join(f"{b.device_help} ({b.name})" for b in registry.backends().values()) + "."),
+    batch_sizes: str = typer.Option("1", "--batch-sizes", help="Comma-separated batch sizes, e.g. 1,8."),
+    precision: str = typer.Option("fp32", "--precision", help="Comma-separated: fp32, fp16, bf16, int8."),
+    mode: str = typer.Option("inference", "--mode", help="inference, training, or inference,training."),
+    seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models (default 128, capped at the model's limit)."),
+    ci_target: float = typer.Option(0.02, "--ci-target", help="Stop when the median's 95% CI half-width is within this fraction."),
+    max_time: float = typer.Option(30.0, "--max-time", help="Cap on timed seconds per config."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds per config (load included) before its worker is killed."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch threads (default: physical cores)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write all rows, with raw samples, to this JSON file."),
+    compare_to: Optional[str] = typer.Option(None, "--compare-to", help="Baseline to check these rows against: a CSV, a results/CI JSON file, a run id, or 'previous'."),
+    regression_alert: float = typer.Option(0.1, "--regression-alert", help="Relative slowdown of the median that counts as a regression (with --compare-to)."),
+    output_ci: Optional[Path] = typer.Option(None, "--output-ci", help="Write a machine-readable CI report (rows, and the comparison with --compare-to)."),
+) -> None:
+    """Benchmark models in isolated worker processes and print a results table.
+
+    Exits 0 when every config was measured or skipped with a reason, 1 when any failed or (with
+    --compare-to) regressed against the baseline."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from benchmark_runners import registry
+    from benchmark_runners.hardware import detect_hardware
+    from benchmark_runners.harness import TimingPolicy
+    from benchmark_runners.records import BenchmarkConfig
+    from benchmark_runners.sweep import new_run_id, run_sweep
+    from devicefit.results_io import results_document, write_json_atomic
+    from models.catalog import UnknownModelError
+    from models.inputs import input_signature
+    from models.resolve import resolve_model
+
+    model_names = csv_list(model, "--model")
+    specs = []
+    for name in model_names:
+        try:
+            specs.append(resolve_model(name))
+        except (UnknownModelError, FileNotFoundError, ValueError) as exc:
+            fail(str(exc))
+    sizes = int_list(batch_sizes, "--batch-sizes")
+    try:
+        policy = TimingPolicy(ci_target=ci_target, max_time_s=max_time)
+        configs = [
+            BenchmarkConfig(model=name, device=dev, backend=registry.backend_for_device(dev).name, precision=p,
+                            mode=m, batch_size=b, seq_length=seq_length, threads=threads, timeout_s=timeout, policy=policy)
+            for name in model_names for dev in csv_list(device, "--device") for m in csv_list(mode, "--mode")
+            for p in csv_list(precision, "--precision") for b in sizes
+        ]
+        for spec in specs:  # impossible sizes are caught here, before any worker starts
+            input_signature(spec, sizes[0], seq_length)
+    except ValueError as exc:
+        fail(str(exc))
+
+    inventory = detect_hardware()
+    run_id = new_run_id()
+    err.print(f"run {run_id}: {len(configs)} configs on {', '.join(sorted({c.device for c in configs}))}")
+    # auto_refresh=False: no redraw thread competing with the measured model for a core.
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, auto_refresh=False) as progress:
+        task = progress.add_task("benchmarking", total=len(configs))
+
+        def on_event(event) -> None:
+            if event.kind == "config_started":
+                c = event.config
+                progress.update(task, description=f"{c.model} {c.device} {c.precision} {c.mode} bs={c.batch_size}")
+            elif event.kind == "result":
+                progress.advance(task)
+            progress.refresh()
+
+        results = run_sweep(configs, run_id=run_id, on_event=on_event, inventory=inventory)
+    console.print(_results_table(results))
+    if json_out:
+        write_json_atomic(json_out, results_document(run_id, results, inventory.to_json()))
+        err.print(f"wrote {len(results)} rows to {json_out}")
+    failed = [r for r in results if r.status == "failed"]
+    regressed = False
+    if compare_to or output_ci:
+        from devicefit.reports import regression
+
+        sets = regression.sets_from_results([r.to_json() for r in results])
+        if compare_to:
+            try:
+                database = data_paths().database
+                report = regression.check_against_baseline(sets, compare_to, database if database.exists() else None,
+                                                           regression_alert, current_description=f"run {run_id}")
+            except (regression.BaselineError, ValueError) as exc:
+                fail(str(exc))
+            print_regression(report)
+            regressed = report["status"] == "fail"
+        else:
+            report = {"format": regression.CI_FORMAT, "status": "fail" if failed else "pass", "baseline": None,
+                      "current": f"run {run_id}", "comparisons": []}
+        report["results"] = [{k: r.to_json()[k] for k in ("model", "device", "precision", "mode", "batch_size", "status", "error",
+                                                           "p50_ms", "throughput_samples_per_s", "peak_rss_bytes", "ci_rel_half_width")}
+                             for r in results]
+        if failed:
+            report["status"] = "fail"
+        if output_ci:
+            write_json_atomic(output_ci, report)
+            err.print(f"wrote the CI report to {output_ci}")
+    if failed:
+        err.print(f"[red]{len(failed)} of {len(results)} configs failed[/]")
+    if failed or regressed:
+        raise typer.Exit(1)

@@ -1,0 +1,161 @@
+"""Predictions from the published predictor: performance, distributed training, memory-constrained search."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from benchmark_runners import registry
+from devicefit.cli.common import app, console, csv_list, fail, int_list, select_errors
+
+PANEL = "Predict"
+
+
+@app.command(rich_help_panel=PANEL)
+def predict(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Catalog name or local model directory."),
+    family: Optional[str] = typer.Option(None, "--family", help="Model family to report (default: classified)."),
+    batch_size: int = typer.Option(1, "--batch-size", help="Samples per batch."),
+    seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models (default 128, capped at the model's limit)."),
+    mode: str = typer.Option("inference", "--mode", help="inference or training."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32, fp16, bf16 or int8."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds (default: every kind devicefit knows)."),
+    database: Optional[Path] = typer.Option(None, "--database", help="DuckDB file; its directory is the data directory."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (holds predictors/ and devicefit.duckdb)."),
+    generate_matrix: bool = typer.Option(False, "--generate-matrix", help="Write the spec 001 prediction matrix instead."),
+    output_file: Path = typer.Option(Path("prediction_matrix.json"), "--output-file", help="Where --generate-matrix writes."),
+    visualize: bool = typer.Option(False, "--visualize", help="With --generate-matrix: also write HTML figures."),
+    output_dir: Path = typer.Option(Path("visualizations"), "--output-dir", help="Where --visualize writes."),
+    batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", help="With --generate-matrix: comma-separated batch sizes."),
+    as_json: bool = typer.Option(False, "--json", help="Print the response as JSON."),
+) -> None:
+    """Predict latency, throughput and memory from the published predictor (spec 001), each
+    figure with its interval and the link of the fallback chain that produced it."""
+    from benchmark_runners import registry
+    from benchmark_runners.records import MODES, PRECISIONS
+    from devicefit.predict.api import HardwareModelPredictor, PredictorUnavailable
+    from devicefit.results_io import write_json_atomic
+    from models.catalog import UnknownModelError
+
+    if batch_size < 1:
+        fail(f"--batch-size must be a positive integer, got {batch_size}")
+    if mode not in MODES:
+        fail(f"--mode must be one of {', '.join(MODES)}, got '{mode}'")
+    if precision not in PRECISIONS:
+        fail(f"--precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+    kinds = csv_list(hardware, "--hardware") if hardware else list(registry.kind_names())
+    unknown = [k for k in kinds if k not in registry.kind_names()]
+    if unknown:
+        fail(f"unknown hardware {', '.join(unknown)}; known: {', '.join(registry.kind_names())}")
+    if not generate_matrix and not model:
+        fail("--model is required (or --generate-matrix)")
+    try:
+        api = HardwareModelPredictor(database_path=database, benchmark_dir=benchmark_dir)
+        if generate_matrix:
+            models = [{"name": model, **({"family": family} if family else {})}] if model else None
+            matrix = api.create_hardware_prediction_matrix(models, int_list(batch_sizes, "--batch-sizes") if batch_sizes else None,
+                                                           kinds if hardware else None, None, mode)
+            write_json_atomic(output_file, matrix)
+            console.print(f"prediction matrix: {output_file} ({len(matrix['models'])} models x {len(matrix['hardware_platforms'])} "
+                          f"hardware x {len(matrix['batch_sizes'])} batch sizes x {len(matrix['precision_options'])} precisions)")
+            if visualize:
+                for path in api.visualize_matrix(matrix, output_dir):
+                    console.print(f"  figure: {path}")
+            return
+        result = api.predict_performance(model, family, kinds, batch_size, seq_length, mode, precision)
+    except (PredictorUnavailable, UnknownModelError, ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    table = Table(title=f"{result['model_name']} ({result['model_family']}), batch {batch_size}, {precision}, {mode} "
+                        f"- predictor {result['predictor_version']}")
+    for col in ("hardware", "latency ms", "throughput /s", "memory MiB", "source"):
+        table.add_column(col, justify="left" if col in ("hardware", "source") else "right")
+
+    def fmt(value, interval, digits=1):
+        if value is None:
+            return "-"
+        return f"{value:.{digits}f}" + (f" [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]" if interval else "")
+
+    for hw, e in result["predictions"].items():
+        table.add_row(hw, fmt(e["latency"], e["latency_interval"]), fmt(e["throughput"], e["throughput_interval"]),
+                      fmt(e["memory_usage"], e["memory_interval"], 0), e["source"])
+    console.print(table)
+    levels = {e["interval_level"] for e in result["predictions"].values() if e["interval_level"]}
+    if levels:
+        console.print(f"intervals: {', '.join(f'{x:.0%}' for x in sorted(levels))} conformal, calibrated on held-out models; "
+                      "static_rule intervals are a fixed x/÷4")
+    for hw, e in result["predictions"].items():
+        if e["source"] != "trained_predictor":
+            console.print(f"  {hw}: {e['detail']}")
+
+
+
+@app.command(rich_help_panel=PANEL)
+def distributed(
+    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    gpu_count: int = typer.Option(..., "--gpu-count", help="GPUs in the data-parallel group."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Samples per GPU per optimizer step."),
+    max_memory_gb: Optional[float] = typer.Option(None, "--max-memory-gb", help="Memory of each GPU, GB (1e9 bytes)."),
+    seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample (default 128, capped at the model's limit)."),
+    fp32: bool = typer.Option(False, "--fp32", help="Train in fp32 instead of mixed precision."),
+    as_json: bool = typer.Option(False, "--json", help="Print spec 000's /training/distributed response as JSON."),
+) -> None:
+    """A distributed training configuration (DDP, ZeRO-1/2, FSDP; accumulation, checkpointing,
+    offload, 8-bit optimizer) chosen from memory arithmetic, with the per-GPU figures."""
+    from devicefit.select.distributed import DistributedConfigError, plan_distributed_training
+    from models.catalog import UnknownModelError
+    from models.resolve import resolve_model
+
+    try:
+        plan = plan_distributed_training(resolve_model(model), gpu_count, batch_size, max_memory_gb, seq_length, not fp32)
+    except (UnknownModelError, DistributedConfigError, ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
+    response = plan.to_response()
+    if as_json:
+        print(json.dumps(response, indent=2))
+        raise typer.Exit(0 if plan.fits else 1)
+    m = response["estimated_memory"]
+    console.print(f"[bold]{plan.model_name}[/] ({plan.parameters / 1e6:.1f}M parameters) on {gpu_count} GPU(s)"
+                  + (f" x {max_memory_gb:g} GB" if max_memory_gb else "") + f", batch {batch_size} per GPU, seq {plan.sequence_length}")
+    console.print(f"strategy: [bold]{response['distributed_strategy']}[/] ({response['equivalent']}); micro-batch "
+                  f"{plan.micro_batch_size} x {plan.gradient_accumulation_steps} accumulation steps; checkpointing "
+                  f"{'on' if plan.activation_checkpointing else 'off'}; CPU offload {'on' if plan.cpu_offload else 'off'}; "
+                  f"8-bit optimizer {'on' if plan.eight_bit_optimizer else 'off'}")
+    table = Table(title="memory per GPU (GB)")
+    for col in ("weights", "gradients", "optimizer", "activations", "gathered layer", "CUDA context", "per GPU", "total"):
+        table.add_column(col, justify="right")
+    table.add_row(*(f"{m[k]:.2f}" for k in ("parameters_gb", "gradients_gb", "optimizer_gb", "activations_gb", "gathered_layer_gb",
+                                           "cuda_context_gb", "per_gpu_gb", "total_gb")))
+    console.print(table)
+    console.print(f"activations: {plan.activation_method}")
+    for note in plan.notes:
+        console.print(f"  {note}")
+    if not plan.fits:
+        raise typer.Exit(1)
+
+
+
+@app.command("memory-search", rich_help_panel=PANEL)
+def memory_search_command(
+    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    hardware: str = typer.Option("cpu", "--hardware", help=", ".join(k.name for k in registry.kinds().values() if k.native_precisions) + "."),
+    memory_constrained: float = typer.Option(..., "--memory-constrained", help="Memory cap in MB (MiB)."),
+    mode: str = typer.Option("inference", "--mode", help="inference or training."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+) -> None:
+    """Spec 004's memory-constrained search: the batch size x precision with the best throughput
+    whose peak memory stays under the cap, from measurements where they exist, else predictions."""
+    from devicefit.predict.api import HardwareModelPredictor
+    from devicefit.select.memory_search import memory_constrained_search
+
+    try:
+        result = memory_constrained_search(model, hardware, memory_constrained, mode,
+                                           HardwareModelPredictor(benchmark_dir=benchmark_dir, record=False))
+    except select_errors() as exc:
+        fail(str(exc))
+    print(json.dumps(result, indent=2))

@@ -1,0 +1,171 @@
+"""Hardware selection and model classification (spec 002/003)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from devicefit.cli.common import app, classifier, console, csv_list, fail, int_list, select_errors
+
+PANEL = "Select"
+
+
+@app.command(rich_help_panel=PANEL)
+def classify(
+    model: str = typer.Argument(..., help="Catalog name, Hugging Face id of a catalog model, or local model directory."),
+    model_class: Optional[str] = typer.Option(None, "--model-class", help="Architecture class, e.g. BertForMaskedLM."),
+    task: Optional[list[str]] = typer.Option(None, "--task", help="A task the model serves (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    hardware_aware: bool = typer.Option(False, "--hardware-aware", help="Add spec 003's recommended hardware, resource requirements and hardware profile (JSON)."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory for --hardware-aware (default: data/)."),
+) -> None:
+    """Classify a model into a family and subfamily, with the evidence that decided it."""
+    from models.classifier import classify_model
+
+    if hardware_aware:
+        try:
+            print(json.dumps(classifier(benchmark_dir).classify_model(model, model_class, task), indent=2))
+        except select_errors() as exc:
+            fail(str(exc))
+        return
+    from models.catalog import InvalidModelError
+
+    try:
+        result = classify_model(model, model_class, task)
+    except InvalidModelError as exc:
+        fail(str(exc))
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2))
+        return
+    if result.family is None:
+        fail(f"no evidence about '{model}': not in the catalog, not a local directory, and its name, class and tasks say nothing", 1)
+    console.print(f"[bold]{model}[/]: family [bold]{result.family}[/], subfamily {result.subfamily or '-'}, confidence {result.confidence:.2f}")
+    table = Table(title="Evidence")
+    for col in ("source", "observation", "family", "subfamily", "weight"):
+        table.add_column(col)
+    for e in result.evidence:
+        table.add_row(e.source, e.observation, e.family, e.subfamily or "-", f"{e.weight:.2f}")
+    console.print(table)
+
+
+
+@app.command("select", rich_help_panel=PANEL)
+def select_command(
+    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    family: Optional[str] = typer.Option(None, "--family", help="Model family (default: classified)."),
+    batch_size: int = typer.Option(1, "--batch-size", help="Samples per batch."),
+    seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models."),
+    mode: str = typer.Option("inference", "--mode", help="inference or training."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32, fp16, bf16 or int8."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds you have (default: what is detected here)."),
+    task: Optional[str] = typer.Option(None, "--task", help="classification, generation, embedding, speech_recognition, fine_tuning, training."),
+    max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", help="Exclude hardware predicted slower than this."),
+    distributed: bool = typer.Option(False, "--distributed", help="Training across --gpu-count GPUs (memory per GPU from the distributed plan)."),
+    gpu_count: int = typer.Option(1, "--gpu-count", help="GPUs for --distributed."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Selection config JSON (spec 002) over the shipped defaults."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the /hardware/select response as JSON."),
+) -> None:
+    """Recommend hardware: constraints first (available, compatible, fits, latency bound), then
+    candidates scored against the best one with the configured weights and preferences."""
+    from devicefit.predict.api import PredictorUnavailable
+    from devicefit.select.config import SelectionConfigError
+    from devicefit.select.selector import HardwareSelector, SelectionError
+    from models.catalog import UnknownModelError
+
+    try:
+        selector = HardwareSelector(benchmark_dir=benchmark_dir, config_path=config)
+        kwargs = dict(available_hardware=csv_list(hardware, "--hardware") if hardware else None, distributed=distributed,
+                      gpu_count=gpu_count, max_latency_ms=max_latency_ms, sequence_length=seq_length, precision=precision)
+        if task:
+            result = selector.select_hardware_for_task(family, model, task, batch_size, **kwargs)
+        else:
+            result = selector.select_hardware(family, model, batch_size, mode=mode, **kwargs)
+    except (PredictorUnavailable, SelectionConfigError, SelectionError, UnknownModelError, ValueError) as exc:
+        fail(str(exc))
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    console.print(f"[bold]{result['model_name']}[/] ({result['model_family']}, {result['model_size'] / 1e6:.1f}M parameters, "
+                  f"{result['model_size_category']}), batch {batch_size}, {result['precision']}, {result['mode']}")
+    console.print(f"primary: [bold green]{result['primary_recommendation']}[/]; fallbacks: {', '.join(result['fallback_options']) or 'none'}")
+    table = Table()
+    for col in ("hardware", "score", "latency ms", "throughput /s", "memory MiB", "source", "excluded"):
+        table.add_column(col)
+    for hw, s in result["all_scores"].items():
+        p = s["predictions"]
+        table.add_row(hw, f"{s['score']:.2f}" if "score" in s else "-", f"{p['latency']:.1f}" if p["latency"] else "-",
+                      f"{p['throughput']:.1f}" if p["throughput"] else "-", f"{p['memory_mb']:.0f}" if p["memory_mb"] else "-",
+                      p["source"], s["excluded"] or "")
+    console.print(table)
+    console.print(result["explanation"])
+
+
+
+@app.command("map", rich_help_panel=PANEL)
+def map_command(
+    families: Optional[str] = typer.Option(None, "--families", help="Comma-separated families (default: all five)."),
+    batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", help="Comma-separated batch sizes (default 1,4,16,32,64)."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds to choose among (default: every kind)."),
+    output: Path = typer.Option(Path("hardware_map.json"), "--output", help="Where to write the map JSON."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Selection config JSON over the shipped defaults."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+) -> None:
+    """Write spec 002's selection map: per family, the recommendation per size category and mode
+    and per batch size, each cell answered for a real catalog model of that category."""
+    from devicefit.predict.api import PredictorUnavailable
+    from devicefit.results_io import write_json_atomic
+    from devicefit.select.config import SelectionConfigError
+    from devicefit.select.selection_map import selection_map
+    from devicefit.select.selector import HardwareSelector, SelectionError
+
+    try:
+        selector = HardwareSelector(benchmark_dir=benchmark_dir, config_path=config, record=False)
+        document = selection_map(selector, csv_list(families, "--families") if families else None,
+                                 int_list(batch_sizes, "--batch-sizes") if batch_sizes else None,
+                                 csv_list(hardware, "--hardware") if hardware else None)
+    except (PredictorUnavailable, SelectionConfigError, SelectionError, ValueError) as exc:
+        fail(str(exc))
+    write_json_atomic(output, document)
+    table = Table(title=f"selection map ({output})")
+    for col in ("family", "size", "model", "inference", "training"):
+        table.add_column(col)
+    for family, entry in document["model_families"].items():
+        for size, cell in entry["model_sizes"].items():
+            table.add_row(family, size, cell["inference"]["model"], str(cell["inference"]["primary"]), str(cell["training"]["primary"]))
+    console.print(table)
+
+
+
+@app.command(rich_help_panel=PANEL)
+def resources(
+    models: list[str] = typer.Argument(..., help="Models to hold in one resource pool."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+) -> None:
+    """Spec 003's resource pool configuration: per model its family, recommended hardware and
+    memory/disk/core requirements (measured or predicted, each saying which), and whether the
+    models together need a low-memory mode here."""
+    try:
+        config = classifier(benchmark_dir).get_optimal_resource_pool_config(models)
+    except select_errors() as exc:
+        fail(str(exc))
+    print(json.dumps(config, indent=2))
+
+
+
+@app.command(rich_help_panel=PANEL)
+def recommend(
+    task: str = typer.Option(..., "--task", help="A Hugging Face task (text-generation, image-classification, ...) or a selector task type."),
+    hardware: Optional[str] = typer.Option(None, "--hw", "--hardware", help="Comma-separated hardware the model must run on."),
+    limit: int = typer.Option(5, "--limit", help="At most this many models."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+) -> None:
+    """Catalog models for a task, ranked by predicted latency on the allowed hardware (spec 003)."""
+    try:
+        result = classifier(benchmark_dir).recommend_model_for_task(task, csv_list(hardware, "--hardware") if hardware else None, limit)
+    except select_errors() as exc:
+        fail(str(exc))
+    print(json.dumps(result, indent=2))

@@ -1,0 +1,114 @@
+"""Serving the REST API, and generating tests for a model."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from benchmark_runners import registry
+from devicefit.cli.common import app, console, err, fail
+
+PANEL = "Serve and generate"
+
+
+def _check_served_models(root: Optional[Path], model_dirs: list[Path]) -> None:
+    """Refuses a bad --model-dir (or an unreadable registry) before binding, not on the first request."""
+    from models.catalog import InvalidModelError
+    from models.registry import ModelNames, RegistryError, default_data_dir
+
+    try:
+        _, warnings = ModelNames.load(root or default_data_dir(), model_dirs)
+    except (InvalidModelError, RegistryError) as exc:
+        fail(str(exc))
+    for line in warnings:
+        err.print(f"[yellow]warning:[/] {line}")
+
+
+
+@app.command(rich_help_panel=PANEL)
+def serve(
+    host: str = typer.Option(os.environ.get("DEVICEFIT_HOST", "127.0.0.1"), "--host", help="Address to bind (default 127.0.0.1: this machine only)."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on."),
+    database: Optional[Path] = typer.Option(os.environ.get("BENCHMARK_DB_PATH"), "--database", help="DuckDB file; its directory is the data directory (env BENCHMARK_DB_PATH)."),
+    benchmark_dir: Optional[Path] = typer.Option(os.environ.get("BENCHMARK_DIR"), "--benchmark-dir", help="Data directory (env BENCHMARK_DIR; default data/)."),
+    config: Optional[Path] = typer.Option(os.environ.get("CONFIG_PATH"), "--config", help="Selection config JSON (env CONFIG_PATH)."),
+    reload: bool = typer.Option(False, "--reload", help="Restart on code changes (development)."),
+    workers: int = typer.Option(1, "--workers", help="Worker processes."),
+    debug: bool = typer.Option(os.environ.get("DEBUG", "0") == "1", "--debug", help="Debug logging and error details (env DEBUG=1)."),
+    cache_size: int = typer.Option(int(os.environ.get("API_CACHE_SIZE", "4096")), "--cache-size",
+                                   help="Select/predict answers kept per published predictor (env API_CACHE_SIZE; 0 = off)."),
+    model_dir: Optional[list[Path]] = typer.Option(None, "--model-dir", help="A local model directory the API may analyse, "
+                                                   "under its directory's name (repeatable); beside those of `devicefit models add`."),
+    warm_up: bool = typer.Option(True, "--warm-up/--no-warm-up", help="Trace every model at start-up, so no request pays for it."),
+) -> None:
+    """Serve spec 000's REST API from the published artifacts (OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from devicefit.select.config import SelectionConfigError, load_config
+
+    if workers < 1:
+        fail(f"--workers must be at least 1, got {workers}")
+    root = Path(benchmark_dir).resolve() if benchmark_dir else (Path(database).resolve().parent if database else None)
+    if config is not None:
+        try:
+            load_config(config)  # refuse a bad config before binding, not on the first request
+        except SelectionConfigError as exc:
+            fail(str(exc))
+    # Workers and --reload import the app by name, so settings travel as environment variables.
+    if root is not None:
+        os.environ["DEVICEFIT_DATA_DIR"] = str(root)
+    if config is not None:
+        os.environ["CONFIG_PATH"] = str(Path(config).resolve())
+    os.environ["DEBUG"] = "1" if debug else "0"
+    if cache_size < 0:
+        fail(f"--cache-size must be 0 or more, got {cache_size}")
+    os.environ["API_CACHE_SIZE"] = str(cache_size)
+    _check_served_models(root, model_dir or [])
+    os.environ["DEVICEFIT_MODEL_DIRS"] = os.pathsep.join(str(Path(d).resolve()) for d in model_dir or [])
+    os.environ["DEVICEFIT_WARM_UP"] = "1" if warm_up else "0"
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    # The app's own log (start-up time, registry warnings, unexpected errors) beside uvicorn's.
+    log_config = copy.deepcopy(LOGGING_CONFIG)
+    log_config["loggers"]["devicefit"] = {"handlers": ["default"], "level": "DEBUG" if debug else "INFO", "propagate": False}
+    uvicorn.run("devicefit.api.main:app", host=host, port=port, reload=reload, workers=None if reload else workers,
+                log_level="debug" if debug else "info", log_config=log_config)
+
+
+
+@app.command("generate-tests", rich_help_panel=PANEL)
+def generate_tests(
+    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    output_dir: Path = typer.Option(Path("generated_tests"), "--output-dir", help="Where the pytest file goes."),
+    device: Optional[str] = typer.Option(None, "--device", help=f"Force the device under test ({', '.join(registry.torch_kinds())}); default: the recommended one."),
+    clear_cache: bool = typer.Option(False, "--clear-cache", help="Clear the resource pool before validating, and in the generated tests."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds a pooled model may sit idle before it is freed (generated tests' pool)."),
+    debug: bool = typer.Option(False, "--debug", help="Debug logging, here and in the generated tests."),
+    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory with the published predictor (default: data/)."),
+    no_validate: bool = typer.Option(False, "--no-validate", help="Write the file without building and running the model first."),
+) -> None:
+    """Render the family's Jinja2 template into a pytest file that builds the model through the
+    ResourcePool on the recommended (or forced) device and checks its outputs (spec 003)."""
+    import logging
+
+    from devicefit.testgen import TestGenerationError, generate_test
+    from models.catalog import UnknownModelError
+
+    if debug:
+        logging.basicConfig(level=logging.DEBUG)
+    try:
+        result = generate_test(model, output_dir, device, clear_cache, timeout, debug, benchmark_dir, validate=not no_validate)
+    except (TestGenerationError, UnknownModelError) as exc:
+        fail(str(exc))
+    console.print(f"wrote {result.path}")
+    console.print(f"  {result.model}: {result.family}, template {result.template}, recommended {result.recommended_hardware}, "
+                  f"testing on {result.device_under_test}")
+    console.print(f"  from: {result.classification_source}")
+    if result.validation:
+        console.print(f"  validated: ran once on {result.validation['device']}, first output {result.validation['first_output_shape']} "
+                      f"{result.validation['dtype']}")
+    console.print(f"run it: .venv/bin/python -m pytest {result.path}")

@@ -1,0 +1,17 @@
+"""The one base of devicefit's errors, at the bottom layer so every package can raise it.
+
+A DevicefitError is a condition a user can act on (an unknown model, a missing predictor, a bad
+value), said in words. Each subclass says how the two surfaces answer it: `exit_code` for the
+CLI (handled once, in devicefit.cli.common.DevicefitGroup) and `http_status` for the API
+(handled once, in devicefit.api.app). Anything else that escapes is a bug: a traceback on the
+CLI, a logged 500 on the API."""
+from __future__ import annotations
+
+
+class DevicefitError(Exception):
+    exit_code: int = 2  # a usage or input problem, as click uses 2
+    http_status: int = 400
+
+    def public_message(self) -> str:
+        """What an API client is told (the CLI prints str(self)): never more than the user may see."""
+        return str(self)

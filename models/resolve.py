@@ -1,0 +1,40 @@
+"""Resolving a model name: the one chain every caller goes through.
+
+A catalog name (any case), a Hugging Face id of a catalog model, a model the operator registered
+by name (models.registry), or a local directory, in that order. It sits above both the catalog
+and the registry of local models, so neither imports the other's caller.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from models.catalog import ModelSpec, UnknownModelError, catalog_model, close_names, load_local_model
+from models.registry import registered_model
+
+
+def _is_directory(text: str) -> bool:
+    """False for text no file system accepts as a path (too long, NUL bytes) rather than an error."""
+    try:
+        return Path(text).expanduser().is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def resolve_model(name_or_path: str | Path) -> ModelSpec:
+    """A catalog name (any case), a Hugging Face id of a catalog model, a model the operator
+    registered by name (models.registry), or a local directory. For names from an untrusted
+    caller use models.registry.ModelNames, which never treats a name as a path."""
+    name_or_path = str(name_or_path)
+    if not name_or_path or not name_or_path.strip():
+        raise UnknownModelError(name_or_path, [])
+    query = name_or_path.strip()
+    spec = catalog_model(query)
+    if spec is not None:
+        return spec
+    spec = registered_model(query)
+    if spec is not None:
+        return spec
+    if _is_directory(query):
+        return load_local_model(Path(query).expanduser())
+    # A hub id whose last part is a catalog name ("someone/gpt2") is not assumed to be it.
+    raise UnknownModelError(query, close_names(query))

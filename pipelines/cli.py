@@ -1,0 +1,111 @@
+"""The console script `devicefit`: the product's commands (devicefit.cli) plus `run`, which
+materializes the Dagster pipeline. It lives here, in the orchestration layer, so the product
+package never imports pipelines/ (arrows point one way: pipelines -> assets -> devicefit)."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from benchmark_runners import registry
+from devicefit.cli import app
+from devicefit.cli.common import console, csv_list, data_paths, err, fail, int_list
+from devicefit.errors import DevicefitError
+
+
+@app.command("run", rich_help_panel="Measure")
+def run_command(
+    profile: str = typer.Option("quick", "--profile", help="quick (minutes) or full (the nightly sweep)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Comma-separated models instead of the profile's."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help=f"Comma-separated kinds: {', '.join(registry.measurable_kinds())} (default: all available)."),
+    category: Optional[str] = typer.Option(None, "--category", help="Comma-separated families, e.g. vision,audio."),
+    all_models: bool = typer.Option(False, "--all", help="Every catalog model."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="At most this many models."),
+    batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", help="Override the profile's batch sizes."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="Override the profile's precisions."),
+    training_mode: Optional[bool] = typer.Option(None, "--training-mode/--no-training-mode", help="Train every model / none (default: the profile's)."),
+) -> None:
+    """Materialize the pipeline through Dagster: measurements per (hardware, model), then the
+    DuckDB store, aggregates and the compatibility matrix. Prints a summary and the paths written."""
+    from benchmark_runners.hardware import detect_hardware
+    from devicefit import store
+    from devicefit.profiles import Selection
+    from models.catalog import UnknownModelError
+    from pipelines.run import run_pipeline
+
+    try:
+        selection = Selection(
+            profile=profile, models=tuple(csv_list(model, "--model")) if model else (),
+            hardware=tuple(csv_list(hardware, "--hardware")) if hardware else (),
+            categories=tuple(csv_list(category, "--category")) if category else (), all_models=all_models, limit=limit,
+            batch_sizes=tuple(int_list(batch_sizes, "--batch-sizes")) if batch_sizes else (),
+            precisions=tuple(csv_list(precision, "--precision")) if precision else (), training_mode=training_mode)
+        inventory = detect_hardware()
+        keys = selection.partition_keys(inventory.available_kinds())
+    except (ValueError, UnknownModelError) as exc:
+        fail(str(exc))
+    if not keys:
+        fail(f"nothing to measure: none of the selected hardware is available here (available: {', '.join(inventory.available_kinds())})")
+    err.print(f"profile {profile}: {len(keys)} partitions")
+    try:
+        outcome = run_pipeline(selection, keys, lambda key, i, n: err.print(f"[{i + 1}/{n}] measuring {key}"),
+                               on_wait=lambda message: err.print(message, soft_wrap=True))
+    except DevicefitError:
+        raise  # RunInterrupted, WriterBusy: the group answers them with their own exit codes
+    except RuntimeError as exc:
+        fail(str(exc))
+    for stale in outcome.reaped:
+        err.print(f"[yellow]stale run marked failed:[/] {stale}")
+    paths = data_paths()
+    con = store.connect(paths.database, read_only=True)
+    try:
+        every = store.aggregates(con)
+    finally:
+        con.close()
+    rows = [r for r in every if r["is_best_precision"]]
+    fp32 = {(r["model"], r["device_kind"], r["mode"], r["batch_size"]): r["p50_ms"] for r in every if r["precision"] == "fp32"}
+    table = Table(title="Best precision per config (median over runs)")
+    for col in ("model", "hardware", "mode", "batch", "best", "p50 ms", "fp32 p50 ms", "samples/s", "speedup vs cpu fp32"):
+        table.add_column(col, justify="left" if col in ("model", "hardware", "mode", "best") else "right")
+    for r in rows:
+        base = fp32.get((r["model"], r["device_kind"], r["mode"], r["batch_size"]))
+        table.add_row(r["model"], r["device_kind"], r["mode"], str(r["batch_size"]), r["best_precision"], f"{r['p50_ms']:.2f}",
+                      f"{base:.2f}" if base else "-", f"{r['throughput_samples_per_s']:.1f}",
+                      f"{r['speedup_vs_cpu_fp32']:.2f}x" if r["speedup_vs_cpu_fp32"] else "-")
+    console.print(table)
+    statuses: dict[str, int] = {}
+    for _, _, md in outcome.partitions:
+        for k in ("ok", "skipped", "failed"):
+            statuses[k] = statuses.get(k, 0) + int(md.get(k, 0))
+    console.print(f"configs: {statuses.get('ok', 0)} measured, {statuses.get('skipped', 0)} skipped, {statuses.get('failed', 0)} failed")
+    console.print("written:")
+    written = (("database", paths.database), ("landing files", paths.raw),
+               ("compatibility matrix", paths.outputs / "compatibility_matrix.json"),
+               ("prediction matrix", paths.outputs / "prediction_matrix.json"),
+               ("selection map", paths.outputs / "selection_map.json"), ("predictors", paths.root / "predictors"),
+               ("served predictions", paths.root / "predictions"), ("hardware inventory", paths.root / "hardware.json"),
+               ("benchmark snapshot (API)", paths.outputs / "benchmarks.json"),
+               ("report dashboard", paths.outputs / "reports" / "index.html"),
+               ("comparative analysis", paths.outputs / "comparative_analysis.csv"),
+               ("recommendations", paths.outputs / "recommendations.json"),
+               ("regression report", paths.outputs / "regression_report.json"))
+    for label, path in written:
+        if path.exists():
+            console.print(f"  {label}: {path}")
+    console.print(f"  dagster runs: {os.environ.get('DAGSTER_HOME')}")
+    for check in outcome.failed_checks:
+        err.print(f"[yellow]check:[/] {check}")
+    broken = [k for k, ok, _ in outcome.partitions if not ok]
+    if broken or not outcome.results_success:
+        err.print(f"[red]runs failed:[/] {', '.join(broken) or 'results_job'} (see `make ui`)")
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
