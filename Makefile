@@ -43,7 +43,9 @@ report: $(STAMP)
 	  echo "no Chromium binary and none installable here: the report is HTML only"
 	$(VENV)/bin/devicefit report
 
+# ruff first (pyflakes, import order; configured in pyproject.toml), then the suite.
 test: $(STAMP)
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
 test-slow: $(STAMP)
