@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from benchmark_runners import registry
-from benchmark_runners.backends.base import Backend, PreparedModel
+from benchmark_runners.backends.base import Backend, OutputMismatch, PreparedModel
 from benchmark_runners.environment import process_environment
 from benchmark_runners.harness import measure
 from benchmark_runners.inputs import make_inputs
@@ -87,7 +87,7 @@ class ConfigMeasurer:
             backend = registry.backend(config.backend)
             reason = backend.unsupported_reason(spec, config)
             if reason:
-                return BenchmarkResult.for_config(config, self.run_id, now_iso(), "skipped", reason, **row)
+                return BenchmarkResult.for_config(config, self.run_id, now_iso(), "skipped", reason, "unsupported", **row)
             prepared = self._prepared(backend, spec, config)
             inputs = make_inputs(sig, backend.input_device or config.device, prepared.input_float_dtype,
                                  with_targets=config.mode == "training")
@@ -105,7 +105,8 @@ class ConfigMeasurer:
             row["peak_rss_bytes"] = self.rss.peak_bytes()
         except Exception as exc:  # includes CUDA OOM and MemoryError: a row, not a crash
             self._release()
-            return BenchmarkResult.for_config(config, self.run_id, now_iso(), "failed", describe_exception(exc), **row)
+            code = "output_mismatch" if isinstance(exc, OutputMismatch) else "exception"
+            return BenchmarkResult.for_config(config, self.run_id, now_iso(), "failed", describe_exception(exc), code, **row)
         return self._ok_row(config, prepared, sig, m, row)
 
     def _ok_row(self, config, prepared: PreparedModel, sig, m, row: dict[str, Any]) -> BenchmarkResult:

@@ -14,6 +14,16 @@ from benchmark_runners.harness import TimingPolicy
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 MODES = ("inference", "training")
 STATUSES = ("ok", "skipped", "failed")
+# Why a row was skipped or failed, as a code to filter on; `error` says it in words.
+REASON_CODES = (
+    "device_unavailable",  # skipped: the kind or the device is not present on this host
+    "insufficient_memory",  # skipped: the memory guard's floor exceeds what the device has free
+    "unsupported",  # skipped: the backend, the device or the model rules the config out
+    "output_mismatch",  # failed: the backend's output disagrees with torch's beyond tolerance
+    "exception",  # failed: measuring raised (out of memory included)
+    "timeout",  # failed: the config ran past its deadline; its worker was killed
+    "worker_died",  # failed: the worker crashed, was killed, or broke the protocol
+)
 
 
 # The largest batch a row can record (DuckDB INTEGER); the memory guard refuses far smaller ones
@@ -102,6 +112,7 @@ class BenchmarkResult:
     batch_size: int
     timestamp: str
     error: str | None = None  # the skip reason or failure, verbatim
+    reason_code: str | None = None  # one of REASON_CODES for a skipped or failed row
     # the model
     model_source: str | None = None  # catalog | local
     model_path: str | None = None  # the local directory, for local models
@@ -169,10 +180,10 @@ class BenchmarkResult:
 
     @classmethod
     def for_config(cls, config: BenchmarkConfig, run_id: str, timestamp: str, status: str,
-                   error: str | None = None, **extra: Any) -> "BenchmarkResult":
+                   error: str | None = None, reason_code: str | None = None, **extra: Any) -> "BenchmarkResult":
         model = extra.pop("model", config.model)  # the resolved name once the model is known
         policy = extra.pop("policy", config.policy.to_json())  # rows measured elsewhere carry their own
         return cls(run_id=run_id, config_key=config.key(), status=status, model=model,
                    backend=config.backend, device=config.device, precision=config.precision,
-                   mode=config.mode, batch_size=config.batch_size, timestamp=timestamp, error=error,
+                   mode=config.mode, batch_size=config.batch_size, timestamp=timestamp, error=error, reason_code=reason_code,
                    policy=policy, **extra)

@@ -149,12 +149,14 @@ def _drive(worker: _Worker, run_id: str, emit: EventHandler) -> list[BenchmarkRe
     current: int | None = None
     deadline = time.monotonic() + WORKER_STARTUP_TIMEOUT_S
     failure: str | None = None
+    failure_code = "worker_died"
     while True:
         events = sel.select(timeout=max(0.0, deadline - time.monotonic()))
         if not events:
             limit = worker.configs[current].timeout_s if current is not None else WORKER_STARTUP_TIMEOUT_S
             worker.kill()
             failure = f"timed out after {limit:g} s (load and measurement); worker killed"
+            failure_code = "timeout"
             break
         chunk = os.read(fd, 1 << 16)
         if not chunk:
@@ -191,7 +193,7 @@ def _drive(worker: _Worker, run_id: str, emit: EventHandler) -> list[BenchmarkRe
         index = current if current is not None else len(results)
         if index < len(worker.configs):
             config = worker.configs[index]
-            result = BenchmarkResult.for_config(config, run_id, now_iso(), "failed", failure)
+            result = BenchmarkResult.for_config(config, run_id, now_iso(), "failed", failure, failure_code)
             results.append(result)
             emit(SweepEvent("result", config, result, worker.proc.pid))
     return results
@@ -216,9 +218,11 @@ def run_sweep(
     for group in _group(configs):
         pending: list[tuple[int, BenchmarkConfig]] = []
         for position, config in group:
-            reason = _unavailable_reason(config, inventory, devices) or memory_refusal(config, inventory)
+            reason, code = _unavailable_reason(config, inventory, devices), "device_unavailable"
+            if not reason:
+                reason, code = memory_refusal(config, inventory), "insufficient_memory"
             if reason:
-                rows[position] = BenchmarkResult.for_config(config, run_id, now_iso(), "skipped", reason,
+                rows[position] = BenchmarkResult.for_config(config, run_id, now_iso(), "skipped", reason, code,
                                                             environment=job["host_environment"])
                 emit(SweepEvent("result", config, rows[position]))
             else:

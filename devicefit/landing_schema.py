@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from benchmark_runners.records import MODES, PRECISIONS, STATUSES, BenchmarkResult
+from benchmark_runners.records import MODES, PRECISIONS, REASON_CODES, STATUSES, BenchmarkResult
 from devicefit.errors import DevicefitError
 from devicefit.results_io import FORMAT
 
@@ -128,6 +128,7 @@ class ResultRow(_Strict):
     batch_size: PositiveInt32
     timestamp: Timestamp
     error: Text | None = None
+    reason_code: Literal[REASON_CODES] | None = None
     model_source: Text | None = None
     model_path: Text | None = None
     family: Text | None = None

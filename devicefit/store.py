@@ -110,6 +110,19 @@ MIGRATIONS[6] = [
           AND m.source_key <> sample_history.source_key""",
 ]
 MIGRATIONS[7] = ["CREATE UNIQUE INDEX measurements_natural_key ON measurements (run_id, config_key)"]
+# Skip and failure reasons as codes (benchmark_runners.records.REASON_CODES). Rows written before
+# the code existed (stored ones, and landing files from older versions loaded later) get it from
+# the wording the code replaced: the one place that wording is read.
+_LEGACY_REASON_CODES = """UPDATE measurements SET reason_code = CASE
+        WHEN status = 'skipped' AND (error LIKE '% is not available here:%' OR error LIKE '% does not exist here (%') THEN 'device_unavailable'
+        WHEN status = 'skipped' AND error LIKE 'needs at least % refused before allocating%' THEN 'insufficient_memory'
+        WHEN status = 'skipped' THEN 'unsupported'
+        WHEN error LIKE 'timed out after %' THEN 'timeout'
+        WHEN error LIKE 'worker process %' OR error LIKE 'worker sent malformed output%' THEN 'worker_died'
+        WHEN error LIKE 'OutputMismatch:%' THEN 'output_mismatch'
+        ELSE 'exception' END
+       WHERE status IN ('skipped', 'failed') AND reason_code IS NULL"""
+MIGRATIONS[8] = ["ALTER TABLE measurements ADD COLUMN reason_code VARCHAR", _LEGACY_REASON_CODES]
 SCHEMA_VERSION = max(MIGRATIONS)
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
 JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config"}
@@ -299,6 +312,8 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
         if kept:
             con.executemany(f"INSERT INTO measurements ({', '.join(MEASUREMENT_COLUMNS)}) VALUES ({placeholders})",
                             [_measurement_values(source_key, r) for r in kept])
+            if any(r.status != "ok" and r.reason_code is None for r in kept):
+                con.execute(_LEGACY_REASON_CODES + " AND source_key = ?", [source_key])
         by_run: dict[str, list[BenchmarkResult]] = {}
         for r in kept:
             by_run.setdefault(r.run_id, []).append(r)
@@ -584,5 +599,5 @@ def status_by_family_and_kind(con) -> list[dict[str, Any]]:
         SELECT family, device_kind, precision, status, count(*) AS n, list(DISTINCT model ORDER BY model) AS models,
                list(DISTINCT error ORDER BY error) FILTER (WHERE status <> 'ok') AS reasons
         FROM measurements
-        WHERE family IS NOT NULL AND NOT (status = 'skipped' AND error LIKE '% is not available here:%')
+        WHERE family IS NOT NULL AND reason_code IS DISTINCT FROM 'device_unavailable'
         GROUP BY family, device_kind, precision, status""")

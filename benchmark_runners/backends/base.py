@@ -20,10 +20,18 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Mappi
 
 from benchmark_runners.records import MODES, PRECISIONS
 from benchmark_runners.timers import IterationClock
+from models.errors import DevicefitError
 
 if TYPE_CHECKING:
     from benchmark_runners.records import BenchmarkConfig
     from models.catalog import ModelSpec
+
+
+class OutputMismatch(DevicefitError, RuntimeError):
+    """A backend's output disagrees with the torch reference beyond its precision's tolerance:
+    the row fails (reason code output_mismatch) rather than time a wrong computation."""
+
+    exit_code = 1
 
 
 @dataclass

@@ -33,11 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark_runners.backends.base import Backend, PreparedModel, TimedStep
+from benchmark_runners.backends.base import Backend, OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
 from models.catalog import ModelSpec
-from models.errors import DevicefitError
 
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
 CAPABILITY_NEEDED = {"bf16": "BF16", "fp16": "FP16"}
@@ -46,11 +45,6 @@ CAPABILITY_NEEDED = {"bf16": "BF16", "fp16": "FP16"}
 TOLERANCE = {"fp32": 1e-3, "bf16": 5e-2, "fp16": 2e-2, "int8": 1e-1}
 _converted: dict[str, bool] = {}  # cache keys converted or read by this worker (the IR itself is on disk)
 _checks: dict[tuple, dict[str, Any]] = {}  # (cache key, device, precision) -> output agreement
-
-
-class OutputMismatch(DevicefitError, RuntimeError):
-    """OpenVINO's output disagrees with torch's beyond the precision's tolerance."""
-    exit_code = 1
 
 
 @functools.lru_cache(maxsize=1)

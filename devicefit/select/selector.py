@@ -12,6 +12,7 @@ and power factors. Every answer lists `all_scores` and explains itself with the 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,33 @@ MB = 2**20
 
 class SelectionError(DevicefitError, ValueError):
     """A request the selector cannot answer (unknown task, no candidate left, bad batch size)."""
+
+
+# Why a candidate is out, by kind: the first two say the hardware cannot run the model at all
+# (it is not in `compatible_hardware`); the last two say this request's constraints rule it out.
+EXCLUSION_LABELS = {"unavailable": "not available here", "incompatible": "incompatible",
+                    "does_not_fit": "does not fit", "too_slow": "misses the latency bound"}
+INCOMPATIBLE_EXCLUSIONS = ("unavailable", "incompatible")
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    kind: str  # a key of EXCLUSION_LABELS
+    reason: str
+
+    def __post_init__(self):
+        if self.kind not in EXCLUSION_LABELS:
+            raise ValueError(f"unknown exclusion kind {self.kind!r}")
+
+    def __str__(self) -> str:
+        return f"{EXCLUSION_LABELS[self.kind]}: {self.reason}"
+
+
+def _exclude(entry: dict[str, Any], kind: str, reason: str) -> None:
+    """Marks a candidate excluded: `exclusion` typed (kind, reason), `excluded` in words."""
+    exclusion = Exclusion(kind, reason)
+    entry["exclusion"] = asdict(exclusion)
+    entry["excluded"] = str(exclusion)
 
 
 def device_memory_bytes(kind: str, inventory: dict[str, Any], spec) -> tuple[float | None, str]:
@@ -97,15 +125,15 @@ class HardwareSelector:
             scores[kind] = entry
             platform = self.inventory.get("platforms", {}).get(kind, {})
             if not declared and not platform.get("available"):
-                entry["excluded"] = f"not available here: {platform.get('reason') or 'not detected'}"
+                _exclude(entry, "unavailable", platform.get("reason") or "not detected")
                 continue
             compatible, evidence = self.family_compatibility(family, kind)
             entry["compatibility"] = evidence
             if not compatible:
-                entry["excluded"] = f"incompatible: {evidence}"
+                _exclude(entry, "incompatible", evidence)
                 continue
             if p["latency"] is None:
-                entry["excluded"] = f"incompatible: {p['detail']}"
+                _exclude(entry, "incompatible", p["detail"])
                 continue
             capacity, capacity_source = device_memory_bytes(kind, self.inventory, specs.get(kind))
             entry["device_memory_gb"], entry["device_memory_source"] = (None if capacity is None else capacity / 1e9), capacity_source
@@ -118,13 +146,13 @@ class HardwareSelector:
                 need = plan.estimate.per_gpu if plan.fits else float("inf")
             entry["memory_needed_gb"] = need / 1e9
             if capacity is not None and need > capacity:
-                entry["excluded"] = f"does not fit: needs {need / 1e9:.1f} GB of {capacity / 1e9:.1f} GB ({capacity_source})"
+                _exclude(entry, "does_not_fit", f"needs {need / 1e9:.1f} GB of {capacity / 1e9:.1f} GB ({capacity_source})")
                 continue
             if max_latency_ms is not None and p["latency"] > max_latency_ms:
-                entry["excluded"] = f"misses the latency bound: {p['latency']:.1f} ms predicted > {max_latency_ms:g} ms"
+                _exclude(entry, "too_slow", f"{p['latency']:.1f} ms predicted > {max_latency_ms:g} ms")
                 continue
         feasible = [k for k in candidates if scores[k]["excluded"] is None]
-        compatible = [k for k in candidates if not (scores[k]["excluded"] or "").startswith(("incompatible", "not available"))]
+        compatible = [k for k in candidates if (scores[k].get("exclusion") or {}).get("kind") not in INCOMPATIBLE_EXCLUSIONS]
         if not feasible:
             reasons = "; ".join(f"{k}: {scores[k]['excluded']}" for k in candidates)
             raise SelectionError(f"no hardware satisfies the constraints for {spec.name} (batch {batch_size}, {precision}, {mode}): {reasons}")

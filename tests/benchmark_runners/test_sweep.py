@@ -20,7 +20,7 @@ def test_a_worker_killed_mid_sweep_fails_only_its_config():
 
     results = run_sweep(configs, on_event=on_event)
     assert [r.status for r in results] == ["ok", "failed", "ok"]
-    assert "SIGKILL" in results[1].error
+    assert "SIGKILL" in results[1].error and results[1].reason_code == "worker_died"
     assert [r.batch_size for r in results] == [1, 2, 4]
     assert results[2].iterations >= 2  # measured by a fresh worker after the crash
     assert len({r.run_id for r in results}) == 1
@@ -34,14 +34,14 @@ def test_a_config_that_overruns_its_timeout_is_killed_and_the_sweep_continues():
     ]
     results = run_sweep(configs)
     assert results[0].status == "failed"
-    assert "timed out after 8 s" in results[0].error
+    assert "timed out after 8 s" in results[0].error and results[0].reason_code == "timeout"
     assert results[1].status == "ok"
 
 
 def test_absent_hardware_is_a_skipped_row_with_the_detection_reason():
     results = run_sweep([BenchmarkConfig("bert-tiny", device="mps", policy=FAST_POLICY)])
     assert results[0].status == "skipped"
-    assert results[0].error.startswith("mps is not available here:")
+    assert results[0].error.startswith("mps is not available here:") and results[0].reason_code == "device_unavailable"
 
 
 def test_rows_carry_provenance_and_round_trip_through_json():

@@ -79,3 +79,42 @@ def test_speedup_needs_a_cpu_baseline_on_the_same_host(tmp_path):
     store.refresh_aggregates(con)
     [row] = store.query(con, "SELECT * FROM aggregates")
     assert row["speedup_vs_cpu_fp32"] is None  # no CPU fp32 measured on gpu-host: no invented baseline
+
+
+def test_skip_and_failure_reasons_are_stored_as_codes_and_legacy_rows_get_theirs(tmp_path):
+    """The compatibility matrix filters on the code, never on the wording; rows written before the
+    code existed (older landing files) get it from the wording once, when they are loaded."""
+    path = tmp_path / "db.duckdb"
+    store.init_db(path)
+    cfg = BenchmarkConfig("bert-tiny", device="cuda")
+    coded = BenchmarkResult.for_config(cfg, "r1", "2026-11-22T00:00:00+00:00", "skipped", "the wording changed", "device_unavailable",
+                                       family="embedding").to_json()
+    legacy = [BenchmarkResult.for_config(BenchmarkConfig("bert-tiny", device=d, batch_size=b), "r2", "2026-11-22T00:00:00+00:00",
+                                         status, error, family="embedding").to_json()
+              for d, b, status, error in [("mps", 1, "skipped", "mps is not available here: not a Mac"),
+                                          ("cpu", 2, "skipped", "dynamic int8 quantizes linear layers only"),
+                                          ("cpu", 3, "failed", "timed out after 8 s (load and measurement); worker killed"),
+                                          ("cpu", 4, "failed", "RuntimeError: boom (at x.py:1)")]]
+    for row in legacy:
+        row.pop("reason_code")  # as an older version wrote it
+    con = store.connect(path)
+    store.replace_source(con, "partition:coded", "partition", _doc([coded]))
+    store.replace_source(con, "ingest:legacy", "ingest", _doc(legacy))
+    codes = dict(con.execute("SELECT device || ':' || batch_size, reason_code FROM measurements").fetchall())
+    assert codes == {"cuda:1": "device_unavailable", "mps:1": "device_unavailable", "cpu:2": "unsupported", "cpu:3": "timeout",
+                     "cpu:4": "exception"}
+    counted = {(r["device_kind"], r["status"]) for r in store.status_by_family_and_kind(con)}
+    assert counted == {("cpu", "skipped"), ("cpu", "failed")}  # absent hardware is no evidence either way
+    con.close()
+
+
+def test_an_unknown_reason_code_is_refused_with_the_field_named(tmp_path):
+    from devicefit.landing_schema import LandingFileError
+
+    path = tmp_path / "db.duckdb"
+    store.init_db(path)
+    row = BenchmarkResult.for_config(BenchmarkConfig("bert-tiny"), "r1", "2026-11-22T00:00:00+00:00", "skipped", "why", "because").to_json()
+    con = store.connect(path)
+    with pytest.raises(LandingFileError, match="reason_code"):
+        store.replace_source(con, "ingest:bad", "ingest", _doc([row]))
+    con.close()

@@ -31,6 +31,7 @@ def test_incompatible_hardware_is_excluded_with_the_reason(selector):
     r = selector.select_hardware(None, "bert-tiny", 2, available_hardware=["cpu", "webnn"])
     assert r["primary_recommendation"] == "cpu" and "webnn" not in r["compatible_hardware"]
     assert r["all_scores"]["webnn"]["excluded"].startswith("incompatible") and "webnn excluded (incompatible" in r["explanation"]
+    assert r["all_scores"]["webnn"]["exclusion"]["kind"] == "incompatible" and "webnn" not in r["compatible_hardware"]
 
 
 def test_measured_failures_make_a_family_incompatible(selector, monkeypatch):
@@ -57,6 +58,7 @@ def test_unavailable_hardware_is_excluded_when_none_is_declared(selector):
     present = set(detect_hardware(probe=False).available_kinds())
     assert r["primary_recommendation"] in present and r["primary_recommendation"] == _best_feasible(r)
     assert r["all_scores"]["cuda"]["excluded"].startswith("not available here")
+    assert r["all_scores"]["cuda"]["exclusion"]["kind"] == "unavailable" and "cuda" not in r["compatible_hardware"]
 
 
 def test_a_model_that_does_not_fit_is_excluded(selector):
@@ -64,6 +66,7 @@ def test_a_model_that_does_not_fit_is_excluded(selector):
     r = selector.select_hardware(None, "gpt2", 512, available_hardware=["mps", "cuda"])
     assert r["primary_recommendation"] == "cuda"
     assert r["all_scores"]["mps"]["excluded"].startswith("does not fit: needs")
+    assert r["all_scores"]["mps"]["exclusion"]["kind"] == "does_not_fit" and "mps" in r["compatible_hardware"]
     assert "of 16.0 GB" in r["all_scores"]["mps"]["excluded"]
 
 
@@ -75,6 +78,7 @@ def test_latency_bound_excludes_slow_candidates(selector):
     slower = "cpu" if cpu > cuda else "cuda"
     assert slower not in [r["primary_recommendation"], *r["fallback_options"]]
     assert "misses the latency bound" in r["all_scores"][slower]["excluded"]
+    assert r["all_scores"][slower]["exclusion"]["kind"] == "too_slow" and slower in r["compatible_hardware"]
     with pytest.raises(SelectionError, match="no hardware satisfies"):
         selector.select_hardware(None, "bert-tiny", 2, available_hardware=["cpu", "cuda"], max_latency_ms=min(cpu, cuda) / 10)
 
