@@ -1,4 +1,6 @@
 """Predictors retrained whenever benchmark_results changes, and the prediction matrix."""
+from dataclasses import asdict
+
 import dagster as dg
 
 from assets.resources import DevicefitData
@@ -7,14 +9,14 @@ from benchmark_runners.hardware import detect_hardware
 from devicefit.pipeline import markdown_table, publish_prediction_matrix, train_predictors, validate_served_predictions
 from devicefit.predict.matrix import count_by_source
 from devicefit.predict.training import ERROR_BARS, TARGETS, InsufficientData
+from devicefit.predict.validation_report import ErrorMetrics, ValidationReport
 
 EAGER = dg.AutomationCondition.eager()
 PREDICTOR_KEYS = {t: f"{t}_predictor" for t in TARGETS}
 
 
-def _metrics_rows(groups: dict) -> list[dict]:
-    return [{"group": g, "mape": m["mape"], "median_ape": m["median_ape"], "within_10pct": m["within_10pct"], "n": m["n"]}
-            for g, m in groups.items()]
+def _metrics_rows(groups: dict[str, ErrorMetrics]) -> list[dict]:
+    return [{"group": g, **asdict(m)} for g, m in groups.items()]
 
 
 @dg.multi_asset(
@@ -28,21 +30,22 @@ def predictors(context: dg.AssetExecutionContext, devicefit_data: DevicefitData)
     except InsufficientData as exc:
         context.log.warning(f"predictors not retrained: {exc}")  # the published predictor, if any, stays
         return
+    validation = ValidationReport.of(artifact)
     for t, key in PREDICTOR_KEYS.items():
-        v = artifact["validation"]["targets"][t]
-        lomo = v["leave_one_model_out"]
+        v = validation.targets[t]
+        lomo = v.leave_one_model_out
         yield dg.MaterializeResult(asset_key=key, metadata={
             "version": artifact["version"],
             "rows": artifact["rows"],
             "models": len(artifact["models"]),
-            "held_out_mape": lomo["mape"],
-            "held_out_median_ape": lomo["median_ape"],
-            "held_out_within_10pct": lomo["within_10pct"],
+            "held_out_mape": lomo.mape,
+            "held_out_median_ape": lomo.median_ape,
+            "held_out_within_10pct": lomo.within_10pct,
             "bar_mape": ERROR_BARS[t],
-            "interval_level": artifact["validation"]["level"],
-            "interval_coverage": v["interval_coverage"],
-            "per_family": dg.MetadataValue.md(markdown_table(_metrics_rows(v["per_family"]), ["group", "mape", "median_ape", "within_10pct", "n"])),
-            "per_hardware": dg.MetadataValue.md(markdown_table(_metrics_rows(v["per_hardware"]), ["group", "mape", "median_ape", "within_10pct", "n"])),
+            "interval_level": validation.level,
+            "interval_coverage": v.interval_coverage,
+            "per_family": dg.MetadataValue.md(markdown_table(_metrics_rows(v.per_family), ["group", "mape", "median_ape", "within_10pct", "n"])),
+            "per_hardware": dg.MetadataValue.md(markdown_table(_metrics_rows(v.per_hardware), ["group", "mape", "median_ape", "within_10pct", "n"])),
         })
 
 
@@ -74,10 +77,10 @@ def _bar_check(target: str):
         from devicefit.predict import artifacts
 
         artifact = artifacts.load_current(devicefit_data.paths())
-        lomo = artifact["validation"]["targets"][target]["leave_one_model_out"]
-        return dg.AssetCheckResult(passed=lomo["mape"] <= ERROR_BARS[target],
-                                   description=f"held-out MAPE {lomo['mape']:.1%} (bar {ERROR_BARS[target]:.0%}) over {lomo['n']} rows",
-                                   metadata={"mape": lomo["mape"], "version": artifact["version"]})
+        lomo = ValidationReport.of(artifact).targets[target].leave_one_model_out
+        return dg.AssetCheckResult(passed=lomo.mape <= ERROR_BARS[target],
+                                   description=f"held-out MAPE {lomo.mape:.1%} (bar {ERROR_BARS[target]:.0%}) over {lomo.n} rows",
+                                   metadata={"mape": lomo.mape, "version": artifact["version"]})
 
     return check
 
@@ -93,8 +96,8 @@ def _coverage_check(target: str):
         from devicefit.predict import artifacts
 
         artifact = artifacts.load_current(devicefit_data.paths())
-        level = artifact["validation"]["level"]
-        coverage = artifact["validation"]["targets"][target]["interval_coverage"]
+        validation = ValidationReport.of(artifact)
+        level, coverage = validation.level, validation.targets[target].interval_coverage
         return dg.AssetCheckResult(passed=coverage is not None and abs(coverage - level) <= COVERAGE_TOLERANCE,
                                    description=f"held-out coverage {coverage:.1%} of nominal {level:.0%}" if coverage is not None
                                    else "no held-out residuals to measure coverage on",

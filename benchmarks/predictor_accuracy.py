@@ -47,6 +47,7 @@ def main() -> int:
     from devicefit.predict.hardware_specs import device_specs
     from devicefit.predict.predictor import PerformancePredictor, Request
     from devicefit.predict.training import ERROR_BARS, TARGETS, train
+    from devicefit.predict.validation_report import ValidationReport
 
     paths = DataPaths(Path(args.database).resolve().parent) if args.database else DataPaths.default()
     rows = store.read_ok_measurements(paths.database)
@@ -54,14 +55,14 @@ def main() -> int:
     artifact = train(rows, device_specs(detect_hardware().to_json()))
     print(f"trained on {artifact['rows']} rows of {len(artifact['models'])} models in {time.perf_counter() - started:.1f} s "
           f"(skipped: {artifact['skipped'] or 'none'})\n")
-    print(f"{'target':<11}{'LOMO MAPE':>10}{'median APE':>12}{'within 10%':>12}{'bar':>6}{'coverage':>10} (nominal {artifact['validation']['level']:.0%})")
+    validation = ValidationReport.of(artifact)
+    print(f"{'target':<11}{'LOMO MAPE':>10}{'median APE':>12}{'within 10%':>12}{'bar':>6}{'coverage':>10} (nominal {validation.level:.0%})")
     for t in TARGETS:
-        v = artifact["validation"]["targets"][t]
-        m = v["leave_one_model_out"]
-        print(f"{t:<11}{m['mape']:>10.1%}{m['median_ape']:>12.1%}{m['within_10pct']:>12.0%}{ERROR_BARS[t]:>6.0%}{v['interval_coverage']:>10.1%}")
+        v = validation.targets[t]
+        m = v.leave_one_model_out
+        print(f"{t:<11}{m.mape:>10.1%}{m.median_ape:>12.1%}{m.within_10pct:>12.0%}{ERROR_BARS[t]:>6.0%}{v.interval_coverage:>10.1%}")
     for t in TARGETS:
-        fam = artifact["validation"]["targets"][t]["per_family"]
-        print(f"  {t} per family: " + ", ".join(f"{k} {m['mape']:.0%}" for k, m in fam.items()))
+        print(f"  {t} per family: " + ", ".join(f"{k} {m.mape:.0%}" for k, m in validation.targets[t].per_family.items()))
     predictor = PerformancePredictor(artifact)
 
     specs = variant_specs(100)

@@ -11,6 +11,7 @@ from devicefit import store
 from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 from devicefit.predict.training import ARTIFACT_FORMAT, ERROR_BARS, TARGETS
+from devicefit.predict.validation_report import ValidationReport
 from devicefit.results_io import write_json_atomic
 
 CURRENT = "current.json"
@@ -26,8 +27,8 @@ def predictors_dir(paths: DataPaths) -> Path:
 
 
 def within_bars(artifact: dict[str, Any]) -> dict[str, bool]:
-    targets = artifact["validation"]["targets"]
-    return {t: targets[t]["leave_one_model_out"]["mape"] <= ERROR_BARS[t] for t in TARGETS}
+    targets = ValidationReport.of(artifact).targets
+    return {t: targets[t].leave_one_model_out.mape <= ERROR_BARS[t] for t in TARGETS}
 
 
 def save(paths: DataPaths, artifact: dict[str, Any]) -> Path:
@@ -78,12 +79,12 @@ def version_summaries(paths: DataPaths) -> list[dict[str, Any]]:
     for path in sorted(directory.glob("predictor-*.json"), reverse=True) if directory.is_dir() else []:
         try:
             artifact = json.loads(path.read_text())
-            targets = artifact["validation"]["targets"]
+            targets = ValidationReport.of(artifact).targets
         except (OSError, json.JSONDecodeError, KeyError, TypeError):
             continue  # an unreadable file is not a version anyone can use
         out.append({"version": artifact["version"], "trained_at": artifact["trained_at"], "rows": artifact["rows"],
                     "models": len(artifact["models"]), "current": current is not None and current["version"] == artifact["version"],
                     "within_bars": within_bars(artifact),
-                    "held_out": {t: {"mape": targets[t]["leave_one_model_out"]["mape"], "bar": ERROR_BARS[t],
-                                     "interval_coverage": targets[t]["interval_coverage"]} for t in TARGETS}})
+                    "held_out": {t: {"mape": targets[t].leave_one_model_out.mape, "bar": ERROR_BARS[t],
+                                     "interval_coverage": targets[t].interval_coverage} for t in TARGETS}})
     return out

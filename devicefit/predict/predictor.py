@@ -21,6 +21,7 @@ from typing import Any
 from devicefit.predict.features import ModelPoint, feature_row, memory_reference_bytes, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec
 from devicefit.predict.training import TARGETS, Baselines, reconcile
+from devicefit.predict.validation_report import ValidationReport
 
 STATIC_EFFICIENCY = 0.25  # fraction of roofline speed assumed when nothing was measured on a kind
 STATIC_INTERVAL_FACTOR = 4.0  # x/÷ around a static-rule prediction
@@ -69,8 +70,9 @@ class PerformancePredictor:
         self.categories = artifact["categories"]
         self.domain = artifact["domain"]
         self.specs = {k: DeviceSpec(**v) for k, v in artifact["specs"].items()}
-        self.level = artifact["validation"]["level"]
-        self.half_width = {t: artifact["validation"]["targets"][t]["interval_log_half_width"] for t in TARGETS}
+        validation = ValidationReport.of(artifact)
+        self.level = validation.level
+        self.half_width = {t: validation.targets[t].interval_log_half_width for t in TARGETS}
         self.baselines = Baselines.from_json(artifact["baseline"])
 
     @classmethod

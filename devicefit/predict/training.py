@@ -23,6 +23,7 @@ from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature
 from devicefit.predict.hardware_specs import DeviceSpec
 from devicefit.predict.memory_model import MemoryModel, fit_memory_model
 from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline
+from devicefit.predict.validation_report import ErrorMetrics, TargetValidation, ValidationReport
 from models.catalog import UnknownModelError
 from models.resolve import resolve_model
 
@@ -208,13 +209,12 @@ def reconcile(latency_ms, throughput, batch):
     return lat, batch * 1e3 / lat
 
 
-def error_metrics(actual: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
+def error_metrics(actual: np.ndarray, predicted: np.ndarray) -> ErrorMetrics:
     ape = np.abs(predicted - actual) / actual
-    return {"mape": float(np.mean(ape)), "median_ape": float(np.median(ape)), "within_10pct": float(np.mean(ape <= 0.10)),
-            "n": int(len(ape))}
+    return ErrorMetrics(float(np.mean(ape)), float(np.median(ape)), float(np.mean(ape <= 0.10)), int(len(ape)))
 
 
-def _grouped_metrics(actual, predicted, labels: list[str]) -> dict[str, dict[str, float]]:
+def _grouped_metrics(actual, predicted, labels: list[str]) -> dict[str, ErrorMetrics]:
     labels_arr = np.asarray(labels)
     return {k: error_metrics(actual[labels_arr == k], predicted[labels_arr == k]) for k in sorted(set(labels))}
 
@@ -240,10 +240,11 @@ def nested_coverage(abs_log_residuals: np.ndarray, groups: list[str], level: flo
     return float(np.mean(hits)) if hits else float("nan")
 
 
-def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[str, DeviceSpec]) -> dict[str, Any]:
+def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[str, DeviceSpec]) -> ValidationReport:
     """Leave-one-model-out (and leave-one-hardware-kind-out when there are several kinds)."""
-    report: dict[str, Any] = {"level": INTERVAL_LEVEL, "targets": {}}
+    targets: dict[str, TargetValidation] = {}
     oof = held_out_predictions(data, data.models, categories, specs)
+    oof_kind = held_out_predictions(data, data.kinds, categories, specs) if len(set(data.kinds)) > 1 else None
     for t in TARGETS:
         ok = ~np.isnan(oof[t])
         actual, predicted = data.actual[t][ok], oof[t][ok]
@@ -251,29 +252,29 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
         kinds = [k for k, keep in zip(data.kinds, ok) if keep]
         models = [m for m, keep in zip(data.models, ok) if keep]
         residuals = np.abs(np.log(predicted / actual))
-        report["targets"][t] = {
-            "leave_one_model_out": error_metrics(actual, predicted),
-            "per_family": _grouped_metrics(actual, predicted, families),
-            "per_hardware": _grouped_metrics(actual, predicted, kinds),
-            "interval_log_half_width": conformal_half_width(residuals) if len(residuals) else None,
-            "interval_coverage": nested_coverage(residuals, models) if len(residuals) else None,
-            "bar_mape": ERROR_BARS[t],
-        }
+        loho = None
+        if oof_kind is not None:
+            by_kind = ~np.isnan(oof_kind[t])
+            loho = error_metrics(data.actual[t][by_kind], oof_kind[t][by_kind])
+        targets[t] = TargetValidation(
+            leave_one_model_out=error_metrics(actual, predicted),
+            per_family=_grouped_metrics(actual, predicted, families),
+            per_hardware=_grouped_metrics(actual, predicted, kinds),
+            interval_log_half_width=conformal_half_width(residuals) if len(residuals) else None,
+            interval_coverage=nested_coverage(residuals, models) if len(residuals) else None,
+            bar_mape=ERROR_BARS[t],
+            leave_one_hardware_out=loho,
+        )
     # Each row's prediction from the fold that held its model out, for predicted-vs-measured
     # figures: the numbers behind the reported error, not an in-sample fit.
-    report["held_out_rows"] = [
+    held_out_rows = [
         {"model": data.models[i], "family": data.families[i], "device_kind": data.kinds[i], "backend": f["backend"],
          "precision": f["precision"], "mode": f["mode"], "batch_size": round(math.exp(f["log_batch"])),
          "seq_length": f["seq_length"] or None,
          **{f"{t}_measured": float(data.actual[t][i]) for t in TARGETS},
          **{f"{t}_predicted": None if np.isnan(oof[t][i]) else float(oof[t][i]) for t in TARGETS}}
         for i, f in enumerate(data.features)]
-    if len(set(data.kinds)) > 1:
-        oof_kind = held_out_predictions(data, data.kinds, categories, specs)
-        for t in TARGETS:
-            ok = ~np.isnan(oof_kind[t])
-            report["targets"][t]["leave_one_hardware_out"] = error_metrics(data.actual[t][ok], oof_kind[t][ok])
-    return report
+    return ValidationReport(INTERVAL_LEVEL, targets, held_out_rows)
 
 
 def calibrate_efficiency(data: TrainingData) -> dict[str, dict[str, float]]:
@@ -318,7 +319,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str,
         "process_baseline": data.process_baseline,
         "efficiency": calibrate_efficiency(data),
         "baseline": baselines.to_json(),
-        "validation": validation,
+        "validation": validation.to_json(),
         "specs": {k: vars(s) for k, s in specs.items()},
         "boosters": {t: b.model_to_string() for t, b in boosters.items()},
     }

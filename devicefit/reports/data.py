@@ -67,8 +67,10 @@ def load_report_data(paths: DataPaths) -> ReportData:
     except artifacts.PredictorUnavailable:
         artifact = None
     if artifact is not None:
-        validation = artifact["validation"]
-        data.held_out = validation.get("held_out_rows", [])
-        data.interval_half_width = {t: v.get("interval_log_half_width") for t, v in validation["targets"].items()}
+        from devicefit.predict.validation_report import ValidationReport
+
+        validation = ValidationReport.of(artifact)
+        data.held_out = validation.held_out_rows
+        data.interval_half_width = {t: v.interval_log_half_width for t, v in validation.targets.items()}
         data.predictor_version = artifact.get("version")
     return data
