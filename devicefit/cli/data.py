@@ -30,13 +30,10 @@ def models(
     from models.analysis import parameter_count
     from models.catalog import InvalidModelError, load_catalog
     from models.classifier import classify_spec
-    from models.registry import RegistryError, load_registered, read_registry
+    from models.registry import load_registered, read_registry
 
     data_dir = data_paths(benchmark_dir).root
-    try:
-        registered = read_registry(data_dir)
-    except RegistryError as exc:
-        fail(str(exc))
+    registered = read_registry(data_dir)  # a RegistryError is answered by the CLI's root group
     specs, broken = [(spec, "catalog") for spec in load_catalog().values()], []
     for name, directory in registered.items():
         try:
@@ -63,7 +60,6 @@ def models(
         err.print(f"[yellow]warning:[/] {line}")
 
 
-
 @models_app.command("add")
 def models_add(
     directory: Path = typer.Argument(..., help="A local Hugging Face model directory (config.json, optional weights)."),
@@ -73,18 +69,14 @@ def models_add(
     """Register a local model directory by name, so the API (which takes names, never paths) and
     every command can use it. It is checked first: config.json readable, an architecture
     transformers has, sizes within the limits of models/limits.py."""
-    from models.catalog import InvalidModelError
-    from models.registry import RegistryError, register_model, registry_file
+    from models.registry import register_model, registry_file
 
     data_dir = data_paths(benchmark_dir).root
     try:
         spec = register_model(data_dir, directory, name)
-    except (InvalidModelError, RegistryError) as exc:
-        fail(str(exc))
     except OSError as exc:
         fail(f"cannot write the model registry {registry_file(data_dir)}: {exc.strerror or exc}")
     console.print(f"registered [bold]{spec.name}[/] ({spec.architecture}) -> {spec.path} in {registry_file(data_dir)}")
-
 
 
 @models_app.command("remove")
@@ -93,17 +85,14 @@ def models_remove(
     benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory holding models.json (default: DEVICEFIT_DATA_DIR or ./data). `serve --benchmark-dir` reads the same file; other commands resolve registered names from the default."),
 ) -> None:
     """Forget a registered model (its directory is left alone)."""
-    from models.registry import RegistryError, registry_file, unregister_model
+    from models.registry import registry_file, unregister_model
 
     data_dir = data_paths(benchmark_dir).root
     try:
         path = unregister_model(data_dir, name)
-    except RegistryError as exc:
-        fail(str(exc))
     except OSError as exc:
         fail(f"cannot write the model registry {registry_file(data_dir)}: {exc.strerror or exc}")
     console.print(f"removed {name} ({path}) from {registry_file(data_dir)}")
-
 
 
 db_app = typer.Typer(no_args_is_help=True, help="The DuckDB benchmark store (spec 004's --init-db / --status).")
@@ -117,13 +106,9 @@ def db_init() -> None:
     from devicefit import store
 
     paths = data_paths()
-    try:
-        applied = store.init_db(paths.database)
-    except store.StoreError as exc:
-        fail(str(exc))
+    applied = store.init_db(paths.database)
     console.print(f"{paths.database}: schema version {store.SCHEMA_VERSION}" +
                   (f" (applied migrations {', '.join(map(str, applied))})" if applied else " (already current)"))
-
 
 
 @db_app.command("status")
@@ -131,10 +116,7 @@ def db_status(as_json: bool = typer.Option(False, "--json", help="Print as JSON.
     """Schema version, row counts per table, statuses, latest runs."""
     from devicefit import store
 
-    try:
-        info = store.status(data_paths().database)
-    except store.StoreError as exc:
-        fail(str(exc))
+    info = store.status(data_paths().database)
     if as_json:
         print(json.dumps(info, indent=2, default=str))
         return
@@ -150,7 +132,6 @@ def db_status(as_json: bool = typer.Option(False, "--json", help="Print as JSON.
         console.print("measurements by status: " + ", ".join(f"{k} {v}" for k, v in info["statuses"].items()))
     for run in info.get("latest_runs", []):
         console.print(f"  run {run['run_id']} ({run['source_key']}): {run['rows']} rows at {run['written_at']} on {run['hostname']}")
-
 
 
 @app.command(rich_help_panel=PANEL)

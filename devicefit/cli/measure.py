@@ -56,7 +56,6 @@ def detect(
     console.print(f"torch device: [bold]{inv.torch_device()}[/]")
 
 
-
 def _results_table(results) -> Table:
     table = Table(title="Benchmark results (latency per batch; CI = 95% CI of the median)")
     for col in ("model", "device", "precision", "mode", "batch", "status", "p50 ms", "95% CI", "p95 ms",
@@ -76,7 +75,6 @@ def _results_table(results) -> Table:
             table.add_row(r.model, r.device, r.precision, r.mode, str(r.batch_size), f"[{color}]{r.status}[/]",
                           "-", "-", "-", "-", "-", "-", r.error or "")
     return table
-
 
 
 @app.command(rich_help_panel=PANEL)

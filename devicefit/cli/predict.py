@@ -94,7 +94,6 @@ def predict(
             console.print(f"  {hw}: {e['detail']}")
 
 
-
 @app.command(rich_help_panel=PANEL)
 def distributed(
     model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
@@ -137,7 +136,6 @@ def distributed(
         console.print(f"  {note}")
     if not plan.fits:
         raise typer.Exit(1)
-
 
 
 @app.command("memory-search", rich_help_panel=PANEL)

@@ -72,7 +72,6 @@ def analyze(
         console.print(table)
 
 
-
 @app.command(rich_help_panel=PANEL)
 def report(
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", help="Where the dashboard goes (default data/outputs/reports)."),
@@ -81,14 +80,10 @@ def report(
 ) -> None:
     """Plotly figures of the measurements (interactive HTML, PNG where Chromium is present), an
     index.html dashboard, the comparative analysis CSV and the recommendations (spec 004's --visualize)."""
-    from devicefit import store
     from devicefit.reports import publish_reports
 
     paths = data_paths(benchmark_dir, must_exist=True)
-    try:
-        published = publish_reports(paths, output_dir, png=png)
-    except store.StoreError as exc:
-        fail(str(exc))
+    published = publish_reports(paths, output_dir, png=png)
     d = published.dashboard
     for name, path in d.html.items():
         console.print(f"{name:<24} {path}" + (f"  (+ {d.png[name].name})" if name in d.png else ""))
@@ -97,7 +92,6 @@ def report(
     if d.png_unavailable:
         err.print(f"PNGs not rendered: {d.png_unavailable}")
     console.print(f"dashboard: {d.index}\nanalysis:  {published.analysis_csv}\nrecommendations: {published.recommendations}")
-
 
 
 @app.command(rich_help_panel=PANEL)
@@ -130,7 +124,6 @@ def recommendations(
     console.print(table)
 
 
-
 @app.command("compare-training-inference", rich_help_panel=PANEL)
 def compare_training_inference(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Only this model."),
@@ -157,7 +150,6 @@ def compare_training_inference(
                       f"{p['training_p50_ms']:.2f}", f"{p['training_to_inference']:.1f}×", f"{p['inference_samples_per_s']:.1f}",
                       f"{p['training_samples_per_s']:.1f}", f"{p['inference_peak_mib']:.0f}", f"{p['training_peak_mib']:.0f}")
     console.print(table)
-
 
 
 @app.command(rich_help_panel=PANEL)

@@ -31,12 +31,7 @@ def classify(
         except select_errors() as exc:
             fail(str(exc))
         return
-    from models.catalog import InvalidModelError
-
-    try:
-        result = classify_model(model, model_class, task)
-    except InvalidModelError as exc:
-        fail(str(exc))
+    result = classify_model(model, model_class, task)
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
         return
@@ -49,7 +44,6 @@ def classify(
     for e in result.evidence:
         table.add_row(e.source, e.observation, e.family, e.subfamily or "-", f"{e.weight:.2f}")
     console.print(table)
-
 
 
 @app.command("select", rich_help_panel=PANEL)
@@ -104,7 +98,6 @@ def select_command(
     console.print(result["explanation"])
 
 
-
 @app.command("map", rich_help_panel=PANEL)
 def map_command(
     families: Optional[str] = typer.Option(None, "--families", help="Comma-separated families (default: all five)."),
@@ -139,7 +132,6 @@ def map_command(
     console.print(table)
 
 
-
 @app.command(rich_help_panel=PANEL)
 def resources(
     models: list[str] = typer.Argument(..., help="Models to hold in one resource pool."),
@@ -153,7 +145,6 @@ def resources(
     except select_errors() as exc:
         fail(str(exc))
     print(json.dumps(config, indent=2))
-
 
 
 @app.command(rich_help_panel=PANEL)

@@ -8,23 +8,18 @@ from typing import Optional
 import typer
 
 from benchmark_runners import registry
-from devicefit.cli.common import app, console, err, fail
+from devicefit.cli.common import app, console, data_paths, err, fail
 
 PANEL = "Serve and generate"
 
 
 def _check_served_models(root: Optional[Path], model_dirs: list[Path]) -> None:
     """Refuses a bad --model-dir (or an unreadable registry) before binding, not on the first request."""
-    from models.catalog import InvalidModelError
-    from models.registry import ModelNames, RegistryError, default_data_dir
+    from models.registry import ModelNames
 
-    try:
-        _, warnings = ModelNames.load(root or default_data_dir(), model_dirs)
-    except (InvalidModelError, RegistryError) as exc:
-        fail(str(exc))
+    _, warnings = ModelNames.load(root or data_paths().root, model_dirs)
     for line in warnings:
         err.print(f"[yellow]warning:[/] {line}")
-
 
 
 @app.command(rich_help_panel=PANEL)
@@ -46,16 +41,13 @@ def serve(
     """Serve spec 000's REST API from the published artifacts (OpenAPI docs at /docs)."""
     import uvicorn
 
-    from devicefit.select.config import SelectionConfigError, load_config
+    from devicefit.select.config import load_config
 
     if workers < 1:
         fail(f"--workers must be at least 1, got {workers}")
-    root = Path(benchmark_dir).resolve() if benchmark_dir else (Path(database).resolve().parent if database else None)
+    root = data_paths(benchmark_dir, database).root if benchmark_dir or database else None
     if config is not None:
-        try:
-            load_config(config)  # refuse a bad config before binding, not on the first request
-        except SelectionConfigError as exc:
-            fail(str(exc))
+        load_config(config)  # refuse a bad config before binding, not on the first request
     # Workers and --reload import the app by name, so settings travel as environment variables.
     if root is not None:
         os.environ["DEVICEFIT_DATA_DIR"] = str(root)
@@ -77,7 +69,6 @@ def serve(
     log_config["loggers"]["devicefit"] = {"handlers": ["default"], "level": "DEBUG" if debug else "INFO", "propagate": False}
     uvicorn.run("devicefit.api.main:app", host=host, port=port, reload=reload, workers=None if reload else workers,
                 log_level="debug" if debug else "info", log_config=log_config)
-
 
 
 @app.command("generate-tests", rich_help_panel=PANEL)

@@ -30,9 +30,12 @@ def _old_store(path: Path) -> duckdb.DuckDBPyConnection:
 def _old_load(con, source_key: str, origin: str, rows: list[dict], loaded_at: str) -> None:
     """What the old replace_source did: store every row under its source, whoever held it."""
     results = [BenchmarkResult.from_json(r) for r in rows]
-    con.executemany(f"INSERT INTO measurements ({', '.join(store.MEASUREMENT_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' for _ in store.MEASUREMENT_COLUMNS)})",
-                    [store._measurement_values(source_key, r) for r in results])
+    # The columns the old schema has (later migrations add some).
+    have = {c for (c,) in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'measurements'").fetchall()}
+    keep = [i for i, c in enumerate(store.MEASUREMENT_COLUMNS) if c in have]
+    con.executemany(f"INSERT INTO measurements ({', '.join(store.MEASUREMENT_COLUMNS[i] for i in keep)}) "
+                    f"VALUES ({', '.join('?' for _ in keep)})",
+                    [[values[i] for i in keep] for values in (store._measurement_values(source_key, r) for r in results)])
     con.execute("INSERT INTO runs VALUES (?, ?, now(), 'h', NULL, NULL, NULL, ?)", [results[0].run_id, source_key, len(results)])
     con.execute("INSERT INTO sources VALUES (?, ?, NULL, NULL, ?, ?)", [source_key, origin, len(results), loaded_at])
 
