@@ -50,13 +50,12 @@ def load_report_data(paths: DataPaths) -> ReportData:
     try:
         aggregates = store.aggregates(con)
         devices = {}
-        for fp, kind, name, probe in con.execute("SELECT fingerprint, kind, name, probe FROM hardware").fetchall():
+        for fp, kind, name, probe in store.hardware_rows(con):
             probe = (json.loads(probe) if isinstance(probe, str) else probe) or {}
             devices[fp] = {"kind": kind, "name": name, "matmul_gflops_best": probe.get("matmul_gflops_best"),
                            "memory_bandwidth_gbs_best": probe.get("memory_bandwidth_gbs_best")}
-        inputs = {(m, dims or "{}"): {"flops_per_sample": flops, "model_path": path} for m, dims, flops, path in con.execute(
-            "SELECT model, any_value(input_dims), any_value(forward_flops_per_sample), any_value(model_path) "
-            "FROM measurements WHERE status = 'ok' GROUP BY model, input_dims").fetchall()}
+        inputs = {(m, dims or "{}"): {"flops_per_sample": flops, "model_path": path}
+                  for m, dims, flops, path in store.measured_inputs(con)}
     finally:
         con.close()
     data = ReportData(aggregates, devices, inputs)

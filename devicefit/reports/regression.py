@@ -100,10 +100,6 @@ def compare_samples(current: list[float], baseline: list[float], threshold: floa
 
 # --- Reading sample sets -----------------------------------------------------------------------
 
-_HISTORY_SELECT = ("SELECT run_id, model, device_kind, backend, precision, mode, batch_size, input_dims, samples_ms, p50_ms, "
-                   "hardware_fingerprint, config_key FROM sample_history")
-
-
 def _from_history_row(row: tuple) -> SampleSet:
     run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _ = row
     return SampleSet(ConfigIdentity(model, kind, backend, precision, mode, batch, dims), list(samples or []), p50, run_id, fp)
@@ -122,13 +118,9 @@ def current_sets(database: Path, run_id: str | None = None) -> list[SampleSet]:
     """The latest run of every config in the store, or the configs of one run."""
     con = _open(database)
     try:
-        if run_id:
-            rows = con.execute(f"{_HISTORY_SELECT} WHERE run_id = ?", [run_id]).fetchall()
-            if not rows:
-                raise BaselineError(f"run {run_id!r} has no measured rows in {database}")
-        else:
-            rows = con.execute(f"{_HISTORY_SELECT} QUALIFY row_number() OVER (PARTITION BY config_key, hardware_fingerprint "
-                               "ORDER BY timestamp DESC) = 1").fetchall()
+        rows = store.sample_history(con, run_id, latest_only=not run_id)
+        if run_id and not rows:
+            raise BaselineError(f"run {run_id!r} has no measured rows in {database}")
     finally:
         con.close()
     return [_from_history_row(r) for r in rows]
@@ -138,7 +130,7 @@ def previous_sets(database: Path, current: list[SampleSet]) -> dict[ConfigIdenti
     """For each current set, the latest earlier run of the same config on the same device."""
     con = _open(database)
     try:
-        rows = con.execute(f"{_HISTORY_SELECT} ORDER BY timestamp DESC").fetchall()
+        rows = store.sample_history(con)
     finally:
         con.close()
     wanted = {(s.identity, s.hardware_fingerprint): s.run_id for s in current}

@@ -1,0 +1,141 @@
+"""Loading sources: each source's rows replaced in one transaction, each row stored once by its
+natural key (run_id, config_key) whatever file brought it."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from benchmark_runners.records import BenchmarkResult
+from devicefit.landing_schema import LandingFileError, parse_timestamp, validated_rows
+from devicefit.store.connection import DATA_ERRORS, _now, _rollback, _write_failure, database_file
+from devicefit.store.schema import _LEGACY_REASON_CODES, HISTORY_COLUMNS, JSON_FIELDS, MEASUREMENT_COLUMNS
+
+
+def _measurement_values(source_key: str, r: BenchmarkResult) -> list[Any]:
+    row = r.to_json()
+    dims = (row.get("input") or {}).get("dims") or {}
+    derived = {
+        "source_key": source_key,
+        "device_kind": r.device.split(":")[0],
+        "seq_length": dims.get("seq_length"),
+        "input_dims": json.dumps(dims, sort_keys=True) if dims else None,
+        "hostname": (r.environment or {}).get("hostname"),
+        "timestamp": parse_timestamp(r.timestamp),  # naive UTC, whatever offset the file wrote
+    }
+    out = []
+    for col in MEASUREMENT_COLUMNS:
+        value = derived[col] if col in derived else row[col]
+        out.append(json.dumps(value) if col in JSON_FIELDS else value)
+    return out
+
+
+@dataclass(frozen=True)
+class SourceLoad:
+    """What loading one source did: rows it now holds, and rows skipped because another source
+    already holds the same (run_id, config_key)."""
+    rows: int
+    duplicates: int = 0
+
+
+def _held_elsewhere(con, source_key: str, results: list[BenchmarkResult]) -> set[tuple[str, str]]:
+    run_ids = sorted({r.run_id for r in results})
+    if not run_ids:
+        return set()
+    found = con.execute(f"SELECT run_id, config_key FROM measurements WHERE source_key <> ? AND run_id IN "
+                        f"({', '.join('?' for _ in run_ids)})", [source_key, *run_ids]).fetchall()
+    return {(a, b) for a, b in found}
+
+
+def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str, document: dict[str, Any],
+                   path: str | None = None, sha256: str | None = None) -> SourceLoad:
+    """Replace every row of `source_key` with the rows of `document`, in one transaction.
+
+    Rows are validated against the column types first (LandingFileError names the bad field).
+    A row whose natural key (run_id, config_key) another source already holds is skipped and
+    counted, never stored twice: the first source to store a row owns it (load_landing_files
+    loads partitions first), and a source reloading its own rows deletes them before inserting.
+    A failure rolls everything back: LandingFileError when the content is at fault, StoreError
+    (naming a full disk as such) when the machine is."""
+    results = [BenchmarkResult.from_json(r) for r in validated_rows(document, f"rows for {source_key}")]
+    now = _now()
+    con.execute("BEGIN TRANSACTION")
+    try:
+        replaced = con.execute("SELECT count(*) FROM measurements WHERE source_key = ?", [source_key]).fetchone()[0]
+        for table in ("measurements", "runs", "sources"):
+            con.execute(f"DELETE FROM {table} WHERE source_key = ?", [source_key])
+        if replaced:
+            # Rows this source held may have been skipped in others as duplicates: those sources
+            # offer them again at the next load, so a row leaves the store only with its last source.
+            con.execute("UPDATE sources SET sha256 = NULL WHERE duplicate_rows > 0")
+        held = _held_elsewhere(con, source_key, results)
+        kept = [r for r in results if (r.run_id, r.config_key) not in held]
+        placeholders = ", ".join("?" for _ in MEASUREMENT_COLUMNS)
+        if kept:
+            con.executemany(f"INSERT INTO measurements ({', '.join(MEASUREMENT_COLUMNS)}) VALUES ({placeholders})",
+                            [_measurement_values(source_key, r) for r in kept])
+            if any(r.status != "ok" and r.reason_code is None for r in kept):
+                con.execute(_LEGACY_REASON_CODES + " AND source_key = ?", [source_key])
+        by_run: dict[str, list[BenchmarkResult]] = {}
+        for r in kept:
+            by_run.setdefault(r.run_id, []).append(r)
+        for run_id, rows in by_run.items():
+            env = rows[0].environment or {}
+            git = env.get("git") or {}
+            con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [run_id, source_key, min(parse_timestamp(r.timestamp) for r in rows), env.get("hostname"),
+                         git.get("commit"), git.get("dirty"), json.dumps(env.get("versions")), len(rows)])
+        con.execute(f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
+                        WHERE source_key = ? AND status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""", [source_key])
+        _upsert_hardware(con, document.get("hardware") or {}, now)
+        _upsert_models(con, kept, now)
+        con.execute("INSERT INTO sources (source_key, origin, path, sha256, rows, loaded_at, duplicate_rows) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)", [source_key, origin, path, sha256, len(kept), now, len(results) - len(kept)])
+        con.execute("COMMIT")
+    except BaseException as exc:
+        _rollback(con)
+        if isinstance(exc, LandingFileError):
+            raise
+        if isinstance(exc, DATA_ERRORS):
+            raise LandingFileError(f"rows for {source_key}: the store refused a row ({type(exc).__name__}: {exc})") from exc
+        if isinstance(exc, (duckdb.Error, OSError)):
+            raise _write_failure(database_file(con), exc, f"load {source_key} into") from exc
+        raise
+    return SourceLoad(len(kept), len(results) - len(kept))
+
+
+def _upsert_hardware(con, inventory: dict[str, Any], now: datetime) -> None:
+    probes = {p.get("fingerprint"): p for p in (inventory.get("probes") or {}).values()}
+    hostname = inventory.get("hostname")
+    for kind, info in (inventory.get("platforms") or {}).items():
+        for dev in info.get("devices") or []:
+            fp = dev.get("fingerprint")
+            if not fp:
+                continue
+            con.execute("DELETE FROM hardware WHERE fingerprint = ?", [fp])
+            con.execute("INSERT INTO hardware VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [fp, kind, dev.get("name"), hostname, json.dumps(dev), json.dumps(probes.get(fp)), now])
+
+
+def _upsert_models(con, results: list[BenchmarkResult], now: datetime) -> None:
+    seen = {}
+    for r in results:
+        if r.parameters is not None:
+            seen[r.model] = r
+    for name, r in seen.items():
+        con.execute("DELETE FROM models WHERE name = ?", [name])
+        con.execute("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?)", [name, r.model_source, r.architecture, r.family, r.parameters, now])
+
+
+def source_loaded_from(con: duckdb.DuckDBPyConnection, path: str, sha256: str) -> str | None:
+    """The source last loaded from exactly this file content at this path, if any."""
+    row = con.execute("SELECT source_key FROM sources WHERE path = ? AND sha256 = ?", [path, sha256]).fetchone()
+    return row[0] if row else None
+
+
+def source_sha(con: duckdb.DuckDBPyConnection, source_key: str) -> str | None:
+    row = con.execute("SELECT sha256 FROM sources WHERE source_key = ?", [source_key]).fetchone()
+    return row[0] if row else None

@@ -1,0 +1,265 @@
+"""Reads: aggregates, the checks' offending rows, status, predictor versions, served
+predictions and their errors, and the measurements the predictors, selectors and reports use."""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+
+from devicefit.store.connection import SCHEMA_VERSION, StoreError, _rollback, _write_failure, connect, database_file, is_disk_full, schema_version
+from devicefit.store.schema import JSON_FIELDS
+
+AGGREGATE_SQL = """
+CREATE OR REPLACE TABLE aggregates AS
+WITH per_config AS (
+    SELECT model, any_value(family) AS family, backend, device_kind, hostname,
+           any_value(hardware_fingerprint) AS hardware_fingerprint, any_value(device_name) AS device_name,
+           precision, mode, batch_size, coalesce(input_dims, '{}') AS input_dims, any_value(seq_length) AS seq_length,
+           count(DISTINCT run_id) AS runs, count(*) AS rows,
+           median(p50_ms) AS p50_ms, median(p95_ms) AS p95_ms,
+           median(throughput_samples_per_s) AS throughput_samples_per_s,
+           median(peak_rss_bytes) AS peak_rss_bytes, max(ci_rel_half_width) AS worst_ci_rel_half_width,
+           max(timestamp) AS last_measured
+    FROM measurements WHERE status = 'ok'
+    GROUP BY model, backend, device_kind, hostname, precision, mode, batch_size, coalesce(input_dims, '{}')
+)
+SELECT p.*,
+       -- versus the same model/batch/input on the same host's CPU in fp32 (torch); NULL when not measured
+       base.p50_ms / p.p50_ms AS speedup_vs_cpu_fp32,
+       first_value(p.precision) OVER (
+           PARTITION BY p.model, p.backend, p.device_kind, p.hostname, p.mode, p.batch_size, p.input_dims
+           ORDER BY p.p50_ms) AS best_precision,
+       p.p50_ms = min(p.p50_ms) OVER (
+           PARTITION BY p.model, p.backend, p.device_kind, p.hostname, p.mode, p.batch_size, p.input_dims) AS is_best_precision
+FROM per_config p
+LEFT JOIN per_config base
+  ON base.model = p.model AND base.mode = p.mode AND base.batch_size = p.batch_size
+ AND base.input_dims = p.input_dims AND base.hostname IS NOT DISTINCT FROM p.hostname
+ AND base.device_kind = 'cpu' AND base.precision = 'fp32' AND base.backend = 'torch'
+ORDER BY p.model, p.device_kind, p.mode, p.batch_size, p.precision
+"""
+
+
+def refresh_aggregates(con: duckdb.DuckDBPyConnection) -> int:
+    con.execute(AGGREGATE_SQL)
+    return con.execute("SELECT count(*) FROM aggregates").fetchone()[0]
+
+
+def query(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables ORDER BY table_name").fetchall()]
+    return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+
+
+def status(path: Path) -> dict[str, Any]:
+    """What `devicefit db status` prints: version, row counts, sources, latest runs."""
+    con = connect(path, read_only=True)
+    try:
+        version = schema_version(con)
+        out: dict[str, Any] = {"path": str(path), "size_bytes": Path(path).stat().st_size,
+                               "schema_version": version, "current_schema_version": SCHEMA_VERSION,
+                               "tables": table_counts(con)}
+        if version >= 1:
+            out["statuses"] = dict(con.execute("SELECT status, count(*) FROM measurements GROUP BY status ORDER BY status").fetchall())
+            out["latest_runs"] = query(con, "SELECT run_id, source_key, written_at, hostname, git_commit, rows FROM runs ORDER BY written_at DESC LIMIT 5")
+        return out
+    finally:
+        con.close()
+
+
+def iter_results(con: duckdb.DuckDBPyConnection, where: str = "TRUE", params: list[Any] | None = None) -> Iterator[dict[str, Any]]:
+    for row in query(con, f"SELECT * FROM measurements WHERE {where} ORDER BY model, device, precision, mode, batch_size", params):
+        for col in JSON_FIELDS:
+            if isinstance(row.get(col), str):
+                row[col] = json.loads(row[col])
+        yield row
+
+
+# --- Named reads used by the pipeline, its checks and the CLI -------------------------------
+
+OFFENDER_LIMIT = 20
+_OK_ROW_COLUMNS = "model, device, precision, mode, batch_size, source_key"
+
+
+def _ok_rows_where(con, predicate: str, columns: str = _OK_ROW_COLUMNS) -> list[dict[str, Any]]:
+    return query(con, f"SELECT {columns} FROM measurements WHERE status = 'ok' AND ({predicate}) LIMIT {OFFENDER_LIMIT}")
+
+
+def invalid_timing_rows(con) -> list[dict[str, Any]]:
+    """Measured rows with a NaN, zero or negative timing anywhere."""
+    return _ok_rows_where(con, "p50_ms IS NULL OR isnan(p50_ms) OR p50_ms <= 0 OR isnan(mean_ms) OR mean_ms <= 0 "
+                               "OR len(samples_ms) = 0 OR list_min(samples_ms) <= 0 "
+                               "OR list_bool_or(list_transform(samples_ms, x -> isnan(x)))")
+
+
+def inconsistent_throughput_rows(con, tolerance: float) -> list[dict[str, Any]]:
+    """Rows whose throughput is not batch x iterations / timed seconds within `tolerance`."""
+    return _ok_rows_where(con, "abs(throughput_samples_per_s - batch_size * len(samples_ms) * 1000.0 / list_sum(samples_ms)) "
+                               f"> {float(tolerance)} * throughput_samples_per_s")
+
+
+WIDE_CI = "ci_rel_half_width IS NULL OR ci_rel_half_width > ci_target"
+
+
+def wide_ci_rows(con) -> list[dict[str, Any]]:
+    return _ok_rows_where(con, WIDE_CI, "model, device, precision, mode, batch_size, ci_rel_half_width, ci_target, stop_reason")
+
+
+def wide_ci_counts(con) -> tuple[int, int]:
+    """(rows over their CI target, measured rows)."""
+    return con.execute(f"SELECT count(*) FILTER (WHERE {WIDE_CI}), count(*) FROM measurements WHERE status = 'ok'").fetchone()
+
+
+def source_rows(con) -> list[dict[str, Any]]:
+    return query(con, "SELECT source_key, rows, coalesce(duplicate_rows, 0) AS duplicate_rows FROM sources ORDER BY source_key")
+
+
+def invalid_aggregate_rows(con) -> list[dict[str, Any]]:
+    return query(con, "SELECT model, device_kind, precision, batch_size FROM aggregates WHERE p50_ms IS NULL OR isnan(p50_ms) "
+                      "OR p50_ms <= 0 OR (speedup_vs_cpu_fp32 IS NOT NULL AND (isnan(speedup_vs_cpu_fp32) OR speedup_vs_cpu_fp32 <= 0)) "
+                      f"LIMIT {OFFENDER_LIMIT}")
+
+
+def status_counts(con) -> list[dict[str, Any]]:
+    return query(con, "SELECT status, count(*) AS rows FROM measurements GROUP BY status ORDER BY status")
+
+
+def recent_failures(con, limit: int = 20) -> list[dict[str, Any]]:
+    return query(con, "SELECT model, device, precision, mode, batch_size, error FROM measurements "
+                      f"WHERE status = 'failed' ORDER BY timestamp DESC LIMIT {int(limit)}")
+
+
+def aggregates(con) -> list[dict[str, Any]]:
+    # Checked by name first: without the table, DuckDB's replacement scan would find this very
+    # Python function called `aggregates` and fail with a confusing message.
+    if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'aggregates'").fetchone()[0]:
+        raise StoreError(f"{database_file(con)} holds no aggregates yet: materialize benchmark_results "
+                         "(`devicefit run`) first")
+    return query(con, "SELECT * FROM aggregates ORDER BY model, device_kind, mode, batch_size, precision")
+
+
+def record_predictor_version(con, version: str, artifact: dict[str, Any], path: str, within_bars: bool) -> None:
+    con.execute("DELETE FROM predictor_versions WHERE version = ?", [version])
+    con.execute("INSERT INTO predictor_versions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [version, datetime.fromisoformat(artifact["trained_at"]).replace(tzinfo=None), artifact["rows"],
+                 json.dumps(artifact["models"]), path, json.dumps(artifact["validation"]), within_bars])
+
+
+def predictor_versions(con) -> list[dict[str, Any]]:
+    return query(con, "SELECT version, trained_at, rows, models, artifact_path, within_bars, validation "
+                      "FROM predictor_versions ORDER BY trained_at DESC")
+
+
+PREDICTION_COLUMNS = ("recorded_at", "predictor_version", "origin", "model", "device_kind", "backend", "precision", "mode",
+                      "batch_size", "seq_length", "latency_ms", "throughput", "memory_bytes", "source")
+
+
+def replace_served_predictions(con, source_file: str, rows: list[dict[str, Any]]) -> None:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM predictions WHERE source_file = ?", [source_file])
+        if rows:
+            con.executemany(f"INSERT INTO predictions (source_file, {', '.join(PREDICTION_COLUMNS)}) "
+                            f"VALUES (?, {', '.join('?' for _ in PREDICTION_COLUMNS)})",
+                            [[source_file, *(r.get(c) for c in PREDICTION_COLUMNS)] for r in rows])
+        con.execute("COMMIT")
+    except BaseException as exc:
+        _rollback(con)
+        if isinstance(exc, (duckdb.IOException, OSError)) and is_disk_full(exc):
+            raise _write_failure(database_file(con), exc, "record predictions in") from exc
+        raise
+
+
+PREDICTION_ERRORS_SQL = """
+CREATE OR REPLACE TABLE prediction_errors AS
+SELECT p.*, m.run_id AS measured_run_id, m.timestamp AS measured_at,
+       m.mean_ms AS measured_latency_ms, m.throughput_samples_per_s AS measured_throughput, m.peak_rss_bytes AS measured_memory_bytes,
+       abs(p.latency_ms - m.mean_ms) / m.mean_ms AS latency_ape,
+       abs(p.throughput - m.throughput_samples_per_s) / m.throughput_samples_per_s AS throughput_ape,
+       abs(p.memory_bytes - m.peak_rss_bytes) / m.peak_rss_bytes AS memory_ape
+FROM predictions p
+JOIN measurements m
+  ON m.status = 'ok' AND m.model = p.model AND m.device_kind = p.device_kind AND m.backend = p.backend
+ AND m.precision = p.precision AND m.mode = p.mode AND m.batch_size = p.batch_size
+ AND m.seq_length IS NOT DISTINCT FROM p.seq_length
+ AND m.timestamp > p.recorded_at  -- only measurements taken after the prediction was served
+QUALIFY row_number() OVER (PARTITION BY p.source_file, p.recorded_at, p.model, p.device_kind, p.backend, p.precision,
+                                        p.mode, p.batch_size ORDER BY m.timestamp) = 1
+"""
+
+
+def refresh_prediction_errors(con) -> list[dict[str, Any]]:
+    """Predicted versus measured, per source of the prediction."""
+    con.execute(PREDICTION_ERRORS_SQL)
+    return query(con, "SELECT source, count(*) AS n, avg(latency_ape) AS latency_mape, avg(throughput_ape) AS throughput_mape, "
+                      "avg(memory_ape) AS memory_mape FROM prediction_errors GROUP BY source ORDER BY source")
+
+
+def ok_measurements(con) -> list[dict[str, Any]]:
+    return list(iter_results(con, "status = 'ok'"))
+
+
+def fp32_inference_gflops(con) -> list[dict[str, Any]]:
+    """Achieved GFLOP/s of each ok fp32 inference row (forward FLOPs x batch / mean time), by
+    family and device kind and the device it ran on."""
+    return query(con, """
+        SELECT family, device_kind, hardware_fingerprint,
+               forward_flops_per_sample * batch_size / (mean_ms / 1e3) / 1e9 AS gflops
+        FROM measurements
+        WHERE status = 'ok' AND precision = 'fp32' AND mode = 'inference' AND family IS NOT NULL
+          AND forward_flops_per_sample > 0 AND mean_ms > 0""")
+
+
+def read_ok_measurements(path: Path) -> list[dict[str, Any]]:
+    """The ok rows of the database at `path`, through a read-only connection closed at once."""
+    con = connect(path, read_only=True)
+    try:
+        return ok_measurements(con)
+    finally:
+        con.close()
+
+
+def status_by_family_and_kind(con) -> list[dict[str, Any]]:
+    """Counts per family x device kind x precision x status, the models and the reasons. A skip
+    because hardware was absent is left out: it says nothing about compatibility."""
+    return query(con, """
+        SELECT family, device_kind, precision, status, count(*) AS n, list(DISTINCT model ORDER BY model) AS models,
+               list(DISTINCT error ORDER BY error) FILTER (WHERE status <> 'ok') AS reasons
+        FROM measurements
+        WHERE family IS NOT NULL AND reason_code IS DISTINCT FROM 'device_unavailable'
+        GROUP BY family, device_kind, precision, status""")
+
+
+_HISTORY_SELECT = ("SELECT run_id, model, device_kind, backend, precision, mode, batch_size, input_dims, samples_ms, p50_ms, "
+                   "hardware_fingerprint, config_key FROM sample_history")
+
+
+def sample_history(con, run_id: str | None = None, latest_only: bool = False) -> list[tuple]:
+    """Sample sets (run_id, model, device_kind, backend, precision, mode, batch_size, input_dims,
+    samples_ms, p50_ms, hardware_fingerprint, config_key): one run's, the latest of each config on
+    each device (`latest_only`), or every one, newest first."""
+    if run_id:
+        return con.execute(f"{_HISTORY_SELECT} WHERE run_id = ?", [run_id]).fetchall()
+    if latest_only:
+        return con.execute(f"{_HISTORY_SELECT} QUALIFY row_number() OVER (PARTITION BY config_key, hardware_fingerprint "
+                           "ORDER BY timestamp DESC) = 1").fetchall()
+    return con.execute(f"{_HISTORY_SELECT} ORDER BY timestamp DESC").fetchall()
+
+
+def hardware_rows(con) -> list[tuple]:
+    """(fingerprint, kind, name, probe) of every device the store knows."""
+    return con.execute("SELECT fingerprint, kind, name, probe FROM hardware").fetchall()
+
+
+def measured_inputs(con) -> list[tuple]:
+    """(model, input_dims, forward FLOPs per sample, model path) of each model's measured inputs."""
+    return con.execute("SELECT model, any_value(input_dims), any_value(forward_flops_per_sample), any_value(model_path) "
+                       "FROM measurements WHERE status = 'ok' GROUP BY model, input_dims").fetchall()

@@ -1,0 +1,115 @@
+"""The store's schema: migrations from version 1 to the current one, and the columns rows are
+written to. Each migration moves the schema from version N-1 to N; they run in order, each in a
+transaction."""
+from __future__ import annotations
+
+from dataclasses import fields
+
+from benchmark_runners.records import BenchmarkResult
+
+# Each migration moves the schema from version N-1 to N; they run in order, each in a transaction.
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        """CREATE TABLE schema_version (version INTEGER NOT NULL, applied_at TIMESTAMP NOT NULL)""",
+        """CREATE TABLE sources (
+            source_key VARCHAR PRIMARY KEY, origin VARCHAR NOT NULL, path VARCHAR, sha256 VARCHAR,
+            rows INTEGER NOT NULL, loaded_at TIMESTAMP NOT NULL)""",
+        """CREATE TABLE runs (
+            run_id VARCHAR NOT NULL, source_key VARCHAR NOT NULL, written_at TIMESTAMP, hostname VARCHAR,
+            git_commit VARCHAR, git_dirty BOOLEAN, versions JSON, rows INTEGER NOT NULL,
+            PRIMARY KEY (run_id, source_key))""",
+        """CREATE TABLE hardware (
+            fingerprint VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, name VARCHAR, hostname VARCHAR,
+            details JSON, probe JSON, last_seen TIMESTAMP NOT NULL)""",
+        """CREATE TABLE models (
+            name VARCHAR PRIMARY KEY, source VARCHAR, architecture VARCHAR, family VARCHAR,
+            parameters BIGINT, last_seen TIMESTAMP NOT NULL)""",
+        """CREATE TABLE measurements (
+            source_key VARCHAR NOT NULL, run_id VARCHAR NOT NULL, config_key VARCHAR NOT NULL,
+            status VARCHAR NOT NULL, model VARCHAR NOT NULL, backend VARCHAR NOT NULL, device VARCHAR NOT NULL,
+            device_kind VARCHAR NOT NULL, precision VARCHAR NOT NULL, mode VARCHAR NOT NULL,
+            batch_size INTEGER NOT NULL, seq_length INTEGER, input_dims VARCHAR, timestamp TIMESTAMP, error VARCHAR,
+            model_source VARCHAR, model_path VARCHAR, family VARCHAR, architecture VARCHAR, parameters BIGINT,
+            weights VARCHAR, input JSON, forward_flops_per_sample BIGINT, weight_bytes BIGINT,
+            precision_recipe VARCHAR, device_name VARCHAR, hardware_fingerprint VARCHAR, hostname VARCHAR,
+            samples_ms DOUBLE[], warmup_ms DOUBLE[], warmup_steady BOOLEAN, iterations INTEGER,
+            stop_reason VARCHAR, ci_target DOUBLE, mean_ms DOUBLE, p50_ms DOUBLE, p90_ms DOUBLE,
+            p95_ms DOUBLE, p99_ms DOUBLE, min_ms DOUBLE, max_ms DOUBLE, stdev_ms DOUBLE, cv DOUBLE,
+            ci_low_ms DOUBLE, ci_high_ms DOUBLE, ci_rel_half_width DOUBLE, throughput_samples_per_s DOUBLE,
+            tokens_per_s DOUBLE, load_time_s DOUBLE, first_inference_ms DOUBLE, forward_ms DOUBLE,
+            backward_ms DOUBLE, optimizer_ms DOUBLE, phase_samples_ms JSON, loss_kind VARCHAR,
+            peak_rss_bytes BIGINT, rss_after_load_bytes BIGINT, rss_before_load_bytes BIGINT,
+            memory_method VARCHAR, device_allocated_peak_bytes BIGINT, device_reserved_peak_bytes BIGINT,
+            environment JSON, policy JSON,
+            PRIMARY KEY (source_key, run_id, config_key))""",
+    ],
+}
+MIGRATIONS[2] = [
+    """CREATE TABLE predictor_versions (
+        version VARCHAR PRIMARY KEY, trained_at TIMESTAMP NOT NULL, rows INTEGER NOT NULL, models JSON,
+        artifact_path VARCHAR NOT NULL, validation JSON NOT NULL, within_bars BOOLEAN NOT NULL)""",
+]
+MIGRATIONS[3] = [
+    """CREATE TABLE predictions (
+        source_file VARCHAR NOT NULL, recorded_at TIMESTAMP NOT NULL, predictor_version VARCHAR, origin VARCHAR,
+        model VARCHAR NOT NULL, device_kind VARCHAR NOT NULL, backend VARCHAR NOT NULL, precision VARCHAR NOT NULL,
+        mode VARCHAR NOT NULL, batch_size INTEGER NOT NULL, seq_length INTEGER, latency_ms DOUBLE, throughput DOUBLE,
+        memory_bytes DOUBLE, source VARCHAR)""",
+]
+# Every ok measurement's samples, kept when its source is later replaced by a newer run of the
+# same partition, so a run can be compared with any earlier one (regression tracking).
+HISTORY_COLUMNS = ("run_id", "config_key", "source_key", "model", "backend", "device_kind", "device_name", "precision", "mode",
+                   "batch_size", "input_dims", "hardware_fingerprint", "hostname", "timestamp", "samples_ms", "p50_ms",
+                   "throughput_samples_per_s", "peak_rss_bytes")
+MIGRATIONS[4] = [
+    """CREATE TABLE sample_history (
+        run_id VARCHAR NOT NULL, config_key VARCHAR NOT NULL, source_key VARCHAR NOT NULL, model VARCHAR NOT NULL,
+        backend VARCHAR NOT NULL, device_kind VARCHAR NOT NULL, device_name VARCHAR, precision VARCHAR NOT NULL,
+        mode VARCHAR NOT NULL, batch_size INTEGER NOT NULL, input_dims VARCHAR, hardware_fingerprint VARCHAR,
+        hostname VARCHAR, timestamp TIMESTAMP, samples_ms DOUBLE[] NOT NULL, p50_ms DOUBLE,
+        throughput_samples_per_s DOUBLE, peak_rss_bytes BIGINT, PRIMARY KEY (run_id, config_key))""",
+    f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
+        WHERE status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""",
+]
+MIGRATIONS[5] = ["ALTER TABLE measurements ADD COLUMN backend_config JSON"]
+# A row is stored once by its natural key (run_id, config_key), whatever file brought it. Before
+# this, ingesting a partition's landing file (or the same rows in another document) stored them
+# again under a new source key. 6 keeps one copy (the partition's, else the first loaded) and
+# records on each losing source how many of its rows were dropped; 7 enforces the key. They are
+# two migrations because DuckDB builds a unique index over rows deleted in the same transaction.
+_DUPLICATE_ROWS = """
+    SELECT m.rowid AS row_id, m.source_key FROM measurements m LEFT JOIN sources s ON s.source_key = m.source_key
+    QUALIFY row_number() OVER (PARTITION BY m.run_id, m.config_key
+                               ORDER BY coalesce(s.origin = 'partition', FALSE) DESC, s.loaded_at NULLS LAST, m.source_key) > 1"""
+MIGRATIONS[6] = [
+    "ALTER TABLE sources ADD COLUMN duplicate_rows INTEGER DEFAULT 0",
+    f"""UPDATE sources SET duplicate_rows = duplicate_rows + d.n
+        FROM (SELECT source_key, count(*) AS n FROM ({_DUPLICATE_ROWS}) GROUP BY source_key) d
+        WHERE sources.source_key = d.source_key""",
+    f"DELETE FROM measurements WHERE rowid IN (SELECT row_id FROM ({_DUPLICATE_ROWS}))",
+    """UPDATE sources SET rows = (SELECT count(*) FROM measurements m WHERE m.source_key = sources.source_key)""",
+    """UPDATE runs SET rows = (SELECT count(*) FROM measurements m WHERE m.source_key = runs.source_key AND m.run_id = runs.run_id)""",
+    "DELETE FROM runs WHERE rows = 0",
+    """UPDATE sample_history SET source_key = m.source_key FROM measurements m
+        WHERE m.run_id = sample_history.run_id AND m.config_key = sample_history.config_key
+          AND m.source_key <> sample_history.source_key""",
+]
+MIGRATIONS[7] = ["CREATE UNIQUE INDEX measurements_natural_key ON measurements (run_id, config_key)"]
+# Skip and failure reasons as codes (benchmark_runners.records.REASON_CODES). Rows written before
+# the code existed (stored ones, and landing files from older versions loaded later) get it from
+# the wording the code replaced: the one place that wording is read.
+_LEGACY_REASON_CODES = """UPDATE measurements SET reason_code = CASE
+        WHEN status = 'skipped' AND (error LIKE '% is not available here:%' OR error LIKE '% does not exist here (%') THEN 'device_unavailable'
+        WHEN status = 'skipped' AND error LIKE 'needs at least % refused before allocating%' THEN 'insufficient_memory'
+        WHEN status = 'skipped' THEN 'unsupported'
+        WHEN error LIKE 'timed out after %' THEN 'timeout'
+        WHEN error LIKE 'worker process %' OR error LIKE 'worker sent malformed output%' THEN 'worker_died'
+        WHEN error LIKE 'OutputMismatch:%' THEN 'output_mismatch'
+        ELSE 'exception' END
+       WHERE status IN ('skipped', 'failed') AND reason_code IS NULL"""
+MIGRATIONS[8] = ["ALTER TABLE measurements ADD COLUMN reason_code VARCHAR", _LEGACY_REASON_CODES]
+SCHEMA_VERSION = max(MIGRATIONS)
+# Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
+JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config"}
+DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hostname")
+MEASUREMENT_COLUMNS = [*DERIVED_COLUMNS, *(f.name for f in fields(BenchmarkResult))]
