@@ -67,7 +67,7 @@ def resolve_device(requested: str | None) -> tuple[str, str]:
         raise DeviceUnavailable(f"{requested} requested, but {_reason(kind)}")
     device = requested if ":" in requested and kind == "cuda" else target
     shared = placeable[kind].shares_device_of
-    why = "requested" if not shared else f"{kind} requested: the torch model stays on the {shared} {kind} runs on"
+    why = "requested" if not shared else f"{kind} requested: the torch model stays on the {shared} device that {kind} runs on"
     return device, why
 
 
