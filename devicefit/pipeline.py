@@ -1,7 +1,6 @@
 """The pipeline's steps as plain functions; Dagster assets call these and add metadata."""
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -108,10 +107,6 @@ def write_output_json(paths: DataPaths, name: str, document: Any) -> str:
     path = paths.outputs / name
     write_json_atomic(path, document)
     return str(path)
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, indent=1, default=str)
 
 
 def inventory_rows(inventory: HardwareInventory) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

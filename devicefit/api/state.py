@@ -1,0 +1,165 @@
+"""What the API serves from: its settings, and the state it rebuilds when the pipeline publishes
+(the selector over the newest predictor, the benchmark snapshot, the registered model names),
+warmed at start-up so no request imports or traces anything the first time."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi.concurrency import run_in_threadpool
+
+from devicefit.benchmark_snapshot import SnapshotReader, snapshot_path
+from devicefit.paths import DataPaths
+
+log = logging.getLogger("devicefit.api")
+
+
+@dataclass
+class Settings:
+    benchmark_dir: Path | None = None
+    config_path: Path | None = None
+    debug: bool = False
+    #: Answers of /hardware/select and /performance/predict kept per published predictor (LRU);
+    #: 0 turns the cache off. The answer to a request is a pure function of the predictor version.
+    response_cache_size: int = 4096
+    #: Local model directories served under their directory names (`devicefit serve --model-dir`),
+    #: beside those registered in the data directory's models.json (`devicefit models add`).
+    model_dirs: tuple[Path, ...] = ()
+    #: Models whose traces are cached at start-up: None for every catalog and registered model,
+    #: () for none (tests that do not need it).
+    warm_models: tuple[str, ...] | None = None
+
+    def paths(self) -> DataPaths:
+        return DataPaths(self.benchmark_dir.resolve()) if self.benchmark_dir else DataPaths.default()
+
+
+@dataclass
+class ServiceState:
+    """The selector over the currently published predictor, rebuilt when a newer one appears."""
+
+    settings: Settings
+    _selector: Any = None
+    _stamp: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _snapshot: SnapshotReader | None = None
+    _answers: OrderedDict = field(default_factory=OrderedDict)
+    _names: Any = None
+
+    def names(self):
+        """The model names this server accepts (models.registry.ModelNames), read once."""
+        if self._names is None:
+            from models.registry import ModelNames
+
+            with self._lock:
+                if self._names is None:
+                    names, warnings = ModelNames.load(self.settings.paths().root, self.settings.model_dirs)
+                    for warning in warnings:
+                        log.warning("%s", warning)
+                    self._names = names
+        return self._names
+
+    def start(self) -> float:
+        """Everything a request would otherwise do first, done once before serving: imports
+        (transformers resolves its classes lazily, and two threads resolving at once can fail),
+        the registered models' checks, the predictor, and each model's traces (0.1-1 s per model
+        and mode; the first request per model paid it). Returns the seconds it took."""
+        import devicefit.select.analysis  # noqa: F401 - imported here, not racing on a request
+        import devicefit.select.distributed  # noqa: F401
+        import devicefit.select.selection_map  # noqa: F401
+        from devicefit.predict.api import PredictorUnavailable
+        from devicefit.predict.features import model_point
+        from devicefit.select.config import SelectionConfigError
+        from models.catalog import load_catalog
+        from models.inputs import model_class
+        from models.op_profile import training_peak_activation_bytes
+
+        started = time.perf_counter()
+        names = self.names()
+        try:
+            self.selector()
+        except (PredictorUnavailable, SelectionConfigError) as exc:
+            log.warning("not answering predictions yet: %s", exc)
+        served = [*load_catalog().values(), *names.registered.values()]
+        wanted = self.settings.warm_models
+        traced = served if wanted is None else [names.resolve(n) for n in wanted]
+        for spec in served:  # every model class and config class imported, whatever is traced
+            try:
+                model_class(spec)
+                spec.build_config()
+            except Exception:  # noqa: BLE001 - a model that cannot be built answers its own error later
+                log.exception("could not import the classes of %s at start-up", spec.name)
+        for spec in traced:
+            try:
+                model_point(spec)
+                training_peak_activation_bytes(spec)
+            except Exception:  # noqa: BLE001 - a model that cannot be traced answers its own error later
+                log.exception("could not trace %s at start-up", spec.name)
+        seconds = time.perf_counter() - started
+        log.info("ready: %d model(s) imported, %d traced in %.1f s", len(served), len(traced), seconds)
+        return seconds
+
+    def answer(self, endpoint: str, request: Any, compute: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        """`compute(selector)` for this request, or the answer already given to an identical
+        request under the same published predictor. Repeats are not logged again as served
+        predictions: the first answer was."""
+        selector = self.selector()
+        size = self.settings.response_cache_size
+        if size <= 0:
+            return compute(selector)
+        key = (id(selector), endpoint, request.model_dump_json())
+        with self._lock:
+            if key in self._answers:
+                self._answers.move_to_end(key)
+                return self._answers[key]
+        value = compute(selector)
+        with self._lock:
+            self._answers[key] = value
+            while len(self._answers) > size:
+                self._answers.popitem(last=False)
+        return value
+
+    async def answer_async(self, endpoint: str, request: Any, spec: Any, sequence_length: int | None, mode: str,
+                           compute: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        """`answer`, on the event loop when the model's traces are cached (the usual case: work
+        of ~0.3 ms), in the thread pool when one is still needed (an unusual sequence length),
+        so one slow trace never stalls every other request."""
+        from models.op_profile import is_traced
+
+        if is_traced(spec, sequence_length, training=mode == "training"):
+            return self.answer(endpoint, request, compute)
+        return await run_in_threadpool(self.answer, endpoint, request, compute)
+
+    def snapshot(self) -> SnapshotReader:
+        if self._snapshot is None:
+            self._snapshot = SnapshotReader(snapshot_path(self.settings.paths()))
+        return self._snapshot
+
+    def artifact_path(self) -> Path:
+        from devicefit.predict.artifacts import CURRENT, predictors_dir
+
+        return predictors_dir(self.settings.paths()) / CURRENT
+
+    def selector(self):
+        from devicefit.predict.api import PredictorUnavailable
+        from devicefit.select.selector import HardwareSelector
+
+        path = self.artifact_path()
+        stamp = path.stat().st_mtime if path.exists() else None
+        if stamp is None:
+            raise PredictorUnavailable(f"no trained predictor in {path.parent}: materialize the pipeline (`make run`) first")
+        with self._lock:
+            if self._selector is None or stamp != self._stamp:
+                from benchmark_runners.hardware import detect_hardware
+
+                self._selector = HardwareSelector(benchmark_dir=self.settings.paths().root, config_path=self.settings.config_path,
+                                                  inventory=detect_hardware(probe=False).to_json())
+                self._stamp = stamp
+                self._answers.clear()
+                log.info("loaded predictor %s", self._selector.predictor.predictor.version())
+            return self._selector
