@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from benchmark_runners.records import MAX_BATCH_SIZE
+from benchmark_runners.records import MAX_BATCH_SIZE, MODES, PRECISIONS
 from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 
@@ -46,6 +46,15 @@ class DevicefitGroup(TyperGroup):
 
 app = typer.Typer(cls=DevicefitGroup, add_completion=False, no_args_is_help=True,
                   help="Measure models on this machine's hardware and say where they run best.")
+
+
+# Options several commands share, declared once (Typer reads each as the parameter's default).
+BENCHMARK_DIR = typer.Option(None, "--benchmark-dir", help="Data directory (default: DEVICEFIT_DATA_DIR or ./data).")
+MODEL = typer.Option(..., "--model", "-m", help="Catalog name, a registered model's name, or a local model directory.")
+AS_JSON = typer.Option(False, "--json", help="Print as JSON.")
+MODE = typer.Option("inference", "--mode", help=f"{' or '.join(MODES)}.")
+PRECISION = typer.Option("fp32", "--precision", help=f"{', '.join(PRECISIONS)}.")
+BATCH_SIZE = typer.Option(1, "--batch-size", help="Samples per batch.")
 
 
 def csv_list(value: str, what: str) -> list[str]:

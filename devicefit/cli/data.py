@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from devicefit.cli.common import app, console, data_paths, err, fail
+from devicefit.cli.common import AS_JSON, app, console, data_paths, err, fail
 
 PANEL = "Data"
 
@@ -20,7 +20,7 @@ app.add_typer(models_app, name="models", rich_help_panel=PANEL)
 @models_app.callback(invoke_without_command=True)
 def models(
     ctx: typer.Context,
-    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    as_json: bool = AS_JSON,
     benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory holding models.json (default: DEVICEFIT_DATA_DIR or ./data). `serve --benchmark-dir` reads the same file; other commands resolve registered names from the default."),
 ) -> None:
     """List the catalog and the registered models: family, architecture, exact parameter count.
@@ -112,7 +112,7 @@ def db_init() -> None:
 
 
 @db_app.command("status")
-def db_status(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+def db_status(as_json: bool = AS_JSON) -> None:
     """Schema version, row counts per table, statuses, latest runs."""
     from devicefit import store
 

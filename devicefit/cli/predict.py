@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from benchmark_runners import registry
-from devicefit.cli.common import app, console, csv_list, fail, int_list, select_errors
+from devicefit.cli.common import BATCH_SIZE, BENCHMARK_DIR, MODE, MODEL, PRECISION, app, console, csv_list, fail, int_list, select_errors
 
 PANEL = "Predict"
 
@@ -18,10 +18,10 @@ PANEL = "Predict"
 def predict(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Catalog name or local model directory."),
     family: Optional[str] = typer.Option(None, "--family", help="Model family to report (default: classified)."),
-    batch_size: int = typer.Option(1, "--batch-size", help="Samples per batch."),
+    batch_size: int = BATCH_SIZE,
     seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models (default 128, capped at the model's limit)."),
-    mode: str = typer.Option("inference", "--mode", help="inference or training."),
-    precision: str = typer.Option("fp32", "--precision", help="fp32, fp16, bf16 or int8."),
+    mode: str = MODE,
+    precision: str = PRECISION,
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds (default: every kind devicefit knows)."),
     database: Optional[Path] = typer.Option(None, "--database", help="DuckDB file; its directory is the data directory."),
     benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (holds predictors/ and devicefit.duckdb)."),
@@ -96,7 +96,7 @@ def predict(
 
 @app.command(rich_help_panel=PANEL)
 def distributed(
-    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    model: str = MODEL,
     gpu_count: int = typer.Option(..., "--gpu-count", help="GPUs in the data-parallel group."),
     batch_size: int = typer.Option(8, "--batch-size", help="Samples per GPU per optimizer step."),
     max_memory_gb: Optional[float] = typer.Option(None, "--max-memory-gb", help="Memory of each GPU, GB (1e9 bytes)."),
@@ -140,11 +140,11 @@ def distributed(
 
 @app.command("memory-search", rich_help_panel=PANEL)
 def memory_search_command(
-    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    model: str = MODEL,
     hardware: str = typer.Option("cpu", "--hardware", help=", ".join(k.name for k in registry.kinds().values() if k.native_precisions) + "."),
     memory_constrained: float = typer.Option(..., "--memory-constrained", help="Memory cap in MB (MiB)."),
-    mode: str = typer.Option("inference", "--mode", help="inference or training."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    mode: str = MODE,
+    benchmark_dir: Optional[Path] = BENCHMARK_DIR,
 ) -> None:
     """Spec 004's memory-constrained search: the batch size x precision with the best throughput
     whose peak memory stays under the cap, from measurements where they exist, else predictions."""

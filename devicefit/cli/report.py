@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from devicefit.cli.common import aggregates, app, console, csv_list, data_paths, err, fail, int_list, print_regression, select_errors
+from devicefit.cli.common import AS_JSON, BENCHMARK_DIR, aggregates, app, console, csv_list, data_paths, err, fail, int_list, print_regression, select_errors
 
 PANEL = "Report"
 
@@ -21,7 +21,7 @@ def analyze(
     family: Optional[str] = typer.Option(None, "--family", help="Model family (default: classified)."),
     batch_sizes: str = typer.Option("1,8,32", "--batch-sizes", help="Comma-separated batch sizes."),
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds (default: every kind)."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    benchmark_dir: Optional[Path] = BENCHMARK_DIR,
     as_json: bool = typer.Option(False, "--json", help="Print spec 000's /analysis/model response as JSON."),
 ) -> None:
     """With --model: performance per batch size and hardware, in both modes, measured (from the
@@ -76,7 +76,7 @@ def analyze(
 def report(
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", help="Where the dashboard goes (default data/outputs/reports)."),
     png: bool = typer.Option(True, "--png/--no-png", help="Also render PNGs (needs kaleido and a Chromium binary)."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    benchmark_dir: Optional[Path] = BENCHMARK_DIR,
 ) -> None:
     """Plotly figures of the measurements (interactive HTML, PNG where Chromium is present), an
     index.html dashboard, the comparative analysis CSV and the recommendations (spec 004's --visualize)."""
@@ -97,8 +97,8 @@ def report(
 @app.command(rich_help_panel=PANEL)
 def recommendations(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Only this model."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
-    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    benchmark_dir: Optional[Path] = BENCHMARK_DIR,
+    as_json: bool = AS_JSON,
 ) -> None:
     """Best measured hardware per model and mode by throughput, latency and memory, with the
     margin over the best other hardware (spec 004's --recommendations)."""
@@ -127,8 +127,8 @@ def recommendations(
 @app.command("compare-training-inference", rich_help_panel=PANEL)
 def compare_training_inference(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Only this model."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
-    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    benchmark_dir: Optional[Path] = BENCHMARK_DIR,
+    as_json: bool = AS_JSON,
 ) -> None:
     """Training step against inference for every config measured in both modes (spec 004's
     --compare-training-inference)."""
@@ -160,7 +160,7 @@ def compare(
     run: Optional[str] = typer.Option(None, "--run", help="Compare this run id (default: the latest run of each config)."),
     output_ci: Optional[Path] = typer.Option(None, "--output-ci", help="Write the machine-readable report (JSON) here."),
     export_baseline: Optional[Path] = typer.Option(None, "--export-baseline", help="Also write the current side as a baseline CSV (samples kept)."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    benchmark_dir: Optional[Path] = BENCHMARK_DIR,
 ) -> None:
     """Compare measurements with a baseline config by config on the raw samples (spec 004's
     --compare-to ... --regression-alert). Exits 1 when any config regressed."""

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from devicefit.cli.common import app, classifier, console, csv_list, fail, int_list, select_errors
+from devicefit.cli.common import AS_JSON, BATCH_SIZE, BENCHMARK_DIR, MODE, MODEL, PRECISION, app, classifier, console, csv_list, fail, int_list, select_errors
 
 PANEL = "Select"
 
@@ -18,7 +18,7 @@ def classify(
     model: str = typer.Argument(..., help="Catalog name, Hugging Face id of a catalog model, or local model directory."),
     model_class: Optional[str] = typer.Option(None, "--model-class", help="Architecture class, e.g. BertForMaskedLM."),
     task: Optional[list[str]] = typer.Option(None, "--task", help="A task the model serves (repeatable)."),
-    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    as_json: bool = AS_JSON,
     hardware_aware: bool = typer.Option(False, "--hardware-aware", help="Add spec 003's recommended hardware, resource requirements and hardware profile (JSON)."),
     benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory for --hardware-aware (default: data/)."),
 ) -> None:
@@ -48,19 +48,19 @@ def classify(
 
 @app.command("select", rich_help_panel=PANEL)
 def select_command(
-    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    model: str = MODEL,
     family: Optional[str] = typer.Option(None, "--family", help="Model family (default: classified)."),
-    batch_size: int = typer.Option(1, "--batch-size", help="Samples per batch."),
+    batch_size: int = BATCH_SIZE,
     seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models."),
-    mode: str = typer.Option("inference", "--mode", help="inference or training."),
-    precision: str = typer.Option("fp32", "--precision", help="fp32, fp16, bf16 or int8."),
+    mode: str = MODE,
+    precision: str = PRECISION,
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds you have (default: what is detected here)."),
     task: Optional[str] = typer.Option(None, "--task", help="classification, generation, embedding, speech_recognition, fine_tuning, training."),
     max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", help="Exclude hardware predicted slower than this."),
     distributed: bool = typer.Option(False, "--distributed", help="Training across --gpu-count GPUs (memory per GPU from the distributed plan)."),
     gpu_count: int = typer.Option(1, "--gpu-count", help="GPUs for --distributed."),
     config: Optional[Path] = typer.Option(None, "--config", help="Selection config JSON (spec 002) over the shipped defaults."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    benchmark_dir: Optional[Path] = BENCHMARK_DIR,
     as_json: bool = typer.Option(False, "--json", help="Print the /hardware/select response as JSON."),
 ) -> None:
     """Recommend hardware: constraints first (available, compatible, fits, latency bound), then
@@ -105,7 +105,7 @@ def map_command(
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds to choose among (default: every kind)."),
     output: Path = typer.Option(Path("hardware_map.json"), "--output", help="Where to write the map JSON."),
     config: Optional[Path] = typer.Option(None, "--config", help="Selection config JSON over the shipped defaults."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    benchmark_dir: Optional[Path] = BENCHMARK_DIR,
 ) -> None:
     """Write spec 002's selection map: per family, the recommendation per size category and mode
     and per batch size, each cell answered for a real catalog model of that category."""
@@ -135,7 +135,7 @@ def map_command(
 @app.command(rich_help_panel=PANEL)
 def resources(
     models: list[str] = typer.Argument(..., help="Models to hold in one resource pool."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    benchmark_dir: Optional[Path] = BENCHMARK_DIR,
 ) -> None:
     """Spec 003's resource pool configuration: per model its family, recommended hardware and
     memory/disk/core requirements (measured or predicted, each saying which), and whether the
@@ -152,7 +152,7 @@ def recommend(
     task: str = typer.Option(..., "--task", help="A Hugging Face task (text-generation, image-classification, ...) or a selector task type."),
     hardware: Optional[str] = typer.Option(None, "--hw", "--hardware", help="Comma-separated hardware the model must run on."),
     limit: int = typer.Option(5, "--limit", help="At most this many models."),
-    benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (default: data/)."),
+    benchmark_dir: Optional[Path] = BENCHMARK_DIR,
 ) -> None:
     """Catalog models for a task, ranked by predicted latency on the allowed hardware (spec 003)."""
     try:

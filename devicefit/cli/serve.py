@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from benchmark_runners import registry
-from devicefit.cli.common import app, console, data_paths, err, fail
+from devicefit.cli.common import MODEL, app, console, data_paths, err, fail
 
 PANEL = "Serve and generate"
 
@@ -73,7 +73,7 @@ def serve(
 
 @app.command("generate-tests", rich_help_panel=PANEL)
 def generate_tests(
-    model: str = typer.Option(..., "--model", "-m", help="Catalog name or local model directory."),
+    model: str = MODEL,
     output_dir: Path = typer.Option(Path("generated_tests"), "--output-dir", help="Where the pytest file goes."),
     device: Optional[str] = typer.Option(None, "--device", help=f"Force the device under test ({', '.join(registry.torch_kinds())}); default: the recommended one."),
     clear_cache: bool = typer.Option(False, "--clear-cache", help="Clear the resource pool before validating, and in the generated tests."),
