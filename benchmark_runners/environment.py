@@ -20,13 +20,6 @@ def _version(pkg: str) -> str | None:
         return None
 
 
-def packages() -> tuple[str, ...]:
-    from benchmark_runners import registry
-
-    extra = [p for b in registry.backends().values() for p in b.packages]
-    return tuple(dict.fromkeys([*PACKAGES, *extra]))
-
-
 def git_commit(path: Path | None = None) -> dict[str, Any]:
     """The commit of the code that measured (and whether the tree had local changes)."""
     cwd = path or Path(__file__).resolve().parent
@@ -41,13 +34,23 @@ def git_commit(path: Path | None = None) -> dict[str, Any]:
         return {"commit": None, "dirty": None}
 
 
+def versions() -> dict[str, str | None]:
+    """The core packages' versions, then each registered backend's own (Backend.versions)."""
+    from benchmark_runners import registry
+
+    out = {p: _version(p) for p in PACKAGES}
+    for backend in registry.backends().values():
+        out.update(backend.versions())
+    return out
+
+
 def host_environment() -> dict[str, Any]:
     """Collected once per sweep in the parent, copied into every row."""
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "hostname": platform.node(),
-        "versions": {p: _version(p) for p in packages()},
+        "versions": versions(),
         "git": git_commit(),
     }
 

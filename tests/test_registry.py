@@ -129,6 +129,13 @@ def test_derived_views_agree_with_the_builtin_backends():
         registry.backend_for_device("tpu:0")
 
 
+def test_rows_record_each_backends_package_versions():
+    from benchmark_runners.environment import versions
+
+    recorded = versions()
+    assert {"torch", "transformers", "openvino", "nncf"} <= set(recorded) and recorded["torch"]
+
+
 def test_a_timed_step_amortizes_by_a_positive_integer():
     with pytest.raises(ValueError, match="positive integer"):
         TimedStep(lambda clock: None, amortize=0)
