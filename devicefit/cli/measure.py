@@ -100,7 +100,6 @@ def benchmark(
     --compare-to) regressed against the baseline."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from benchmark_runners import registry
     from benchmark_runners.hardware import detect_hardware
     from benchmark_runners.harness import TimingPolicy
     from benchmark_runners.records import BenchmarkConfig
