@@ -11,23 +11,27 @@ from devicefit.predict.artifacts import PredictorUnavailable
 from devicefit.predict.features import model_point
 from devicefit.predict.matrix import MB, prediction_matrix
 from devicefit.predict.predictor import PerformancePredictor, Prediction, Request
+from devicefit.select.config import SelectionConfig, load_config
+from devicefit.select.scoring import score_candidates
 from models.resolve import resolve_model
 
 
 class HardwareModelPredictor:
     """Predictions from the published predictor artifact (data/predictors/current.json).
-    `database_path` and `benchmark_dir` locate the data directory; `config_path` is accepted for
-    the spec's signature and reserved for selection settings."""
+    `database_path` and `benchmark_dir` locate the data directory; `config_path` (spec 002's
+    selection configuration, over the shipped defaults) sets the weights and hardware preferences
+    `predict_optimal_hardware` ranks by, the same scoring the selector applies after its
+    constraints. A bad configuration is refused here, naming the field."""
 
     def __init__(self, database_path: str | Path | None = None, benchmark_dir: str | Path | None = None,
-                 config_path: str | Path | None = None, record: bool = True):
+                 config_path: str | Path | None = None, record: bool = True, config: SelectionConfig | None = None):
         if benchmark_dir:
             self.paths = DataPaths(Path(benchmark_dir).resolve())
         elif database_path:
             self.paths = DataPaths(Path(database_path).resolve().parent)
         else:
             self.paths = DataPaths.default()
-        self.config_path = config_path
+        self.config = config or load_config(config_path)
         artifact = artifacts.load_current(self.paths)
         if artifact is None:
             raise PredictorUnavailable(f"no trained predictor in {artifacts.predictors_dir(self.paths)}: "
@@ -74,22 +78,29 @@ class HardwareModelPredictor:
     def predict_optimal_hardware(self, model_name: str, model_family: str | None = None, batch_size: int = 1,
                                  sequence_length: int | None = None, mode: str = "inference", precision: str = "fp32",
                                  available_hardware: list[str] | None = None) -> dict[str, Any]:
-        """Ranks the given hardware by predicted latency; hardware with no prediction is listed apart."""
+        """Ranks the given hardware by the configuration's weighted score of the predictions
+        (latency, throughput, memory, trust in the prediction's source, hardware preferences);
+        hardware with no prediction is listed apart. No availability or memory constraint is
+        applied here: that is `HardwareSelector.select_hardware`."""
         hardware = list(available_hardware or registry.kind_names())
         result = self.predict_performance(model_name, model_family, hardware, batch_size, sequence_length, mode, precision)
-        ranked = sorted((hw for hw, p in result["predictions"].items() if p["latency"] is not None),
-                        key=lambda hw: result["predictions"][hw]["latency"])
-        if not ranked:
+        preds = result["predictions"]
+        predictable = {hw: {"latency": p["latency"], "throughput": p["throughput"], "memory_mb": p["memory_usage"], "source": p["source"]}
+                       for hw, p in preds.items() if p["latency"] is not None}
+        if not predictable:
             raise ValueError(f"no hardware among {', '.join(hardware)} has a prediction for {model_name}")
-        best = result["predictions"][ranked[0]]
-        explanation = f"{ranked[0]}: {best['latency']:.1f} ms predicted ({best['source']})"
-        if len(ranked) > 1:
-            nxt = result["predictions"][ranked[1]]
-            explanation += f" vs {ranked[1]} {nxt['latency']:.1f} ms ({nxt['source']})"
+        scores = score_candidates(self.config, predictable, mode, result["model_family"])
+        ranked = sorted(predictable, key=lambda hw: (-scores[hw]["score"], predictable[hw]["latency"]))
+
+        def figures(hw: str) -> str:
+            return f"{hw}: {preds[hw]['latency']:.1f} ms predicted ({preds[hw]['source']}), score {scores[hw]['score']:.2f}"
+
+        explanation = "; vs ".join(figures(hw) for hw in ranked[:2])
         return {**{k: result[k] for k in ("model_name", "model_family", "batch_size", "sequence_length", "mode", "precision")},
                 "primary_recommendation": ranked[0], "fallback_options": ranked[1:],
-                "unpredictable": {hw: p["detail"] for hw, p in result["predictions"].items() if p["latency"] is None},
-                "explanation": explanation, "prediction_source": best["source"], "all_predictions": result["predictions"]}
+                "unpredictable": {hw: p["detail"] for hw, p in preds.items() if p["latency"] is None},
+                "explanation": explanation, "prediction_source": preds[ranked[0]]["source"], "all_predictions": preds,
+                "scores": scores, "config_source": self.config.source}
 
     def create_hardware_prediction_matrix(self, models: list[dict] | None = None, batch_sizes: list[int] | None = None,
                                           hardware_platforms: list[str] | None = None, precision: str | list[str] | None = None,

@@ -3,11 +3,9 @@
 A candidate is dropped, with the reason kept, when it is not available, not compatible (the
 measured compatibility matrix says the family fails there, or nothing can predict it), does not
 fit in the device's memory, or misses a latency bound. The rest are scored relative to the best
-remaining candidate on each criterion (best latency / this latency, this throughput / best
-throughput, best memory / this memory), so a score says "how close to the best option", never
-an absolute constant. The weighted mean of those (spec 002's configurable weights, scaled by the
-family's importances) is multiplied by the geometric mean of the hardware's cost, availability
-and power factors. Every answer lists `all_scores` and explains itself with the numbers.
+remaining candidate on each criterion by `scoring.score_candidates` (spec 002's configurable
+weights, scaled by the family's importances, times the hardware's preference factors). Every answer lists `all_scores` and explains
+itself with the numbers.
 """
 from __future__ import annotations
 
@@ -20,12 +18,11 @@ from benchmark_runners import registry
 from devicefit.errors import DevicefitError
 from devicefit.predict.api import HardwareModelPredictor
 from devicefit.select.config import SelectionConfig, load_config
+from devicefit.select.scoring import score_candidates
 from models.analysis import parameter_count
 from models.classifier import classify_spec
 from models.resolve import resolve_model
 
-# How far a prediction can be trusted, by the fallback link that produced it.
-SOURCE_CONFIDENCE = {"trained_predictor": 1.0, "roofline_calibrated": 0.75, "static_rule": 0.5}
 TASK_MODES = {"classification": "inference", "generation": "inference", "embedding": "inference",
               "speech_recognition": "inference", "fine_tuning": "training", "training": "training"}
 TASK_FAMILIES = {"classification": ("vision", "embedding", "audio", "multimodal"), "generation": ("text_generation",),
@@ -79,7 +76,8 @@ class HardwareSelector:
     def __init__(self, database_path: str | Path | None = None, benchmark_dir: str | Path | None = None,
                  config_path: str | Path | None = None, inventory: dict[str, Any] | None = None, record: bool = True):
         self.config: SelectionConfig = load_config(config_path)
-        self.predictor = HardwareModelPredictor(database_path=database_path, benchmark_dir=benchmark_dir, record=record)
+        self.predictor = HardwareModelPredictor(database_path=database_path, benchmark_dir=benchmark_dir, config=self.config,
+                                                record=record)
         if inventory is None:
             from benchmark_runners.hardware import detect_hardware
 
@@ -156,7 +154,8 @@ class HardwareSelector:
         if not feasible:
             reasons = "; ".join(f"{k}: {scores[k]['excluded']}" for k in candidates)
             raise SelectionError(f"no hardware satisfies the constraints for {spec.name} (batch {batch_size}, {precision}, {mode}): {reasons}")
-        self._score(feasible, scores, mode, family)
+        for kind, scored in score_candidates(self.config, {k: scores[k]["predictions"] for k in feasible}, mode, family).items():
+            scores[kind].update(scored)
         ranked = sorted(feasible, key=lambda k: -scores[k]["score"])
         primary = ranked[0]
         return {
@@ -168,26 +167,6 @@ class HardwareSelector:
             "prediction_source": scores[primary]["predictions"]["source"],
             "all_scores": scores, "config_source": self.config.source, "predictor_version": perf["predictor_version"],
         }
-
-    def _score(self, feasible: list[str], scores: dict[str, dict[str, Any]], mode: str, family: str) -> None:
-        pred = {k: scores[k]["predictions"] for k in feasible}
-        best_latency = min(p["latency"] for p in pred.values())
-        best_throughput = max(p["throughput"] for p in pred.values())
-        best_memory = min(p["memory_mb"] for p in pred.values())
-        weights = self.config.weights(mode, family)
-        for k in feasible:
-            p = pred[k]
-            components = {
-                "latency_weight": best_latency / p["latency"], "throughput_weight": p["throughput"] / best_throughput,
-                "memory_weight": best_memory / p["memory_mb"], "compatibility_weight": SOURCE_CONFIDENCE.get(p["source"], 0.0),
-                # Convergence per step does not depend on the hardware at equal precision.
-                "convergence_weight": 1.0,
-            }
-            used = {w: v for w, v in weights.items() if w in components}
-            base = sum(used[w] * components[w] for w in used) / sum(used.values())
-            preference, factors = self.config.preference(k)
-            scores[k].update(score=base * preference, relative_scores={w.removesuffix("_weight"): components[w] for w in used},
-                             weights=used, preference=preference, preference_factors=factors)
 
     @staticmethod
     def _explain(ranked: list[str], candidates: list[str], scores: dict[str, dict[str, Any]]) -> str:

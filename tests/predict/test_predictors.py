@@ -213,3 +213,25 @@ def test_predict_cli_prints_sources_and_writes_the_matrix(measured, artifact, tm
         assert out.exit_code == 2 and message in out.output
     out = runner.invoke(app, ["predict", "--model", "gpt2", "--benchmark-dir", str(tmp_path / "empty")])
     assert out.exit_code == 2 and "no trained predictor" in out.output
+
+
+def test_the_selection_config_sets_how_the_predictor_ranks_hardware(measured, artifact, tmp_path):
+    """`config_path` is spec 001's: the same weights and preferences the selector uses. A
+    preference that all but rules out the default's first choice moves it down the ranking."""
+    from devicefit.select.config import SelectionConfigError
+
+    default = HardwareModelPredictor(benchmark_dir=measured.root, record=False)
+    hardware = ["cpu", "cuda", "openvino"]
+    base = default.predict_optimal_hardware("bert-base-uncased", batch_size=8, available_hardware=hardware)
+    ranked = [base["primary_recommendation"], *base["fallback_options"]]
+    assert len(ranked) >= 2 and base["config_source"] == "shipped defaults"
+    assert [base["scores"][hw]["score"] for hw in ranked] == sorted((base["scores"][hw]["score"] for hw in ranked), reverse=True)
+    first = ranked[0]
+    config = tmp_path / "selection.json"
+    config.write_text(json.dumps({"hardware_preferences": {first: {"cost_factor": 1e-6, "availability_factor": 1e-6, "power_factor": 1e-6}}}))
+    custom = HardwareModelPredictor(benchmark_dir=measured.root, config_path=config, record=False)
+    moved = custom.predict_optimal_hardware("bert-base-uncased", batch_size=8, available_hardware=hardware)
+    assert moved["primary_recommendation"] != first and moved["config_source"].startswith(str(config))
+    config.write_text(json.dumps({"selection_criteria": {"inference": {"latency_weight": "high"}}}))
+    with pytest.raises(SelectionConfigError, match="selection_criteria.inference.latency_weight"):
+        HardwareModelPredictor(benchmark_dir=measured.root, config_path=config, record=False)
