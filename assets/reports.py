@@ -34,7 +34,7 @@ def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData) -> dg
                       f"{DEFAULT_REGRESSION_THRESHOLD:.0%} threshold), data/outputs/regression_report.json.")
 def regression_report(devicefit_data: DevicefitData) -> dg.Output[dict]:
     report = publish_regression_report(devicefit_data.paths())
-    changed = [c for c in report["comparisons"] if c["verdict"] in ("regression", "improvement")]
+    changed = [c for c in report["comparisons"] if c["verdict"] in ("regression", "improvement", "inconclusive")]
     return dg.Output(report, metadata={
         "status": report["status"], **{k: v for k, v in report["summary"].items()},
         "changes": dg.MetadataValue.md(markdown_table(changed, ["config", "verdict", "baseline_p50_ms", "current_p50_ms", "change", "p_value"]))

@@ -6,12 +6,12 @@ import traceback
 from datetime import datetime, timezone
 from typing import Any
 
-from benchmark_runners import registry
-from benchmark_runners.backends.base import Backend, OutputMismatch, PreparedModel
+from benchmark_runners import contention, registry
+from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.environment import process_environment
-from benchmark_runners.harness import measure
-from benchmark_runners.inputs import make_inputs
+from benchmark_runners.harness import Measurement, measure
 from benchmark_runners.memory import PeakRSS, device_memory_peaks, device_memory_reset, release_free_heap
+from benchmark_runners.output_check import check_output
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 from benchmark_runners.stats import summarize
 from benchmark_runners.timers import clock_for
@@ -20,6 +20,7 @@ from models.classifier import classify_spec
 from models.inputs import input_signature
 from models.loading import weights_kind
 from models.resolve import resolve_model
+from models.tensors import make_inputs
 
 NS_PER_MS = 1e6
 
@@ -69,6 +70,20 @@ class ConfigMeasurer:
             self._loaded, self._loaded_key = prepared, key
         return self._loaded
 
+    @staticmethod
+    def _measure(step: TimedStep, config: BenchmarkConfig) -> tuple[Measurement, dict[str, Any]]:
+        """The harness's measurement, with the share of the host's CPU that other processes used
+        meanwhile; a contended measurement is taken again once (benchmark_runners.contention)."""
+        attempts = 0
+        while True:
+            attempts += 1
+            before = contention.snapshot()
+            m = measure(step.run, clock_for(config.device), config.policy)
+            share = contention.other_cpu_share(before, contention.snapshot())
+            contended = contention.is_contended(share)
+            if not contended or attempts == 2:
+                return m, {"other_cpu_share": share, "contended": contended, "contention_attempts": attempts}
+
     def run(self, config: BenchmarkConfig) -> BenchmarkResult:
         row: dict[str, Any] = {
             "environment": self.environment,
@@ -96,7 +111,12 @@ class ConfigMeasurer:
             self.rss.reset()
             device_memory_reset(config.device)
             with backend.measurement_context(prepared):
-                m = measure(step.run, clock_for(config.device), config.policy)
+                m, contention = self._measure(step, config)
+            row.update(contention)
+            check = check_output(backend.output(prepared, inputs))
+            row["output_check"] = check.to_json()
+            if check.problem:
+                raise InvalidOutput(f"the model's output is not a real computation's: {check.problem}")
             if step.amortize != 1:  # a step that runs N batches in flight: a sample is one batch
                 m.samples_ns = [ns / step.amortize for ns in m.samples_ns]
                 m.warmup_ns = [ns / step.amortize for ns in m.warmup_ns]
@@ -105,7 +125,8 @@ class ConfigMeasurer:
             row["peak_rss_bytes"] = self.rss.peak_bytes()
         except Exception as exc:  # includes CUDA OOM and MemoryError: a row, not a crash
             self._release()
-            code = "output_mismatch" if isinstance(exc, OutputMismatch) else "exception"
+            code = ("output_mismatch" if isinstance(exc, OutputMismatch) else "invalid_output" if isinstance(exc, InvalidOutput)
+                    else "exception")
             return BenchmarkResult.for_config(config, self.run_id, now_iso(), "failed", describe_exception(exc), code, **row)
         return self._ok_row(config, prepared, sig, m, row)
 
@@ -122,6 +143,8 @@ class ConfigMeasurer:
             **row,
             **stats,
             precision_recipe=prepared.recipe,
+            weights_recipe=prepared.weights_recipe,
+            denormal_policy=prepared.denormal_policy,
             backend_config=prepared.backend_config,
             samples_ms=samples_ms,
             warmup_ms=[ns / NS_PER_MS for ns in m.warmup_ns],

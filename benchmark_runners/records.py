@@ -20,6 +20,7 @@ REASON_CODES = (
     "insufficient_memory",  # skipped: the memory guard's floor exceeds what the device has free
     "unsupported",  # skipped: the backend, the device or the model rules the config out
     "output_mismatch",  # failed: the backend's output disagrees with torch's beyond tolerance
+    "invalid_output",  # failed: the output is non-finite, all zero or denormal-dominated (output_check)
     "exception",  # failed: measuring raised (out of memory included)
     "timeout",  # failed: the config ran past its deadline; its worker was killed
     "worker_died",  # failed: the worker crashed, was killed, or broke the protocol
@@ -124,12 +125,19 @@ class BenchmarkResult:
     forward_flops_per_sample: int | None = None
     weight_bytes: int | None = None
     precision_recipe: str | None = None
+    weights_recipe: str | None = None  # random seeded + BatchNorm calibration (models.calibration), or pretrained
     # backend settings that decide the numbers (OpenVINO: precision and performance hints,
     # infer requests, conversion/compile times, output agreement with torch)
     backend_config: dict[str, Any] | None = None
+    denormal_policy: str | None = None  # flush-to-zero / denormals-are-zero as the backend set them
+    output_check: dict[str, Any] | None = None  # the measured output's figures (benchmark_runners.output_check)
     # the hardware
     device_name: str | None = None
     hardware_fingerprint: str | None = None
+    # interference: share of the host's CPU other processes used while timing (contention.py)
+    other_cpu_share: float | None = None
+    contended: bool | None = None  # other_cpu_share above contention.CONTENDED_SHARE on the kept attempt
+    contention_attempts: int | None = None  # 2: the first attempt was contended and measured again
     # timings (milliseconds per batch)
     samples_ms: list[float] = field(default_factory=list)
     warmup_ms: list[float] = field(default_factory=list)

@@ -46,11 +46,11 @@ def main() -> int:
 
     from benchmark_runners.backends.torch_backend import TorchBackend
     from benchmark_runners.harness import TimingPolicy, measure
-    from benchmark_runners.inputs import make_inputs
     from benchmark_runners.records import BenchmarkConfig
     from benchmark_runners.timers import clock_for
     from models.inputs import input_signature
     from models.resolve import resolve_model
+    from models.tensors import make_inputs
 
     threads = args.threads or psutil.cpu_count(logical=False) or 1
     torch.set_num_threads(threads)

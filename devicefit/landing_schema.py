@@ -139,9 +139,15 @@ class ResultRow(_Strict):
     forward_flops_per_sample: ByteCount | None = None
     weight_bytes: ByteCount | None = None
     precision_recipe: Text | None = None
+    weights_recipe: Text | None = None
     backend_config: JsonObject | None = None
+    denormal_policy: Text | None = None
+    output_check: JsonObject | None = None
     device_name: Text | None = None
     hardware_fingerprint: Text | None = None
+    other_cpu_share: Annotated[float, Field(ge=0, le=1)] | None = None
+    contended: bool | None = None
+    contention_attempts: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
     samples_ms: list[PositiveDouble] = Field(default_factory=list)
     warmup_ms: list[Double] = Field(default_factory=list)
     warmup_steady: bool | None = None

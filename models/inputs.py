@@ -1,7 +1,7 @@
 """What a model takes as input, described declaratively from its config.
 
 The same signature drives FLOP counting on the meta device (models.analysis) and the real
-tensors the benchmark runner feeds (benchmark_runners.inputs), so the FLOPs reported for a row
+tensors the benchmark runner feeds (models.tensors), so the FLOPs reported for a row
 are the FLOPs of exactly the inputs that row measured.
 """
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Building models offline: random weights from a config, or real weights from a local dir."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from models.catalog import ModelSpec
 from models.inputs import model_class
@@ -21,22 +22,40 @@ def meta_model(spec: ModelSpec):
 WEIGHT_SEED = 20240607
 
 
-def build_model(spec: ModelSpec, dtype: "torch.dtype | None" = None):
-    """The model in eval mode on CPU. Timings do not depend on weight values, so catalog
-    models get random initialisation; a local directory with weights loads them. The random
-    initialisation is seeded (WEIGHT_SEED, without touching the global generator), so every
-    build of a model has the same weights and two backends' outputs can be compared."""
+@dataclass
+class BuiltModel:
+    model: Any  # torch.nn.Module, eval mode, on CPU
+    weights_recipe: str  # how its weights (and BatchNorm statistics) were set, for the row
+
+
+def build(spec: ModelSpec, dtype: "torch.dtype | None" = None) -> BuiltModel:
+    """The model in eval mode on CPU. A local directory with weights loads them; a catalog
+    model gets seeded random weights (WEIGHT_SEED, without touching the global generator), so
+    every build has the same weights and two backends' outputs can be compared. Random weights
+    are not timing-neutral (vanishing activations underflow into denormals), so their BatchNorm
+    statistics are recalibrated before any cast (models.calibration)."""
     import torch
+
+    from models.calibration import recalibrate_batchnorm
 
     dtype = dtype or torch.float32
     cls = model_class(spec)
     if spec.source == "local" and spec.has_weights:
         model = cls.from_pretrained(str(spec.path), local_files_only=True, dtype=dtype)
-    else:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(WEIGHT_SEED)
-            model = cls(spec.build_config()).to(dtype)
-    return model.eval()
+        return BuiltModel(model.eval(), f"pretrained weights from {spec.path}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(WEIGHT_SEED)
+        model = cls(spec.build_config())
+    recipe = f"random init (transformers' _init_weights, seed {WEIGHT_SEED})"
+    calibrated = recalibrate_batchnorm(model, spec)
+    if calibrated:
+        recipe += f"; {calibrated}"
+    return BuiltModel(model.to(dtype).eval(), recipe)
+
+
+def build_model(spec: ModelSpec, dtype: "torch.dtype | None" = None):
+    """`build(spec, dtype).model`, for callers that do not record how the weights were set."""
+    return build(spec, dtype).model
 
 
 def weights_kind(spec: ModelSpec) -> str:

@@ -101,6 +101,9 @@ def test_registrations_that_would_make_the_registry_inconsistent_are_refused():
         def make_step(self, prepared, inputs):
             raise AssertionError
 
+        def output(self, prepared, inputs):
+            raise AssertionError
+
     with pytest.raises(registry.DeviceRegistryError, match="registered already"):
         registry.register_backend(Clash())
     Clash.name, Clash.kinds = "clash", {"nosuchkind": "x"}

@@ -34,6 +34,14 @@ class OutputMismatch(DevicefitError, RuntimeError):
     exit_code = 1
 
 
+class InvalidOutput(DevicefitError, RuntimeError):
+    """A model's output is not a real computation's (non-finite, all zero, or vanished into the
+    denormal range; benchmark_runners.output_check): the row fails (reason code invalid_output)
+    rather than time arithmetic no deployed model does."""
+
+    exit_code = 1
+
+
 @dataclass
 class PreparedModel:
     """A model ready to step, on any backend. The elapsed preparation is the row's load time."""
@@ -49,6 +57,8 @@ class PreparedModel:
     state: Any = None  # backend-private (torch: optimizer, grad scaler, autocast dtype)
     loss_kind: str | None = None  # training: model (its task loss) | mean_square_of_output
     memory: dict[str, int] = field(default_factory=dict)  # rss_before_load_bytes, rss_after_load_bytes
+    weights_recipe: str | None = None  # how the weights were set (random seeded and calibrated, or loaded)
+    denormal_policy: str | None = None  # flush-to-zero / denormals-are-zero as set for this model, in words
 
 
 @dataclass(frozen=True)
@@ -116,6 +126,11 @@ class Backend(ABC):
     @abstractmethod
     def make_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:
         """The timed iteration over these inputs."""
+
+    @abstractmethod
+    def output(self, prepared: PreparedModel, inputs: dict[str, Any]) -> Any:
+        """The model's first output for these inputs (a tensor or an array), computed outside
+        the timing, for the validity check every measured row gets (`output_check`)."""
 
     def measurement_context(self, prepared: PreparedModel) -> ContextManager:
         """Entered around warm-up and timing (torch: inference_mode)."""

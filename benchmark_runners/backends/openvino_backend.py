@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark_runners.backends.base import Backend, OutputMismatch, PreparedModel, TimedStep
+from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
+from benchmark_runners.output_check import check_output
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
 from models.catalog import ModelSpec
@@ -50,14 +51,23 @@ _checks: dict[tuple, dict[str, Any]] = {}  # (cache key, device, precision) -> o
 @functools.lru_cache(maxsize=1)
 def _recipe_digest() -> str:
     """A digest of the code that shapes a conversion (the wrapper and its graph adaptations), so
-    a cached IR from an older recipe is never reused."""
-    source = inspect.getsource(NamedInputs) + inspect.getsource(_global_pool_for_oversized_avg_pools)
+    a cached IR from an older recipe (or older weight calibration) is never reused."""
+    from models import calibration
+
+    source = (inspect.getsource(NamedInputs) + inspect.getsource(_global_pool_for_oversized_avg_pools)
+              + inspect.getsource(calibration))
     return hashlib.sha256(source.encode()).hexdigest()[:12]
 
 
 def _property_text(value: Any) -> str:
     """A compiled model's property as text: element types by their short name ("f32", "bf16")."""
     return value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+
+
+def denormal_hints(device: str) -> dict[str, bool]:
+    """Denormals kept on OpenVINO's CPU (its default; the same IEEE policy as the torch
+    backend), set explicitly so the row says what ran. Other devices have no such property."""
+    return {"CPU_DENORMALS_OPTIMIZATION": False} if device == "CPU" else {}
 
 
 def openvino_device(config: BenchmarkConfig) -> str:
@@ -139,6 +149,7 @@ class Converted:
     recipe: str
     adaptations: list[str]
     check_inputs: dict[str, Any]  # numpy, batch 1: the inputs the conversion traced
+    weights_recipe: str  # how the torch model's weights were set (models.loading.build)
     reference: Path  # torch fp32's first output for them (.npy beside the IR)
 
 
@@ -184,9 +195,9 @@ class OpenVINOBackend(Backend):
         import torch
         import transformers
 
-        from benchmark_runners.inputs import make_inputs
         from models.inputs import input_signature
         from models.loading import WEIGHT_SEED, weights_kind
+        from models.tensors import make_inputs
 
         example = make_inputs(input_signature(spec, 1, config.seq_length, config.image_size, config.audio_seconds), "cpu")
         variant = "int8_asym_weights" if config.precision == "int8" else "fp32_weights"
@@ -205,14 +216,16 @@ class OpenVINOBackend(Backend):
             # Read back from the IR (weights memory-mapped) rather than kept in memory between
             # configs: a cached model object would count in every later row's peak RSS.
             model = ov.Core().read_model(xml)
-            adaptations = json.loads(meta.read_text())["adaptations"]
+            cached = json.loads(meta.read_text())
             source = "in-process cache" if key in _converted else "disk cache"
             _converted[key] = True
-            return Converted(model, key, source, time.perf_counter() - started, recipe, adaptations, check_inputs, ref_file)
+            return Converted(model, key, source, time.perf_counter() - started, recipe, cached["adaptations"], check_inputs,
+                             cached.get("weights_recipe", "unrecorded"), ref_file)
 
-        from models.loading import build_model
+        from models.loading import build
 
-        wrapper = NamedInputs(build_model(spec, torch.float32).eval(), list(example))
+        built = build(spec, torch.float32)
+        wrapper = NamedInputs(built.model, list(example))
         with torch.no_grad(), warnings.catch_warnings():
             # Tracing turns transformers' Python shape checks into constants; the shapes are
             # fixed per config anyway (the model is reshaped to them before compiling).
@@ -233,10 +246,12 @@ class OpenVINOBackend(Backend):
         np.save(ref_file, reference)
         tmp.with_suffix(".bin").replace(xml.with_suffix(".bin"))
         tmp.replace(xml)
-        meta.write_text(json.dumps({"adaptations": adaptations, "identity": identity}, default=str))
+        meta.write_text(json.dumps({"adaptations": adaptations, "identity": identity, "weights_recipe": built.weights_recipe},
+                                   default=str))
         source = "converted from torch"
         _converted[key] = True
-        return Converted(model, key, source, time.perf_counter() - started, recipe, adaptations, check_inputs, ref_file)
+        return Converted(model, key, source, time.perf_counter() - started, recipe, adaptations, check_inputs,
+                         built.weights_recipe, ref_file)
 
     def prepare(self, spec: ModelSpec, config: BenchmarkConfig) -> PreparedModel:
         """Convert (or reuse the converted model), check its output against torch in this
@@ -254,7 +269,8 @@ class OpenVINOBackend(Backend):
         model = converted.model  # read or converted for this config alone: reshaped in place
         model.reshape({name: list(t.shape) for name, t in sig.inputs.items()})
         latency = config.batch_size == 1
-        hints = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[config.precision], "PERFORMANCE_HINT": "LATENCY" if latency else "THROUGHPUT"}
+        hints = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[config.precision], "PERFORMANCE_HINT": "LATENCY" if latency else "THROUGHPUT",
+                 **denormal_hints(device)}
         if config.threads:
             hints["INFERENCE_NUM_THREADS"] = config.threads
         compile_started = time.perf_counter()
@@ -264,7 +280,7 @@ class OpenVINOBackend(Backend):
         converted.model = None  # the compiled model holds what it needs
         requests = 1 if latency else int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         effective = {name: _property_text(compiled.get_property(name)) for name in
-                     ("INFERENCE_PRECISION_HINT", "PERFORMANCE_HINT", "NUM_STREAMS", "INFERENCE_NUM_THREADS")}
+                     ("INFERENCE_PRECISION_HINT", "PERFORMANCE_HINT", "NUM_STREAMS", "INFERENCE_NUM_THREADS", *denormal_hints(device))}
         backend_config = {
             "openvino_version": ov.get_version(), "device": device, "requested_hints": {k: str(v) for k, v in hints.items()},
             "effective": effective, "infer_requests": requests,
@@ -276,8 +292,16 @@ class OpenVINOBackend(Backend):
         recipe = (f"OpenVINO {device}: INFERENCE_PRECISION_HINT={effective['INFERENCE_PRECISION_HINT']}, "
                   f"PERFORMANCE_HINT={effective['PERFORMANCE_HINT']} ({requests} infer request{'s' if requests > 1 else ''}, "
                   f"{effective['NUM_STREAMS']} stream(s)); {converted.recipe}")
+        denormals = (f"ieee: denormals kept (CPU_DENORMALS_OPTIMIZATION={effective['CPU_DENORMALS_OPTIMIZATION']}, "
+                     "OpenVINO's default, set explicitly)" if "CPU_DENORMALS_OPTIMIZATION" in effective
+                     else f"OpenVINO {device}: the device's default (no denormal property)")
         return PreparedModel(handle=compiled, device=config.device, precision=config.precision, mode=config.mode, recipe=recipe,
-                             load_time_s=time.perf_counter() - started, backend_config=backend_config, state=requests)
+                             load_time_s=time.perf_counter() - started, backend_config=backend_config, state=requests,
+                             weights_recipe=converted.weights_recipe, denormal_policy=denormals)
+
+    def output(self, prepared: PreparedModel, inputs: dict[str, Any]) -> Any:
+        compiled = prepared.handle
+        return compiled({name: tensor.numpy() for name, tensor in inputs.items()})[compiled.outputs[0]]
 
     def _check_output(self, converted: Converted, device: str, precision: str) -> dict[str, Any]:
         """OpenVINO in this precision against torch fp32 on the traced (batch 1) inputs; done once
@@ -288,7 +312,8 @@ class OpenVINOBackend(Backend):
         key = (converted.key, device, precision)
         if key not in _checks:
             started = time.perf_counter()
-            compiled = ov.Core().compile_model(converted.model, device, {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision]})
+            compiled = ov.Core().compile_model(converted.model, device, {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision],
+                                                                        **denormal_hints(device)})
             ours = compiled(converted.check_inputs)[compiled.outputs[0]]
             del compiled
             reference = np.load(converted.reference)
@@ -297,11 +322,12 @@ class OpenVINOBackend(Backend):
             _checks[key] = {"compared": "first output vs torch fp32, on the batch-1 inputs the conversion traced",
                             "max_abs_diff": diff, "reference_max_abs": scale, "relative": diff / scale,
                             "shape": list(reference.shape), "openvino_shape": list(ours.shape), "seconds": round(time.perf_counter() - started, 4)}
-            if not np.abs(reference).max():
-                # Random-init conv nets in eval mode shrink activations stage by stage until they
-                # underflow (EfficientNet's logits are exactly 0): then agreement proves nothing.
-                _checks[key]["note"] = ("torch's output is all zeros (random-init activations vanish through the network), "
-                                        "so this comparison cannot tell the backends apart")
+            reference_check = check_output(reference)
+            _checks[key]["reference_check"] = reference_check.to_json()
+        if _checks[key]["reference_check"]["problem"]:
+            # Agreement with a vanished or broken reference proves nothing about OpenVINO.
+            raise InvalidOutput(f"torch's reference output for the OpenVINO check is not a real computation's: "
+                                f"{_checks[key]['reference_check']['problem']}")
         result = {**_checks[key], "tolerance": TOLERANCE[precision]}
         if not result["relative"] <= TOLERANCE[precision]:
             raise OutputMismatch(f"OpenVINO output differs from torch: max |diff| {result['max_abs_diff']:.4g} = {result['relative']:.3g} "

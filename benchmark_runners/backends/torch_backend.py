@@ -19,7 +19,7 @@ from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
 from models.analysis import flop_count_per_sample
 from models.catalog import ModelSpec
-from models.loading import build_model
+from models.loading import build
 
 # Below this share of forward FLOPs in linear layers, "dynamic int8" would mostly time fp32 layers.
 MIN_INT8_LINEAR_FRACTION = 0.5
@@ -58,6 +58,19 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
     elif device == "mps":
         torch.mps.synchronize()
+
+
+def set_denormal_policy(device: str) -> str:
+    """Denormals are kept on CPU (IEEE arithmetic, torch's default and what a deployed model
+    gets): set explicitly, since a library could have turned flush-to-zero on in this process.
+    Realistic activations (models.calibration) keep denormals out of the timed work, and the
+    output check fails a row whose output is denormal-dominated, rather than hiding the cost."""
+    import torch
+
+    if device == "cpu":
+        torch.set_flush_denormal(False)
+        return "ieee: denormals kept on CPU (torch.set_flush_denormal(False), torch's default)"
+    return f"{device.split(':')[0]}: the device's default (torch does not set flush-to-zero there)"
 
 
 @dataclass
@@ -111,7 +124,8 @@ class TorchBackend(Backend):
         device, precision, mode = config.device, config.precision, config.mode
         started = time.perf_counter()
         cast = mode == "inference" and precision in ("fp16", "bf16")
-        model = build_model(spec, _torch_dtype(precision) if cast else torch.float32)
+        built = build(spec, _torch_dtype(precision) if cast else torch.float32)
+        model = built.model
         backend_config: dict[str, Any] | None = None
         autocast_dtype = scaler = optimizer = None
         if precision == "int8":
@@ -147,7 +161,18 @@ class TorchBackend(Backend):
             handle=model, device=device, precision=precision, mode=mode, recipe=recipe,
             load_time_s=time.perf_counter() - started, input_float_dtype=_torch_dtype(precision) if cast else torch.float32,
             backend_config=backend_config, state=TorchState(autocast_dtype, optimizer, scaler),
+            weights_recipe=built.weights_recipe, denormal_policy=set_denormal_policy(device),
         )
+
+    def output(self, prepared: PreparedModel, inputs: dict[str, Any]) -> Any:
+        """The first output of a forward pass (training: in training mode, without gradients;
+        with labels among the inputs that is the loss)."""
+        import torch
+
+        with torch.no_grad(), (torch.autocast(prepared.device.split(":")[0], dtype=prepared.state.autocast_dtype)
+                               if prepared.state.autocast_dtype else contextlib.nullcontext()):
+            out = prepared.handle(**inputs)
+        return out[0]
 
     def measurement_context(self, prepared: PreparedModel):
         import torch

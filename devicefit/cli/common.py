@@ -119,13 +119,16 @@ def select_errors() -> tuple:
 
 
 def print_regression(report: dict) -> None:
-    shown = [c for c in report["comparisons"] if c["verdict"] in ("regression", "improvement")]
+    shown = [c for c in report["comparisons"] if c["verdict"] in ("regression", "improvement", "inconclusive")]
     table = Table(title=f"vs {report['baseline']}: threshold {report['threshold']:g}, alpha {report['alpha']:g} — "
                         + ", ".join(f"{n} {v}" for v, n in report["summary"].items() if n))
     for c in ("config", "verdict", "baseline p50 ms", "current p50 ms", "change", "p-value"):
         table.add_column(c)
     for c in shown:
-        colour = "red" if c["verdict"] == "regression" else "green"
+        colour = {"regression": "red", "inconclusive": "yellow"}.get(c["verdict"], "green")
         table.add_row(c["config"], f"[{colour}]{c['verdict']}[/]", f"{c['baseline_p50_ms']:.3f}", f"{c['current_p50_ms']:.3f}",
                       f"{100 * c['change']:+.1f}%", "-" if c["p_value"] is None else f"{c['p_value']:.2g}")
     console.print(table)
+    for c in report["comparisons"]:
+        if c["verdict"] == "inconclusive":
+            console.print(f"[yellow]{c['config']}: {c['method']}[/]")

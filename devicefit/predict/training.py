@@ -58,24 +58,41 @@ class TrainingData:
     families: list[str]
     process_baseline: dict[str, float]
     skipped: dict[str, int] = field(default_factory=dict)
+    contended_kept: int = 0  # rows timed under contention, used because their config has no clean one
 
     def __len__(self) -> int:
         return len(self.features)
 
 
+def _config_of(row: dict[str, Any]) -> tuple:
+    return (row.get("model"), row.get("backend"), row.get("device_kind"), row.get("hostname"), row.get("precision"),
+            row.get("mode"), row.get("batch_size"), row.get("input_dims") or row.get("seq_length"))
+
+
 def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> TrainingData:
     """From stored measurement rows (status ok) to features and targets. Rows whose model
-    cannot be rebuilt offline or whose hardware has no spec are counted, not guessed."""
+    cannot be rebuilt offline, whose hardware has no spec, or that were timed under contention
+    while a clean measurement of the same config exists are counted, not used; a contended row
+    that is its config's only measurement is used and counted (`contended_kept`)."""
     baselines: dict[str, list[float]] = {}
     for r in rows:
         if r.get("rss_before_load_bytes"):
             baselines.setdefault(r["device_kind"], []).append(float(r["rss_before_load_bytes"]))
     process_baseline = {k: statistics.median(v) for k, v in baselines.items()}
     data = TrainingData([], {t: [] for t in TARGETS}, [], [], [], [], [], process_baseline)
+    measured_clean = {_config_of(r) for r in rows if r.get("status") == "ok" and not r.get("contended")}
     for r in rows:
         if r.get("status") != "ok" or not r.get("mean_ms") or not r.get("throughput_samples_per_s") or not r.get("peak_rss_bytes"):
             data.skipped["incomplete"] = data.skipped.get("incomplete", 0) + 1
             continue
+        if r.get("contended"):
+            if _config_of(r) in measured_clean:
+                # Timed while other processes used the CPU (benchmark_runners.contention), and
+                # the same config has a clean measurement: a busy neighbour's figure is not learned.
+                data.skipped["contended (a clean measurement of the config exists)"] = (
+                    data.skipped.get("contended (a clean measurement of the config exists)", 0) + 1)
+                continue
+            data.contended_kept += 1
         spec = specs.get(r["device_kind"])
         if spec is None:
             data.skipped[f"no spec for {r['device_kind']}"] = data.skipped.get(f"no spec for {r['device_kind']}", 0) + 1
@@ -313,7 +330,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str,
     return {
         "format": ARTIFACT_FORMAT,
         "trained_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "rows": len(data), "models": sorted(set(data.models)), "skipped": data.skipped,
+        "rows": len(data), "models": sorted(set(data.models)), "skipped": data.skipped, "contended_rows_used": data.contended_kept,
         "domain": {"device_kind": sorted(set(data.kinds)), "family": sorted(set(data.families))},
         "categories": categories, "numeric": list(NUMERIC),
         "process_baseline": data.process_baseline,

@@ -27,6 +27,9 @@ from devicefit.errors import DevicefitError
 CI_FORMAT = "devicefit.regression_report/1"
 DEFAULT_ALPHA = 0.01
 MIN_SAMPLES_FOR_RANK_TEST = 3
+# "inconclusive": a change beyond the threshold, with either side measured while other
+# processes used the CPU; reported with the figure, never a CI failure on its own.
+VERDICTS = ("regression", "improvement", "unchanged", "inconclusive", "new", "missing")
 
 
 class BaselineError(DevicefitError, ValueError):
@@ -55,13 +58,15 @@ class SampleSet:
     p50_ms: float
     run_id: str | None = None
     hardware_fingerprint: str | None = None
+    contended: bool | None = None  # measured while other processes used the CPU (benchmark_runners.contention)
+    other_cpu_share: float | None = None
 
 
 @dataclass
 class Comparison:
     config: str
     identity: dict[str, Any]
-    verdict: str  # regression | improvement | unchanged | new | missing
+    verdict: str  # one of VERDICTS
     method: str
     baseline_run: str | None
     current_run: str | None
@@ -101,8 +106,9 @@ def compare_samples(current: list[float], baseline: list[float], threshold: floa
 # --- Reading sample sets -----------------------------------------------------------------------
 
 def _from_history_row(row: tuple) -> SampleSet:
-    run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _ = row
-    return SampleSet(ConfigIdentity(model, kind, backend, precision, mode, batch, dims), list(samples or []), p50, run_id, fp)
+    run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _, contended, share = row
+    return SampleSet(ConfigIdentity(model, kind, backend, precision, mode, batch, dims), list(samples or []), p50, run_id, fp,
+                     contended, share)
 
 
 def _open(database: Path):
@@ -183,7 +189,7 @@ def sets_from_results(results: list[dict[str, Any]], origin: str = "results") ->
             out.append(SampleSet(ConfigIdentity(r["model"], r["device"].split(":")[0], r.get("backend", "torch"), r["precision"], r["mode"],
                                                 int(r["batch_size"]), _dims_text(dims)),
                                  [float(x) for x in r.get("samples_ms") or []], float(r["p50_ms"]), r.get("run_id"),
-                                 r.get("hardware_fingerprint")))
+                                 r.get("hardware_fingerprint"), r.get("contended"), r.get("other_cpu_share")))
         except (KeyError, TypeError, ValueError) as exc:
             raise BaselineError(f"{origin}: a result lacks {exc}") from None
     return out
@@ -277,6 +283,11 @@ def compare(current: list[SampleSet], baseline: dict[ConfigIdentity, SampleSet] 
             continue
         matched.add(id(base))
         verdict, method, change, p = compare_samples(cur.samples_ms, base.samples_ms, threshold, alpha, cur.p50_ms, base.p50_ms)
+        busy = [f"{side} measured while other processes used {s.other_cpu_share:.0%} of the host's CPU"
+                for side, s in (("this run", cur), ("the baseline", base)) if s.contended]
+        if busy and verdict in ("regression", "improvement"):
+            # A busy neighbour can slow a small model tenfold: the change cannot be told from it.
+            verdict, method = "inconclusive", f"{method}; would be {verdict}, but {' and '.join(busy)} (contended)"
         out.append(Comparison(cur.identity.label(), asdict(cur.identity), verdict, method, base.run_id, cur.run_id, base.p50_ms,
                               cur.p50_ms, change, p, len(base.samples_ms), len(cur.samples_ms)))
     # A per-config baseline ("previous") has nothing "missing": configs without one are "new".
@@ -290,7 +301,7 @@ def compare(current: list[SampleSet], baseline: dict[ConfigIdentity, SampleSet] 
 def regression_report(comparisons: list[Comparison], threshold: float, alpha: float, baseline: str, current: str,
                       current_sets_by_label: dict[str, SampleSet] | None = None) -> dict[str, Any]:
     """The machine-readable report (--output-ci); `status` is "fail" when any config regressed."""
-    counts = {v: sum(c.verdict == v for c in comparisons) for v in ("regression", "improvement", "unchanged", "new", "missing")}
+    counts = {v: sum(c.verdict == v for c in comparisons) for v in VERDICTS}
     rows = []
     for c in comparisons:
         row = asdict(c)

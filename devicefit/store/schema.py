@@ -58,7 +58,7 @@ MIGRATIONS[3] = [
 ]
 # Every ok measurement's samples, kept when its source is later replaced by a newer run of the
 # same partition, so a run can be compared with any earlier one (regression tracking).
-HISTORY_COLUMNS = ("run_id", "config_key", "source_key", "model", "backend", "device_kind", "device_name", "precision", "mode",
+HISTORY_COLUMNS_V4 = ("run_id", "config_key", "source_key", "model", "backend", "device_kind", "device_name", "precision", "mode",
                    "batch_size", "input_dims", "hardware_fingerprint", "hostname", "timestamp", "samples_ms", "p50_ms",
                    "throughput_samples_per_s", "peak_rss_bytes")
 MIGRATIONS[4] = [
@@ -68,7 +68,7 @@ MIGRATIONS[4] = [
         mode VARCHAR NOT NULL, batch_size INTEGER NOT NULL, input_dims VARCHAR, hardware_fingerprint VARCHAR,
         hostname VARCHAR, timestamp TIMESTAMP, samples_ms DOUBLE[] NOT NULL, p50_ms DOUBLE,
         throughput_samples_per_s DOUBLE, peak_rss_bytes BIGINT, PRIMARY KEY (run_id, config_key))""",
-    f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
+    f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS_V4)} FROM measurements
         WHERE status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""",
 ]
 MIGRATIONS[5] = ["ALTER TABLE measurements ADD COLUMN backend_config JSON"]
@@ -108,8 +108,23 @@ _LEGACY_REASON_CODES = """UPDATE measurements SET reason_code = CASE
         ELSE 'exception' END
        WHERE status IN ('skipped', 'failed') AND reason_code IS NULL"""
 MIGRATIONS[8] = ["ALTER TABLE measurements ADD COLUMN reason_code VARCHAR", _LEGACY_REASON_CODES]
+# Measurement provenance added with realistic activations and contention detection: how the
+# weights were set, the denormal policy, the measured output's figures, and the share of the
+# host's CPU other processes used while timing. Older rows keep NULL: not recorded.
+MIGRATIONS[9] = [
+    "ALTER TABLE measurements ADD COLUMN weights_recipe VARCHAR",
+    "ALTER TABLE measurements ADD COLUMN denormal_policy VARCHAR",
+    "ALTER TABLE measurements ADD COLUMN output_check JSON",
+    "ALTER TABLE measurements ADD COLUMN other_cpu_share DOUBLE",
+    "ALTER TABLE measurements ADD COLUMN contended BOOLEAN",
+    "ALTER TABLE measurements ADD COLUMN contention_attempts INTEGER",
+    "ALTER TABLE sample_history ADD COLUMN other_cpu_share DOUBLE",
+    "ALTER TABLE sample_history ADD COLUMN contended BOOLEAN",
+]
+# What sample_history keeps of each ok measurement now (migration 4's columns, then 9's).
+HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended")
 SCHEMA_VERSION = max(MIGRATIONS)
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
-JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config"}
+JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config", "output_check"}
 DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hostname")
 MEASUREMENT_COLUMNS = [*DERIVED_COLUMNS, *(f.name for f in fields(BenchmarkResult))]

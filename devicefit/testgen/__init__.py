@@ -173,10 +173,10 @@ def _validate(spec, family: str, device: str, pool) -> dict[str, Any]:
     """Build and run the model once through the pool: the generated test's own path."""
     import torch
 
-    from benchmark_runners.inputs import make_inputs
     from devicefit.resource_pool import resolve_device
     from models.inputs import input_signature
     from models.loading import build_model
+    from models.tensors import make_inputs
 
     torch_device = resolve_device(device)[0]
     model = pool.get_model(family, spec.name, constructor=lambda: build_model(spec), hardware_preferences={"device": device})

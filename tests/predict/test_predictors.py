@@ -235,3 +235,16 @@ def test_the_selection_config_sets_how_the_predictor_ranks_hardware(measured, ar
     config.write_text(json.dumps({"selection_criteria": {"inference": {"latency_weight": "high"}}}))
     with pytest.raises(SelectionConfigError, match="selection_criteria.inference.latency_weight"):
         HardwareModelPredictor(benchmark_dir=measured.root, config_path=config, record=False)
+
+
+def test_rows_timed_under_contention_are_counted_not_learned_from(measured):
+    rows = rows_of(measured)
+    specs = device_specs(detect_hardware().to_json())
+    calm = [dict(r, contended=False) for r in rows]  # this suite may itself run beside a busy process
+    twin = dict(calm[0], contended=True, other_cpu_share=0.5, run_id="busy-run")
+    data = training.training_data([*calm, twin], specs)
+    assert data.skipped == {"contended (a clean measurement of the config exists)": 1} and data.contended_kept == 0
+    assert len(data) == len(calm)
+    # A config measured only under contention is used (there is nothing better) and counted.
+    alone = training.training_data([twin, *calm[1:]], specs)
+    assert alone.contended_kept == 1 and len(alone) == len(calm)

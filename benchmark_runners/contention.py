@@ -1,0 +1,83 @@
+"""Was anything else using the CPU while a config was timed?
+
+On a 2-core machine one busy neighbour (an install, a second test run, a browser) can slow a
+tiny model forty-fold through OpenMP oversubscription, and the row would look as valid as any
+other. So the measuring process samples the host's CPU time around the timed phase: the busy
+time of all CPUs (`/proc/stat`, steal included: on a VM that is a neighbour too) minus its own
+(`/proc/self/stat`, every thread of this process). What is left, as a share of the host's
+capacity over the same wall time, is what others used. Above CONTENDED_SHARE the config is
+measured again once; if the second measurement is contended too, the row keeps the flag
+`contended` and the figure, and consumers (predictor training, regression reports, tests that
+compare timings) leave it out or say why.
+
+Linux only; elsewhere the share is None ("not measured"), never a guess.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# Share of the host's CPU capacity used by other processes above which a timing is contended.
+# An idle host's daemons, the sweep's own parent and the kernel stay around 1-3%; one busy
+# process on a 2-core host is 50%.
+CONTENDED_SHARE = 0.10
+
+_PROC_STAT = Path("/proc/stat")
+_SELF_STAT = Path("/proc/self/stat")
+
+
+@dataclass(frozen=True)
+class CpuSnapshot:
+    wall_s: float
+    host_busy_ticks: int
+    host_total_ticks: int
+    own_ticks: int
+
+
+def _host_ticks() -> tuple[int, int] | None:
+    """(busy, total) clock ticks of all CPUs since boot: busy counts user, nice, system, irq,
+    softirq and steal; idle and iowait are not busy. guest time is already inside user."""
+    try:
+        line = _PROC_STAT.read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    parts = line.split()
+    if parts[0] != "cpu" or len(parts) < 9:
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in parts[1:9])
+    busy = user + nice + system + irq + softirq + steal
+    return busy, busy + idle + iowait
+
+
+def _own_ticks() -> int | None:
+    """This process's user + system clock ticks, all threads (OpenMP and OpenVINO pools included)."""
+    try:
+        text = _SELF_STAT.read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+
+
+def snapshot() -> CpuSnapshot | None:
+    host, own = _host_ticks(), _own_ticks()
+    if host is None or own is None:
+        return None
+    return CpuSnapshot(time.monotonic(), host[0], host[1], own)
+
+
+def other_cpu_share(before: CpuSnapshot | None, after: CpuSnapshot | None) -> float | None:
+    """Share of the host's CPU capacity that other processes used between the two snapshots,
+    in [0, 1]; None when not measurable (no /proc, or too short to have a tick)."""
+    if before is None or after is None:
+        return None
+    total = after.host_total_ticks - before.host_total_ticks
+    if total <= 0:
+        return None
+    others = (after.host_busy_ticks - before.host_busy_ticks) - (after.own_ticks - before.own_ticks)
+    return min(1.0, max(0.0, others / total))
+
+
+def is_contended(share: float | None) -> bool | None:
+    return None if share is None else share > CONTENDED_SHARE

@@ -1,0 +1,88 @@
+"""Is a measured model's output a real computation's? Checked on every measured row.
+
+A model whose output is not finite, is all zeros, or has lost its scale to underflow times
+something no deployed model runs: NaNs and infinities take slow paths on some CPUs, zeros can
+be skipped, and denormal operands cost several times a normal one on CPUs without
+flush-to-zero. Such a row fails (reason code `invalid_output`) with the figures, instead of
+entering the store as a timing.
+
+"Lost its scale" has a precise threshold: an output whose largest magnitude is below the square
+root of the dtype's smallest normal number has come through more than half of the exponent
+range on the way down, so products inside the network were at or below the denormal range.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# A denormal-dominated output: more than this share of its non-zero elements are denormal.
+MAX_DENORMAL_SHARE = 0.01
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    dtype: str
+    elements: int
+    finite: bool
+    max_abs: float
+    zero_share: float
+    denormal_share: float  # of the non-zero elements
+    problem: str | None  # None: a real output
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _as_float_array(output: Any):
+    import numpy as np
+
+    if hasattr(output, "detach"):  # a torch tensor: numpy has no bf16, compare in fp32
+        dtype = str(output.dtype).removeprefix("torch.")
+        tensor = output.detach().to("cpu")
+        return tensor.float().numpy() if tensor.is_floating_point() else tensor.numpy(), dtype
+    array = np.asarray(output)
+    return array, str(array.dtype)
+
+
+def smallest_normal(dtype: str) -> float:
+    """The dtype's smallest positive normal number (float32's when the dtype is not a float)."""
+    import numpy as np
+
+    if dtype == "bfloat16":
+        return float(np.finfo(np.float32).tiny)  # bf16 keeps fp32's exponent range
+    try:
+        return float(np.finfo(np.dtype(dtype)).tiny)
+    except (TypeError, ValueError):
+        return float(np.finfo(np.float32).tiny)
+
+
+def check_output(output: Any) -> OutputCheck:
+    """The figures of `output` (a torch tensor or an array) and, when it is not a real
+    computation's, the problem in words with the figure."""
+    import numpy as np
+
+    values, dtype = _as_float_array(output)
+    values = values.astype(np.float64, copy=False).ravel()
+    n = int(values.size)
+    finite = bool(np.isfinite(values).all())
+    magnitudes = np.abs(values[np.isfinite(values)])
+    max_abs = float(magnitudes.max()) if magnitudes.size else 0.0
+    nonzero = magnitudes[magnitudes > 0]
+    tiny = smallest_normal(dtype)
+    zero_share = 1.0 - nonzero.size / n if n else 1.0
+    denormal_share = float((nonzero < tiny).mean()) if nonzero.size else 0.0
+    problem = None
+    if n == 0:
+        problem = "the output is empty"
+    elif not finite:
+        bad = int((~np.isfinite(values)).sum())
+        problem = f"{bad} of {n} output values are NaN or infinite"
+    elif max_abs == 0:
+        problem = f"all {n} output values are exactly zero (the activations vanished)"
+    elif denormal_share > MAX_DENORMAL_SHARE:
+        problem = f"{denormal_share:.0%} of the non-zero output values are denormal ({dtype} normals start at {tiny:.3g})"
+    elif max_abs < math.sqrt(tiny):
+        problem = (f"the output's largest magnitude is {max_abs:.3g}, below sqrt of {dtype}'s smallest normal "
+                   f"({math.sqrt(tiny):.3g}): the activations vanished through the denormal range")
+    return OutputCheck(dtype, n, finite, max_abs, zero_share, denormal_share, problem)
