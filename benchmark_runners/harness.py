@@ -1,5 +1,13 @@
 """The timing harness: cold first call, warm-up until steady, then timed iterations until the
-95% CI of the median is within the target or a cap is reached. Every sample is kept."""
+95% CI of the median is within the target, more samples stop narrowing it (the noise floor), or
+a cap is reached. Every sample is kept.
+
+The noise floor: the CI of the median narrows at best as 1/sqrt(n), so from the width it has
+after n samples, reaching the target takes at least n * (width / target)^2 samples. When even
+that would take more than PROJECTION_MARGIN times the time left under the cap, running to the
+cap cannot reach the target (the spread is the machine's: bimodal timings, drift, a neighbour),
+so the measurement stops there, with stop reason `noise_floor`, rather than spend the cap on
+samples that leave the row unconverged anyway. Its CI, as measured, is in the row."""
 from __future__ import annotations
 
 import statistics
@@ -25,6 +33,7 @@ class TimingPolicy:
     warmup_max_time_s: float = 10.0
     warmup_tolerance: float = 0.05  # steady: last sample within 5% of the previous ones' median
     warmup_window: int = 3
+    noise_floor_min_iterations: int = 40  # the noise-floor rule applies from this many samples; 0: never
 
     def __post_init__(self):
         problems = []
@@ -50,8 +59,26 @@ class Measurement:
     warmup_steady: bool
     samples_ns: list[int]
     phase_samples_ns: dict[str, list[int]] = field(default_factory=dict)
-    stop_reason: str = ""  # converged | time_cap | max_iterations
+    stop_reason: str = ""  # converged | noise_floor | time_cap | max_iterations
     timed_wall_s: float = 0.0
+
+
+# Stop when the fewest samples that could reach the target need this many times the time left.
+PROJECTION_MARGIN = 2.0
+
+
+def _at_noise_floor(widths: list[float], samples: list[int], policy: TimingPolicy) -> bool:
+    """Would reaching the CI target take more than PROJECTION_MARGIN x the time left? The width
+    is the median of the last three checks' (a single one jumps with the order statistics);
+    time is what the samples took (so a scripted clock tests it exactly)."""
+    n = len(samples)
+    if not policy.noise_floor_min_iterations or n < policy.noise_floor_min_iterations or len(widths) < 3:
+        return False
+    width = statistics.median(widths[-3:])
+    needed = n * (width / policy.ci_target) ** 2
+    spent_s = sum(samples) / 1e9
+    left_s = max(policy.max_time_s - spent_s, 0.0)
+    return (needed - n) * spent_s / n > PROJECTION_MARGIN * left_s
 
 
 def _is_steady(warmup: list[int], policy: TimingPolicy) -> bool:
@@ -85,6 +112,7 @@ def measure(step: Step, clock: IterationClock, policy: TimingPolicy) -> Measurem
     samples: list[int] = []
     phases: dict[str, list[int]] = defaultdict(list)
     next_check = policy.min_iterations
+    widths: list[float] = []  # the CI's relative half-width at each check
     start = time.perf_counter()
     reason = ""
     while True:
@@ -100,9 +128,15 @@ def measure(step: Step, clock: IterationClock, policy: TimingPolicy) -> Measurem
         if n >= next_check:
             # A zero target means "time to the cap": identical samples at ns resolution would
             # otherwise meet it by accident.
-            if policy.ci_target > 0 and ci_relative_half_width(sorted(samples)) <= policy.ci_target:
-                reason = "converged"
-                break
+            if policy.ci_target > 0:
+                width = ci_relative_half_width(sorted(samples))
+                if width <= policy.ci_target:
+                    reason = "converged"
+                    break
+                widths.append(width)
+                if _at_noise_floor(widths, samples, policy):
+                    reason = "noise_floor"
+                    break
             next_check = n + max(1, n // 10)
         # The cap waits for enough samples for a CI, unless iterations are so slow that
         # even that would double the cap.

@@ -1,24 +1,45 @@
-"""Does the harness add overhead? Compares its p50 with a bare `torch.inference_mode()`
-perf_counter loop over the same loaded model, inputs and threads, and prints the ratio.
+"""Does measuring through devicefit's isolated worker cost anything? Compares, across processes,
+a bare `perf_counter` loop in a plain Python process with the production path: `run_sweep`,
+which starts the worker (`python -m benchmark_runners.worker`), loads the model, runs the harness.
 
-Both run in this one process on one loaded model: the spread between processes (memory
-layout, neighbours on a shared host) is several times larger than the overhead in question.
-The harness side is the production path (TorchBackend.prepare/make_step, harness.measure);
-the two alternate in ABBA order for --rounds rounds, so slow drift of the machine cancels.
+Each side runs in its own fresh process, alternating in ABBA order for --rounds rounds (so slow
+drift of the machine cancels), at each batch size. The bare process does what a user's script
+does: build the same model (the same seeded weights), torch's default threads, three warm-up
+calls, then --iterations timed forward passes under `torch.inference_mode()`. Printed per
+batch size: the median over rounds of each side's p50 and per-iteration CV, the p50 ratio
+(worker / bare) and the CV ratio, against the bars: p50 within 2%, CV within 1.2x.
 
-    python benchmarks/harness_vs_bare.py --model bert-base-uncased --batch-size 1
+    python benchmarks/harness_vs_bare.py --model bert-base-uncased --batch-sizes 1,4,16 --rounds 4
+
+Run it on an idle machine: any other CPU work beside it moves both sides by more than the bars.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+P50_BAR = 0.02
+CV_BAR = 1.2
 
 
-def bare_loop_p50(model, inputs, iterations: int) -> float:
+def bare_loop(model_name: str, batch_size: int, iterations: int) -> dict:
+    """The bare side, run in its own process (`--bare`): a user's plain timing loop."""
     import torch
 
+    from models.inputs import input_signature
+    from models.loading import build_model
+    from models.resolve import resolve_model
+    from models.tensors import make_inputs
+
+    spec = resolve_model(model_name)
+    model = build_model(spec)
+    inputs = make_inputs(input_signature(spec, batch_size, None, None, None), "cpu")
     samples = []
     with torch.inference_mode():
         for _ in range(3):
@@ -27,62 +48,70 @@ def bare_loop_p50(model, inputs, iterations: int) -> float:
             t0 = time.perf_counter_ns()
             model(**inputs)
             samples.append((time.perf_counter_ns() - t0) / 1e6)
-    return statistics.median(samples)
+    return {"samples_ms": samples, "threads": torch.get_num_threads()}
+
+
+def run_bare(model: str, batch_size: int, iterations: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--bare", "--model", model, "--batch-sizes", str(batch_size),
+                          "--iterations", str(iterations)], cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_worker(model: str, batch_size: int, max_time: float) -> dict:
+    from benchmark_runners.harness import TimingPolicy
+    from benchmark_runners.records import BenchmarkConfig
+    from benchmark_runners.sweep import run_sweep
+
+    (row,) = run_sweep([BenchmarkConfig(model, batch_size=batch_size, policy=TimingPolicy(max_time_s=max_time))])
+    if row.status != "ok":
+        raise SystemExit(f"the worker did not measure {model} batch {batch_size}: {row.error}")
+    return {"samples_ms": row.samples_ms, "threads": row.environment.get("torch_threads"), "stop_reason": row.stop_reason,
+            "other_cpu_share": row.other_cpu_share}
+
+
+def cv(samples: list[float]) -> float:
+    return statistics.pstdev(samples) / statistics.mean(samples)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="bert-base-uncased")
-    ap.add_argument("--batch-size", type=int, default=1)
-    ap.add_argument("--seq-length", type=int, default=None)
-    ap.add_argument("--precision", default="fp32")
-    ap.add_argument("--threads", type=int, default=None, help="default: physical cores")
+    ap.add_argument("--batch-sizes", default="1,4,16")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--max-time", type=float, default=10.0)
+    ap.add_argument("--iterations", type=int, default=None, help="bare loop iterations (default: as many as the worker took)")
+    ap.add_argument("--max-time", type=float, default=10.0, help="the worker's timing cap per config, seconds")
+    ap.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    if args.bare:
+        print(json.dumps(bare_loop(args.model, batch_sizes[0], args.iterations or 30)))
+        return 0
 
-    import psutil
-    import torch
-
-    from benchmark_runners.backends.torch_backend import TorchBackend
-    from benchmark_runners.harness import TimingPolicy, measure
-    from benchmark_runners.records import BenchmarkConfig
-    from benchmark_runners.timers import clock_for
-    from models.inputs import input_signature
-    from models.resolve import resolve_model
-    from models.tensors import make_inputs
-
-    threads = args.threads or psutil.cpu_count(logical=False) or 1
-    torch.set_num_threads(threads)
-    policy = TimingPolicy(max_time_s=args.max_time)
-    config = BenchmarkConfig(args.model, batch_size=args.batch_size, seq_length=args.seq_length,
-                             precision=args.precision, threads=threads, policy=policy)
-    spec = resolve_model(args.model)
-    backend = TorchBackend()
-    prepared = backend.prepare(spec, config)
-    inputs = make_inputs(input_signature(spec, args.batch_size, args.seq_length), "cpu", prepared.input_float_dtype)
-    step = backend.make_step(prepared, inputs)
-
-    def harness_p50() -> tuple[float, int, str]:
-        with backend.measurement_context(prepared):
-            m = measure(step, clock_for("cpu"), policy)
-        return statistics.median(m.samples_ns) / 1e6, len(m.samples_ns), m.stop_reason
-
-    ratios = []
-    for i in range(args.rounds):
-        if i % 2 == 0:  # ABBA: harness first in even rounds, bare loop first in odd ones
-            h, n, why = harness_p50()
-            b = bare_loop_p50(prepared.model, inputs, n)
-        else:
-            b = bare_loop_p50(prepared.model, inputs, 30)
-            h, n, why = harness_p50()
-        ratios.append(h / b)
-        print(f"round {i + 1}: harness p50 {h:.3f} ms ({n} iterations, {why}), bare p50 {b:.3f} ms, ratio {h / b:.4f}", flush=True)
-    ratio = statistics.median(ratios)
-    verdict = "PASS" if abs(ratio - 1) <= 0.03 else "FAIL"
-    print(f"\n{args.model} {args.precision} batch {args.batch_size}, {threads} threads: median ratio harness/bare = "
-          f"{ratio:.4f} ({100 * (ratio - 1):+.2f}%) over {args.rounds} rounds; target within ±3%: {verdict}")
-    return 0 if verdict == "PASS" else 2
+    failures = 0
+    for batch in batch_sizes:
+        rounds = []
+        for i in range(args.rounds):
+            if i % 2 == 0:  # ABBA: the worker first in even rounds, the bare loop first in odd ones
+                w = run_worker(args.model, batch, args.max_time)
+                b = run_bare(args.model, batch, args.iterations or len(w["samples_ms"]))
+            else:
+                b = run_bare(args.model, batch, args.iterations or 30)
+                w = run_worker(args.model, batch, args.max_time)
+            r = {"worker_p50": statistics.median(w["samples_ms"]), "bare_p50": statistics.median(b["samples_ms"]),
+                 "worker_cv": cv(w["samples_ms"]), "bare_cv": cv(b["samples_ms"]), "worker_n": len(w["samples_ms"]),
+                 "bare_n": len(b["samples_ms"]), "threads": (w["threads"], b["threads"]), "other_cpu_share": w["other_cpu_share"]}
+            rounds.append(r)
+            print(f"batch {batch} round {i + 1}: worker p50 {r['worker_p50']:.2f} ms (cv {r['worker_cv']:.1%}, n {r['worker_n']}, "
+                  f"{w['stop_reason']}), bare p50 {r['bare_p50']:.2f} ms (cv {r['bare_cv']:.1%}, n {r['bare_n']}), "
+                  f"threads worker/bare {r['threads'][0]}/{r['threads'][1]}, others used "
+                  f"{'-' if r['other_cpu_share'] is None else format(r['other_cpu_share'], '.1%')} of the CPU", flush=True)
+        p50_ratio = statistics.median(r["worker_p50"] / r["bare_p50"] for r in rounds)
+        cv_ratio = statistics.median(r["worker_cv"] / r["bare_cv"] for r in rounds)
+        ok = abs(p50_ratio - 1) <= P50_BAR and cv_ratio <= CV_BAR
+        failures += not ok
+        print(f"==> {args.model} batch {batch}: p50 worker/bare {p50_ratio:.4f} ({100 * (p50_ratio - 1):+.2f}%, bar ±{P50_BAR:.0%}), "
+              f"CV worker/bare {cv_ratio:.2f}x (bar {CV_BAR}x): {'PASS' if ok else 'FAIL'}\n", flush=True)
+    return 0 if not failures else 2
 
 
 if __name__ == "__main__":

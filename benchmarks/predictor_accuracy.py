@@ -4,7 +4,9 @@ produced: 10,000 rows, and the 100 models x 8 hardware x 5 batch sizes x 3 preci
 
     python benchmarks/predictor_accuracy.py [--database data/devicefit.duckdb]
 
-It trains on the database's measured rows (as the pipeline does). The 100 models are the catalog
+It trains on the database's measured rows (as the pipeline does), scored against the peaks
+that the database's own hardware probes recorded (the machine that measured it, which need not be
+this one), or this machine's when the database has none. The 100 models are the catalog
 plus BERT-architecture variants built from configs (layers x width); their FLOPs are counted
 once (timed separately), then the matrix is timed.
 """
@@ -44,15 +46,24 @@ def main() -> int:
     from devicefit import store
     from devicefit.paths import DataPaths
     from devicefit.predict.features import model_point
-    from devicefit.predict.hardware_specs import device_specs
+    from devicefit.predict.hardware_specs import device_specs, inventory_of_store
     from devicefit.predict.predictor import PerformancePredictor, Request
     from devicefit.predict.training import ERROR_BARS, TARGETS, train
     from devicefit.predict.validation_report import ValidationReport
 
     paths = DataPaths(Path(args.database).resolve().parent) if args.database else DataPaths.default()
     rows = store.read_ok_measurements(paths.database)
+    con = store.connect(paths.database, read_only=True)
+    try:
+        hardware = store.hardware_rows(con)
+    finally:
+        con.close()
+    inventory = inventory_of_store(hardware) if hardware else detect_hardware().to_json()
+    specs = device_specs(inventory)
+    print("device specs: " + "; ".join(f"{k}: {s.name}, {s.peak_gflops:.0f} GFLOP/s, {s.bandwidth_gbs:.1f} GB/s ({s.source})"
+                                        for k, s in specs.items() if k in {r["device_kind"] for r in rows}))
     started = time.perf_counter()
-    artifact = train(rows, device_specs(detect_hardware().to_json()))
+    artifact = train(rows, specs)
     print(f"trained on {artifact['rows']} rows of {len(artifact['models'])} models in {time.perf_counter() - started:.1f} s "
           f"(skipped: {artifact['skipped'] or 'none'})\n")
     validation = ValidationReport.of(artifact)

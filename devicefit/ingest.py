@@ -1,7 +1,7 @@
 """Bringing measurements taken elsewhere (a GPU host, optimum-benchmark) into the store.
 
-Accepted: this project's own export (`devicefit benchmark --json`, a landing file), and
-optimum-benchmark's `benchmark_config.json` + `benchmark_report.json` (a directory holding both,
+Accepted: this project's own export (`devicefit benchmark --json`, a landing file, or a
+directory of them: another machine's landing files), and optimum-benchmark's `benchmark_config.json` + `benchmark_report.json` (a directory holding both,
 either file with its sibling, or the combined `benchmark.json`). The file is validated,
 converted to result rows and landed under data/raw/ as `ingest:<sha>`; re-ingesting the same
 content replaces its rows instead of adding them.
@@ -236,11 +236,8 @@ def optimum_to_document(config: Any, report: Any, source: str, digest: str) -> d
     return results_document(row.run_id, [row], {"platforms": {}})
 
 
-def ingest_file(path: Path, raw_dir: Path) -> IngestResult:
-    """Validate `path`, convert it if needed, and land it; raises LandingFileError naming the problem."""
-    path = Path(path)
-    if not path.exists():
-        raise LandingFileError(f"{path}: no such file or directory")
+def _prepare(path: Path) -> tuple[dict[str, Any], str, str]:
+    """(document, format, source key) of one file or optimum-benchmark directory, validated."""
     pair = _optimum_pair(path)
     if pair is not None:
         config, report = pair
@@ -253,6 +250,33 @@ def ingest_file(path: Path, raw_dir: Path) -> IngestResult:
         validate_document(document, str(path))
         digest = hashlib.sha256(json.dumps(document["results"], sort_keys=True).encode()).hexdigest()
         fmt = FORMAT
-    source_key = f"ingest:{digest[:16]}"
+    return document, fmt, f"ingest:{digest[:16]}"
+
+
+def ingest_file(path: Path, raw_dir: Path) -> IngestResult:
+    """Validate `path`, convert it if needed, and land it; raises LandingFileError naming the problem."""
+    path = Path(path)
+    if not path.exists():
+        raise LandingFileError(f"{path}: no such file or directory")
+    document, fmt, source_key = _prepare(path)
     landed = write_landing(raw_dir, source_key, document)
     return IngestResult(source_key, landed, len(document["results"]), fmt)
+
+
+OPTIMUM_FILES = ("benchmark.json", "benchmark_config.json", "benchmark_report.json")
+
+
+def ingest_path(path: Path, raw_dir: Path) -> list[IngestResult]:
+    """A file, an optimum-benchmark directory, or a directory of devicefit results files (another
+    machine's landing files, as `../shared/datasets/*` holds them). Every file of a directory is
+    validated before any is landed: one bad file lands none, and the error names it."""
+    path = Path(path)
+    if not path.is_dir() or any((path / name).is_file() for name in OPTIMUM_FILES):
+        return [ingest_file(path, raw_dir)]
+    files = sorted(p for p in path.glob("*.json") if p.is_file())
+    if not files:
+        raise LandingFileError(f"{path}: the directory holds neither devicefit results files (*.json) nor optimum-benchmark "
+                               f"output ({' or '.join(OPTIMUM_FILES[1:])})")
+    prepared = [_prepare(f) for f in files]
+    return [IngestResult(key, write_landing(raw_dir, key, document), len(document["results"]), fmt)
+            for document, fmt, key in prepared]

@@ -136,20 +136,22 @@ def db_status(as_json: bool = AS_JSON) -> None:
 
 @app.command(rich_help_panel=PANEL)
 def ingest(
-    path: Path = typer.Argument(..., help="A devicefit results JSON, or optimum-benchmark output (dir, benchmark.json, or benchmark_report.json with its config)."),
+    path: Path = typer.Argument(..., help="A devicefit results JSON, a directory of them (another machine's landing files), or "
+                                          "optimum-benchmark output (dir, benchmark.json, or benchmark_report.json with its config)."),
     load: bool = typer.Option(True, "--load/--no-load", help="Also load it into DuckDB now (otherwise at the next benchmark_results materialization)."),
 ) -> None:
     """Validate measurements taken elsewhere and land them under data/raw/ (and load them)."""
     from devicefit import store
-    from devicefit.ingest import ingest_file
+    from devicefit.ingest import ingest_path
     from devicefit.landing import LandingFileError, load_landing_files
 
     paths = data_paths()
     try:
-        result = ingest_file(path, paths.raw)
+        results = ingest_path(path, paths.raw)
     except LandingFileError as exc:
         fail(f"cannot ingest: {exc}")
-    console.print(f"landed {result.rows} rows ({result.format}) as {result.source_key} -> {result.landing_path}")
+    for result in results:
+        console.print(f"landed {result.rows} rows ({result.format}) as {result.source_key} -> {result.landing_path}")
     if load:
         try:
             report = load_landing_files(paths.database, paths.raw)

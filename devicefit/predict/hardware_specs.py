@@ -68,3 +68,30 @@ def device_specs(inventory: dict) -> dict[str, DeviceSpec]:
         specs["openvino"] = DeviceSpec("openvino", f"OpenVINO CPU plugin on {cpu.name}", cpu.peak_gflops, cpu.bandwidth_gbs,
                                        f"{cpu.source} (the CPU OpenVINO runs on)", cpu.memory_gb)
     return specs
+
+
+class AmbiguousDevice(ValueError):
+    """A store holding several devices of one kind, asked for one spec per kind."""
+
+
+def inventory_of_store(hardware: list[tuple]) -> dict:
+    """The inventory shape `device_specs` reads, rebuilt from a store's `hardware` rows
+    (fingerprint, kind, name, probe): the specs of the machine(s) that measured the store's rows,
+    not of the machine reading it. Several probed devices of one kind are refused: their rows
+    would be scored against one device's peaks."""
+    import json
+
+    platforms: dict[str, dict] = {}
+    probes: dict[str, dict] = {}
+    probed: dict[str, list[str]] = {}
+    for fingerprint, kind, name, probe in hardware:
+        platforms.setdefault(kind, {"available": True, "devices": []})["devices"].append({"name": name, "fingerprint": fingerprint})
+        probe = json.loads(probe) if isinstance(probe, str) else probe
+        if probe and "error" not in probe:
+            probed.setdefault(kind, []).append(f"{name} ({fingerprint})")
+            probes[probe.get("device") or kind] = probe
+    several = {k: v for k, v in probed.items() if len(v) > 1}
+    if several:
+        raise AmbiguousDevice("; ".join(f"{len(v)} probed {k} devices: {', '.join(v)}" for k, v in several.items())
+                              + ": evaluate one device's data at a time")
+    return {"platforms": platforms, "probes": probes}

@@ -65,7 +65,7 @@ class TrainingData:
 
 
 def _config_of(row: dict[str, Any]) -> tuple:
-    return (row.get("model"), row.get("backend"), row.get("device_kind"), row.get("hostname"), row.get("precision"),
+    return (row.get("model"), row.get("backend"), row.get("device_kind"), row.get("host_fingerprint") or row.get("hostname"), row.get("precision"),
             row.get("mode"), row.get("batch_size"), row.get("input_dims") or row.get("seq_length"))
 
 

@@ -15,7 +15,13 @@ from devicefit.store.connection import DATA_ERRORS, _now, _rollback, _write_fail
 from devicefit.store.schema import _LEGACY_REASON_CODES, HISTORY_COLUMNS, JSON_FIELDS, MEASUREMENT_COLUMNS
 
 
-def _measurement_values(source_key: str, r: BenchmarkResult) -> list[Any]:
+def host_fingerprint(document: dict[str, Any]) -> str | None:
+    """The fingerprint of the CPU of the host that wrote `document` (its hardware block)."""
+    devices = (((document.get("hardware") or {}).get("platforms") or {}).get("cpu") or {}).get("devices") or []
+    return devices[0].get("fingerprint") if devices and isinstance(devices[0], dict) else None
+
+
+def _measurement_values(source_key: str, r: BenchmarkResult, host: str | None = None) -> list[Any]:
     row = r.to_json()
     dims = (row.get("input") or {}).get("dims") or {}
     derived = {
@@ -24,6 +30,7 @@ def _measurement_values(source_key: str, r: BenchmarkResult) -> list[Any]:
         "seq_length": dims.get("seq_length"),
         "input_dims": json.dumps(dims, sort_keys=True) if dims else None,
         "hostname": (r.environment or {}).get("hostname"),
+        "host_fingerprint": host,
         "timestamp": parse_timestamp(r.timestamp),  # naive UTC, whatever offset the file wrote
     }
     out = []
@@ -76,7 +83,7 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
         placeholders = ", ".join("?" for _ in MEASUREMENT_COLUMNS)
         if kept:
             con.executemany(f"INSERT INTO measurements ({', '.join(MEASUREMENT_COLUMNS)}) VALUES ({placeholders})",
-                            [_measurement_values(source_key, r) for r in kept])
+                            [_measurement_values(source_key, r, host_fingerprint(document)) for r in kept])
             if any(r.status != "ok" and r.reason_code is None for r in kept):
                 con.execute(_LEGACY_REASON_CODES + " AND source_key = ?", [source_key])
         by_run: dict[str, list[BenchmarkResult]] = {}

@@ -15,7 +15,8 @@ from devicefit.store.schema import JSON_FIELDS
 AGGREGATE_SQL = """
 CREATE OR REPLACE TABLE aggregates AS
 WITH per_config AS (
-    SELECT model, any_value(family) AS family, backend, device_kind, hostname,
+    SELECT model, any_value(family) AS family, backend, device_kind, any_value(hostname) AS hostname,
+           coalesce(host_fingerprint, hostname) AS host,
            any_value(hardware_fingerprint) AS hardware_fingerprint, any_value(device_name) AS device_name,
            precision, mode, batch_size, coalesce(input_dims, '{}') AS input_dims, any_value(seq_length) AS seq_length,
            count(DISTINCT run_id) AS runs, count(*) AS rows,
@@ -24,20 +25,21 @@ WITH per_config AS (
            median(peak_rss_bytes) AS peak_rss_bytes, max(ci_rel_half_width) AS worst_ci_rel_half_width,
            max(timestamp) AS last_measured
     FROM measurements WHERE status = 'ok'
-    GROUP BY model, backend, device_kind, hostname, precision, mode, batch_size, coalesce(input_dims, '{}')
+    GROUP BY model, backend, device_kind, coalesce(host_fingerprint, hostname), precision, mode, batch_size, coalesce(input_dims, '{}')
 )
 SELECT p.*,
-       -- versus the same model/batch/input on the same host's CPU in fp32 (torch); NULL when not measured
+       -- versus the same model/batch/input on the same host's CPU in fp32 (torch); NULL when not measured.
+       -- A host is its CPU's fingerprint (hostnames repeat across machines), else its hostname.
        base.p50_ms / p.p50_ms AS speedup_vs_cpu_fp32,
        first_value(p.precision) OVER (
-           PARTITION BY p.model, p.backend, p.device_kind, p.hostname, p.mode, p.batch_size, p.input_dims
+           PARTITION BY p.model, p.backend, p.device_kind, p.host, p.mode, p.batch_size, p.input_dims
            ORDER BY p.p50_ms) AS best_precision,
        p.p50_ms = min(p.p50_ms) OVER (
-           PARTITION BY p.model, p.backend, p.device_kind, p.hostname, p.mode, p.batch_size, p.input_dims) AS is_best_precision
+           PARTITION BY p.model, p.backend, p.device_kind, p.host, p.mode, p.batch_size, p.input_dims) AS is_best_precision
 FROM per_config p
 LEFT JOIN per_config base
   ON base.model = p.model AND base.mode = p.mode AND base.batch_size = p.batch_size
- AND base.input_dims = p.input_dims AND base.hostname IS NOT DISTINCT FROM p.hostname
+ AND base.input_dims = p.input_dims AND base.host IS NOT DISTINCT FROM p.host
  AND base.device_kind = 'cpu' AND base.precision = 'fp32' AND base.backend = 'torch'
 ORDER BY p.model, p.device_kind, p.mode, p.batch_size, p.precision
 """

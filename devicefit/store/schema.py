@@ -121,10 +121,14 @@ MIGRATIONS[9] = [
     "ALTER TABLE sample_history ADD COLUMN other_cpu_share DOUBLE",
     "ALTER TABLE sample_history ADD COLUMN contended BOOLEAN",
 ]
+# The host a row was measured on, by its CPU's fingerprint (the document's hardware block): two
+# machines can share a hostname ("vm"), and a row of OpenVINO's CPU device belongs with the torch
+# rows of the same CPU. Rows loaded before this keep NULL until their source is loaded again.
+MIGRATIONS[10] = ["ALTER TABLE measurements ADD COLUMN host_fingerprint VARCHAR"]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended")
 SCHEMA_VERSION = max(MIGRATIONS)
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
 JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config", "output_check"}
-DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hostname")
+DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hostname", "host_fingerprint")
 MEASUREMENT_COLUMNS = [*DERIVED_COLUMNS, *(f.name for f in fields(BenchmarkResult))]

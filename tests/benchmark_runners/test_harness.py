@@ -104,3 +104,34 @@ def test_invalid_policy_is_rejected():
         TimingPolicy(ci_target=1.5)
     with pytest.raises(ValueError, match="min_iterations"):
         TimingPolicy(min_iterations=0)
+
+
+def test_a_target_the_cap_cannot_reach_stops_at_the_noise_floor():
+    """A bimodal machine (2 ms and 6 ms alternating): the median's CI spans both modes, and the
+    samples that could narrow it to 2% would take far longer than the 8 s cap leaves, so the
+    harness stops once that is clear instead of spending the cap."""
+    bimodal = [2_000_000 if i % 2 else 6_000_000 for i in range(100_000)]
+    policy = TimingPolicy(max_time_s=8)
+    m = measure(lambda clock: None, ScriptedClock([2_000_000] * 8 + bimodal, 2_000_000), policy)
+    assert m.stop_reason == "noise_floor"
+    assert policy.noise_floor_min_iterations <= len(m.samples_ns) < 100
+    # Steady samples converge before the rule could apply; with the rule off, the cap decides.
+    import random
+
+    rng = random.Random(3)
+    noisy = [int(2_000_000 * (1 + 0.05 * rng.random())) for _ in range(100_000)]
+    m = measure(lambda clock: None, ScriptedClock([2_000_000] * 8 + noisy, 2_000_000), TimingPolicy(max_time_s=8))
+    assert m.stop_reason == "converged"
+    off = TimingPolicy(max_time_s=3600, max_iterations=300, noise_floor_min_iterations=0)
+    assert measure(lambda clock: None, ScriptedClock(list(bimodal), 2_000_000), off).stop_reason == "max_iterations"
+
+
+def test_a_target_the_cap_can_still_reach_is_not_given_up():
+    """Samples with 10% spread at a 2% target need about 150: with an hour's cap left, the
+    projection never stops them early."""
+    import random
+
+    rng = random.Random(5)
+    spread = [int(2_000_000 * (1 + 0.1 * rng.gauss(0, 1) ** 2)) for _ in range(100_000)]
+    m = measure(lambda clock: None, ScriptedClock([2_000_000] * 8 + spread, 2_000_000), TimingPolicy(max_time_s=3600))
+    assert m.stop_reason == "converged"

@@ -151,3 +151,25 @@ def test_db_and_ingest_commands(tmp_path):
     out = devicefit(["ingest", str(bad)], data)
     assert out.returncode == 2 and "not valid JSON" in out.stderr
     assert json.loads(devicefit(["db", "status", "--json"], data).stdout)["tables"]["measurements"] == 1
+
+
+def test_a_directory_of_landing_files_lands_whole_or_not_at_all(tmp_path):
+    """Another machine's landing files, as `../shared/datasets/*` holds them: every file lands;
+    one bad file among them lands none, and the error names it."""
+    from devicefit.ingest import ingest_path
+
+    rows = run_sweep([BenchmarkConfig("bert-tiny", policy=FAST_POLICY), BenchmarkConfig("bert-tiny", batch_size=2, policy=FAST_POLICY)])
+    machine = tmp_path / "other-machine"
+    machine.mkdir()
+    for i, row in enumerate(rows):
+        write_json_atomic(machine / f"partition_{i}.json", results_document(row.run_id, [row], {}))
+    results = ingest_path(machine, tmp_path / "raw")
+    assert [r.rows for r in results] == [1, 1] and len({r.source_key for r in results}) == 2
+    (machine / "zz-truncated.json").write_text('{"format": "devicefit.benchmark_results/1", "resu')
+    with pytest.raises(LandingFileError, match="zz-truncated.json"):
+        ingest_path(machine, tmp_path / "raw2")
+    assert not (tmp_path / "raw2").exists() or not list((tmp_path / "raw2").glob("*.json"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(LandingFileError, match="neither devicefit results files"):
+        ingest_path(empty, tmp_path / "raw3")

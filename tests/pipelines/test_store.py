@@ -9,7 +9,8 @@ from devicefit.results_io import results_document
 
 def _row(precision="fp32", device="cpu", p50=10.0, run_id="r1", batch=1, hostname="h") -> dict:
     samples = [p50 * 0.99, p50, p50 * 1.01] * 4
-    cfg = BenchmarkConfig("bert-tiny", device=device, precision=precision, batch_size=batch)
+    backend = "openvino" if device.startswith("openvino") else "torch"
+    cfg = BenchmarkConfig("bert-tiny", device=device, backend=backend, precision=precision, batch_size=batch)
     return BenchmarkResult.for_config(
         cfg, run_id, "2026-11-22T00:00:00+00:00", "ok", None, samples_ms=samples, p50_ms=p50, mean_ms=p50,
         iterations=len(samples), throughput_samples_per_s=batch * len(samples) * 1000 / sum(samples), ci_rel_half_width=0.01,
@@ -79,6 +80,27 @@ def test_speedup_needs_a_cpu_baseline_on_the_same_host(tmp_path):
     store.refresh_aggregates(con)
     [row] = store.query(con, "SELECT * FROM aggregates")
     assert row["speedup_vs_cpu_fp32"] is None  # no CPU fp32 measured on gpu-host: no invented baseline
+
+
+def test_two_machines_with_one_hostname_are_two_hosts(tmp_path):
+    """Two VMs both called "vm" (as the shared datasets' machines are): their rows are told apart
+    by the CPU fingerprint of the document that brought them, never averaged together, and each
+    host's OpenVINO rows are compared with that host's own torch CPU baseline."""
+    def doc(rows, cpu_fingerprint):
+        return {**_doc(rows), "hardware": {"platforms": {"cpu": {"devices": [{"fingerprint": cpu_fingerprint}]}}}}
+
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    store.replace_source(con, "amd", "ingest", doc([_row(p50=20.0, run_id="r1", hostname="vm"),
+                                                    _row(device="openvino:CPU", p50=10.0, run_id="r1", hostname="vm")], "cpu-amd"))
+    store.replace_source(con, "xeon", "ingest", doc([_row(p50=8.0, run_id="r2", hostname="vm"),
+                                                     _row(device="openvino:CPU", p50=2.0, run_id="r2", hostname="vm")], "cpu-xeon"))
+    assert {h for (h,) in con.execute("SELECT host_fingerprint FROM measurements").fetchall()} == {"cpu-amd", "cpu-xeon"}
+    store.refresh_aggregates(con)
+    rows = {(r["host"], r["device_kind"]): r for r in store.query(con, "SELECT * FROM aggregates")}
+    assert rows[("cpu-amd", "cpu")]["p50_ms"] == 20.0 and rows[("cpu-xeon", "cpu")]["p50_ms"] == 8.0
+    assert rows[("cpu-amd", "openvino")]["speedup_vs_cpu_fp32"] == pytest.approx(2.0)
+    assert rows[("cpu-xeon", "openvino")]["speedup_vs_cpu_fp32"] == pytest.approx(4.0)
 
 
 def test_skip_and_failure_reasons_are_stored_as_codes_and_legacy_rows_get_theirs(tmp_path):
