@@ -36,11 +36,15 @@ def measurements(context: dg.AssetExecutionContext, config: SweepConfig, devicef
     for r in outcome.results:
         if r.status == "failed":
             context.log.warning(f"{r.model} {r.device} {r.precision} {r.mode} bs={r.batch_size} failed: {r.error}")
+        elif r.contended:
+            context.log.warning(f"{r.model} {r.device} {r.precision} {r.mode} bs={r.batch_size} contended: other processes used "
+                                f"{r.other_cpu_share:.0%} of the CPU on both attempts")
     return dg.MaterializeResult(metadata={
         "rows": len(outcome.results),
         "ok": counts.get("ok", 0),
         "skipped": counts.get("skipped", 0),
         "failed": counts.get("failed", 0),
+        "contended": sum(bool(r.contended) for r in outcome.results),
         "duration_s": round(outcome.seconds, 1),
         "landing_file": dg.MetadataValue.path(outcome.landing_path),
         "results": dg.MetadataValue.md(results_markdown(outcome.results)),

@@ -77,9 +77,11 @@ def run_command(
     console.print(table)
     statuses: dict[str, int] = {}
     for _, _, md in outcome.partitions:
-        for k in ("ok", "skipped", "failed"):
+        for k in ("ok", "skipped", "failed", "contended"):
             statuses[k] = statuses.get(k, 0) + int(md.get(k, 0))
-    console.print(f"configs: {statuses.get('ok', 0)} measured, {statuses.get('skipped', 0)} skipped, {statuses.get('failed', 0)} failed")
+    console.print(f"configs: {statuses.get('ok', 0)} measured, {statuses.get('skipped', 0)} skipped, {statuses.get('failed', 0)} failed"
+                  + (f"; {statuses['contended']} measured while other processes used the CPU (flagged contended)"
+                     if statuses.get("contended") else ""))
     console.print("written:")
     written = (("database", paths.database), ("landing files", paths.raw),
                ("compatibility matrix", paths.outputs / "compatibility_matrix.json"),

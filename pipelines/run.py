@@ -88,7 +88,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
             result = execute("measurements_job", run_config=config, partition_key=key, tags={DEVICE_TAG: physical_device(key)})
             metadata = {}
             for event in result.get_asset_materialization_events():
-                metadata = {k: v.value for k, v in event.materialization.metadata.items() if k in ("ok", "skipped", "failed", "duration_s")}
+                metadata = {k: v.value for k, v in event.materialization.metadata.items() if k in ("ok", "skipped", "failed", "contended", "duration_s")}
             outcome.partitions.append((key, result.success, metadata))
         # Measuring took minutes: a run may have died meanwhile. Wait (bounded) for the writer here,
         # where a signal ends the wait at once; the watchdog covers the rare slot taken in between.

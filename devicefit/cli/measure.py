@@ -67,6 +67,8 @@ def _results_table(results) -> Table:
             note = r.stop_reason or ""
             if r.mode == "training":
                 note = f"fwd {r.forward_ms:.1f} / bwd {r.backward_ms:.1f} / opt {r.optimizer_ms:.1f} ms; {note}"
+            if r.contended:
+                note = f"[yellow]contended: other processes used {r.other_cpu_share:.0%} of the CPU[/]; {note}"
             table.add_row(r.model, r.device, r.precision, r.mode, str(r.batch_size), "[green]ok[/]",
                           f"{r.p50_ms:.2f}", ci, f"{r.p95_ms:.2f}", f"{r.throughput_samples_per_s:.1f}",
                           f"{r.peak_rss_bytes / 2**20:.0f} MiB", str(r.iterations), note)
