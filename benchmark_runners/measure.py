@@ -113,6 +113,9 @@ class ConfigMeasurer:
             with backend.measurement_context(prepared):
                 m, contention = self._measure(step, config)
             row.update(contention)
+            # The peaks are the timed work's: read before the output check allocates its copies.
+            row.update(device_memory_peaks(config.device))
+            row["peak_rss_bytes"] = self.rss.peak_bytes()
             check = check_output(backend.output(prepared, inputs))
             row["output_check"] = check.to_json()
             if check.problem:
@@ -121,8 +124,6 @@ class ConfigMeasurer:
                 m.samples_ns = [ns / step.amortize for ns in m.samples_ns]
                 m.warmup_ns = [ns / step.amortize for ns in m.warmup_ns]
                 m.first_iteration_ns /= step.amortize
-            row.update(device_memory_peaks(config.device))
-            row["peak_rss_bytes"] = self.rss.peak_bytes()
         except Exception as exc:  # includes CUDA OOM and MemoryError: a row, not a crash
             self._release()
             code = ("output_mismatch" if isinstance(exc, OutputMismatch) else "invalid_output" if isinstance(exc, InvalidOutput)

@@ -62,21 +62,22 @@ def check_output(output: Any) -> OutputCheck:
     computation's, the problem in words with the figure."""
     import numpy as np
 
-    values, dtype = _as_float_array(output)
-    values = values.astype(np.float64, copy=False).ravel()
+    values, dtype = _as_float_array(output)  # at most one float32 copy: a causal LM's logits are large
+    values = values.ravel()
     n = int(values.size)
-    finite = bool(np.isfinite(values).all())
-    magnitudes = np.abs(values[np.isfinite(values)])
+    finite_mask = np.isfinite(values)
+    finite = bool(finite_mask.all())
+    magnitudes = np.abs(values if finite else values[finite_mask])
     max_abs = float(magnitudes.max()) if magnitudes.size else 0.0
-    nonzero = magnitudes[magnitudes > 0]
+    nonzero = int(np.count_nonzero(magnitudes))
     tiny = smallest_normal(dtype)
-    zero_share = 1.0 - nonzero.size / n if n else 1.0
-    denormal_share = float((nonzero < tiny).mean()) if nonzero.size else 0.0
+    zero_share = 1.0 - nonzero / n if n else 1.0
+    denormal_share = float(np.count_nonzero((magnitudes > 0) & (magnitudes < tiny)) / nonzero) if nonzero else 0.0
     problem = None
     if n == 0:
         problem = "the output is empty"
     elif not finite:
-        bad = int((~np.isfinite(values)).sum())
+        bad = int(n - np.count_nonzero(finite_mask))
         problem = f"{bad} of {n} output values are NaN or infinite"
     elif max_abs == 0:
         problem = f"all {n} output values are exactly zero (the activations vanished)"
