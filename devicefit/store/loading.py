@@ -81,9 +81,10 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
         held = _held_elsewhere(con, source_key, results)
         kept = [r for r in results if (r.run_id, r.config_key) not in held]
         placeholders = ", ".join("?" for _ in MEASUREMENT_COLUMNS)
+        host = host_fingerprint(document)
         if kept:
             con.executemany(f"INSERT INTO measurements ({', '.join(MEASUREMENT_COLUMNS)}) VALUES ({placeholders})",
-                            [_measurement_values(source_key, r, host_fingerprint(document)) for r in kept])
+                            [_measurement_values(source_key, r, host) for r in kept])
             if any(r.status != "ok" and r.reason_code is None for r in kept):
                 con.execute(_LEGACY_REASON_CODES + " AND source_key = ?", [source_key])
         by_run: dict[str, list[BenchmarkResult]] = {}
