@@ -14,7 +14,6 @@ Linux only; elsewhere the share is None ("not measured"), never a guess.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +28,6 @@ _SELF_STAT = Path("/proc/self/stat")
 
 @dataclass(frozen=True)
 class CpuSnapshot:
-    wall_s: float
     host_busy_ticks: int
     host_total_ticks: int
     own_ticks: int
@@ -64,7 +62,7 @@ def snapshot() -> CpuSnapshot | None:
     host, own = _host_ticks(), _own_ticks()
     if host is None or own is None:
         return None
-    return CpuSnapshot(time.monotonic(), host[0], host[1], own)
+    return CpuSnapshot(host[0], host[1], own)
 
 
 def other_cpu_share(before: CpuSnapshot | None, after: CpuSnapshot | None) -> float | None:

@@ -1,8 +1,9 @@
 """Bringing measurements taken elsewhere (a GPU host, optimum-benchmark) into the store.
 
 Accepted: this project's own export (`devicefit benchmark --json`, a landing file, or a
-directory of them: another machine's landing files), and optimum-benchmark's `benchmark_config.json` + `benchmark_report.json` (a directory holding both,
-either file with its sibling, or the combined `benchmark.json`). The file is validated,
+directory of them: another machine's landing files), and optimum-benchmark's
+`benchmark_config.json` + `benchmark_report.json` (a directory holding both, either file with
+its sibling, or the combined `benchmark.json`). The file is validated,
 converted to result rows and landed under data/raw/ as `ingest:<sha>`; re-ingesting the same
 content replaces its rows instead of adding them.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmark_runners import registry
+from devicefit.errors import DevicefitError
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def device_specs(inventory: dict) -> dict[str, DeviceSpec]:
     return specs
 
 
-class AmbiguousDevice(ValueError):
+class AmbiguousDevice(DevicefitError, ValueError):
     """A store holding several devices of one kind, asked for one spec per kind."""
 
 

@@ -64,6 +64,9 @@ class TrainingData:
         return len(self.features)
 
 
+CONTENDED_SKIP = "contended (a clean measurement of the config exists)"
+
+
 def _config_of(row: dict[str, Any]) -> tuple:
     return (row.get("model"), row.get("backend"), row.get("device_kind"), row.get("host_fingerprint") or row.get("hostname"), row.get("precision"),
             row.get("mode"), row.get("batch_size"), row.get("input_dims") or row.get("seq_length"))
@@ -89,8 +92,7 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
             if _config_of(r) in measured_clean:
                 # Timed while other processes used the CPU (benchmark_runners.contention), and
                 # the same config has a clean measurement: a busy neighbour's figure is not learned.
-                data.skipped["contended (a clean measurement of the config exists)"] = (
-                    data.skipped.get("contended (a clean measurement of the config exists)", 0) + 1)
+                data.skipped[CONTENDED_SKIP] = data.skipped.get(CONTENDED_SKIP, 0) + 1
                 continue
             data.contended_kept += 1
         spec = specs.get(r["device_kind"])

@@ -14,15 +14,15 @@ from tests.conftest import FAST_POLICY
 
 
 def test_the_share_is_the_host_busy_time_less_the_measuring_process_own():
-    before = CpuSnapshot(0.0, host_busy_ticks=1000, host_total_ticks=10_000, own_ticks=500)
+    before = CpuSnapshot(host_busy_ticks=1000, host_total_ticks=10_000, own_ticks=500)
     # 200 ticks of capacity (2 CPUs x 1 s at 100 Hz): 150 busy, 100 of them ours
-    after = CpuSnapshot(1.0, host_busy_ticks=1150, host_total_ticks=10_200, own_ticks=600)
+    after = CpuSnapshot(host_busy_ticks=1150, host_total_ticks=10_200, own_ticks=600)
     assert other_cpu_share(before, after) == pytest.approx(0.25)
     assert contention.is_contended(0.25) and not contention.is_contended(CONTENDED_SHARE / 2)
     assert other_cpu_share(before, before) is None  # no tick elapsed: not measured, never a guess
     assert other_cpu_share(None, after) is None and contention.is_contended(None) is None
     # our own ticks are read at a different instant from the host's: never below 0 or above 1
-    assert other_cpu_share(before, CpuSnapshot(1.0, 1100, 10_200, 700)) == 0.0
+    assert other_cpu_share(before, CpuSnapshot(1100, 10_200, 700)) == 0.0
 
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="contention is measured from /proc (Linux only)")
