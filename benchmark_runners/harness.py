@@ -89,9 +89,11 @@ def _is_steady(warmup: list[int], policy: TimingPolicy) -> bool:
     return ref > 0 and abs(warmup[-1] - ref) / ref <= policy.warmup_tolerance
 
 
-def measure(step: Step, clock: IterationClock, policy: TimingPolicy) -> Measurement:
+def measure(step: Step, clock: IterationClock, policy: TimingPolicy, now: Callable[[], float] = time.perf_counter) -> Measurement:
     """Run `step` under `policy`. The loop does nothing between iterations except read the
-    clock and, at geometrically spaced checks, sort the samples for the CI."""
+    clock and, at geometrically spaced checks, sort the samples for the CI. `now` is the time
+    source of the caps: a replay of recorded samples (benchmarks/stopping_replay.py) passes a
+    virtual one, so the caps fall where they fell on the machine that recorded them."""
 
     def once() -> tuple[int, dict[str, int]]:
         clock.begin()
@@ -102,8 +104,8 @@ def measure(step: Step, clock: IterationClock, policy: TimingPolicy) -> Measurem
 
     warmup: list[int] = []
     steady = False
-    start = time.perf_counter()
-    while len(warmup) < policy.warmup_max_iterations and time.perf_counter() - start < policy.warmup_max_time_s:
+    start = now()
+    while len(warmup) < policy.warmup_max_iterations and now() - start < policy.warmup_max_time_s:
         warmup.append(once()[0])
         if _is_steady(warmup, policy):
             steady = True
@@ -113,7 +115,7 @@ def measure(step: Step, clock: IterationClock, policy: TimingPolicy) -> Measurem
     phases: dict[str, list[int]] = defaultdict(list)
     next_check = policy.min_iterations
     widths: list[float] = []  # the CI's relative half-width at each check
-    start = time.perf_counter()
+    start = now()
     reason = ""
     while True:
         total, phase_ns = once()
@@ -121,7 +123,7 @@ def measure(step: Step, clock: IterationClock, policy: TimingPolicy) -> Measurem
         for name, ns in phase_ns.items():
             phases[name].append(ns)
         n = len(samples)
-        elapsed = time.perf_counter() - start
+        elapsed = now() - start
         if n >= policy.max_iterations:
             reason = "max_iterations"
             break
@@ -150,5 +152,5 @@ def measure(step: Step, clock: IterationClock, policy: TimingPolicy) -> Measurem
         samples_ns=samples,
         phase_samples_ns=dict(phases),
         stop_reason=reason,
-        timed_wall_s=time.perf_counter() - start,
+        timed_wall_s=now() - start,
     )

@@ -1,11 +1,13 @@
 """How good are the predictors? Prints leave-one-model-out error per target (and per family
-and hardware), the conformal interval's measured coverage, and how fast a prediction matrix is
-produced: 10,000 rows, and the 100 models x 8 hardware x 5 batch sizes x 3 precisions matrix.
+and per device), leave-one-device-out error per held-out device when the database holds several
+(two CPUs: `devicefit ingest` another machine's landing files), the conformal interval's
+measured coverage, and how fast a prediction matrix is produced: 10,000 rows, and the 100
+models x 8 hardware x 5 batch sizes x 3 precisions matrix.
 
     python benchmarks/predictor_accuracy.py [--database data/devicefit.duckdb]
 
-It trains on the database's measured rows (as the pipeline does), scored against the peaks
-that the database's own hardware probes recorded (the machine that measured it, which need not be
+It trains on the database's measured rows (as the pipeline does), each scored against the
+peaks that its own device's probe recorded (the machine that measured it, which need not be
 this one), or this machine's when the database has none. The 100 models are the catalog
 plus BERT-architecture variants built from configs (layers x width); their FLOPs are counted
 once (timed separately), then the matrix is timed.
@@ -46,26 +48,23 @@ def main() -> int:
     from devicefit import store
     from devicefit.paths import DataPaths
     from devicefit.predict.features import model_point
-    from devicefit.predict.hardware_specs import device_specs, inventory_of_store
+    from devicefit.predict.hardware_specs import training_specs
     from devicefit.predict.predictor import PerformancePredictor, Request
     from devicefit.predict.training import ERROR_BARS, TARGETS, train
     from devicefit.predict.validation_report import ValidationReport
 
     paths = DataPaths(Path(args.database).resolve().parent) if args.database else DataPaths.default()
     rows = store.read_ok_measurements(paths.database)
-    con = store.connect(paths.database, read_only=True)
-    try:
-        hardware = store.hardware_rows(con)
-    finally:
-        con.close()
-    inventory = inventory_of_store(hardware) if hardware else detect_hardware().to_json()
-    specs = device_specs(inventory)
-    print("device specs: " + "; ".join(f"{k}: {s.name}, {s.peak_gflops:.0f} GFLOP/s, {s.bandwidth_gbs:.1f} GB/s ({s.source})"
-                                        for k, s in specs.items() if k in {r["device_kind"] for r in rows}))
+    hardware = store.read_hardware_rows(paths.database)
+    # The store's devices carry their own probes; this machine's probe only names the local host.
+    specs, local_host = training_specs(rows, hardware, detect_hardware(probe=not hardware).to_json())
+    measured = sorted({(r["device_kind"], r.get("host_fingerprint") or r.get("hostname")) for r in rows})
+    print("devices: " + "; ".join(f"{k}: {s.name}, {s.peak_gflops:.0f} GFLOP/s, {s.bandwidth_gbs:.1f} GB/s ({s.source})"
+                                  for k, s in specs.items() if "@" in k or (k, None) in measured))
     started = time.perf_counter()
-    artifact = train(rows, specs)
-    print(f"trained on {artifact['rows']} rows of {len(artifact['models'])} models in {time.perf_counter() - started:.1f} s "
-          f"(skipped: {artifact['skipped'] or 'none'})\n")
+    artifact = train(rows, specs, local_host)
+    print(f"trained on {artifact['rows']} rows of {len(artifact['models'])} models on {len(artifact['domain']['device'])} device(s) "
+          f"in {time.perf_counter() - started:.1f} s (skipped: {artifact['skipped'] or 'none'})\n")
     validation = ValidationReport.of(artifact)
     print(f"{'target':<11}{'LOMO MAPE':>10}{'median APE':>12}{'within 10%':>12}{'bar':>6}{'coverage':>10} (nominal {validation.level:.0%})")
     for t in TARGETS:
@@ -74,6 +73,15 @@ def main() -> int:
         print(f"{t:<11}{m.mape:>10.1%}{m.median_ape:>12.1%}{m.within_10pct:>12.0%}{ERROR_BARS[t]:>6.0%}{v.interval_coverage:>10.1%}")
     for t in TARGETS:
         print(f"  {t} per family: " + ", ".join(f"{k} {m.mape:.0%}" for k, m in validation.targets[t].per_family.items()))
+    for t in TARGETS:
+        v = validation.targets[t]
+        print(f"  {t} held-out model, per device: " + ", ".join(f"{k} {m.mape:.1%} (n={m.n})" for k, m in v.per_hardware.items()))
+    for t in TARGETS:
+        v = validation.targets[t]
+        if v.leave_one_hardware_out:
+            print(f"  {t} leave-one-device-out (trained on the other devices only): "
+                  + ", ".join(f"{k} {m.mape:.1%} (median {m.median_ape:.1%}, n={m.n})"
+                              for k, m in v.leave_one_hardware_out_per_device.items()))
     predictor = PerformancePredictor(artifact)
 
     specs = variant_specs(100)

@@ -122,10 +122,12 @@ def inventory_rows(inventory: HardwareInventory) -> tuple[list[dict[str, Any]], 
 def train_predictors(paths: DataPaths, inventory: HardwareInventory) -> dict[str, Any]:
     """Train on every measured row in the store, validate on held-out models, publish."""
     from devicefit.predict import artifacts
-    from devicefit.predict.hardware_specs import device_specs
+    from devicefit.predict.hardware_specs import training_specs
     from devicefit.predict.training import train
 
-    artifact = train(store.read_ok_measurements(paths.database), device_specs(inventory.to_json()))
+    rows = store.read_ok_measurements(paths.database)
+    specs, local_host = training_specs(rows, store.read_hardware_rows(paths.database), inventory.to_json())
+    artifact = train(rows, specs, local_host)
     artifacts.save(paths, artifact)
     return artifact
 

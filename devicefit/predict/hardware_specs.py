@@ -1,15 +1,16 @@
-"""Peak compute and memory bandwidth per hardware kind, with where each figure comes from.
+"""Peak compute and memory bandwidth per device, with where each figure comes from.
 
-Preferred: this machine's probe (measured). Otherwise a published datasheet figure for a
-reference device of that kind, labelled as such. Kinds with neither get None: no number is
-made up for them.
+A device is a hardware kind on one host (`device_key`: "cpu@cpu-e1d9c1f8fde0"): two CPUs of
+different vendors are two devices, and a store that holds both scores each row against the
+peaks of the device that measured it (`measured_device_specs`). Preferred: that device's probe
+(measured). Otherwise a published datasheet figure for a reference device of that kind,
+labelled as such. Kinds with neither get None: no number is made up for them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from benchmark_runners import registry
-from devicefit.errors import DevicefitError
 
 
 @dataclass(frozen=True)
@@ -71,28 +72,57 @@ def device_specs(inventory: dict) -> dict[str, DeviceSpec]:
     return specs
 
 
-class AmbiguousDevice(DevicefitError, ValueError):
-    """A store holding several devices of one kind, asked for one spec per kind."""
+def device_key(kind: str, host: str | None) -> str:
+    """A measured device: its kind on one host. A host is its CPU's fingerprint (hostnames
+    repeat across machines: both development VMs are "vm"), else its hostname."""
+    return f"{kind}@{host}" if host else kind
 
 
-def inventory_of_store(hardware: list[tuple]) -> dict:
-    """The inventory shape `device_specs` reads, rebuilt from a store's `hardware` rows
-    (fingerprint, kind, name, probe): the specs of the machine(s) that measured the store's rows,
-    not of the machine reading it. Several probed devices of one kind are refused: their rows
-    would be scored against one device's peaks."""
+def row_device(row: dict) -> str:
+    """The device a stored measurement row was taken on."""
+    return device_key(row["device_kind"], row.get("host_fingerprint") or row.get("hostname"))
+
+
+def kind_of(device: str) -> str:
+    return device.split("@", 1)[0]
+
+
+def host_of(device: str) -> str:
+    """The machine a device is on ("" for a device keyed by kind alone)."""
+    return device.split("@", 1)[1] if "@" in device else ""
+
+
+def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, DeviceSpec]:
+    """The spec of every device `rows` were measured on, from the store's `hardware` rows
+    (fingerprint, kind, name, probe): the device's own probe; for OpenVINO's CPU plugin, the
+    probe of the CPU it ran on (the row's host); else a published figure for its name. A device
+    with none of these is left out (its rows are counted as unscored by training)."""
     import json
 
-    platforms: dict[str, dict] = {}
-    probes: dict[str, dict] = {}
-    probed: dict[str, list[str]] = {}
-    for fingerprint, kind, name, probe in hardware:
-        platforms.setdefault(kind, {"available": True, "devices": []})["devices"].append({"name": name, "fingerprint": fingerprint})
-        probe = json.loads(probe) if isinstance(probe, str) else probe
-        if probe and "error" not in probe:
-            probed.setdefault(kind, []).append(f"{name} ({fingerprint})")
-            probes[probe.get("device") or kind] = probe
-    several = {k: v for k, v in probed.items() if len(v) > 1}
-    if several:
-        raise AmbiguousDevice("; ".join(f"{len(v)} probed {k} devices: {', '.join(v)}" for k, v in several.items())
-                              + ": evaluate one device's data at a time")
-    return {"platforms": platforms, "probes": probes}
+    known = {fp: (name, json.loads(probe) if isinstance(probe, str) else probe) for fp, _kind, name, probe in hardware}
+    specs: dict[str, DeviceSpec] = {}
+    for r in rows:
+        device = row_device(r)
+        if device in specs:
+            continue
+        kind = r["device_kind"]
+        name, probe = known.get(r.get("hardware_fingerprint"), (r.get("device_name"), None))
+        spec = spec_from_probe(kind, name, probe)
+        host = known.get(r.get("host_fingerprint"))
+        if spec is None and kind == "openvino" and name == "CPU" and host:
+            cpu = spec_from_probe("cpu", host[0], host[1])
+            if cpu:
+                spec = DeviceSpec(kind, f"OpenVINO CPU plugin on {cpu.name}", cpu.peak_gflops, cpu.bandwidth_gbs,
+                                  f"{cpu.source} (the CPU OpenVINO runs on)")
+        spec = spec or published_spec(kind, r.get("device_name"))
+        if spec:
+            specs[device] = spec
+    return specs
+
+
+def training_specs(rows: list[dict], hardware: list[tuple], inventory: dict) -> tuple[dict[str, DeviceSpec], str | None]:
+    """What training scores rows against: each measured device's spec from the store, plus this
+    machine's and the published specs per kind (the fallback chain's, for kinds never measured);
+    and this machine's host fingerprint, whose devices answer predictions asked by kind."""
+    cpu = ((inventory.get("platforms") or {}).get("cpu") or {}).get("devices") or [{}]
+    return {**device_specs(inventory), **measured_device_specs(rows, hardware)}, cpu[0].get("fingerprint")

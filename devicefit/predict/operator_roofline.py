@@ -90,14 +90,19 @@ class OperatorRoofline:
     priors: dict[str, float]
     rows: int
     rms_log_error: float
+    peak_gflops: float  # the spec it was fitted against: what a transfer to another device scales from
+    bandwidth_gbs: float
+    transferred_from: str | None = None  # the device whose fit this is, scaled (None: fitted on this device's rows)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "backend": self.backend, "values": self.values, "priors": self.priors, "rows": self.rows,
-                "rms_log_error": self.rms_log_error}
+                "rms_log_error": self.rms_log_error, "peak_gflops": self.peak_gflops, "bandwidth_gbs": self.bandwidth_gbs,
+                "transferred_from": self.transferred_from}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "OperatorRoofline":
-        return cls(d["kind"], d["backend"], d["values"], d["priors"], d["rows"], d["rms_log_error"])
+        return cls(d["kind"], d["backend"], d["values"], d["priors"], d["rows"], d["rms_log_error"], d["peak_gflops"],
+                   d["bandwidth_gbs"], d.get("transferred_from"))
 
     def covers(self, precision: str, mode: str) -> bool:
         return f"linear_gflops_{precision}" in self.values and (mode == "inference" or "backward_factor" in self.values)
@@ -160,4 +165,24 @@ def fit_operator_roofline(kind: str, backend: str, samples: list[tuple["ModelPoi
     x = least_squares(residuals, x0, method="trf").x
     r = residuals(x)[: len(samples)]
     return OperatorRoofline(kind, backend, {n: float(math.exp(val)) for n, val in zip(names, x)}, priors, len(samples),
-                            float(np.sqrt(np.mean(r ** 2))))
+                            float(np.sqrt(np.mean(r ** 2))), spec.peak_gflops, spec.bandwidth_gbs)
+
+
+def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "") -> OperatorRoofline:
+    """A device's fit carried to another device of the same kind that no row measured: every
+    rate (GFLOP/s) scaled by the ratio of the two devices' probed compute peaks, every bandwidth
+    by the ratio of their probed bandwidths; per-kernel costs, rate ratios and saturation
+    points kept. The efficiency a backend reaches is assumed to carry over, which is what
+    leave-one-device-out validation measures."""
+    compute, memory = spec.peak_gflops / fit.peak_gflops, spec.bandwidth_gbs / fit.bandwidth_gbs
+
+    def scaled(name: str, value: float) -> float:
+        if name.startswith("linear_gflops_"):
+            return value * compute
+        if name.endswith("bandwidth_gbs"):
+            return value * memory
+        return value
+
+    return OperatorRoofline(fit.kind, fit.backend, {n: scaled(n, v) for n, v in fit.values.items()},
+                            {n: scaled(n, v) for n, v in fit.priors.items()}, 0, fit.rms_log_error, spec.peak_gflops,
+                            spec.bandwidth_gbs, source or f"{fit.kind} fit ({fit.peak_gflops:g} GFLOP/s, {fit.bandwidth_gbs:g} GB/s)")

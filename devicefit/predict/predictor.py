@@ -2,7 +2,8 @@
 link answered (`source`):
 
 1. `trained_predictor` - the LightGBM regressors, only for a hardware kind, family, precision,
-   mode and backend the training data contained;
+   mode and backend the training data contained; a kind answers for its device in the artifact's
+   `devices` (this machine's, when it measured the kind);
 2. `roofline_calibrated` - the device's roofline times the efficiency measured on that kind
    (same backend, precision and mode);
 3. `static_rule` - the roofline at an assumed fraction of peak, for a kind with a spec but no
@@ -74,6 +75,11 @@ class PerformancePredictor:
         self.level = validation.level
         self.half_width = {t: validation.targets[t].interval_log_half_width for t in TARGETS}
         self.baselines = Baselines.from_json(artifact["baseline"])
+        self.devices: dict[str, str] = artifact.get("devices") or {}
+
+    def device_of(self, kind: str) -> str:
+        """The device a request for `kind` is answered for (the kind itself when none was measured)."""
+        return self.devices.get(kind, kind)
 
     @classmethod
     def load(cls, path: Path) -> "PerformancePredictor":
@@ -83,8 +89,9 @@ class PerformancePredictor:
         return self.artifact.get("version", self.artifact["trained_at"])
 
     def _in_domain(self, r: Request) -> bool:
-        roofline = self.baselines.roofline.get(f"{r.kind}|{r.backend}")
-        memory = self.baselines.memory.get(r.kind)
+        device = self.device_of(r.kind)
+        roofline = self.baselines.roofline.get(f"{device}|{r.backend}")
+        memory = self.baselines.memory.get(device)
         return (r.kind in self.domain["device_kind"] and r.point.family in self.domain["family"]
                 and all(v in self.categories[c] for c, v in (("precision", r.precision), ("mode", r.mode), ("backend", r.backend)))
                 and roofline is not None and roofline.covers(r.precision, r.mode)
@@ -92,7 +99,7 @@ class PerformancePredictor:
 
     def predict(self, requests: list[Request]) -> list[Prediction]:
         out: list[Prediction | None] = [None] * len(requests)
-        trained = [i for i, r in enumerate(requests) if self._in_domain(r) and r.kind in self.specs]
+        trained = [i for i, r in enumerate(requests) if self._in_domain(r) and self.device_of(r.kind) in self.specs]
         if trained:
             self._predict_trained([requests[i] for i in trained], trained, out)
         for i, r in enumerate(requests):
@@ -101,24 +108,26 @@ class PerformancePredictor:
         return out  # type: ignore[return-value]
 
     def _predict_trained(self, requests: list[Request], index: list[int], out: list) -> None:
-        feats = [feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, self.specs[r.kind]) for r in requests]
+        feats = [feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, self.specs[self.device_of(r.kind)])
+                 for r in requests]
         X = to_matrix(feats, self.categories)
         raw = {t: self.boosters[t].predict(X) for t in TARGETS}
         for j, r in enumerate(requests):
-            base = self.baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, r.kind, r.backend)
+            device = self.device_of(r.kind)
+            base = self.baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, device, r.backend)
             lat = base * math.exp(raw["latency"][j])
             tp = r.batch_size * 1e3 / base * math.exp(raw["throughput"][j])
             lat, tp = (float(x) for x in reconcile(lat, tp, r.batch_size))
-            mem = self.baselines.memory_bytes(r.point, r.batch_size, r.precision, r.mode, r.kind) * math.exp(raw["memory"][j])
+            mem = self.baselines.memory_bytes(r.point, r.batch_size, r.precision, r.mode, device) * math.exp(raw["memory"][j])
             q = self.half_width
             out[index[j]] = Prediction(lat, tp, mem, _interval(lat, q["latency"]), _interval(tp, q["throughput"]),
                                        _interval(mem, q["memory"]), "trained_predictor",
-                                       f"per-operator roofline fitted on {r.kind} x LightGBM residual, trained on {self.artifact['rows']} "
+                                       f"per-operator roofline fitted on {device} x LightGBM residual, trained on {self.artifact['rows']} "
                                        f"measurements of {len(self.artifact['models'])} models",
                                        self.level)
 
     def _fallback(self, r: Request) -> Prediction:
-        spec = self.specs.get(r.kind)
+        spec = self.specs.get(self.device_of(r.kind)) or self.specs.get(r.kind)
         if spec is None:
             return Prediction(None, None, None, None, None, None, "unavailable",
                               f"no measurement and no published spec for {r.kind}: nothing to predict from", self.level)

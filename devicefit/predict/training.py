@@ -2,11 +2,14 @@
 
 Targets are log ratios to physics: latency / the per-operator roofline time
 (`operator_roofline`), throughput / the throughput that time implies, peak memory / the
-counted memory model (`memory_model`); both baselines are fitted per hardware kind from the
-measurements. Trees cannot extrapolate, so learning the residual rather than the raw figure
-lets an unseen, larger model still scale with its operators, FLOPs and bytes. Validation holds out whole models (and whole hardware kinds when there are
-several), so the reported error is the error on a model the predictor never saw. Intervals
-are conformal: the held-out residuals' quantile, with coverage measured the same way.
+counted memory model (`memory_model`); both baselines are fitted per device (a hardware kind
+on one host: an AMD and an Intel CPU are two devices of kind cpu) from the measurements, and a
+device none of the training rows measured gets a same-kind device's fit scaled by the two
+devices' probed peaks (`transfer_roofline`). Trees cannot extrapolate, so learning the residual
+rather than the raw figure lets an unseen, larger model still scale with its operators, FLOPs
+and bytes. Validation holds out whole models (and whole devices when there are several), so
+the reported error is the error on a model (a device) the predictor never saw. Intervals are
+conformal: the held-out residuals' quantile, with coverage measured the same way.
 """
 from __future__ import annotations
 
@@ -20,9 +23,9 @@ import numpy as np
 
 from devicefit.errors import DevicefitError
 from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, to_matrix
-from devicefit.predict.hardware_specs import DeviceSpec
+from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of, row_device
 from devicefit.predict.memory_model import MemoryModel, fit_memory_model
-from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline
+from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline, transfer_roofline
 from devicefit.predict.validation_report import ErrorMetrics, TargetValidation, ValidationReport
 from models.catalog import UnknownModelError
 from models.resolve import resolve_model
@@ -36,7 +39,7 @@ class InsufficientData(DevicefitError, ValueError):
 INTERVAL_LEVEL = 0.9
 # Error bars a predictor must meet on held-out models (MAPE); the asset check enforces them.
 #: Bumped whenever a reader of an older artifact would misread it (2: per-operator roofline baselines).
-ARTIFACT_FORMAT = "devicefit.predictor/2"
+ARTIFACT_FORMAT = "devicefit.predictor/3"  # 3: baselines and specs per device, not per kind
 ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}
 # Small trees, few rounds: with tens of rows they correct the baseline's residual, no more.
 LGB_PARAMS = {
@@ -55,8 +58,10 @@ class TrainingData:
     points: list[ModelPoint]
     models: list[str]
     kinds: list[str]
+    devices: list[str]  # hardware_specs.device_key of each row: kind@host
     families: list[str]
     process_baseline: dict[str, float]
+    specs: dict[str, DeviceSpec] = field(default_factory=dict)  # per device, as resolved for these rows
     skipped: dict[str, int] = field(default_factory=dict)
     contended_kept: int = 0  # rows timed under contention, used because their config has no clean one
 
@@ -72,17 +77,33 @@ def _config_of(row: dict[str, Any]) -> tuple:
             row.get("mode"), row.get("batch_size"), row.get("input_dims") or row.get("seq_length"))
 
 
+def specs_per_device(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str, DeviceSpec]:
+    """`specs` plus, for a kind the rows measured on one device only, that device under the
+    kind's spec (a caller that knows one machine passes specs per kind). A kind measured on
+    several devices is never scored against one spec: each device needs its own."""
+    out = dict(specs)
+    devices_of: dict[str, set[str]] = {}
+    for r in rows:
+        devices_of.setdefault(r["device_kind"], set()).add(row_device(r))
+    for kind, devices in devices_of.items():
+        if len(devices) == 1 and kind in specs:
+            out.setdefault(next(iter(devices)), specs[kind])
+    return out
+
+
 def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> TrainingData:
     """From stored measurement rows (status ok) to features and targets. Rows whose model
-    cannot be rebuilt offline, whose hardware has no spec, or that were timed under contention
+    cannot be rebuilt offline, whose device has no spec, or that were timed under contention
     while a clean measurement of the same config exists are counted, not used; a contended row
-    that is its config's only measurement is used and counted (`contended_kept`)."""
+    that is its config's only measurement is used and counted (`contended_kept`). `specs` is
+    keyed by device (hardware_specs.device_key), or by kind for a kind measured on one device."""
+    specs = specs_per_device(rows, specs)
     baselines: dict[str, list[float]] = {}
     for r in rows:
         if r.get("rss_before_load_bytes"):
             baselines.setdefault(r["device_kind"], []).append(float(r["rss_before_load_bytes"]))
     process_baseline = {k: statistics.median(v) for k, v in baselines.items()}
-    data = TrainingData([], {t: [] for t in TARGETS}, [], [], [], [], [], process_baseline)
+    data = TrainingData([], {t: [] for t in TARGETS}, [], [], [], [], [], [], process_baseline, specs)
     measured_clean = {_config_of(r) for r in rows if r.get("status") == "ok" and not r.get("contended")}
     for r in rows:
         if r.get("status") != "ok" or not r.get("mean_ms") or not r.get("throughput_samples_per_s") or not r.get("peak_rss_bytes"):
@@ -95,9 +116,10 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
                 data.skipped[CONTENDED_SKIP] = data.skipped.get(CONTENDED_SKIP, 0) + 1
                 continue
             data.contended_kept += 1
-        spec = specs.get(r["device_kind"])
+        device = row_device(r)
+        spec = specs.get(device)
         if spec is None:
-            data.skipped[f"no spec for {r['device_kind']}"] = data.skipped.get(f"no spec for {r['device_kind']}", 0) + 1
+            data.skipped[f"no spec for {device}"] = data.skipped.get(f"no spec for {device}", 0) + 1
             continue
         try:
             point = model_point(resolve_model(r.get("model_path") or r["model"]), r.get("seq_length"))
@@ -115,19 +137,20 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
         data.points.append(point)
         data.models.append(point.name)
         data.kinds.append(r["device_kind"])
+        data.devices.append(device)
         data.families.append(point.family)
     data.actual = {t: np.asarray(v) for t, v in data.actual.items()}
     data.memory_reference = np.asarray(data.memory_reference)
     return data
 
 
-# --- The physical baselines, fitted per hardware kind (and backend) on the rows given.
+# --- The physical baselines, fitted per device (and backend) on the rows given.
 
 
 @dataclass(frozen=True)
 class Baselines:
-    roofline: dict[str, OperatorRoofline]  # "<kind>|<backend>"
-    memory: dict[str, MemoryModel]  # "<kind>"
+    roofline: dict[str, OperatorRoofline]  # "<device>|<backend>"
+    memory: dict[str, MemoryModel]  # "<device>"
 
     def to_json(self) -> dict[str, Any]:
         return {"roofline": {k: v.to_json() for k, v in self.roofline.items()},
@@ -138,13 +161,31 @@ class Baselines:
         return cls({k: OperatorRoofline.from_json(v) for k, v in d["roofline"].items()},
                    {k: MemoryModel.from_json(v) for k, v in d["memory"].items()})
 
-    def latency_ms(self, point: ModelPoint, batch: int, precision: str, mode: str, kind: str, backend: str) -> float | None:
-        fit = self.roofline.get(f"{kind}|{backend}")
+    def latency_ms(self, point: ModelPoint, batch: int, precision: str, mode: str, device: str, backend: str) -> float | None:
+        fit = self.roofline.get(f"{device}|{backend}")
         return fit.time_ms(point, batch, precision, mode) if fit and fit.covers(precision, mode) else None
 
-    def memory_bytes(self, point: ModelPoint, batch: int, precision: str, mode: str, kind: str) -> float | None:
-        fit = self.memory.get(kind)
+    def memory_bytes(self, point: ModelPoint, batch: int, precision: str, mode: str, device: str) -> float | None:
+        fit = self.memory.get(device)
         return fit.bytes(point, batch, precision, mode) if fit and fit.covers(precision, mode) else None
+
+    def with_devices(self, specs: dict[str, DeviceSpec], devices: set[str]) -> "Baselines":
+        """These baselines plus, for each of `devices` without a fit of its own, the fit of the
+        same-kind device with the most rows: the roofline's rates scaled by the two devices'
+        probed peaks (`transfer_roofline`), the memory model as it is (a process's memory does
+        not depend on the CPU's speed). A device no same-kind device informs stays uncovered."""
+        roofline, memory = dict(self.roofline), dict(self.memory)
+        for device in sorted(devices):
+            if device not in specs:
+                continue
+            for key, fit in sorted(self.roofline.items(), key=lambda kv: -kv[1].rows):
+                source, backend = key.rsplit("|", 1)
+                if source != device and kind_of(source) == kind_of(device) and f"{device}|{backend}" not in roofline:
+                    roofline[f"{device}|{backend}"] = transfer_roofline(fit, specs[device], source)
+            same_kind = [m for d, m in self.memory.items() if d != device and kind_of(d) == kind_of(device)]
+            if device not in memory and same_kind:
+                memory[device] = max(same_kind, key=lambda m: m.rows)
+        return Baselines(roofline, memory)
 
 
 def group_key(f: dict) -> str:
@@ -157,29 +198,32 @@ def _request(data: "TrainingData", i: int) -> tuple[ModelPoint, int, str, str]:
 
 
 def fit_baselines(data: "TrainingData", rows: np.ndarray, specs: dict[str, DeviceSpec]) -> Baselines:
-    by_kind: dict[str, list[int]] = {}
+    """Fitted on `rows` only: one roofline per (device, backend), one memory model per device;
+    devices with no row among them get a same-kind device's fit transferred."""
+    specs = {**specs, **data.specs}
+    by_device: dict[str, list[int]] = {}
     by_group: dict[str, list[int]] = {}
     for i in np.flatnonzero(rows):
         f = data.features[i]
-        by_kind.setdefault(f["device_kind"], []).append(i)
-        by_group.setdefault(f"{f['device_kind']}|{f['backend']}", []).append(i)
+        by_device.setdefault(data.devices[i], []).append(i)
+        by_group.setdefault(f"{data.devices[i]}|{f['backend']}", []).append(i)
     roofline = {}
     for key, idx in by_group.items():
-        kind, backend = key.split("|")
-        roofline[key] = fit_operator_roofline(kind, backend, [(*_request(data, i), float(data.actual["latency"][i])) for i in idx],
-                                              specs[kind])
-    memory = {kind: fit_memory_model(kind, [(*_request(data, i), float(data.actual["memory"][i])) for i in idx])
-              for kind, idx in by_kind.items()}
-    return Baselines(roofline, memory)
+        device, backend = key.rsplit("|", 1)
+        roofline[key] = fit_operator_roofline(kind_of(device), backend,
+                                              [(*_request(data, i), float(data.actual["latency"][i])) for i in idx], specs[device])
+    memory = {device: fit_memory_model(kind_of(device), [(*_request(data, i), float(data.actual["memory"][i])) for i in idx])
+              for device, idx in by_device.items()}
+    return Baselines(roofline, memory).with_devices(specs, set(data.devices))
 
 
 def references(data: "TrainingData", baselines: Baselines) -> dict[str, np.ndarray]:
-    """Baseline figures per row (NaN where the baselines do not cover the row's kind, precision or mode)."""
+    """Baseline figures per row (NaN where the baselines do not cover the row's device, precision or mode)."""
     lat, mem = np.full(len(data), np.nan), np.full(len(data), np.nan)
     for i, f in enumerate(data.features):
         point, batch, precision, mode = _request(data, i)
-        lat[i] = baselines.latency_ms(point, batch, precision, mode, f["device_kind"], f["backend"]) or np.nan
-        mem[i] = baselines.memory_bytes(point, batch, precision, mode, f["device_kind"]) or np.nan
+        lat[i] = baselines.latency_ms(point, batch, precision, mode, data.devices[i], f["backend"]) or np.nan
+        mem[i] = baselines.memory_bytes(point, batch, precision, mode, data.devices[i]) or np.nan
     batch = np.exp([f["log_batch"] for f in data.features])
     return {"latency": lat, "throughput": batch * 1e3 / lat, "memory": mem}
 
@@ -198,8 +242,8 @@ def _fit(X: np.ndarray, y: np.ndarray):
 
 def held_out_predictions(data: TrainingData, groups: list[str], categories: dict[str, list[str]],
                          specs: dict[str, DeviceSpec]) -> dict[str, np.ndarray]:
-    """Out-of-fold predictions (absolute units), leaving one group (a model, or a hardware
-    kind) out at a time: no row of the held-out group informs its fold's baseline or trees."""
+    """Out-of-fold predictions (absolute units), leaving one group (a model, or a device) out
+    at a time: no row of the held-out group informs its fold's baseline or trees."""
     X = to_matrix(data.features, categories)
     groups_arr = np.asarray(groups)
     out = {t: np.full(len(data), np.nan) for t in TARGETS}
@@ -260,34 +304,42 @@ def nested_coverage(abs_log_residuals: np.ndarray, groups: list[str], level: flo
 
 
 def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[str, DeviceSpec]) -> ValidationReport:
-    """Leave-one-model-out (and leave-one-hardware-kind-out when there are several kinds)."""
+    """Leave-one-model-out, with its error per device; and leave-one-device-out when there are
+    several devices (a held-out device is predicted through a same-kind device's transferred
+    baseline; a device whose kind no other device measured stays uncovered)."""
     targets: dict[str, TargetValidation] = {}
     oof = held_out_predictions(data, data.models, categories, specs)
-    oof_kind = held_out_predictions(data, data.kinds, categories, specs) if len(set(data.kinds)) > 1 else None
+    oof_kind = held_out_predictions(data, data.devices, categories, specs) if len(set(data.devices)) > 1 else None
     for t in TARGETS:
         ok = ~np.isnan(oof[t])
         actual, predicted = data.actual[t][ok], oof[t][ok]
         families = [f for f, keep in zip(data.families, ok) if keep]
-        kinds = [k for k, keep in zip(data.kinds, ok) if keep]
+        devices = [d for d, keep in zip(data.devices, ok) if keep]
         models = [m for m, keep in zip(data.models, ok) if keep]
+        hosts = [host_of(d) for d in devices]
         residuals = np.abs(np.log(predicted / actual))
-        loho = None
+        loho, loho_per_device = None, {}
         if oof_kind is not None:
             by_kind = ~np.isnan(oof_kind[t])
-            loho = error_metrics(data.actual[t][by_kind], oof_kind[t][by_kind])
+            loho = error_metrics(data.actual[t][by_kind], oof_kind[t][by_kind]) if by_kind.any() else None
+            loho_per_device = _grouped_metrics(data.actual[t][by_kind], oof_kind[t][by_kind],
+                                               [d for d, keep in zip(data.devices, by_kind) if keep])
         targets[t] = TargetValidation(
             leave_one_model_out=error_metrics(actual, predicted),
             per_family=_grouped_metrics(actual, predicted, families),
-            per_hardware=_grouped_metrics(actual, predicted, kinds),
+            per_hardware=_grouped_metrics(actual, predicted, devices),
             interval_log_half_width=conformal_half_width(residuals) if len(residuals) else None,
             interval_coverage=nested_coverage(residuals, models) if len(residuals) else None,
             bar_mape=ERROR_BARS[t],
             leave_one_hardware_out=loho,
+            leave_one_hardware_out_per_device=loho_per_device,
+            per_host=_grouped_metrics(actual, predicted, hosts) if len(set(hosts)) > 1 else {},
         )
     # Each row's prediction from the fold that held its model out, for predicted-vs-measured
     # figures: the numbers behind the reported error, not an in-sample fit.
     held_out_rows = [
-        {"model": data.models[i], "family": data.families[i], "device_kind": data.kinds[i], "backend": f["backend"],
+        {"model": data.models[i], "family": data.families[i], "device_kind": data.kinds[i], "device": data.devices[i],
+         "backend": f["backend"],
          "precision": f["precision"], "mode": f["mode"], "batch_size": round(math.exp(f["log_batch"])),
          "seq_length": f["seq_length"] or None,
          **{f"{t}_measured": float(data.actual[t][i]) for t in TARGETS},
@@ -317,8 +369,23 @@ def calibrate_efficiency(data: TrainingData) -> dict[str, dict[str, float]]:
     return out
 
 
-def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str, Any]:
-    """Fit on every usable row, validate by held-out groups, return the artifact (JSON-able)."""
+def default_devices(data: TrainingData, local_host: str | None) -> dict[str, str]:
+    """The device a prediction for a bare kind ("cpu") answers for: this machine's, when it
+    measured that kind; else the device with the most rows."""
+    counts: dict[str, int] = {}
+    for d in data.devices:
+        counts[d] = counts.get(d, 0) + 1
+    out: dict[str, str] = {}
+    for device in sorted(counts, key=lambda d: (not (local_host and d.endswith("@" + local_host)), -counts[d], d)):
+        out.setdefault(kind_of(device), device)
+    return out
+
+
+def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: str | None = None) -> dict[str, Any]:
+    """Fit on every usable row, validate by held-out groups, return the artifact (JSON-able).
+    `specs` per device (or per kind, for kinds measured on one device); `local_host` is this
+    machine's host fingerprint, whose devices answer predictions asked by kind."""
+    specs = specs_per_device(rows, specs)
     data = training_data(rows, specs)
     if len(set(data.models)) < MIN_MODELS:
         raise InsufficientData(f"need measurements of at least {MIN_MODELS} models to train and validate; have {len(set(data.models))} "
@@ -333,7 +400,8 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str,
         "format": ARTIFACT_FORMAT,
         "trained_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "rows": len(data), "models": sorted(set(data.models)), "skipped": data.skipped, "contended_rows_used": data.contended_kept,
-        "domain": {"device_kind": sorted(set(data.kinds)), "family": sorted(set(data.families))},
+        "domain": {"device_kind": sorted(set(data.kinds)), "device": sorted(set(data.devices)), "family": sorted(set(data.families))},
+        "devices": default_devices(data, local_host),
         "categories": categories, "numeric": list(NUMERIC),
         "process_baseline": data.process_baseline,
         "efficiency": calibrate_efficiency(data),

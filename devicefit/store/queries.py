@@ -229,6 +229,15 @@ def read_ok_measurements(path: Path) -> list[dict[str, Any]]:
         con.close()
 
 
+def read_hardware_rows(path: Path) -> list[tuple]:
+    """`hardware_rows` of the database at `path`, through a read-only connection closed at once."""
+    con = connect(path, read_only=True)
+    try:
+        return hardware_rows(con)
+    finally:
+        con.close()
+
+
 def status_by_family_and_kind(con) -> list[dict[str, Any]]:
     """Counts per family x device kind x precision x status, the models and the reasons. A skip
     because hardware was absent is left out: it says nothing about compatibility."""

@@ -248,3 +248,45 @@ def test_rows_timed_under_contention_are_counted_not_learned_from(measured):
     # A config measured only under contention is used (there is nothing better) and counted.
     alone = training.training_data([twin, *calm[1:]], specs)
     assert alone.contended_kept == 1 and len(alone) == len(calm)
+
+
+def test_two_cpus_are_two_devices_each_scored_against_its_own_probe(measured):
+    """A store holding two machines' CPU rows (another vendor, ingested) keeps them apart: each
+    row is scored against its own device's peaks, each device gets its own baseline, the
+    held-out error is reported per device, and leave-one-device-out predicts one CPU from the
+    other through the transferred baseline. The second CPU here is this one's rows with every
+    time doubled and a probe of half the peaks: a transfer that scales rates by the probes must
+    then predict it close to 2x, which an unscaled one (or a kind-keyed spec) cannot."""
+    from dataclasses import replace
+
+    from devicefit.predict.hardware_specs import row_device
+    from devicefit.predict.operator_roofline import transfer_roofline
+
+    rows = rows_of(measured)
+    local = device_specs(detect_hardware().to_json())["cpu"]
+    here = row_device(rows[0])
+    slow_spec = replace(local, name="a CPU of half the peaks", peak_gflops=local.peak_gflops / 2, bandwidth_gbs=local.bandwidth_gbs / 2)
+    slow = [dict(r, host_fingerprint="cpu-0000slow0000", mean_ms=2 * r["mean_ms"], p50_ms=2 * r["p50_ms"],
+                 throughput_samples_per_s=r["throughput_samples_per_s"] / 2, contended=False) for r in rows]
+    calm = [dict(r, contended=False) for r in rows]
+    specs = {here: local, "cpu@cpu-0000slow0000": slow_spec}
+    artifact = training.train([*calm, *slow], specs, local_host=here.split("@", 1)[1])
+    assert artifact["domain"]["device"] == sorted(specs)
+    assert artifact["devices"] == {"cpu": here}  # a bare "cpu" answers for this machine
+    assert {k.rsplit("|", 1)[0] for k in artifact["baseline"]["roofline"]} == set(specs)
+    v = artifact["validation"]["targets"]["latency"]
+    assert set(v["per_hardware"]) == set(specs) and set(v["leave_one_hardware_out_per_device"]) == set(specs)
+    assert v["leave_one_hardware_out_per_device"]["cpu@cpu-0000slow0000"]["n"] == len(slow)
+    assert set(v["per_host"]) == {here.split("@", 1)[1], "cpu-0000slow0000"}  # the bar holds per machine
+
+    fit = training.Baselines.from_json(artifact["baseline"]).roofline[f"{here}|torch"]
+    moved = transfer_roofline(fit, slow_spec, here)
+    point = model_point(resolve_model("all-MiniLM-L6-v2"))
+    assert moved.transferred_from == here and moved.values["linear_gflops_fp32"] == pytest.approx(fit.values["linear_gflops_fp32"] / 2)
+    ratio = moved.time_ms(point, 16, "fp32", "inference") / fit.time_ms(point, 16, "fp32", "inference")
+    assert 1.5 < ratio <= 2.0 + 1e-9  # rates halve; only the fixed per-kernel costs stay
+    # Specs per kind serve a store of one machine, never of two: rows of devices without a spec
+    # of their own are counted unscored, not scored against one machine's probe.
+    data = training.training_data([*calm, *slow], {"cpu": local})
+    assert len(data) == 0 and data.skipped == {f"no spec for {here}": len(calm), "no spec for cpu@cpu-0000slow0000": len(slow)}
+    assert PerformancePredictor(artifact).device_of("cpu") == here
