@@ -23,7 +23,7 @@ from benchmark_runners.hardware import HardwareInventory, PlatformInfo, detect_h
 from benchmark_runners.measure import now_iso
 from benchmark_runners.memory_guard import memory_refusal
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
-from benchmark_runners.worker import LIFELINE_ENV
+from benchmark_runners.worker import LIFELINE_ENV, PRELOAD_ENV
 
 WORKER_STARTUP_TIMEOUT_S = 180.0  # python + torch + transformers imports, on a loaded machine
 STDERR_TAIL_CHARS = 2000
@@ -100,12 +100,14 @@ class _Worker:
     parent dies, however it dies (kill -9 included), the kernel closes the write end and the
     worker exits at once instead of measuring on beside the next run."""
 
-    def __init__(self, configs: list[BenchmarkConfig], job: dict, python: str):
-        self.configs = configs
+    def __init__(self, job: dict, python: str, model: str = ""):
+        """Start the process; it imports its libraries while the parent decides what to `send`."""
+        self.job = job
+        self.configs: list[BenchmarkConfig] = []
         self.stderr = tempfile.TemporaryFile()
         lifeline_read, self.lifeline = os.pipe()  # both ends non-inheritable; the worker gets the read end only
         env = dict(os.environ, TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-                   PYTHONUNBUFFERED="1", **{LIFELINE_ENV: str(lifeline_read)})
+                   PYTHONUNBUFFERED="1", **{LIFELINE_ENV: str(lifeline_read), PRELOAD_ENV: model})
         try:
             self.proc = subprocess.Popen(
                 [python, "-m", "benchmark_runners.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -113,8 +115,15 @@ class _Worker:
             )
         finally:
             os.close(lifeline_read)
-        self.proc.stdin.write(json.dumps({**job, "configs": [c.to_json() for c in configs]}).encode())
-        self.proc.stdin.close()
+
+    def send(self, configs: list[BenchmarkConfig]) -> None:
+        """The configs to measure (none: the worker exits at once)."""
+        self.configs = configs
+        try:
+            self.proc.stdin.write(json.dumps({**self.job, "configs": [c.to_json() for c in configs]}).encode())
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died starting; _drive reports how
 
     def kill(self) -> None:
         try:
@@ -217,18 +226,33 @@ def run_sweep(
     rows: dict[int, BenchmarkResult] = {}
     for group in _group(configs):
         pending: list[tuple[int, BenchmarkConfig]] = []
-        for position, config in group:
-            reason, code = _unavailable_reason(config, inventory, devices), "device_unavailable"
-            if not reason:
-                reason, code = memory_refusal(config, inventory), "insufficient_memory"
-            if reason:
-                rows[position] = BenchmarkResult.for_config(config, run_id, now_iso(), "skipped", reason, code,
-                                                            environment=job["host_environment"])
-                emit(SweepEvent("result", config, rows[position]))
-            else:
-                pending.append((position, config))
+        worker: _Worker | None = None
+        try:
+            for position, config in group:
+                reason, code = _unavailable_reason(config, inventory, devices), "device_unavailable"
+                if not reason:
+                    # The memory guard traces the model (seconds, the first time): start the
+                    # worker first so its imports run meanwhile.
+                    worker = worker or _Worker(job, python, config.model)
+                    reason, code = memory_refusal(config, inventory), "insufficient_memory"
+                if reason:
+                    rows[position] = BenchmarkResult.for_config(config, run_id, now_iso(), "skipped", reason, code,
+                                                                environment=job["host_environment"])
+                    emit(SweepEvent("result", config, rows[position]))
+                else:
+                    pending.append((position, config))
+        except BaseException:
+            if worker is not None:
+                worker.kill()
+                worker.close()
+            raise
+        if worker is not None and not pending:
+            worker.send([])
+            worker.proc.wait()
+            worker.close()
         while pending:
-            worker = _Worker([c for _, c in pending], job, python)
+            worker = worker or _Worker(job, python, pending[0][1].model)
+            worker.send([c for _, c in pending])
             emit(SweepEvent("worker_started", worker_pid=worker.proc.pid))
             try:
                 produced = _drive(worker, run_id, emit)
@@ -236,6 +260,7 @@ def run_sweep(
                 if worker.proc.poll() is None:
                     worker.kill()
                 worker.close()
+                worker = None
             for (position, _), result in zip(pending, produced):
                 rows[position] = result
             pending = pending[len(produced):]

@@ -13,6 +13,8 @@ import threading
 # the exit status when the parent that started it is gone: nobody is left to read results.
 LIFELINE_ENV = "DEVICEFIT_LIFELINE_FD"
 ORPHANED_EXIT = 75
+# The model whose classes the worker imports while it waits for its job.
+PRELOAD_ENV = "DEVICEFIT_PRELOAD_MODEL"
 
 
 def _follow_parent() -> None:
@@ -33,18 +35,38 @@ def _follow_parent() -> None:
     threading.Thread(target=wait_for_parent_exit, name="lifeline", daemon=True).start()
 
 
+def _preload(model: str) -> None:
+    """Import the transformers class of the model this worker will measure (seconds for a
+    family's module, which the parent's job cannot speed up). A name that does not resolve is
+    left for the measurement to report."""
+    if not model:
+        return
+    try:
+        from models.inputs import model_class
+        from models.resolve import resolve_model
+
+        model_class(resolve_model(model))
+    except Exception:  # noqa: BLE001 - reported by the config that needs it, with its own context
+        pass
+
+
 def main() -> int:
     _follow_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    job = json.load(sys.stdin)
-
+    # Imports first: they take seconds, and the parent decides what to send (its memory guard
+    # traces each config's model) while they run, so the two overlap instead of adding up.
     import torch
 
     from benchmark_runners.measure import ConfigMeasurer
     from benchmark_runners.records import BenchmarkConfig
 
+    _preload(os.environ.pop(PRELOAD_ENV, ""))
+
+    job = json.load(sys.stdin)
+    if not job.get("configs"):
+        return 0  # the parent refused every config it had started this worker for
     configs = [BenchmarkConfig.from_json(c) for c in job["configs"]]
     threads = configs[0].threads or job.get("default_threads")
     if threads:
@@ -63,4 +85,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # Every result is written and flushed; the interpreter's teardown with torch loaded takes
+    # about a second the parent would wait for (and a CPU the next worker would share). Skip it.
+    sys.stderr.flush()
+    os._exit(status)

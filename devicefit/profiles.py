@@ -65,7 +65,10 @@ QUICK = SweepProfile(
                 "openvino": ("fp32", "bf16")},
     training_models=("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "resnet-18"),
     training_batch_sizes=(1, 4, 16),
-    policy=TimingPolicy(max_time_s=8.0, warmup_max_time_s=3.0),
+    # Caps, not targets: configs that converge stop earlier. Replayed over the 200 configs a
+    # Xeon recorded under 8 s / 3 s caps, these keep 92% of p50s inside the recorded 95% CI
+    # (median shift 0.2%, 90th percentile 1.7%) for 65% of the timed work.
+    policy=TimingPolicy(max_time_s=3.0, warmup_max_time_s=1.0),
     long_sequence_models=("all-MiniLM-L6-v2", "gpt2"),
 )
 FULL = SweepProfile(
