@@ -19,6 +19,21 @@ def meta_model(spec: ModelSpec):
         return model_class(spec)(spec.build_config())
 
 
+_has_batchnorm: dict[str, bool] = {}
+
+
+def has_batchnorm(spec: ModelSpec) -> bool:
+    """Whether a build of `spec` recalibrates anything (traced on the meta device, once per config)."""
+    import json
+
+    from models.calibration import batchnorm_layers
+
+    key = json.dumps([spec.name, spec.architecture, spec.config], sort_keys=True, default=str)
+    if key not in _has_batchnorm:
+        _has_batchnorm[key] = bool(batchnorm_layers(meta_model(spec)))
+    return _has_batchnorm[key]
+
+
 WEIGHT_SEED = 20240607
 
 

@@ -44,6 +44,12 @@ CAPABILITY_NEEDED = {"bf16": "BF16", "fp16": "FP16"}
 # Max |openvino - torch| over max |torch| on the measured inputs. f32 differs by reassociation
 # only; bf16 keeps 8 mantissa bits through every layer; int8 weights lose ~1/255 per channel.
 TOLERANCE = {"fp32": 1e-3, "bf16": 5e-2, "fp16": 2e-2, "int8": 1e-1}
+# Reduced precisions are also allowed what torch's own forward in that precision differs from
+# fp32 on the same inputs, times this margin: a deep convolutional net's bf16 logits move by
+# 10-13% of their scale in torch itself (resnet-50, mobilenet-v2 with calibrated statistics),
+# so a fixed 5% would fail OpenVINO for being as exact as bf16 allows.
+TORCH_REFERENCE_MARGIN = 1.5
+REDUCED_REFERENCES = ("bf16", "fp16")
 _converted: dict[str, bool] = {}  # cache keys converted or read by this worker (the IR itself is on disk)
 _checks: dict[tuple, dict[str, Any]] = {}  # (cache key, device, precision) -> output agreement
 
@@ -54,7 +60,7 @@ def _recipe_digest() -> str:
     a cached IR from an older recipe (or older weight calibration) is never reused."""
     from models import calibration
 
-    source = (inspect.getsource(NamedInputs) + inspect.getsource(_global_pool_for_oversized_avg_pools)
+    source = (repr(REDUCED_REFERENCES) + inspect.getsource(NamedInputs) + inspect.getsource(_global_pool_for_oversized_avg_pools)
               + inspect.getsource(calibration))
     return hashlib.sha256(source.encode()).hexdigest()[:12]
 
@@ -138,6 +144,27 @@ def _global_pool_for_oversized_avg_pools(model) -> int:
                 setattr(parent, name, GlobalWhenOversized(child))
                 wrapped += 1
     return wrapped
+
+
+def _reduced_reference(reference: Path, precision: str) -> Path:
+    return reference.with_name(reference.name.replace(".reference.npy", f".reference-{precision}.npy"))
+
+
+def _torch_output_in(wrapper, example: dict[str, Any], precision: str):
+    """torch's own first output with weights and floating inputs in `precision` (a copy of the
+    model), as float32 numpy; None where torch cannot run that precision here."""
+    import copy
+
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    try:
+        cast = copy.deepcopy(wrapper).to(dtype)
+        inputs = [t.to(dtype) if t.is_floating_point() else t for t in example.values()]
+        with torch.no_grad():
+            return cast(*inputs).float().numpy()
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 @dataclass
@@ -232,6 +259,7 @@ class OpenVINOBackend(Backend):
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
             reference = wrapper(*example.values()).float().numpy()
             model = ov.convert_model(wrapper, example_input=tuple(example.values()))
+            reduced = {p: _torch_output_in(wrapper, example, p) for p in REDUCED_REFERENCES}
         for port, name in zip(model.inputs, example):
             port.get_tensor().set_names({name})
         if config.precision == "int8":
@@ -244,6 +272,9 @@ class OpenVINOBackend(Backend):
         tmp = xml.with_name(f".{xml.stem}.tmp.xml")
         ov.save_model(model, tmp, compress_to_fp16=False)  # the IR keeps fp32 weights
         np.save(ref_file, reference)
+        for p, output in reduced.items():
+            if output is not None:
+                np.save(_reduced_reference(ref_file, p), output)
         tmp.with_suffix(".bin").replace(xml.with_suffix(".bin"))
         tmp.replace(xml)
         meta.write_text(json.dumps({"adaptations": adaptations, "identity": identity, "weights_recipe": built.weights_recipe},
@@ -324,15 +355,25 @@ class OpenVINOBackend(Backend):
                             "shape": list(reference.shape), "openvino_shape": list(ours.shape), "seconds": round(time.perf_counter() - started, 4)}
             reference_check = check_output(reference)
             _checks[key]["reference_check"] = reference_check.to_json()
+            own = _reduced_reference(converted.reference, precision)
+            if precision in REDUCED_REFERENCES and own.exists():
+                theirs = np.load(own)
+                _checks[key]["torch_same_precision_relative"] = (
+                    float(np.abs(theirs.astype(np.float64) - reference.astype(np.float64)).max()) / scale
+                    if theirs.shape == reference.shape else None)
         if _checks[key]["reference_check"]["problem"]:
             # Agreement with a vanished or broken reference proves nothing about OpenVINO.
             raise InvalidOutput(f"torch's reference output for the OpenVINO check is not a real computation's: "
                                 f"{_checks[key]['reference_check']['problem']}")
-        result = {**_checks[key], "tolerance": TOLERANCE[precision]}
-        if not result["relative"] <= TOLERANCE[precision]:
+        torch_own = _checks[key].get("torch_same_precision_relative")
+        tolerance = max(TOLERANCE[precision], TORCH_REFERENCE_MARGIN * torch_own) if torch_own is not None else TOLERANCE[precision]
+        basis = (f"max({TOLERANCE[precision]:g}, {TORCH_REFERENCE_MARGIN:g} x torch's own {precision} deviation {torch_own:.3g})"
+                 if torch_own is not None else f"fixed {precision} tolerance")
+        result = {**_checks[key], "tolerance": tolerance, "tolerance_basis": basis}
+        if not result["relative"] <= tolerance:
             raise OutputMismatch(f"OpenVINO output differs from torch: max |diff| {result['max_abs_diff']:.4g} = {result['relative']:.3g} "
                                  f"of the output scale {result['reference_max_abs']:.4g}, beyond the {precision} tolerance "
-                                 f"{TOLERANCE[precision]:g} (shapes {result['openvino_shape']} vs {result['shape']})")
+                                 f"{tolerance:.3g} ({basis}; shapes {result['openvino_shape']} vs {result['shape']})")
         return result
 
     def make_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:

@@ -70,6 +70,17 @@ class TrainingData:
 
 
 CONTENDED_SKIP = "contended (a clean measurement of the config exists)"
+UNCALIBRATED_SKIP = "random BatchNorm statistics (measured before activations were calibrated)"
+
+
+def _uncalibrated(row: dict[str, Any], spec) -> bool:
+    """A random-weight row of a model with BatchNorm, recorded before builds recalibrated it
+    (no weights recipe in the row): its activations decayed towards zero and through the
+    denormal range, which costs some CPUs several times the real model's time (an Intel
+    Xeon's EfficientNet-b0 rows: 2-5x). Its figure is kept in the store, never learned from."""
+    from models.loading import has_batchnorm
+
+    return row.get("weights") == "random" and not row.get("weights_recipe") and has_batchnorm(spec)
 
 
 def _config_of(row: dict[str, Any]) -> tuple:
@@ -122,9 +133,13 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
             data.skipped[f"no spec for {device}"] = data.skipped.get(f"no spec for {device}", 0) + 1
             continue
         try:
-            point = model_point(resolve_model(r.get("model_path") or r["model"]), r.get("seq_length"))
+            model = resolve_model(r.get("model_path") or r["model"])
+            point = model_point(model, r.get("seq_length"))
         except (UnknownModelError, ValueError, FileNotFoundError):
             data.skipped["model not buildable offline"] = data.skipped.get("model not buildable offline", 0) + 1
+            continue
+        if _uncalibrated(r, model):
+            data.skipped[UNCALIBRATED_SKIP] = data.skipped.get(UNCALIBRATED_SKIP, 0) + 1
             continue
         feats = feature_row(point, r["batch_size"], r["precision"], r["mode"], r["backend"], spec)
         baseline = process_baseline.get(r["device_kind"], 0.0)

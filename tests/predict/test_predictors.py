@@ -290,3 +290,22 @@ def test_two_cpus_are_two_devices_each_scored_against_its_own_probe(measured):
     data = training.training_data([*calm, *slow], {"cpu": local})
     assert len(data) == 0 and data.skipped == {f"no spec for {here}": len(calm), "no spec for cpu@cpu-0000slow0000": len(slow)}
     assert PerformancePredictor(artifact).device_of("cpu") == here
+
+
+def test_random_batchnorm_rows_from_before_calibration_are_kept_out_of_training(measured):
+    """A random-weight row of a BatchNorm model without a weights recipe was measured before
+    builds recalibrated BatchNorm (an ingested older landing file): its timing can be a denormal
+    artefact, so training counts it and learns nothing from it. The same row with the recipe a
+    build now records is used; a model without BatchNorm is used either way."""
+    from models.loading import has_batchnorm
+
+    rows = [dict(r, contended=False) for r in rows_of(measured)]
+    specs = device_specs(detect_hardware().to_json())
+    bn = [r for r in rows if has_batchnorm(resolve_model(r["model"]))]
+    plain = [r for r in rows if not has_batchnorm(resolve_model(r["model"]))]
+    assert bn and plain, "the fixture should measure a BatchNorm model and another"
+    old = [dict(r, weights="random", weights_recipe=None) for r in rows]
+    data = training.training_data(old, specs)
+    assert data.skipped.get(training.UNCALIBRATED_SKIP) == len(bn) and len(data) == len(plain)
+    assert len(training.training_data([dict(r, weights="random") for r in rows if r.get("weights_recipe")], specs)) == \
+        sum(1 for r in rows if r.get("weights_recipe"))
