@@ -117,7 +117,7 @@ class _Worker:
             os.close(lifeline_read)
 
     def send(self, configs: list[BenchmarkConfig]) -> None:
-        """The configs to measure (none: the worker exits at once)."""
+        """The configs to measure."""
         self.configs = configs
         try:
             self.proc.stdin.write(json.dumps({**self.job, "configs": [c.to_json() for c in configs]}).encode())
@@ -246,9 +246,8 @@ def run_sweep(
                 worker.kill()
                 worker.close()
             raise
-        if worker is not None and not pending:
-            worker.send([])
-            worker.proc.wait()
+        if worker is not None and not pending:  # every config refused: nothing for it to do
+            worker.kill()
             worker.close()
         while pending:
             worker = worker or _Worker(job, python, pending[0][1].model)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from models.bounded_cache import BoundedCache
 from models.catalog import ModelSpec
 from models.inputs import model_class
 
@@ -19,7 +20,7 @@ def meta_model(spec: ModelSpec):
         return model_class(spec)(spec.build_config())
 
 
-_has_batchnorm: dict[str, bool] = {}
+_has_batchnorm: BoundedCache[bool] = BoundedCache(256)  # per model config, like the trace caches
 
 
 def has_batchnorm(spec: ModelSpec) -> bool:
@@ -29,9 +30,7 @@ def has_batchnorm(spec: ModelSpec) -> bool:
     from models.calibration import batchnorm_layers
 
     key = json.dumps([spec.name, spec.architecture, spec.config], sort_keys=True, default=str)
-    if key not in _has_batchnorm:
-        _has_batchnorm[key] = bool(batchnorm_layers(meta_model(spec)))
-    return _has_batchnorm[key]
+    return _has_batchnorm.get(key, lambda: bool(batchnorm_layers(meta_model(spec))))
 
 
 WEIGHT_SEED = 20240607

@@ -32,7 +32,8 @@ def test_a_batch_that_cannot_fit_is_refused_with_both_figures(inventory, monkeyp
 
 
 def test_the_sweep_skips_before_starting_a_worker(inventory, monkeypatch, fast_policy):
-    """With (pretend) 1 MiB free, even bert-tiny at batch 1 cannot fit: no worker is started."""
+    """With (pretend) 1 MiB free, even bert-tiny at batch 1 cannot fit: no worker is given it (the
+    one started to import meanwhile is killed before any config reaches it)."""
     monkeypatch.setattr(memory_guard.psutil, "virtual_memory", lambda: _Free(2**20))
     events = []
     config = BenchmarkConfig(model="bert-tiny", device="cpu", batch_size=1, policy=fast_policy)
