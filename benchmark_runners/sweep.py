@@ -5,6 +5,7 @@ any worker allocates it. While a worker measures, the parent sleeps in select():
 steal a core from the model being measured."""
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import selectors
@@ -147,6 +148,40 @@ class _Worker:
             self.lifeline = None
 
 
+_early: _Worker | None = None  # started by start_worker_early, taken by the next sweep
+
+
+def start_worker_early(model: str = "", python: str = sys.executable) -> None:
+    """Start the next sweep's first worker now, so its imports (python, torch, the model's
+    transformers class: about 4 s) overlap what the caller does before the sweep, such as
+    resolving and validating the model (about 5 s of the same imports in the CLI). Unused, it
+    is killed at exit; its lifeline ends it if this process dies first."""
+    global _early
+    if _early is None:
+        _early = _Worker({}, python, model)
+        atexit.register(_discard_early_worker)
+
+
+def _discard_early_worker() -> None:
+    global _early
+    if _early is not None:
+        _early.kill()
+        _early.close()
+        _early = None
+
+
+def _new_worker(job: dict, python: str, model: str) -> _Worker:
+    """The early worker if one was started with this interpreter, else a fresh one."""
+    global _early
+    worker, _early = (_early, None) if _early is not None and _early.proc.args[0] == python else (None, _early)
+    if worker is None or worker.proc.poll() is not None:
+        if worker is not None:
+            worker.close()
+        return _Worker(job, python, model)
+    worker.job = job
+    return worker
+
+
 def _drive(worker: _Worker, run_id: str, emit: EventHandler) -> list[BenchmarkResult]:
     """Collect results until the worker finishes, dies or misses a deadline. Returns the rows
     it produced plus, if it broke, one failed row for the config it was measuring."""
@@ -233,7 +268,7 @@ def run_sweep(
                 if not reason:
                     # The memory guard traces the model (seconds, the first time): start the
                     # worker first so its imports run meanwhile.
-                    worker = worker or _Worker(job, python, config.model)
+                    worker = worker or _new_worker(job, python, config.model)
                     reason, code = memory_refusal(config, inventory), "insufficient_memory"
                 if reason:
                     rows[position] = BenchmarkResult.for_config(config, run_id, now_iso(), "skipped", reason, code,
@@ -250,7 +285,7 @@ def run_sweep(
             worker.kill()
             worker.close()
         while pending:
-            worker = worker or _Worker(job, python, pending[0][1].model)
+            worker = worker or _new_worker(job, python, pending[0][1].model)
             worker.send([c for _, c in pending])
             emit(SweepEvent("worker_started", worker_pid=worker.proc.pid))
             try:

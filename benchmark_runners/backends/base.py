@@ -64,10 +64,14 @@ class PreparedModel:
 @dataclass(frozen=True)
 class TimedStep:
     """One timed iteration. `amortize` > 1 when a call runs that many batches in flight (the
-    harness's samples are divided by it, so a sample is always the time of one batch)."""
+    harness's samples are divided by it, so a sample is always the time of one batch).
+    `last_output`, where the backend keeps it, returns the first output of the last timed
+    iteration: the output check reads it instead of running the model once more (at batch 16
+    of a large model that extra forward was a quarter of the config's wall time)."""
 
     run: Callable[[IterationClock], None]
     amortize: int = 1
+    last_output: Callable[[], Any] | None = None
 
     def __post_init__(self):
         if not isinstance(self.amortize, int) or self.amortize < 1:
@@ -130,7 +134,8 @@ class Backend(ABC):
     @abstractmethod
     def output(self, prepared: PreparedModel, inputs: dict[str, Any]) -> Any:
         """The model's first output for these inputs (a tensor or an array), computed outside
-        the timing, for the validity check every measured row gets (`output_check`)."""
+        the timing, for the validity check every measured row gets (`output_check`) when the
+        step does not keep its own (`TimedStep.last_output`)."""
 
     def measurement_context(self, prepared: PreparedModel) -> ContextManager:
         """Entered around warm-up and timing (torch: inference_mode)."""

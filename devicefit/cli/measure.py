@@ -100,18 +100,21 @@ def benchmark(
 
     Exits 0 when every config was measured or skipped with a reason, 1 when any failed or (with
     --compare-to) regressed against the baseline."""
+    from benchmark_runners.sweep import new_run_id, run_sweep, start_worker_early
+
+    model_names = csv_list(model, "--model")
+    start_worker_early(model_names[0])  # its imports run while the models are resolved and checked
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from benchmark_runners.hardware import detect_hardware
     from benchmark_runners.harness import TimingPolicy
     from benchmark_runners.records import BenchmarkConfig
-    from benchmark_runners.sweep import new_run_id, run_sweep
     from devicefit.results_io import results_document, write_json_atomic
     from models.catalog import UnknownModelError
     from models.inputs import input_signature
     from models.resolve import resolve_model
 
-    model_names = csv_list(model, "--model")
     specs = []
     for name in model_names:
         try:

@@ -135,3 +135,33 @@ def test_a_target_the_cap_can_still_reach_is_not_given_up():
     spread = [int(2_000_000 * (1 + 0.1 * rng.gauss(0, 1) ** 2)) for _ in range(100_000)]
     m = measure(lambda clock: None, ScriptedClock([2_000_000] * 8 + spread, 2_000_000), TimingPolicy(max_time_s=3600))
     assert m.stop_reason == "converged"
+
+
+class VirtualTime:
+    """A `now` that advances by what the scripted clock says each iteration took."""
+
+    def __init__(self, clock: ScriptedClock):
+        self.t, self.clock = 0.0, clock
+        original = clock.end
+
+        def end():
+            ns, phases = original()
+            self.t += ns / 1e9
+            return ns, phases
+
+        clock.end = end
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_cold_call_that_spends_the_warm_up_budget_goes_straight_to_timing():
+    # A 4 s cold call against a 1 s warm-up cap: no warm-up iteration; a 0.4 s one gets the
+    # rest of the budget (0.6 s: two 0.35 s warm-up calls, the second crossing the cap).
+    slow = ScriptedClock([4_000_000_000], 3_900_000_000)
+    m = measure(lambda clock: None, slow, TimingPolicy(max_time_s=3, warmup_max_time_s=1), now=VirtualTime(slow))
+    assert m.first_iteration_ns == 4_000_000_000 and m.warmup_ns == [] and not m.warmup_steady
+    assert m.samples_ns == [3_900_000_000] * 2  # two samples pass twice the cap: stopped there
+    quick = ScriptedClock([400_000_000, 350_000_000, 300_000_000], 300_000_000)
+    m = measure(lambda clock: None, quick, TimingPolicy(max_time_s=3, warmup_max_time_s=1), now=VirtualTime(quick))
+    assert m.warmup_ns == [350_000_000, 300_000_000]

@@ -125,3 +125,17 @@ def test_openvino_is_a_measurable_kind_with_inference_only_partitions():
     configs = partition_configs("bert-tiny", "openvino", Selection())
     assert configs and {c.backend for c in configs} == {"openvino"} and {c.device for c in configs} == {"openvino:CPU"}
     assert {c.mode for c in configs} == {"inference"} and {c.precision for c in configs} == {"fp32", "bf16"}
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_the_output_check_reads_the_infer_requests_own_output(measurer, tiny_models, monkeypatch, batch_size):
+    """Latency (one request) and throughput (a queue of them) both hand the checked output over
+    from the timed inferences instead of running the compiled model again."""
+    def no_extra_inference(self, prepared, inputs):
+        raise AssertionError("the output check ran the model again")
+
+    monkeypatch.setattr(openvino_backend.OpenVINOBackend, "output", no_extra_inference)
+    r = measurer.run(config(tiny_models["image"], batch_size=batch_size))
+    assert r.status == "ok", r.error
+    assert r.output_check["problem"] is None and r.output_check["max_abs"] > 0
+    assert r.output_check["elements"] % batch_size == 0 and r.output_check["elements"] >= batch_size

@@ -80,3 +80,21 @@ def test_the_same_config_twice_gives_two_rows_in_order():
     config = BenchmarkConfig("bert-tiny", policy=FAST_POLICY)
     rows = run_sweep([config, BenchmarkConfig("bert-tiny", device="mps", policy=FAST_POLICY), config])
     assert [r.status for r in rows] == ["ok", "skipped", "ok"]
+
+
+def test_a_worker_started_early_measures_the_next_sweep_and_an_unused_one_is_killed():
+    """The CLI starts the first worker before it resolves models (their imports overlap); the
+    sweep takes that worker, and one nobody takes is killed at exit, not left running."""
+    from benchmark_runners import sweep
+
+    sweep.start_worker_early("bert-tiny")
+    early_pid = sweep._early.proc.pid
+    started = []
+    [row] = run_sweep([BenchmarkConfig("bert-tiny", batch_size=1, policy=FAST_POLICY)],
+                      on_event=lambda e: started.append(e.worker_pid) if e.kind == "worker_started" else None)
+    assert row.status == "ok" and started == [early_pid] and sweep._early is None
+
+    sweep.start_worker_early("bert-tiny")
+    unused = sweep._early.proc
+    sweep._discard_early_worker()
+    assert unused.poll() is not None and sweep._early is None

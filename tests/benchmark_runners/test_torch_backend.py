@@ -40,6 +40,21 @@ def test_inference_measures_every_modality(measurer, tiny_models, modality):
     assert r.environment["torch_threads"] >= 1
 
 
+def test_the_output_check_reads_the_last_timed_output_without_another_forward(measurer, tiny_models, monkeypatch):
+    """Inference keeps its last output for the check: a further forward pass (what `output`
+    runs) would cost one more iteration per config."""
+    def no_extra_forward(self, prepared, inputs):
+        raise AssertionError("the output check ran the model again")
+
+    monkeypatch.setattr(TorchBackend, "output", no_extra_forward)
+    r = measurer.run(config(tiny_models["image"], batch_size=3))
+    assert r.status == "ok", r.error
+    check = r.output_check
+    assert check["problem"] is None and check["finite"] and check["max_abs"] > 0
+    spec = resolve_model(str(tiny_models["image"]))
+    assert check["elements"] == 3 * spec.build_config().num_labels  # the whole batch's logits
+
+
 @pytest.mark.parametrize("modality,loss_kind", [("causal", "model"), ("image", "model"), ("image_text", "model"),
                                                 ("audio_waveform", "mean_square_of_output")])
 def test_training_times_forward_backward_and_optimizer(measurer, tiny_models, modality, loss_kind):
