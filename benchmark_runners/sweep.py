@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import selectors
 import signal
@@ -25,7 +26,12 @@ from benchmark_runners.measure import now_iso
 from benchmark_runners.memory_guard import memory_refusal
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 from benchmark_runners.worker import LIFELINE_ENV, PRELOAD_ENV
+from benchmark_runners.zygote import ForkServer
 
+log = logging.getLogger("devicefit.sweep")
+# Set to any value: start every worker as a fresh interpreter instead of forking it from the
+# fork server (benchmark_runners/zygote.py), e.g. to compare the two.
+NO_FORK_SERVER_ENV = "DEVICEFIT_NO_FORK_SERVER"
 WORKER_STARTUP_TIMEOUT_S = 180.0  # python + torch + transformers imports, on a loaded machine
 STDERR_TAIL_CHARS = 2000
 
@@ -95,6 +101,40 @@ def _exit_description(returncode: int) -> str:
     return f"worker process exited with code {returncode}"
 
 
+def _worker_env() -> dict[str, str]:
+    return dict(os.environ, TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+
+
+_server: ForkServer | None = None
+_server_broken: str | None = None  # why workers are started the plain way in this process
+
+
+def _fork_server(python: str) -> ForkServer | None:
+    """This process's fork server (started on first use), for workers of this interpreter;
+    None where workers run another one (a test's fake interpreter) or the server broke."""
+    global _server
+    if python != sys.executable or _server_broken or os.environ.get(NO_FORK_SERVER_ENV):
+        return None
+    if _server is None:
+        _server = ForkServer(python, _worker_env(), WORKER_STARTUP_TIMEOUT_S)
+        atexit.register(_close_fork_server)
+    return _server
+
+
+def _drop_fork_server(reason: str) -> None:
+    global _server_broken
+    _server_broken = reason
+    log.warning("worker fork server unusable (%s); starting workers as fresh processes", reason)
+    _close_fork_server()
+
+
+def _close_fork_server() -> None:
+    global _server
+    if _server is not None:
+        _server.close()
+        _server = None
+
+
 class _Worker:
     """One worker process. It runs in its own session (so a kill reaches its whole group), and
     it holds the read end of a lifeline pipe whose write end only this parent holds: when the
@@ -107,9 +147,15 @@ class _Worker:
         self.configs: list[BenchmarkConfig] = []
         self.stderr = tempfile.TemporaryFile()
         lifeline_read, self.lifeline = os.pipe()  # both ends non-inheritable; the worker gets the read end only
-        env = dict(os.environ, TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-                   PYTHONUNBUFFERED="1", **{LIFELINE_ENV: str(lifeline_read), PRELOAD_ENV: model})
         try:
+            server = _fork_server(python)
+            if server is not None:
+                try:
+                    self.proc = server.fork({PRELOAD_ENV: model}, self.stderr.fileno(), lifeline_read)
+                    return
+                except (RuntimeError, OSError) as exc:
+                    _drop_fork_server(f"{type(exc).__name__}: {exc}")
+            env = dict(_worker_env(), **{LIFELINE_ENV: str(lifeline_read), PRELOAD_ENV: model})
             self.proc = subprocess.Popen(
                 [python, "-m", "benchmark_runners.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=self.stderr, env=env, start_new_session=True, pass_fds=(lifeline_read,),
@@ -130,7 +176,10 @@ class _Worker:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
-            pass
+            try:  # a worker forked an instant ago may not lead its session yet
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.proc.wait()
 
     def stderr_tail(self) -> str:

@@ -98,3 +98,31 @@ def test_a_worker_started_early_measures_the_next_sweep_and_an_unused_one_is_kil
     unused = sweep._early.proc
     sweep._discard_early_worker()
     assert unused.poll() is not None and sweep._early is None
+
+
+def test_workers_are_forked_from_one_server_and_the_sweep_falls_back_without_it(monkeypatch):
+    """Every group's worker is a fresh process forked from the sweeping process's fork server
+    (its imports done once); a server that breaks is dropped with the reason, and workers start
+    as fresh interpreters instead, measuring the same."""
+    import psutil
+
+    from benchmark_runners import sweep
+
+    pids = []
+    configs = [BenchmarkConfig("bert-tiny", batch_size=1, policy=FAST_POLICY),
+               BenchmarkConfig("all-MiniLM-L6-v2", batch_size=1, policy=FAST_POLICY)]
+    rows = run_sweep(configs, on_event=lambda e: pids.append(e.worker_pid) if e.kind == "worker_started" else None)
+    assert [r.status for r in rows] == ["ok", "ok"] and len(set(pids)) == 2
+    server = sweep._server
+    assert server is not None and server.proc.poll() is None
+    for pid in pids:  # each worker was the server's child, in a session of its own, and is gone
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("fork server exited")
+
+    monkeypatch.setattr(server, "fork", broken)
+    monkeypatch.setattr(sweep, "_server_broken", None)
+    [row] = run_sweep([BenchmarkConfig("bert-tiny", batch_size=2, policy=FAST_POLICY)])
+    assert row.status == "ok" and sweep._server is None and "fork server exited" in sweep._server_broken
+    assert server.proc.poll() is not None  # the broken server was shut down, not left behind

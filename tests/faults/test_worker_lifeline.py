@@ -31,12 +31,20 @@ def test_kill_9_of_the_parent_ends_its_worker():
     try:
         worker = psutil.Process(int(parent.stdout.readline()))  # the worker is measuring now
         assert worker.is_running()
+        # The fork server the worker came from (benchmark_runners/zygote.py) must not outlive it either.
+        servers = [p for p in psutil.Process(parent.pid).children() if "benchmark_runners.zygote" in " ".join(p.cmdline())]
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=30)
         try:
             worker.wait(timeout=15)
         except psutil.TimeoutExpired:
             raise AssertionError("the worker kept measuring after its parent was killed") from None
+        for server in servers:
+            try:
+                server.wait(timeout=15)
+            except psutil.TimeoutExpired:
+                server.kill()
+                raise AssertionError("the worker fork server outlived its parent") from None
     finally:
         if parent.poll() is None:
             parent.kill()
