@@ -13,6 +13,9 @@ passed with SCM_RIGHTS):
 The worker is its own session leader (so a kill of its group reaches it alone), reads the
 parent's lifeline like any worker, and the server exits when its socket closes (the parent
 is gone). Isolation is unchanged: each config group still runs in a process of its own.
+Settings that a library reads when it is imported (OMP_NUM_THREADS, ONEDNN_MAX_CPU_ISA,
+ATEN_CPU_CAPABILITY) are the server's for every forked worker: a worker that needs others must
+be started as a fresh interpreter (DEVICEFIT_NO_FORK_SERVER, or a server of its own).
 """
 from __future__ import annotations
 
