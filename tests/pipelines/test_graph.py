@@ -113,6 +113,17 @@ def test_cli_materializes_one_tiny_partition_then_the_results(dagster_env, tmp_p
     assert count(DataPaths(tmp_path / "data"), "model = 'bert-tiny'") == 2
 
 
+def _is_worker(process: psutil.Process) -> bool:
+    """A measurement worker: started as `-m benchmark_runners.worker`, or forked by the fork
+    server (`-m benchmark_runners.zygote`, whose command line its children keep)."""
+    try:
+        parent = process.parent()
+        return ("benchmark_runners.worker" in " ".join(process.cmdline())
+                or (parent is not None and "benchmark_runners.zygote" in " ".join(parent.cmdline())))
+    except psutil.Error:
+        return False
+
+
 def test_a_process_killed_mid_partition_leaves_no_partial_rows(dagster_env, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "dagster", "asset", "materialize", "-m", "pipelines.definitions",
                              "--select", "key:measurements", "--partition", "cpu|gpt2"],
@@ -121,8 +132,7 @@ def test_a_process_killed_mid_partition_leaves_no_partial_rows(dagster_env, tmp_
     worker = None
     while worker is None and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.5)
-        worker = next((p for p in psutil.Process(proc.pid).children(recursive=True)
-                       if "benchmark_runners.worker" in " ".join(p.cmdline())), None)
+        worker = next((p for p in psutil.Process(proc.pid).children(recursive=True) if _is_worker(p)), None)
     assert worker is not None, "the partition never started measuring"
     time.sleep(3)  # well inside the quick profile's gpt2 sweep
     os.killpg(proc.pid, signal.SIGKILL)
