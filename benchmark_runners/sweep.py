@@ -141,14 +141,15 @@ class _Worker:
     parent dies, however it dies (kill -9 included), the kernel closes the write end and the
     worker exits at once instead of measuring on beside the next run."""
 
-    def __init__(self, job: dict, python: str, model: str = ""):
-        """Start the process; it imports its libraries while the parent decides what to `send`."""
+    def __init__(self, job: dict, python: str, model: str = "", forked: bool = True):
+        """Start the process; it imports its libraries while the parent decides what to `send`.
+        `forked`: from the fork server where there is one (its first fork waits for its imports)."""
         self.job = job
         self.configs: list[BenchmarkConfig] = []
         self.stderr = tempfile.TemporaryFile()
         lifeline_read, self.lifeline = os.pipe()  # both ends non-inheritable; the worker gets the read end only
         try:
-            server = _fork_server(python)
+            server = _fork_server(python) if forked else None
             if server is not None:
                 try:
                     self.proc = server.fork({PRELOAD_ENV: model}, self.stderr.fileno(), lifeline_read)
@@ -207,7 +208,9 @@ def start_worker_early(model: str = "", python: str = sys.executable) -> None:
     is killed at exit; its lifeline ends it if this process dies first."""
     global _early
     if _early is None:
-        _early = _Worker({}, python, model)
+        # A fresh interpreter: forking would first wait for the fork server's own imports,
+        # which is the very wait this worker exists to overlap.
+        _early = _Worker({}, python, model, forked=False)
         atexit.register(_discard_early_worker)
 
 

@@ -9,7 +9,8 @@ passed with SCM_RIGHTS):
   ready                                      the server, once its imports are done
   {"op": "fork", "env": {...}} + 4 fds       stdin, stdout, stderr and lifeline of the worker
       -> {"pid": N}
-  {"op": "wait", "pid": N, "block": bool}    -> {"returncode": int | None} (Popen's convention)
+  {"op": "wait", "pid": N}                   -> {"returncode": int | None} (Popen's convention;
+                                                None while it runs: the server never blocks)
 The worker is its own session leader (so a kill of its group reaches it alone), reads the
 parent's lifeline like any worker, and the server exits when its socket closes (the parent
 is gone). Isolation is unchanged: each config group still runs in a process of its own.
@@ -91,7 +92,7 @@ def serve(sock_fd: int) -> int:
             sock.send(json.dumps({"pid": pid}).encode())
         elif request["op"] == "wait":
             try:
-                done, status = os.waitpid(request["pid"], 0 if request["block"] else os.WNOHANG)
+                done, status = os.waitpid(request["pid"], os.WNOHANG)
                 reply = {"returncode": _returncode(status) if done else None}
             except ChildProcessError:
                 reply = {"returncode": None, "error": "no such worker"}
@@ -176,10 +177,10 @@ class ForkServer:
 
     def wait(self, pid: int, block: bool) -> int | None:
         while True:
-            reply = self._ask({"op": "wait", "pid": pid, "block": False})
+            reply = self._ask({"op": "wait", "pid": pid})
             if reply["returncode"] is not None or not block:
                 return reply["returncode"]
-            time.sleep(0.01)  # blocking here would hold the server while a worker exits; poll briefly
+            time.sleep(0.01)  # a killed or finishing worker is gone within milliseconds
 
     def close(self) -> None:
         self.sock.close()  # the server sees end of file and exits
