@@ -30,6 +30,14 @@ class TimingPolicy:
     min_iterations: int = 6
     max_iterations: int = 10_000
     max_time_s: float = 30.0  # cap on the timed phase
+    # The cap waits for enough samples for a CI of the median, but no longer than this many
+    # times the cap: iterations so slow that six would take longer stop with fewer.
+    cap_overrun: float = 2.0
+    # ...unless the samples it has (at least cap_agreement_min of them) all lie within this
+    # fraction of their median: slow iterations that agree need no more to place the median.
+    # 0 turns this off.
+    cap_agreement: float = 0.0
+    cap_agreement_min: int = 3
     # The first call is cold and kept apart; two more settle caches and allocator pools (a third
     # moved the p50 by under 0.2% when replayed over 200 recorded configs, benchmarks/stopping_replay.py).
     warmup_min_iterations: int = 2
@@ -47,6 +55,8 @@ class TimingPolicy:
             problems.append(f"need 1 <= min_iterations <= max_iterations, got {self.min_iterations}, {self.max_iterations}")
         if self.max_time_s <= 0 or self.warmup_max_time_s < 0:
             problems.append("time caps must be positive")
+        if self.cap_overrun < 1:
+            problems.append(f"cap_overrun must be at least 1 (the cap itself), got {self.cap_overrun}")
         if self.warmup_min_iterations < 1 or self.warmup_max_iterations < self.warmup_min_iterations:
             problems.append("need 1 <= warmup_min_iterations <= warmup_max_iterations")
         if problems:
@@ -83,6 +93,14 @@ def _at_noise_floor(widths: list[float], samples: list[int], policy: TimingPolic
     spent_s = sum(samples) / 1e9
     left_s = max(policy.max_time_s - spent_s, 0.0)
     return (needed - n) * spent_s / n > PROJECTION_MARGIN * left_s
+
+
+def _samples_agree(samples: list[int], policy: TimingPolicy) -> bool:
+    """All samples within cap_agreement of their median (with at least cap_agreement_min)."""
+    if not policy.cap_agreement or len(samples) < policy.cap_agreement_min:
+        return False
+    mid = statistics.median(samples)
+    return mid > 0 and (max(samples) - min(samples)) <= policy.cap_agreement * mid
 
 
 def _is_steady(warmup: list[int], policy: TimingPolicy) -> bool:
@@ -149,8 +167,9 @@ def measure(step: Step, clock: IterationClock, policy: TimingPolicy, now: Callab
                     break
             next_check = n + max(1, n // 10)
         # The cap waits for enough samples for a CI, unless iterations are so slow that
-        # even that would double the cap.
-        if elapsed >= policy.max_time_s and (n >= MIN_SAMPLES_FOR_CI or elapsed >= 2 * policy.max_time_s):
+        # even that would stretch it past cap_overrun times.
+        if elapsed >= policy.max_time_s and (n >= MIN_SAMPLES_FOR_CI or elapsed >= policy.cap_overrun * policy.max_time_s
+                                             or _samples_agree(samples, policy)):
             reason = "time_cap"
             break
     return Measurement(

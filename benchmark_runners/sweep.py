@@ -198,6 +198,13 @@ class _Worker:
             self.lifeline = None
 
 
+def start_fork_server(python: str = sys.executable) -> None:
+    """Start this process's fork server now, so its imports (torch, transformers: about 5 s)
+    run beside what the caller does before its first sweep (`devicefit run`: the catalog
+    asset, whose own imports and traces take about 7 s) instead of before the first worker."""
+    _fork_server(python)
+
+
 _early: _Worker | None = None  # started by start_worker_early, taken by the next sweep
 
 

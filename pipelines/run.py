@@ -68,6 +68,10 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
     owner = run_guard.owner_tags()
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the summary says what matters
 
+    if partition_keys:
+        from benchmark_runners.sweep import start_fork_server
+
+        start_fork_server()  # its imports overlap the inventory run's
     with RunWatch(instance, writer_wait_s=wait_s) as watch:
         outcome.reaped += [f"{s.run_id} ({s.job_name}): {s.reason}" for s in run_guard.reap_stale_runs(instance)]
 

@@ -112,38 +112,74 @@ class OperatorRoofline:
 
 
 def operator_time_ms(point: "ModelPoint", batch: int, precision: str, mode: str, v: dict[str, float]) -> float:
-    prof = point.profile
-    cat = prof.category
-    flops, weight, act = prof.at_batch(batch)
-    linear = v[f"linear_gflops_{precision}"]
-    gemm = v.get(f"linear_gflops_{_compute_precision(precision)}", linear)  # dynamic int8 runs the rest in fp32
-    rate = np.select(
-        [cat == LINEAR, cat == MATMUL, cat == CONV, cat == GROUPED_CONV],
-        [linear, gemm * v.get("matmul_to_linear", 1.0), gemm * v.get("conv_to_linear", 1.0),
-         gemm * v.get("grouped_conv_to_linear", 1.0)], default=np.inf)
-    rows = prof.output_rows * batch
-    inner = prof.inner_dimension
-    saturation = np.where(rows > 0, rows / (rows + v["gemm_m_half"]), 1.0) \
-        * np.where(inner > 0, inner / (inner + v.get("gemm_k_half", 0.0)), 1.0)
-    scale = BYTES_FACTOR[precision]
-    weight = weight * np.where((cat == LINEAR) & (precision == "int8"), INT8_WEIGHT_FACTOR, scale)
-    act = act * scale * np.select([cat == CONV, cat == GROUPED_CONV],
-                                  [v.get("conv_activation_traffic", 1.0), v.get("grouped_conv_activation_traffic", 1.0)], 1.0)
-    bandwidth = np.where(cat == OTHER, v["other_bandwidth_gbs"], v["bandwidth_gbs"])
-    per_op = np.maximum(flops / (rate * saturation * 1e9), (weight + act) / (bandwidth * 1e9)) * 1e3
-    kernels = int((cat != VIEW).sum())
-    is_conv = (cat == CONV) | (cat == GROUPED_CONV)
-    conv_time = float(per_op[is_conv].sum()) if "conv_backward_factor" in v else 0.0
-    total = float(per_op.sum()) - conv_time + kernels * v["kernel_ms"] + int((cat == VIEW).sum()) * v["view_ms"]
-    if precision == "int8":
-        total += int((cat == LINEAR).sum()) * v.get("quantize_ms", 0.0)
-    if mode == "training":
-        total = total * (1 + v["backward_factor"]) + conv_time * (1 + v.get("conv_backward_factor", 0.0)) \
-            + kernels * v["autograd_kernel_ms"] \
-            + OPTIMIZER_BYTES_PER_PARAMETER * point.params / (v["optimizer_bandwidth_gbs"] * 1e9) * 1e3
-    else:
-        total += conv_time
-    return max(total, 1e-6)
+    return float(OperatorSamples([(point, batch, precision, mode)]).times_ms(v)[0])
+
+
+class OperatorSamples:
+    """(model point, batch, precision, mode) samples with their operators packed into flat
+    arrays, so the roofline of all of them is one vectorized evaluation. The fit evaluates it
+    a few thousand times (a numerical Jacobian per step); per sample in Python that was 25 s
+    of `make run`'s predictor training, most of it in leave-one-model-out refits."""
+
+    def __init__(self, samples: list[tuple["ModelPoint", int, str, str]]):
+        profiles = [point.profile for point, *_ in samples]
+        self.n = len(samples)
+        self.precisions = [precision for _, _, precision, _ in samples]
+        self.seg = np.concatenate([np.full(len(prof.category), i) for i, prof in enumerate(profiles)])
+        batch = np.array([b for _, b, _, _ in samples], dtype=float)
+        op_batch = batch[self.seg]
+        self.cat = np.concatenate([prof.category for prof in profiles])
+        self.flops = np.concatenate([prof.flops for prof in profiles]) * op_batch
+        self.weight = np.concatenate([prof.weight_bytes for prof in profiles])
+        self.act = np.concatenate([prof.activation_bytes for prof in profiles]) * op_batch
+        self.rows = np.concatenate([prof.output_rows for prof in profiles]) * op_batch
+        self.inner = np.concatenate([prof.inner_dimension for prof in profiles])
+        precision = np.array(self.precisions)
+        self.int8 = precision == "int8"
+        self.training = np.array([mode == "training" for *_, mode in samples])
+        self.params = np.array([point.params for point, *_ in samples], dtype=float)
+        self.bytes_scale = np.array([BYTES_FACTOR[p] for p in self.precisions])[self.seg]
+        self.int8_linear = (self.cat == LINEAR) & self.int8[self.seg]
+        self.is_conv = (self.cat == CONV) | (self.cat == GROUPED_CONV)
+        self.kernels = self._count(self.cat != VIEW)
+        self.views = self._count(self.cat == VIEW)
+        self.linears = self._count(self.cat == LINEAR)
+
+    def _count(self, mask: np.ndarray) -> np.ndarray:
+        return np.bincount(self.seg, weights=mask.astype(float), minlength=self.n)
+
+    def _sum(self, per_op: np.ndarray) -> np.ndarray:
+        return np.bincount(self.seg, weights=per_op, minlength=self.n)
+
+    def times_ms(self, v: dict[str, float]) -> np.ndarray:
+        """Predicted ms per sample under parameters `v` (see the module docstring)."""
+        cat, seg = self.cat, self.seg
+        linear = np.array([v[f"linear_gflops_{p}"] for p in self.precisions])
+        # Dynamic int8 runs the GEMMs other than linear layers in fp32.
+        gemm = np.array([v.get(f"linear_gflops_{_compute_precision(p)}", v[f"linear_gflops_{p}"]) for p in self.precisions])
+        rate = np.select(
+            [cat == LINEAR, cat == MATMUL, cat == CONV, cat == GROUPED_CONV],
+            [linear[seg], gemm[seg] * v.get("matmul_to_linear", 1.0), gemm[seg] * v.get("conv_to_linear", 1.0),
+             gemm[seg] * v.get("grouped_conv_to_linear", 1.0)], default=np.inf)
+        saturation = np.where(self.rows > 0, self.rows / (self.rows + v["gemm_m_half"]), 1.0) \
+            * np.where(self.inner > 0, self.inner / (self.inner + v.get("gemm_k_half", 0.0)), 1.0)
+        weight = self.weight * np.where(self.int8_linear, INT8_WEIGHT_FACTOR, self.bytes_scale)
+        act = self.act * self.bytes_scale * np.select(
+            [cat == CONV, cat == GROUPED_CONV],
+            [v.get("conv_activation_traffic", 1.0), v.get("grouped_conv_activation_traffic", 1.0)], 1.0)
+        bandwidth = np.where(cat == OTHER, v["other_bandwidth_gbs"], v["bandwidth_gbs"])
+        per_op = np.maximum(self.flops / (rate * saturation * 1e9), (weight + act) / (bandwidth * 1e9)) * 1e3
+        conv_time = self._sum(per_op * self.is_conv) if "conv_backward_factor" in v else np.zeros(self.n)
+        total = self._sum(per_op) - conv_time + self.kernels * v["kernel_ms"] + self.views * v["view_ms"]
+        total = total + np.where(self.int8, self.linears * v.get("quantize_ms", 0.0), 0.0)
+        if self.training.any():
+            trained = total * (1 + v["backward_factor"]) + conv_time * (1 + v.get("conv_backward_factor", 0.0)) \
+                + self.kernels * v["autograd_kernel_ms"] \
+                + OPTIMIZER_BYTES_PER_PARAMETER * self.params / (v["optimizer_bandwidth_gbs"] * 1e9) * 1e3
+            total = np.where(self.training, trained, total + conv_time)
+        else:
+            total = total + conv_time
+        return np.maximum(total, 1e-6)
 
 
 def fit_operator_roofline(kind: str, backend: str, samples: list[tuple["ModelPoint", int, str, str, float]],
@@ -156,10 +192,10 @@ def fit_operator_roofline(kind: str, backend: str, samples: list[tuple["ModelPoi
     names = sorted(priors)
     x0 = np.log([priors[n] for n in names])
     measured = np.log([s[4] for s in samples])
+    packed = OperatorSamples([s[:4] for s in samples])
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        v = dict(zip(names, np.exp(x)))
-        predicted = np.log([operator_time_ms(p, b, pr, m, v) for p, b, pr, m, _ in samples])
+        predicted = np.log(packed.times_ms(dict(zip(names, np.exp(x)))))
         return np.concatenate([predicted - measured, PRIOR_WEIGHT * (x - x0)])
 
     x = least_squares(residuals, x0, method="trf").x

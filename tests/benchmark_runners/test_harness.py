@@ -165,3 +165,28 @@ def test_a_cold_call_that_spends_the_warm_up_budget_goes_straight_to_timing():
     quick = ScriptedClock([400_000_000, 350_000_000, 300_000_000], 300_000_000)
     m = measure(lambda clock: None, quick, TimingPolicy(max_time_s=3, warmup_max_time_s=1), now=VirtualTime(quick))
     assert m.warmup_ns == [350_000_000, 300_000_000]
+
+
+def _slow_run(samples_ns: list[int], **policy) -> list[int]:
+    """Timed samples of a config whose cold call spends the warm-up budget, on virtual time."""
+    clock = ScriptedClock([5_000_000_000, *samples_ns], samples_ns[-1])
+    return measure(lambda c: None, clock, TimingPolicy(warmup_max_time_s=1, **policy), now=VirtualTime(clock)).samples_ns
+
+
+def test_slow_iterations_stop_at_the_cap_overrun():
+    # 0.9 s iterations under a 2 s cap: six would take 5.4 s. At 2x the cap that is five
+    # samples (4.5 s crosses 4 s); at 1.5x, four (3.6 s crosses 3 s).
+    assert len(_slow_run([900_000_000] * 20, max_time_s=2)) == 5
+    assert len(_slow_run([900_000_000] * 20, max_time_s=2, cap_overrun=1.5)) == 4
+    with pytest.raises(ValueError, match="cap_overrun"):
+        TimingPolicy(cap_overrun=0.5)
+
+
+def test_slow_iterations_that_agree_stop_at_the_cap_and_ones_that_do_not_run_on():
+    agree = [900_000_000, 910_000_000, 905_000_000] + [900_000_000] * 20
+    assert len(_slow_run(agree, max_time_s=2, cap_agreement=0.03)) == 3  # 2.7 s, all within 3%
+    # A bimodal config (one 1.8 s iteration among 0.9 s ones) runs on to the overrun limit.
+    bimodal = [900_000_000, 1_800_000_000, 900_000_000] + [900_000_000] * 20
+    assert len(_slow_run(bimodal, max_time_s=2, cap_agreement=0.03)) == 4
+    # Off by default: the same agreeing samples wait for the 2x overrun.
+    assert len(_slow_run(agree, max_time_s=2)) == 5
