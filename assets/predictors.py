@@ -3,6 +3,7 @@ from dataclasses import asdict
 
 import dagster as dg
 
+from assets.automation import EAGER
 from assets.resources import DevicefitData
 from assets.results import benchmark_results
 from benchmark_runners.hardware import detect_hardware
@@ -11,7 +12,6 @@ from devicefit.predict.matrix import count_by_source
 from devicefit.predict.training import ERROR_BARS, TARGETS, InsufficientData
 from devicefit.predict.validation_report import ErrorMetrics, ValidationReport
 
-EAGER = dg.AutomationCondition.eager()
 PREDICTOR_KEYS = {t: f"{t}_predictor" for t in TARGETS}
 
 

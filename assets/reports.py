@@ -2,7 +2,8 @@
 recommendations), and the regression report with its check against each config's previous run."""
 import dagster as dg
 
-from assets.predictors import EAGER, PREDICTOR_KEYS
+from assets.automation import EAGER
+from assets.predictors import PREDICTOR_KEYS
 from assets.resources import DevicefitData
 from assets.results import aggregated_results, benchmark_results
 from devicefit.pipeline import markdown_table

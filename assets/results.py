@@ -3,6 +3,7 @@ compatibility_matrix. Each writes DuckDB from one process at a time (pool duckdb
 
 import dagster as dg
 
+from assets.automation import AFTER_NEW_MEASUREMENTS, EAGER
 from assets.resources import DevicefitData
 from benchmark_runners.hardware import detect_hardware
 from devicefit import store
@@ -11,10 +12,8 @@ from devicefit.compatibility import compatibility_matrix as build_compatibility_
 from devicefit.compatibility import summary_rows
 from devicefit.pipeline import load_results, markdown_table, refresh_aggregates, write_output_json
 
-EAGER = dg.AutomationCondition.eager()
 
-
-@dg.asset(deps=["measurements"], group_name="store", pool="duckdb_writer", automation_condition=EAGER,
+@dg.asset(deps=["measurements"], group_name="store", pool="duckdb_writer", automation_condition=AFTER_NEW_MEASUREMENTS,
           description="Landing files loaded into DuckDB (measurements, runs, hardware, models); bad files quarantined.")
 def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: DevicefitData) -> dg.MaterializeResult:
     paths = devicefit_data.paths()

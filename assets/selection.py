@@ -1,7 +1,8 @@
 """The selection map (spec 002), rebuilt when the predictors or the compatibility matrix change."""
 import dagster as dg
 
-from assets.predictors import EAGER, PREDICTOR_KEYS
+from assets.automation import EAGER
+from assets.predictors import PREDICTOR_KEYS
 from assets.resources import DevicefitData
 from assets.results import compatibility_matrix
 from benchmark_runners.hardware import detect_hardware
