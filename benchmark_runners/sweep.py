@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from benchmark_runners import registry
+from benchmark_runners.device_lock import hold_devices, physical_device
 from benchmark_runners.environment import host_environment
 from benchmark_runners.hardware import HardwareInventory, PlatformInfo, detect_hardware
 from benchmark_runners.measure import now_iso
@@ -38,10 +39,11 @@ STDERR_TAIL_CHARS = 2000
 
 @dataclass
 class SweepEvent:
-    kind: str  # worker_started | config_started | result
+    kind: str  # waiting (for a device another process measures on) | worker_started | config_started | result
     config: BenchmarkConfig | None = None
     result: BenchmarkResult | None = None
     worker_pid: int | None = None
+    message: str | None = None
 
 
 EventHandler = Callable[[SweepEvent], None]
@@ -317,6 +319,15 @@ def run_sweep(
     cpu = inventory.platforms["cpu"].devices[0]
     job = {"run_id": run_id, "host_environment": host_environment(), "devices": devices,
            "default_threads": cpu.get("physical_cores") or cpu.get("logical_cores")}
+    # One benchmark per physical device on this machine, whoever started the other (device_lock).
+    with hold_devices({physical_device(c.device) for c in configs},
+                      on_wait=lambda message: emit(SweepEvent("waiting", message=message))):
+        rows = _sweep_groups(configs, run_id, job, python, inventory, devices, emit)
+    return [rows[i] for i in range(len(configs))]
+
+
+def _sweep_groups(configs: list[BenchmarkConfig], run_id: str, job: dict, python: str, inventory: HardwareInventory,
+                  devices: dict[str, dict], emit: EventHandler) -> dict[int, BenchmarkResult]:
     rows: dict[int, BenchmarkResult] = {}
     for group in _group(configs):
         pending: list[tuple[int, BenchmarkConfig]] = []
@@ -357,4 +368,4 @@ def run_sweep(
             for (position, _), result in zip(pending, produced):
                 rows[position] = result
             pending = pending[len(produced):]
-    return [rows[i] for i in range(len(configs))]
+    return rows

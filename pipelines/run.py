@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import uuid
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -68,11 +69,18 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
     owner = run_guard.owner_tags()
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the summary says what matters
 
-    if partition_keys:
-        from benchmark_runners.sweep import start_fork_server
+    with RunWatch(instance, writer_wait_s=wait_s) as watch, ExitStack() as measuring:
+        if partition_keys:
+            from benchmark_runners.device_lock import hold_devices
+            from benchmark_runners.device_lock import physical_device as locked_device
+            from benchmark_runners.sweep import start_fork_server
 
-        start_fork_server()  # its imports overlap the inventory run's
-    with RunWatch(instance, writer_wait_s=wait_s) as watch:
+            # Outside Dagster's run queue, so its tag limit does not apply here: hold each device
+            # measured for the whole measuring phase instead (each partition's sweep takes the
+            # same locks again). Taken before the fork server starts: its imports would disturb
+            # another process's measurement.
+            measuring.enter_context(hold_devices({locked_device(k.split('|', 1)[0]) for k in partition_keys}, on_wait=on_wait))
+            start_fork_server()  # its imports overlap the inventory run's
         outcome.reaped += [f"{s.run_id} ({s.job_name}): {s.reason}" for s in run_guard.reap_stale_runs(instance)]
 
         def execute(job_name: str, uses_pools: bool = False, **kwargs):
@@ -94,6 +102,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
             for event in result.get_asset_materialization_events():
                 metadata = {k: v.value for k, v in event.materialization.metadata.items() if k in ("ok", "skipped", "failed", "contended", "duration_s")}
             outcome.partitions.append((key, result.success, metadata))
+        measuring.close()  # the devices are free for others while the results are built
         # Measuring took minutes: a run may have died meanwhile. Wait (bounded) for the writer here,
         # where a signal ends the wait at once; the watchdog covers the rare slot taken in between.
         run_guard.wait_for_writer(instance, wait_s, sleep=_interruptible_sleep(watch), on_wait=on_wait)

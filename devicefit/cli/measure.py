@@ -144,7 +144,9 @@ def benchmark(
         task = progress.add_task("benchmarking", total=len(configs))
 
         def on_event(event) -> None:
-            if event.kind == "config_started":
+            if event.kind == "waiting":
+                progress.console.print(event.message, soft_wrap=True)
+            elif event.kind == "config_started":
                 c = event.config
                 progress.update(task, description=f"{c.model} {c.device} {c.precision} {c.mode} bs={c.batch_size}")
             elif event.kind == "result":

@@ -43,3 +43,62 @@ def test_run_refuses_bad_selections_and_a_missing_dagster_home(tmp_path):
     env.pop("DAGSTER_HOME", None)
     out = devicefit_run(["--model", "bert-tiny", "--batch-sizes", "1", "--precision", "fp32", "--no-training-mode"], env)
     assert out.returncode == 2 and "DAGSTER_HOME is not set" in " ".join(out.stderr.split())
+
+
+def _run_of(process, run_pids: set[int]) -> int | None:
+    """Which `devicefit run` a measurement worker belongs to (its ancestor), or None if it is not one."""
+    import psutil
+
+    try:
+        parent = process.parent()
+        is_worker = ("benchmark_runners.worker" in " ".join(process.cmdline())
+                     or (parent is not None and "benchmark_runners.zygote" in " ".join(parent.cmdline())))
+        if not is_worker:
+            return None
+        return next((p.pid for p in process.parents() if p.pid in run_pids), None)
+    except psutil.Error:
+        return None
+
+
+def test_two_concurrent_runs_on_one_device_never_measure_at_the_same_time(tmp_path):
+    """`devicefit run` executes outside Dagster's run queue: the per-device lock keeps two of them
+    apart. Watched from outside: the measurement workers of the two runs never coexist."""
+    import time
+
+    import psutil
+
+    procs, errs = [], []
+    for name in ("a", "b"):
+        home = tmp_path / name / "dagster_home"
+        home.mkdir(parents=True)
+        env = {**os.environ, "DAGSTER_HOME": str(home), "DEVICEFIT_DATA_DIR": str(tmp_path / name / "data"),
+               "DEVICEFIT_LOCK_DIR": str(tmp_path / "locks")}
+        errs.append(open(tmp_path / f"{name}.err", "w+"))
+        procs.append(subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", "--model", "bert-tiny", "--hardware", "cpu",
+                                       "--batch-sizes", "1,4", "--precision", "fp32", "--no-training-mode"],
+                                      env=env, stdout=subprocess.DEVNULL, stderr=errs[-1]))
+    pids = {p.pid for p in procs}
+    seen: dict[int, list[float]] = {pid: [] for pid in pids}
+    overlap = []
+    deadline = time.monotonic() + 540
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        now = time.monotonic()
+        measuring = {run for proc in psutil.process_iter() if (run := _run_of(proc, pids)) is not None}
+        for run in measuring:
+            seen[run].append(now)
+        if len(measuring) > 1:
+            overlap.append(now)
+        time.sleep(0.05)
+    for p in procs:
+        p.wait(timeout=60)
+    texts = []
+    for f in errs:
+        f.seek(0)
+        texts.append(f.read())
+        f.close()
+    assert all(p.returncode == 0 for p in procs), texts
+    assert all(seen[pid] for pid in pids), "a run's workers were never seen"
+    assert not overlap, f"workers of both runs alive at once {len(overlap)} times"
+    first, second = sorted(pids, key=lambda pid: seen[pid][0])
+    assert seen[first][-1] < seen[second][0]
+    assert any("waiting for device cpu" in t for t in texts), texts

@@ -1,0 +1,137 @@
+"""One benchmark per physical device on this machine, whatever started it.
+
+Dagster's run queue keeps queued runs apart (the `devicefit/device` tag limit), but `devicefit
+run`, `dagster asset materialize` in CI and `devicefit benchmark` execute outside the queue. So
+every sweep holds an exclusive lock per physical device it measures on (OpenVINO's CPU plugin
+holds the CPU's), an `flock` on a file in a machine-wide directory: the kernel releases it when
+its holder dies, so a killed run never blocks the next one, and nothing has to be reaped.
+
+Locks are re-entrant within a process (`devicefit run` holds them across its partitions, each
+partition's sweep takes them again). A waiter says who holds the device and since when, and
+gives up after a bound with `DeviceBusy`, never waiting forever."""
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from benchmark_runners import registry
+from models.errors import DevicefitError
+
+DEFAULT_WAIT_S = 3600.0  # a full-profile partition takes minutes; an hour means something is stuck
+POLL_S = 0.5
+
+
+class DeviceBusy(DevicefitError):
+    exit_code = 4
+    http_status = 409
+
+
+def lock_dir() -> Path:
+    """Machine-wide (every data directory and DAGSTER_HOME on this host shares the devices):
+    DEVICEFIT_LOCK_DIR, or devicefit-device-locks under the system's temporary directory."""
+    return Path(os.environ.get("DEVICEFIT_LOCK_DIR") or Path(tempfile.gettempdir()) / "devicefit-device-locks")
+
+
+def wait_bound_s() -> float:
+    raw = os.environ.get("DEVICEFIT_DEVICE_WAIT_S", "")
+    if not raw:
+        return DEFAULT_WAIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (value >= 0 and math.isfinite(value)):
+        raise DeviceBusy(f"DEVICEFIT_DEVICE_WAIT_S must be a number of seconds >= 0, got {raw!r}")
+    return value
+
+
+def physical_device(device: str) -> str:
+    """The lock name of a config's device: "cpu" and "openvino:CPU" -> "cpu", "cuda" and
+    "cuda:0" -> "cuda-0", "cuda:1" -> "cuda-1"."""
+    kind, _, index = device.partition(":")
+    shared = registry.physical_kind(kind)
+    if shared != kind:
+        return shared
+    if kind == "cpu":
+        return "cpu"
+    return f"{kind}-{index or '0'}"
+
+
+_held: dict[str, tuple[int, int]] = {}  # lock name -> (fd, depth), this process's
+_guard = threading.Lock()
+
+
+def _holder(path: Path) -> str:
+    try:
+        info = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return "another process"
+    return f"pid {info.get('pid')} ({info.get('command', '?')}) since {info.get('since', '?')}"
+
+
+def _acquire(name: str, deadline: float, on_wait: Callable[[str], None] | None) -> None:
+    directory = lock_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    told = False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise DeviceBusy(f"device {name} is still measuring for {_holder(path)}; gave up waiting "
+                                     f"(DEVICEFIT_DEVICE_WAIT_S bounds the wait)") from None
+                if not told and on_wait:
+                    on_wait(f"waiting for device {name}: {_holder(path)} is measuring on it")
+                    told = True
+                time.sleep(POLL_S)  # a SIGINT/SIGTERM handler may raise out of this
+    except BaseException:
+        os.close(fd)
+        raise
+    record = json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv[:3])[:200],
+                         "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, record.encode(), 0)
+    _held[name] = (fd, 1)
+
+
+@contextmanager
+def hold_devices(devices: Iterable[str], wait_s: float | None = None,
+                 on_wait: Callable[[str], None] | None = None) -> Iterator[list[str]]:
+    """Hold the locks of these physical devices (names from `physical_device`) for the block;
+    taken in sorted order, so two holders of overlapping sets cannot deadlock."""
+    names = sorted(set(devices))
+    deadline = time.monotonic() + (wait_bound_s() if wait_s is None else wait_s)
+    taken: list[str] = []
+    try:
+        for name in names:
+            with _guard:
+                if name in _held:
+                    fd, depth = _held[name]
+                    _held[name] = (fd, depth + 1)
+                    taken.append(name)
+                    continue
+            _acquire(name, deadline, on_wait)
+            taken.append(name)
+        yield names
+    finally:
+        for name in reversed(taken):
+            with _guard:
+                fd, depth = _held[name]
+                if depth > 1:
+                    _held[name] = (fd, depth - 1)
+                else:
+                    del _held[name]
+                    os.close(fd)  # closing the last descriptor releases the flock

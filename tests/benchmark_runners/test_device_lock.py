@@ -1,0 +1,81 @@
+"""One benchmark per physical device: the lock every sweep takes, across processes."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from benchmark_runners.device_lock import DeviceBusy, hold_devices, physical_device
+
+HOLDER = """
+import sys, time
+from benchmark_runners.device_lock import hold_devices
+with hold_devices([sys.argv[1]]):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def _holder(name: str, seconds: float, env: dict) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, name, str(seconds)], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@pytest.fixture
+def lock_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVICEFIT_LOCK_DIR", str(tmp_path / "locks"))
+    return {**os.environ, "DEVICEFIT_LOCK_DIR": str(tmp_path / "locks")}
+
+
+def test_devices_sharing_hardware_share_a_lock():
+    assert physical_device("cpu") == physical_device("openvino:CPU") == "cpu"
+    assert physical_device("cuda") == physical_device("cuda:0") == "cuda-0"
+    assert physical_device("cuda:1") == "cuda-1"
+
+
+def test_a_held_device_makes_the_next_holder_wait_then_give_up_naming_the_holder(lock_env):
+    proc = _holder("cpu", 30, lock_env)
+    try:
+        told = []
+        started = time.monotonic()
+        with pytest.raises(DeviceBusy, match=rf"device cpu is still measuring for pid {proc.pid}"):
+            with hold_devices(["cpu"], wait_s=1.5, on_wait=told.append):
+                pass
+        assert time.monotonic() - started >= 1.4
+        assert told and f"pid {proc.pid}" in told[0]
+        with hold_devices(["cuda-0"], wait_s=0):  # another device is free
+            pass
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_kernel_frees_the_lock_of_a_killed_holder(lock_env):
+    proc = _holder("cpu", 60, lock_env)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with hold_devices(["cpu"], wait_s=2):  # no stale lock to reap
+        pass
+
+
+def test_the_lock_is_reentrant_within_a_process_and_released_at_the_outermost_exit(lock_env):
+    with hold_devices(["cpu"], wait_s=0):
+        with hold_devices(["cpu", "cuda-0"], wait_s=0):
+            pass
+        # still held by the outer block: another process cannot take it
+        probe = subprocess.run([sys.executable, "-c", "from benchmark_runners.device_lock import hold_devices\n"
+                                "with hold_devices(['cpu'], wait_s=0): pass"], capture_output=True, text=True, env=lock_env)
+        assert probe.returncode != 0 and "DeviceBusy" in probe.stderr
+    probe = subprocess.run([sys.executable, "-c", "from benchmark_runners.device_lock import hold_devices\n"
+                            "with hold_devices(['cpu', 'cuda-0'], wait_s=0): pass"], capture_output=True, text=True, env=lock_env)
+    assert probe.returncode == 0, probe.stderr
+
+
+def test_a_bad_wait_bound_is_refused(monkeypatch, lock_env):
+    monkeypatch.setenv("DEVICEFIT_DEVICE_WAIT_S", "forever")
+    with pytest.raises(DeviceBusy, match="DEVICEFIT_DEVICE_WAIT_S"):
+        with hold_devices(["cpu"]):
+            pass
