@@ -1,5 +1,6 @@
 """Asset checks: thin wrappers over devicefit.checks."""
 
+import json
 from typing import Callable
 
 import dagster as dg
@@ -21,12 +22,13 @@ def _run(devicefit_data: DevicefitData, check: Callable, severity=dg.AssetCheckS
                                          for k, v in outcome.metadata.items()})
 
 
-@dg.asset_check(asset=benchmark_results, description="No NaN, zero or negative timings.")
+# Blocking: a failed check stops the derived assets of the same run from building on bad rows.
+@dg.asset_check(asset=benchmark_results, blocking=True, description="No NaN, zero or negative timings.")
 def timings_valid(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
     return _run(devicefit_data, checks.timings_valid)
 
 
-@dg.asset_check(asset=benchmark_results, description="Throughput agrees with batch size and latency samples.")
+@dg.asset_check(asset=benchmark_results, blocking=True, description="Throughput agrees with batch size and latency samples.")
 def throughput_consistent(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
     return _run(devicefit_data, checks.throughput_consistent)
 
@@ -47,8 +49,9 @@ def aggregates_valid(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(asset=compatibility_matrix, description="Every family x hardware kind has an entry.")
-def compatibility_complete(compatibility_matrix: dict) -> dg.AssetCheckResult:
-    outcome = checks.compatibility_complete(compatibility_matrix)
+def compatibility_complete(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
+    path = devicefit_data.paths().outputs / "compatibility_matrix.json"  # the published file, not a pickled copy
+    outcome = checks.compatibility_complete(json.loads(path.read_text()))
     return dg.AssetCheckResult(passed=outcome.passed, description=outcome.description,
                                metadata={k: dg.MetadataValue.json(v) if isinstance(v, list) else v for k, v in outcome.metadata.items()})
 

@@ -1,32 +1,42 @@
-"""What is being measured: the machine's hardware and the model catalog."""
+"""What is being measured: the machine's hardware and the model catalog. Both are files or
+metadata, not values Dagster would pickle: each returns a MaterializeResult."""
 import dagster as dg
 from pydantic import Field
 
+from assets.metadata import OWNERS, rows_table, table_metadata
 from benchmark_runners.hardware import detect_hardware
-from devicefit.pipeline import catalog_facts, inventory_rows, markdown_table
+from benchmark_runners.paths import hardware_cache_path
+from devicefit.pipeline import catalog_facts, inventory_rows
 
 
 class InventoryConfig(dg.Config):
     refresh: bool = Field(default=False, description="Re-detect and re-probe instead of using the cache.")
 
 
-@dg.asset(group_name="inventory", description="Detected hardware platforms, device fingerprints and probe figures.")
-def hardware_inventory(context: dg.AssetExecutionContext, config: InventoryConfig) -> dg.Output[dict]:
+@dg.asset(group_name="inventory", kinds={"json"}, owners=OWNERS,
+          description="Detected hardware platforms, device fingerprints and probe figures (data/hardware.json).")
+def hardware_inventory(config: InventoryConfig) -> dg.MaterializeResult:
     inventory = detect_hardware(refresh=config.refresh)
     rows, probes = inventory_rows(inventory)
-    return dg.Output(inventory.to_json(), metadata={
+    return dg.MaterializeResult(metadata={
+        "path": dg.MetadataValue.path(str(hardware_cache_path())),
         "available": dg.MetadataValue.text(", ".join(inventory.available_kinds())),
-        "platforms": dg.MetadataValue.md(markdown_table(rows, list(rows[0]))),
-        "probe": dg.MetadataValue.md(markdown_table(probes, ["device", "matmul_gflops_best", "memory_bandwidth_gbs_best"])),
+        "platforms": rows_table(rows, list(rows[0])),
+        "probe": rows_table(probes, ["device", "matmul_gflops_best", "memory_bandwidth_gbs_best"]),
         "from_cache": inventory.from_cache,
     })
 
 
-@dg.asset(group_name="inventory", description="The catalog: family, exact parameters, FLOPs per sample, weight bytes.")
-def model_catalog() -> dg.Output[list]:
+CATALOG_COLUMNS = [("name", "string"), ("family", "string"), ("subfamily", "string"), ("architecture", "string"),
+                   ("parameters", "int"), ("forward_gflops_per_sample", "float"), ("weight_bytes", "int"), ("input", "string")]
+
+
+@dg.asset(group_name="inventory", owners=OWNERS,
+          description="The catalog: family, exact parameters, FLOPs per sample, weight bytes.")
+def model_catalog() -> dg.MaterializeResult:
     facts = catalog_facts()
-    return dg.Output(facts, metadata={
-        "models": len(facts),
+    return dg.MaterializeResult(metadata={
+        **table_metadata(len(facts), CATALOG_COLUMNS),
         "families": dg.MetadataValue.text(", ".join(sorted({f["family"] for f in facts}))),
-        "catalog": dg.MetadataValue.md(markdown_table(facts, ["name", "family", "architecture", "parameters", "forward_gflops_per_sample"])),
+        "catalog": rows_table(facts, [name for name, _ in CATALOG_COLUMNS]),
     })

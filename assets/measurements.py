@@ -1,10 +1,14 @@
 """The measurements: one partition per (hardware, model), each landing its rows atomically."""
 
+from typing import Literal
+
 import dagster as dg
 from pydantic import Field
 
+from assets.metadata import OWNERS
 from assets.partitions import measurement_partitions
 from assets.resources import DevicefitData
+from benchmark_runners.code_version import measurement_code_version
 from benchmark_runners.hardware import detect_hardware
 from devicefit.pipeline import measure_partition, results_markdown
 from devicefit.profiles import Selection
@@ -13,7 +17,7 @@ from devicefit.profiles import Selection
 class SweepConfig(dg.Config):
     """Spec 004's options as run config; empty lists mean "as the profile says"."""
 
-    profile: str = Field(default="quick", description="quick (make run) or full (nightly)")
+    profile: Literal["quick", "full"] = Field(default="quick", description="quick (make run) or full (nightly)")
     batch_sizes: list[int] = Field(default_factory=list, description="override the profile's batch sizes")
     precisions: list[str] = Field(default_factory=list, description="override: fp32, fp16, bf16, int8")
     training_mode: bool | None = Field(default=None, description="true: also train; false: inference only; null: profile")
@@ -29,6 +33,9 @@ class SweepConfig(dg.Config):
     deps=["hardware_inventory", "model_catalog"],
     description="Benchmark rows of one model on one hardware kind, landed as data/raw/partition__<hw>__<model>.json.",
     tags={"devicefit/kind": "benchmark"},
+    kinds={"pytorch", "openvino", "json"},
+    owners=OWNERS,
+    code_version=measurement_code_version(),  # the harness, backends, worker and model building
 )
 def measurements(context: dg.AssetExecutionContext, config: SweepConfig, devicefit_data: DevicefitData) -> dg.MaterializeResult:
     outcome = measure_partition(context.partition_key, config.selection(), detect_hardware(), devicefit_data.paths())

@@ -4,15 +4,17 @@ from dataclasses import asdict
 import dagster as dg
 
 from assets.automation import EAGER
+from assets.metadata import OWNERS, rows_table
 from assets.resources import DevicefitData
 from assets.results import benchmark_results
 from benchmark_runners.hardware import detect_hardware
-from devicefit.pipeline import markdown_table, publish_prediction_matrix, train_predictors, validate_served_predictions
+from devicefit.pipeline import publish_prediction_matrix, train_predictors, validate_served_predictions
 from devicefit.predict.matrix import count_by_source
 from devicefit.predict.training import ERROR_BARS, TARGETS, InsufficientData
 from devicefit.predict.validation_report import ErrorMetrics, ValidationReport
 
 PREDICTOR_KEYS = {t: f"{t}_predictor" for t in TARGETS}
+METRIC_COLUMNS = ["group", "mape", "median_ape", "within_10pct", "n"]
 
 
 def _metrics_rows(groups: dict[str, ErrorMetrics]) -> list[dict]:
@@ -21,6 +23,7 @@ def _metrics_rows(groups: dict[str, ErrorMetrics]) -> list[dict]:
 
 @dg.multi_asset(
     specs=[dg.AssetSpec(key, deps=[benchmark_results], group_name="prediction", automation_condition=EAGER, skippable=True,
+                        kinds={"lightgbm"}, owners=OWNERS,
                         description=f"LightGBM {t} regressor, validated on held-out models") for t, key in PREDICTOR_KEYS.items()],
     pool="duckdb_writer",
 )
@@ -44,15 +47,14 @@ def predictors(context: dg.AssetExecutionContext, devicefit_data: DevicefitData)
             "bar_mape": ERROR_BARS[t],
             "interval_level": validation.level,
             "interval_coverage": v.interval_coverage,
-            "per_family": dg.MetadataValue.md(markdown_table(_metrics_rows(v.per_family), ["group", "mape", "median_ape", "within_10pct", "n"])),
-            "per_hardware": dg.MetadataValue.md(markdown_table(_metrics_rows(v.per_hardware), ["group", "mape", "median_ape", "within_10pct", "n"])),
-            **({"held_out_device": dg.MetadataValue.md(markdown_table(_metrics_rows(v.leave_one_hardware_out_per_device),
-                                                                      ["group", "mape", "median_ape", "within_10pct", "n"]))}
+            "per_family": rows_table(_metrics_rows(v.per_family), METRIC_COLUMNS),
+            "per_hardware": rows_table(_metrics_rows(v.per_hardware), METRIC_COLUMNS),
+            **({"held_out_device": rows_table(_metrics_rows(v.leave_one_hardware_out_per_device), METRIC_COLUMNS)}
                if v.leave_one_hardware_out_per_device else {}),
         })
 
 
-@dg.asset(deps=list(PREDICTOR_KEYS.values()), group_name="prediction", automation_condition=EAGER,
+@dg.asset(deps=list(PREDICTOR_KEYS.values()), group_name="prediction", automation_condition=EAGER, kinds={"json"}, owners=OWNERS,
           description="Spec 001 prediction matrix (default models x hardware x batch sizes x precisions), data/outputs/.")
 def prediction_matrix(devicefit_data: DevicefitData) -> dg.MaterializeResult:
     path, matrix = publish_prediction_matrix(devicefit_data.paths())
@@ -62,13 +64,14 @@ def prediction_matrix(devicefit_data: DevicefitData) -> dg.MaterializeResult:
 
 
 @dg.asset(deps=[benchmark_results], group_name="prediction", pool="duckdb_writer", automation_condition=EAGER,
+          kinds={"duckdb"}, owners=OWNERS,
           description="Served predictions (API, matrix) against measurements taken after them: the predictors' real error.")
 def prediction_validation(devicefit_data: DevicefitData) -> dg.MaterializeResult:
     loaded, by_source = validate_served_predictions(devicefit_data.paths())
     return dg.MaterializeResult(metadata={
         "predictions_loaded": loaded,
         "matched_with_later_measurements": sum(r["n"] for r in by_source),
-        "error_by_source": dg.MetadataValue.md(markdown_table(by_source, ["source", "n", "latency_mape", "throughput_mape", "memory_mape"]))
+        "error_by_source": rows_table(by_source, ["source", "n", "latency_mape", "throughput_mape", "memory_mape"])
         if by_source else dg.MetadataValue.text("no served prediction has been measured since"),
     })
 

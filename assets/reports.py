@@ -1,13 +1,15 @@
 """Reports downstream of the results and the predictors (dashboard, comparative analysis,
 recommendations), and the regression report with its check against each config's previous run."""
+import json
+
 import dagster as dg
 
 from assets.automation import EAGER
+from assets.metadata import OWNERS, rows_table
 from assets.predictors import PREDICTOR_KEYS
 from assets.resources import DevicefitData
 from assets.results import aggregated_results, benchmark_results
-from devicefit.pipeline import markdown_table
-from devicefit.reports import DEFAULT_REGRESSION_THRESHOLD, publish_regression_report, publish_reports
+from devicefit.reports import DEFAULT_REGRESSION_THRESHOLD, publish_regression_report, publish_reports, regression_report_path
 
 
 class ReportConfig(dg.Config):
@@ -15,6 +17,7 @@ class ReportConfig(dg.Config):
 
 
 @dg.asset(deps=[aggregated_results, *PREDICTOR_KEYS.values()], group_name="reports", automation_condition=EAGER,
+          kinds={"plotly", "html", "csv"}, owners=OWNERS,
           description="Plotly dashboard (data/outputs/reports/index.html), comparative_analysis.csv and recommendations.json.")
 def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData) -> dg.MaterializeResult:
     published = publish_reports(devicefit_data.paths(), png=config.png)
@@ -30,21 +33,23 @@ def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData) -> dg
     })
 
 
-@dg.asset(deps=[benchmark_results], group_name="reports", automation_condition=EAGER,
+@dg.asset(deps=[benchmark_results], group_name="reports", automation_condition=EAGER, kinds={"json"}, owners=OWNERS,
           description="Each config's latest run against its previous run (Mann-Whitney on raw samples + "
                       f"{DEFAULT_REGRESSION_THRESHOLD:.0%} threshold), data/outputs/regression_report.json.")
-def regression_report(devicefit_data: DevicefitData) -> dg.Output[dict]:
+def regression_report(devicefit_data: DevicefitData) -> dg.MaterializeResult:
     report = publish_regression_report(devicefit_data.paths())
     changed = [c for c in report["comparisons"] if c["verdict"] in ("regression", "improvement", "inconclusive")]
-    return dg.Output(report, metadata={
+    return dg.MaterializeResult(metadata={
+        "path": dg.MetadataValue.path(str(regression_report_path(devicefit_data.paths()))),
         "status": report["status"], **{k: v for k, v in report["summary"].items()},
-        "changes": dg.MetadataValue.md(markdown_table(changed, ["config", "verdict", "baseline_p50_ms", "current_p50_ms", "change", "p_value"]))
+        "changes": rows_table(changed, ["config", "verdict", "baseline_p50_ms", "current_p50_ms", "change", "p_value"])
         if changed else dg.MetadataValue.text("none"),
     })
 
 
 @dg.asset_check(asset=regression_report, description="No config got slower than its previous run (rank test and threshold).")
-def no_performance_regression(regression_report: dict) -> dg.AssetCheckResult:
+def no_performance_regression(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
+    regression_report = json.loads(regression_report_path(devicefit_data.paths()).read_text())
     regressed = [c for c in regression_report["comparisons"] if c["verdict"] == "regression"]
     return dg.AssetCheckResult(
         passed=not regressed, severity=dg.AssetCheckSeverity.WARN,

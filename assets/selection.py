@@ -2,6 +2,7 @@
 import dagster as dg
 
 from assets.automation import EAGER
+from assets.metadata import OWNERS
 from assets.predictors import PREDICTOR_KEYS
 from assets.resources import DevicefitData
 from assets.results import compatibility_matrix
@@ -10,6 +11,7 @@ from devicefit.pipeline import publish_selection_map
 
 
 @dg.asset(deps=[*PREDICTOR_KEYS.values(), compatibility_matrix], group_name="selection", automation_condition=EAGER,
+          kinds={"json"}, owners=OWNERS,
           description="Spec 002 selection map (families x size categories x modes, and batch sizes), data/outputs/.")
 def selection_map(devicefit_data: DevicefitData) -> dg.MaterializeResult:
     path, document = publish_selection_map(devicefit_data.paths(), detect_hardware(probe=False).to_json())

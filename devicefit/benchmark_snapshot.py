@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from devicefit import store
+from devicefit.contracts import BENCHMARK_SNAPSHOT_FORMAT, publish
 from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
-from devicefit.results_io import write_json_atomic
 
-FORMAT = "devicefit.benchmark_snapshot/1"
+FORMAT = BENCHMARK_SNAPSHOT_FORMAT
 SNAPSHOT_NAME = "benchmarks.json"
 
 #: Columns of `aggregates` carried into the snapshot, in the order a reader sees them.
@@ -58,7 +58,7 @@ def publish_snapshot(paths: DataPaths, aggregates: list[dict[str, Any]] | None =
         finally:
             con.close()
     path = snapshot_path(paths)
-    write_json_atomic(path, build_snapshot(aggregates, paths.database))
+    publish(path, build_snapshot(aggregates, paths.database))  # validated against its contract first
     return path
 
 

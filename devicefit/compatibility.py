@@ -11,6 +11,7 @@ from typing import Any
 
 from benchmark_runners import registry
 from devicefit import store
+from devicefit.contracts import COMPATIBILITY_MATRIX_FORMAT
 from models.catalog import FAMILIES
 
 # Median achieved fraction of the device's probed fp32 matmul peak, as spec 002's rating.
@@ -71,6 +72,7 @@ def compatibility_matrix(con, inventory: dict[str, Any] | None = None) -> dict[s
             compat[kind] = entry
         families[family] = {"hardware_compatibility": compat}
     return {
+        "format": COMPATIBILITY_MATRIX_FORMAT,
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "hardware_types": list(registry.kind_names()),
         "model_families": families,

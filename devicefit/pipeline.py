@@ -13,7 +13,7 @@ from devicefit import store
 from devicefit.landing import LoadReport, load_landing_files, write_landing
 from devicefit.paths import DataPaths
 from devicefit.profiles import Selection, partition_configs
-from devicefit.results_io import results_document, write_json_atomic
+from devicefit.results_io import results_document
 from models.analysis import model_facts
 from models.catalog import load_catalog
 from models.classifier import classify_spec
@@ -104,8 +104,11 @@ def results_markdown(results: list[BenchmarkResult]) -> str:
 
 
 def write_output_json(paths: DataPaths, name: str, document: Any) -> str:
+    """Validated against its contract (devicefit.contracts) first, with the schemas beside it."""
+    from devicefit.contracts import publish
+
     path = paths.outputs / name
-    write_json_atomic(path, document)
+    publish(path, document)
     return str(path)
 
 

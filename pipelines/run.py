@@ -57,6 +57,9 @@ def writer_wait_s() -> float:
 
 def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: Callable[[str, int, int], None] | None = None,
                  on_wait: Callable[[str], None] | None = None) -> PipelineRun:
+    import dagster as dg
+
+    from assets.measurements import SweepConfig
     from devicefit.profiles import physical_device
     from pipelines import run_guard
     from pipelines.definitions import defs
@@ -67,7 +70,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
     instance = _instance()
     outcome = PipelineRun()
     owner = run_guard.owner_tags()
-    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the summary says what matters
+    quiet = {"console": {"config": {"log_level": "WARNING"}}}  # the summary says what matters
 
     with RunWatch(instance, writer_wait_s=wait_s) as watch, ExitStack() as measuring:
         if partition_keys:
@@ -90,10 +93,10 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
                     instance=instance, run_id=run_id, raise_on_error=False,
                     **{**kwargs, "tags": {**owner, **kwargs.get("tags", {})}})
 
-        execute("inventory_job", run_config=quiet)
-        config = {**quiet, "ops": {"measurements": {"config": {
-            "profile": selection.profile, "batch_sizes": list(selection.batch_sizes),
-            "precisions": list(selection.precisions), "training_mode": selection.training_mode}}}}
+        execute("inventory_job", run_config=dg.RunConfig(loggers=quiet))
+        config = dg.RunConfig(loggers=quiet, ops={"measurements": SweepConfig(
+            profile=selection.profile, batch_sizes=list(selection.batch_sizes), precisions=list(selection.precisions),
+            training_mode=selection.training_mode)})
         for i, key in enumerate(partition_keys):
             if on_partition:
                 on_partition(key, i, len(partition_keys))
@@ -106,7 +109,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
         # Measuring took minutes: a run may have died meanwhile. Wait (bounded) for the writer here,
         # where a signal ends the wait at once; the watchdog covers the rare slot taken in between.
         run_guard.wait_for_writer(instance, wait_s, sleep=_interruptible_sleep(watch), on_wait=on_wait)
-        results = execute("results_job", uses_pools=True, run_config=quiet)
+        results = execute("results_job", uses_pools=True, run_config=dg.RunConfig(loggers=quiet))
     outcome.results_success = results.success
     for event in results.all_events:
         if event.event_type_value == "ASSET_CHECK_EVALUATION":

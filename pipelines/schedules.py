@@ -1,12 +1,12 @@
 """The nightly sweep: one run per available (hardware, model) partition, full profile."""
 import dagster as dg
 
+from assets.measurements import SweepConfig
 from benchmark_runners.hardware import detect_hardware
 from devicefit.profiles import Selection, physical_device
 from pipelines.jobs import measurements_job
 
 DEVICE_TAG = "devicefit/device"  # dagster.yaml allows one run per tag value: one benchmark per device
-
 
 
 def nightly_run_requests(date: str, available_kinds: list[str]) -> list[dg.RunRequest]:
@@ -16,7 +16,7 @@ def nightly_run_requests(date: str, available_kinds: list[str]) -> list[dg.RunRe
             run_key=f"nightly-{date}-{key}",
             partition_key=key,
             tags={DEVICE_TAG: physical_device(key), "devicefit/profile": "full"},
-            run_config={"ops": {"measurements": {"config": {"profile": "full"}}}},
+            run_config=dg.RunConfig(ops={"measurements": SweepConfig(profile="full")}),
         )
         for key in selection.partition_keys(available_kinds)
     ]

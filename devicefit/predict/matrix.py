@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from benchmark_runners import registry
+from devicefit.contracts import PREDICTION_MATRIX_FORMAT
 from devicefit.predict.features import model_point
 from devicefit.predict.predictor import PerformancePredictor, Request
 from models.resolve import resolve_model
@@ -50,6 +51,7 @@ def prediction_matrix(predictor: PerformancePredictor, models: list[dict] | None
             "memory_interval": [x / MB for x in pred.memory_interval] if pred.memory_interval else None,
         }
     return {
+        "format": PREDICTION_MATRIX_FORMAT,
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "mode": mode,
         "models": out_models,

@@ -33,8 +33,12 @@ def publish_reports(paths: DataPaths, directory: Path | None = None, png: bool =
     recs = write_recommendations(data.aggregates, paths.outputs / "recommendations.json")
     dashboard = write_report(data, directory or reports_dir(paths), png=png,
                              extras={"comparative analysis (CSV)": csv_path, "recommendations (JSON)": recs,
-                                     "regression report (JSON)": paths.outputs / "regression_report.json"})
+                                     "regression report (JSON)": regression_report_path(paths)})
     return PublishedReports(csv_path, recs, dashboard)
+
+
+def regression_report_path(paths: DataPaths) -> Path:
+    return paths.outputs / "regression_report.json"
 
 
 def publish_regression_report(paths: DataPaths, threshold: float = DEFAULT_REGRESSION_THRESHOLD) -> dict[str, Any]:
@@ -46,5 +50,5 @@ def publish_regression_report(paths: DataPaths, threshold: float = DEFAULT_REGRE
     description, baseline = regression.load_baseline("previous", paths.database, current)
     comparisons = regression.compare(current, baseline, threshold)
     report = regression.regression_report(comparisons, threshold, regression.DEFAULT_ALPHA, description, "latest run of each config")
-    write_json_atomic(paths.outputs / "regression_report.json", report)
+    write_json_atomic(regression_report_path(paths), report)
     return report

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from benchmark_runners import registry
+from devicefit.contracts import SELECTION_MAP_FORMAT
 from devicefit.select.selector import HardwareSelector, SelectionError
 from models.analysis import parameter_count
 from models.catalog import FAMILIES, load_catalog
@@ -70,6 +71,7 @@ def selection_map(selector: HardwareSelector, model_families: list[str] | None =
             entry["inference"] = {"batch_sizes": {str(b): _cell(selector, model, family, b, "inference", hardware) for b in batches}}
         out[family] = entry
     return {
+        "format": SELECTION_MAP_FORMAT,
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "model_families": out, "batch_sizes": batches, "hardware_platforms": hardware,
         "config_source": selector.config.source, "predictor_version": selector.predictor.predictor.version(),

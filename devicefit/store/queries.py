@@ -61,6 +61,13 @@ def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
 
 
+def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
+    """(column, DuckDB type) of a table, in order: the column schema the Dagster UI shows."""
+    return [(name, type_) for name, type_ in con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+        [table]).fetchall()]
+
+
 def status(path: Path) -> dict[str, Any]:
     """What `devicefit db status` prints: version, row counts, sources, latest runs."""
     con = connect(path, read_only=True)

@@ -4,6 +4,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from models.catalog import catalog_names
 from pipelines import selections
@@ -77,3 +78,20 @@ def test_the_console_logger_drops_only_the_tracebacks_of_sigint_and_sigterm_stop
     assert not is_interrupt_record(record("quarantined partition__cpu__x.json: bad"))
     # a real failure whose message quotes a worker's stderr is still shown
     assert not is_interrupt_record(record("worker said: KeyboardInterrupt in a thread", "RuntimeError"))
+
+
+def test_typed_run_config_refuses_an_unknown_profile():
+    from pydantic import ValidationError
+
+    from assets.measurements import SweepConfig
+
+    assert SweepConfig(profile="full").profile == "full"
+    with pytest.raises(ValidationError, match="quick"):
+        SweepConfig(profile="fastest")
+
+
+def test_the_timing_checks_are_blocking():
+    from assets.checks import throughput_consistent, timings_valid
+
+    for check in (timings_valid, throughput_consistent):
+        assert all(spec.blocking for spec in check.check_specs)

@@ -37,7 +37,10 @@ def count(paths: DataPaths, where: str = "TRUE") -> int:
 
 
 def test_graph_materializes_in_process_on_two_tiny_models(tmp_path):
-    resources = {"devicefit_data": DevicefitData(data_dir=str(tmp_path))}
+    storage = tmp_path / "dagster_storage"
+    # Dagster's own file IO manager, as in DAGSTER_HOME/storage: it must stay empty (every asset
+    # returns a MaterializeResult; the files and DuckDB are the product, not pickled copies).
+    resources = {"devicefit_data": DevicefitData(data_dir=str(tmp_path)), "io_manager": dg.FilesystemIOManager(base_dir=str(storage))}
     instance = dg.DagsterInstance.ephemeral()
     for key in ("cpu|bert-tiny", "cpu|mobilenet-v2"):
         result = dg.materialize(ASSETS, selection="key:measurements", partition_key=key, run_config=TINY,
@@ -58,6 +61,22 @@ def test_graph_materializes_in_process_on_two_tiny_models(tmp_path):
     assert set(matrix) >= {"timestamp", "hardware_types", "model_families"}
     assert matrix["model_families"]["audio"]["hardware_compatibility"]["cpu"]["performance_rating"] is None
     assert matrix["model_families"]["audio"]["hardware_compatibility"]["cpu"]["source"] == "declared_unmeasured"
+    assert not [p for p in storage.rglob("*") if p.is_file()]
+    # What the UI's asset page shows: the table's row count and column schema, from the instance.
+    event = instance.get_latest_materialization_event(dg.AssetKey("aggregated_results"))
+    metadata = event.asset_materialization.metadata
+    assert metadata["dagster/row_count"].value == len(json.loads((paths.outputs / "benchmarks.json").read_text())["rows"]) > 0
+    columns = {c.name: c.type for c in metadata["dagster/column_schema"].value.columns}
+    assert {"model", "device_kind", "precision", "batch_size", "p50_ms", "is_best_precision"} <= set(columns)
+    assert columns["p50_ms"] == "DOUBLE" and columns["batch_size"] == "INTEGER"
+    rows = event.asset_materialization.metadata["headline"].value.records
+    assert rows and {"model", "p50_ms"} <= set(rows[0].data)
+    # Published documents match their contracts, as a consumer with only the schema would check.
+    import jsonschema
+
+    for name in ("compatibility_matrix", "benchmarks"):
+        schema = json.loads((paths.outputs / "schemas" / f"{name}.schema.json").read_text())
+        jsonschema.validate(json.loads((paths.outputs / f"{name}.json").read_text()), schema)
     assert matrix["model_families"]["audio"]["hardware_compatibility"]["webgpu"]["source"] == "no_backend"
     materializations = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
     assert materializations["benchmark_results"]["rows_loaded"].value == 4

@@ -106,6 +106,9 @@ def test_matrix_json_has_the_spec_shape(artifact):
     assert all(isinstance(entry[k], float) and entry[k] > 0 for k in ("throughput", "latency_mean", "memory_usage"))
     assert "webnn" not in bert["predictions"] and "webnn" in matrix["unpredictable"]
     json.dumps(matrix)
+    from devicefit import contracts
+
+    contracts.validate("prediction_matrix.json", matrix)  # its published contract
 
 
 def test_persistence_round_trip(measured, artifact):

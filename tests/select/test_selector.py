@@ -153,6 +153,9 @@ def test_selection_map_has_the_spec_shape(selector):
     assert small["inference"]["model"] and "webnn" in small["inference"]["excluded"]
     assert set(embedding["inference"]["batch_sizes"]) == {"1", "8"}
     assert "xlarge" in embedding["no_model"]  # no catalog embedding model has 10B parameters: said, not filled in
+    from devicefit import contracts
+
+    contracts.validate("selection_map.json", m)  # its published contract
     with pytest.raises(SelectionError, match="unknown model families"):
         selection_map(selector, ["poetry"])
 
