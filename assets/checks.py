@@ -4,19 +4,17 @@ import json
 from typing import Callable
 
 import dagster as dg
+from dagster_duckdb import DuckDBResource
 
 from assets.resources import DevicefitData
 from assets.results import aggregated_results, benchmark_results, compatibility_matrix
-from devicefit import checks, store
+from devicefit import checks
 from devicefit.checks import CheckOutcome
 
 
-def _run(devicefit_data: DevicefitData, check: Callable, severity=dg.AssetCheckSeverity.ERROR) -> dg.AssetCheckResult:
-    con = store.connect(devicefit_data.paths().database, read_only=True)
-    try:
+def _run(duckdb_reader: DuckDBResource, check: Callable, severity=dg.AssetCheckSeverity.ERROR) -> dg.AssetCheckResult:
+    with duckdb_reader.get_connection() as con:  # read-only, retried while a writer holds the lock
         outcome: CheckOutcome = check(con)
-    finally:
-        con.close()
     return dg.AssetCheckResult(passed=outcome.passed, severity=severity, description=outcome.description,
                                metadata={k: dg.MetadataValue.json(v) if isinstance(v, (list, dict)) else v
                                          for k, v in outcome.metadata.items()})
@@ -24,28 +22,28 @@ def _run(devicefit_data: DevicefitData, check: Callable, severity=dg.AssetCheckS
 
 # Blocking: a failed check stops the derived assets of the same run from building on bad rows.
 @dg.asset_check(asset=benchmark_results, blocking=True, description="No NaN, zero or negative timings.")
-def timings_valid(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
-    return _run(devicefit_data, checks.timings_valid)
+def timings_valid(duckdb_reader: DuckDBResource) -> dg.AssetCheckResult:
+    return _run(duckdb_reader, checks.timings_valid)
 
 
 @dg.asset_check(asset=benchmark_results, blocking=True, description="Throughput agrees with batch size and latency samples.")
-def throughput_consistent(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
-    return _run(devicefit_data, checks.throughput_consistent)
+def throughput_consistent(duckdb_reader: DuckDBResource) -> dg.AssetCheckResult:
+    return _run(duckdb_reader, checks.throughput_consistent)
 
 
 @dg.asset_check(asset=benchmark_results, description="Each partition and ingested file has rows or recorded failures.")
-def sources_have_rows(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
-    return _run(devicefit_data, checks.sources_have_rows)
+def sources_have_rows(duckdb_reader: DuckDBResource) -> dg.AssetCheckResult:
+    return _run(duckdb_reader, checks.sources_have_rows)
 
 
 @dg.asset_check(asset=benchmark_results, description="CI of the median within its target (warning: time caps may stop first).")
-def ci_within_target(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
-    return _run(devicefit_data, checks.ci_within_target, dg.AssetCheckSeverity.WARN)
+def ci_within_target(duckdb_reader: DuckDBResource) -> dg.AssetCheckResult:
+    return _run(duckdb_reader, checks.ci_within_target, dg.AssetCheckSeverity.WARN)
 
 
 @dg.asset_check(asset=aggregated_results, description="Positive medians and speedups.")
-def aggregates_valid(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
-    return _run(devicefit_data, checks.aggregates_valid)
+def aggregates_valid(duckdb_reader: DuckDBResource) -> dg.AssetCheckResult:
+    return _run(duckdb_reader, checks.aggregates_valid)
 
 
 @dg.asset_check(asset=compatibility_matrix, description="Every family x hardware kind has an entry.")

@@ -2,6 +2,7 @@
 from dataclasses import asdict
 
 import dagster as dg
+from dagster_duckdb import DuckDBResource
 
 from assets.automation import EAGER
 from assets.metadata import OWNERS, rows_table
@@ -27,9 +28,10 @@ def _metrics_rows(groups: dict[str, ErrorMetrics]) -> list[dict]:
                         description=f"LightGBM {t} regressor, validated on held-out models") for t, key in PREDICTOR_KEYS.items()],
     pool="duckdb_writer",
 )
-def predictors(context: dg.AssetExecutionContext, devicefit_data: DevicefitData):
+def predictors(context: dg.AssetExecutionContext, devicefit_data: DevicefitData, duckdb: DuckDBResource):
     try:
-        artifact = train_predictors(devicefit_data.paths(), detect_hardware(probe=False))
+        with duckdb.get_connection() as con:  # reads the rows, records the published version
+            artifact = train_predictors(devicefit_data.paths(), detect_hardware(probe=False), con)
     except InsufficientData as exc:
         context.log.warning(f"predictors not retrained: {exc}")  # the published predictor, if any, stays
         return
@@ -66,8 +68,9 @@ def prediction_matrix(devicefit_data: DevicefitData) -> dg.MaterializeResult:
 @dg.asset(deps=[benchmark_results], group_name="prediction", pool="duckdb_writer", automation_condition=EAGER,
           kinds={"duckdb"}, owners=OWNERS,
           description="Served predictions (API, matrix) against measurements taken after them: the predictors' real error.")
-def prediction_validation(devicefit_data: DevicefitData) -> dg.MaterializeResult:
-    loaded, by_source = validate_served_predictions(devicefit_data.paths())
+def prediction_validation(devicefit_data: DevicefitData, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    with duckdb.get_connection() as con:
+        loaded, by_source = validate_served_predictions(devicefit_data.paths(), con)
     return dg.MaterializeResult(metadata={
         "predictions_loaded": loaded,
         "matched_with_later_measurements": sum(r["n"] for r in by_source),

@@ -3,6 +3,7 @@ recommendations), and the regression report with its check against each config's
 import json
 
 import dagster as dg
+from dagster_duckdb import DuckDBResource
 
 from assets.automation import EAGER
 from assets.metadata import OWNERS, rows_table
@@ -16,11 +17,13 @@ class ReportConfig(dg.Config):
     png: bool = True  # rendered only where kaleido finds a Chromium binary; the reason is shown otherwise
 
 
-@dg.asset(deps=[aggregated_results, *PREDICTOR_KEYS.values()], group_name="reports", automation_condition=EAGER,
+# Readers of the store: in the writer pool (never beside another process's write), read-only.
+@dg.asset(deps=[aggregated_results, *PREDICTOR_KEYS.values()], group_name="reports", automation_condition=EAGER, pool="duckdb_writer",
           kinds={"plotly", "html", "csv"}, owners=OWNERS,
           description="Plotly dashboard (data/outputs/reports/index.html), comparative_analysis.csv and recommendations.json.")
-def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData) -> dg.MaterializeResult:
-    published = publish_reports(devicefit_data.paths(), png=config.png)
+def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData, duckdb_reader: DuckDBResource) -> dg.MaterializeResult:
+    with duckdb_reader.get_connection() as con:
+        published = publish_reports(devicefit_data.paths(), png=config.png, con=con)
     d = published.dashboard
     return dg.MaterializeResult(metadata={
         "dashboard": dg.MetadataValue.url(d.index.resolve().as_uri()),
@@ -33,11 +36,12 @@ def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData) -> dg
     })
 
 
-@dg.asset(deps=[benchmark_results], group_name="reports", automation_condition=EAGER, kinds={"json"}, owners=OWNERS,
+@dg.asset(deps=[benchmark_results], group_name="reports", automation_condition=EAGER, kinds={"json"}, owners=OWNERS, pool="duckdb_writer",
           description="Each config's latest run against its previous run (Mann-Whitney on raw samples + "
                       f"{DEFAULT_REGRESSION_THRESHOLD:.0%} threshold), data/outputs/regression_report.json.")
-def regression_report(devicefit_data: DevicefitData) -> dg.MaterializeResult:
-    report = publish_regression_report(devicefit_data.paths())
+def regression_report(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource) -> dg.MaterializeResult:
+    with duckdb_reader.get_connection() as con:
+        report = publish_regression_report(devicefit_data.paths(), con=con)
     changed = [c for c in report["comparisons"] if c["verdict"] in ("regression", "improvement", "inconclusive")]
     return dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(regression_report_path(devicefit_data.paths()))),

@@ -1,8 +1,16 @@
-"""The one resource: where the data directory is."""
+"""The resources: where the data directory is, and DuckDB through dagster-duckdb.
 
+Every asset and check reaches the store through a `DuckDBResource`, whose `get_connection()`
+retries with backoff while another process holds DuckDB's lock instead of failing at once.
+`duckdb` writes and is used only by assets in the `duckdb_writer` pool (one writer process at a
+time); `duckdb_reader` opens read-only (DuckDB's `access_mode`), for checks outside the pool."""
+
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
+from dagster_duckdb import DuckDBResource
 
 from benchmark_runners.paths import data_dir
 from devicefit.paths import DataPaths
@@ -15,3 +23,31 @@ class DevicefitData(dg.ConfigurableResource):
 
     def paths(self) -> DataPaths:
         return DataPaths(Path(self.data_dir).resolve() if self.data_dir else data_dir())
+
+
+class StoreDuckDB(DuckDBResource):
+    """dagster-duckdb's resource on devicefit's store. `database` empty: the store of the data
+    directory in force when a connection is opened (DEVICEFIT_DATA_DIR or ./data), like
+    DevicefitData, so a code location loaded before the variable was set still opens the right file."""
+
+    database: str = ""
+
+    @contextmanager
+    def get_connection(self):
+        path = Path(self.database) if self.database else DataPaths(data_dir()).database
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with DuckDBResource(database=str(path), connection_config=self.connection_config).get_connection() as con:
+            yield con
+
+
+READ_ONLY = {"access_mode": "READ_ONLY"}
+
+
+def devicefit_resources(directory: str = "") -> dict[str, Any]:
+    """The three resources for one data directory ("": DEVICEFIT_DATA_DIR or ./data when used),
+    so the DuckDB resources always open the store of the data directory the assets write."""
+    data = DevicefitData(data_dir=directory)
+    database = str(data.paths().database) if directory else ""
+    return {"devicefit_data": data,
+            "duckdb": StoreDuckDB(database=database),
+            "duckdb_reader": StoreDuckDB(database=database, connection_config=READ_ONLY)}

@@ -3,6 +3,7 @@ compatibility_matrix. Each writes DuckDB from one process at a time (pool duckdb
 Table assets carry their row count and column schema (the asset page shows both)."""
 
 import dagster as dg
+from dagster_duckdb import DuckDBResource
 
 from assets.automation import AFTER_NEW_MEASUREMENTS, EAGER
 from assets.metadata import OWNERS, rows_table, table_metadata
@@ -15,24 +16,18 @@ from devicefit.compatibility import summary_rows
 from devicefit.pipeline import load_results, refresh_aggregates, write_output_json
 
 
-def _read(devicefit_data: DevicefitData, read):
-    con = store.connect(devicefit_data.paths().database, read_only=True)
-    try:
-        return read(con)
-    finally:
-        con.close()
-
-
 @dg.asset(deps=["measurements"], group_name="store", pool="duckdb_writer", automation_condition=AFTER_NEW_MEASUREMENTS,
           kinds={"duckdb"}, owners=OWNERS,
           description="Landing files loaded into DuckDB (measurements, runs, hardware, models); bad files quarantined.")
-def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: DevicefitData) -> dg.MaterializeResult:
+def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: DevicefitData, duckdb: DuckDBResource) -> dg.MaterializeResult:
     paths = devicefit_data.paths()
-    report = load_results(paths)
+    paths.database.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.get_connection() as con:
+        report = load_results(paths, con)
+        counts, columns = store.table_counts(con), store.table_columns(con, "measurements")
+        by_status, failures = store.status_counts(con), store.recent_failures(con)
     for name, reason in report.quarantined:
         context.log.error(f"quarantined {name}: {reason}")
-    counts, columns, by_status, failures = _read(devicefit_data, lambda con: (
-        store.table_counts(con), store.table_columns(con, "measurements"), store.status_counts(con), store.recent_failures(con)))
     return dg.MaterializeResult(metadata={
         **table_metadata(counts["measurements"], columns),
         "dagster/table_name": "measurements",
@@ -56,10 +51,11 @@ HEADLINE = ["model", "device_kind", "mode", "batch_size", "best_precision", "p50
           kinds={"duckdb", "json"}, owners=OWNERS,
           description="Median over runs per config, speedup vs the same host's CPU fp32, best precision per config; "
                       "published as outputs/benchmarks.json for readers that must not open DuckDB (the API).")
-def aggregated_results(devicefit_data: DevicefitData) -> dg.MaterializeResult:
+def aggregated_results(devicefit_data: DevicefitData, duckdb: DuckDBResource) -> dg.MaterializeResult:
     paths = devicefit_data.paths()
-    rows = refresh_aggregates(paths)
-    columns = _read(devicefit_data, lambda con: store.table_columns(con, "aggregates"))
+    with duckdb.get_connection() as con:
+        rows = refresh_aggregates(paths, con)
+        columns = store.table_columns(con, "aggregates")
     best = [r for r in rows if r["is_best_precision"]]
     return dg.MaterializeResult(metadata={
         **table_metadata(len(rows), columns),
@@ -72,10 +68,10 @@ def aggregated_results(devicefit_data: DevicefitData) -> dg.MaterializeResult:
 @dg.asset(deps=[benchmark_results], group_name="store", pool="duckdb_writer", automation_condition=EAGER,
           kinds={"json"}, owners=OWNERS,
           description="Family x hardware compatibility from measured statuses (spec 002 JSON); unmeasured support labelled.")
-def compatibility_matrix(devicefit_data: DevicefitData) -> dg.MaterializeResult:
+def compatibility_matrix(devicefit_data: DevicefitData, duckdb: DuckDBResource) -> dg.MaterializeResult:
     paths = devicefit_data.paths()
-    inventory = detect_hardware(probe=False).to_json()
-    matrix = _read(devicefit_data, lambda con: build_compatibility_matrix(con, inventory))
+    with duckdb.get_connection() as con:
+        matrix = build_compatibility_matrix(con, detect_hardware(probe=False).to_json())
     path = write_output_json(paths, "compatibility_matrix.json", matrix)
     rows = summary_rows(matrix)
     return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(path),

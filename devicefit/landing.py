@@ -91,40 +91,48 @@ def _load_order(path: Path) -> tuple[bool, str]:
     return (path.name.startswith("ingest"), path.name)
 
 
-def load_landing_files(db_path: Path, raw_dir: Path) -> LoadReport:
+def load_landing_files(database: store.Source, raw_dir: Path) -> LoadReport:
     """Load every landing file whose content changed since its last load; quarantine bad ones
     with their reason and go on with the rest. A failure of the machine (disk full, I/O) stops
     the load with StoreError and leaves the file in place for the next run; each source is one
-    transaction, so the store is never half-written."""
-    report = LoadReport()
-    raw_dir = Path(raw_dir)
-    con = store.connect(db_path)
+    transaction, so the store is never half-written. `database`: a path (opened and closed
+    here, the close checked) or the caller's writable connection (the pipeline's)."""
+    if not isinstance(database, (str, Path)):
+        store.migrate(database)
+        return _load(database, Path(raw_dir))
+    con = store.connect(database)
     failed = True
     try:
         store.migrate(con)
-        for path in sorted(raw_dir.glob("*.json"), key=_load_order) if raw_dir.is_dir() else []:
-            data = path.read_bytes()
-            sha = hashlib.sha256(data).hexdigest()
-            unchanged = store.source_loaded_from(con, str(path), sha)
-            if unchanged is not None:  # loaded before, byte for byte: no need to parse it again
-                report.unchanged.append(unchanged)
-                continue
-            try:
-                document = read_document(path, data)
-                source_key = document.get("source_key") or path.stem
-                if store.source_sha(con, source_key) == sha:
-                    report.unchanged.append(source_key)
-                    continue
-                loaded = store.replace_source(con, source_key, _origin(source_key), document, str(path), sha)
-                report.loaded.append((source_key, loaded.rows))
-                if loaded.duplicates:
-                    report.duplicates.append((source_key, loaded.duplicates))
-            except LandingFileError as exc:
-                quarantine(path, str(exc))
-                report.quarantined.append((path.name, str(exc)))
+        report = _load(con, Path(raw_dir))
         failed = False
     finally:
-        _close(con, db_path, failed)
+        _close(con, database, failed)
+    return report
+
+
+def _load(con, raw_dir: Path) -> LoadReport:
+    report = LoadReport()
+    for path in sorted(raw_dir.glob("*.json"), key=_load_order) if raw_dir.is_dir() else []:
+        data = path.read_bytes()
+        sha = hashlib.sha256(data).hexdigest()
+        unchanged = store.source_loaded_from(con, str(path), sha)
+        if unchanged is not None:  # loaded before, byte for byte: no need to parse it again
+            report.unchanged.append(unchanged)
+            continue
+        try:
+            document = read_document(path, data)
+            source_key = document.get("source_key") or path.stem
+            if store.source_sha(con, source_key) == sha:
+                report.unchanged.append(source_key)
+                continue
+            loaded = store.replace_source(con, source_key, _origin(source_key), document, str(path), sha)
+            report.loaded.append((source_key, loaded.rows))
+            if loaded.duplicates:
+                report.duplicates.append((source_key, loaded.duplicates))
+        except LandingFileError as exc:
+            quarantine(path, str(exc))
+            report.quarantined.append((path.name, str(exc)))
     return report
 
 

@@ -48,21 +48,18 @@ def measure_partition(partition_key: str, selection: Selection, inventory: Hardw
     return PartitionOutcome(partition_key, results, str(path), time.perf_counter() - started)
 
 
-def load_results(paths: DataPaths) -> LoadReport:
-    return load_landing_files(paths.database, paths.raw)
+def load_results(paths: DataPaths, con: store.Source | None = None) -> LoadReport:
+    return load_landing_files(paths.database if con is None else con, paths.raw)
 
 
-def refresh_aggregates(paths: DataPaths) -> list[dict[str, Any]]:
+def refresh_aggregates(paths: DataPaths, con: store.Source | None = None) -> list[dict[str, Any]]:
     """Recompute the aggregates table and publish it as the benchmark snapshot the API serves."""
     from devicefit.benchmark_snapshot import publish_snapshot
 
-    con = store.connect(paths.database)
-    try:
+    with store.opened(paths.database if con is None else con) as con:
         store.migrate(con)
         store.refresh_aggregates(con)
         rows = store.aggregates(con)
-    finally:
-        con.close()
     publish_snapshot(paths, rows)
     return rows
 
@@ -122,16 +119,17 @@ def inventory_rows(inventory: HardwareInventory) -> tuple[list[dict[str, Any]], 
     return platforms, probes
 
 
-def train_predictors(paths: DataPaths, inventory: HardwareInventory) -> dict[str, Any]:
+def train_predictors(paths: DataPaths, inventory: HardwareInventory, con: store.Source | None = None) -> dict[str, Any]:
     """Train on every measured row in the store, validate on held-out models, publish."""
     from devicefit.predict import artifacts
     from devicefit.predict.hardware_specs import training_specs
     from devicefit.predict.training import train
 
-    rows = store.read_ok_measurements(paths.database)
-    specs, local_host = training_specs(rows, store.read_hardware_rows(paths.database), inventory.to_json())
+    source = paths.database if con is None else con
+    rows = store.read_ok_measurements(source)
+    specs, local_host = training_specs(rows, store.read_hardware_rows(source), inventory.to_json())
     artifact = train(rows, specs, local_host)
-    artifacts.save(paths, artifact)
+    artifacts.save(paths, artifact, con=con)
     return artifact
 
 
@@ -161,12 +159,11 @@ def publish_selection_map(paths: DataPaths, inventory: dict[str, Any]) -> tuple[
     return write_output_json(paths, "selection_map.json", document), document
 
 
-def validate_served_predictions(paths: DataPaths) -> tuple[int, list[dict[str, Any]]]:
+def validate_served_predictions(paths: DataPaths, con: store.Source | None = None) -> tuple[int, list[dict[str, Any]]]:
     """Load served-prediction files and compare them with measurements taken since."""
     from devicefit.predict.served import read_served, served_dir
 
-    con = store.connect(paths.database)
-    try:
+    with store.opened(paths.database if con is None else con) as con:
         store.migrate(con)
         loaded = 0
         for path in sorted(served_dir(paths).glob("served-*.jsonl")) if served_dir(paths).is_dir() else []:
@@ -174,5 +171,3 @@ def validate_served_predictions(paths: DataPaths) -> tuple[int, list[dict[str, A
             store.replace_served_predictions(con, path.name, rows)
             loaded += len(rows)
         return loaded, store.refresh_prediction_errors(con)
-    finally:
-        con.close()

@@ -6,7 +6,7 @@ from assets.inventory import hardware_inventory, model_catalog
 from assets.measurements import measurements
 from assets.predictors import PREDICTOR_CHECKS, prediction_matrix, prediction_validation, predictors
 from assets.reports import benchmark_reports, no_performance_regression, regression_report
-from assets.resources import DevicefitData
+from assets.resources import devicefit_resources
 from assets.results import aggregated_results, benchmark_results, compatibility_matrix
 from assets.selection import selection_map
 from pipelines.jobs import inventory_job, measurements_job, results_job
@@ -25,7 +25,7 @@ defs = dg.Definitions(
     jobs=[measurements_job, results_job, inventory_job],
     schedules=[nightly_benchmarks],
     sensors=[automation_sensor],
-    resources={"devicefit_data": DevicefitData()},
+    resources=devicefit_resources(),  # the data directory, and DuckDB through dagster-duckdb
     loggers={"console": console_logger},  # Dagster's, less the tracebacks of SIGINT/SIGTERM stops
     # Steps of a run execute one after another in one process: DuckDB allows one writing
     # process, and benchmarks already run in their own isolated workers. Across runs, the

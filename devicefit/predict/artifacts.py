@@ -31,7 +31,7 @@ def within_bars(artifact: dict[str, Any]) -> dict[str, bool]:
     return {t: targets[t].leave_one_model_out.mape <= ERROR_BARS[t] for t in TARGETS}
 
 
-def save(paths: DataPaths, artifact: dict[str, Any]) -> Path:
+def save(paths: DataPaths, artifact: dict[str, Any], con: "store.Source | None" = None) -> Path:
     """Write the versioned artifact and `current.json` atomically, and record the version."""
     digest = hashlib.sha256(json.dumps(artifact["boosters"], sort_keys=True).encode()).hexdigest()[:8]
     artifact["version"] = artifact["trained_at"].replace(":", "").replace("-", "").split("+")[0] + "-" + digest
@@ -41,12 +41,9 @@ def save(paths: DataPaths, artifact: dict[str, Any]) -> Path:
     tmp = directory / f".{CURRENT}.tmp"
     shutil.copyfile(path, tmp)
     tmp.replace(directory / CURRENT)
-    con = store.connect(paths.database)
-    try:
+    with store.opened(paths.database if con is None else con) as con:
         store.migrate(con)
         store.record_predictor_version(con, artifact["version"], artifact, str(path), all(within_bars(artifact).values()))
-    finally:
-        con.close()
     return path
 
 

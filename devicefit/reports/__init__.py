@@ -22,13 +22,13 @@ def reports_dir(paths: DataPaths) -> Path:
     return paths.outputs / "reports"
 
 
-def publish_reports(paths: DataPaths, directory: Path | None = None, png: bool = True) -> PublishedReports:
+def publish_reports(paths: DataPaths, directory: Path | None = None, png: bool = True, con=None) -> PublishedReports:
     """The comparative analysis CSV, the recommendations and the figure dashboard, from the store."""
     from devicefit.reports.analysis import write_analysis_csv, write_recommendations
     from devicefit.reports.dashboard import write_report
     from devicefit.reports.data import load_report_data
 
-    data = load_report_data(paths)
+    data = load_report_data(paths, con)
     csv_path = write_analysis_csv(data.aggregates, paths.outputs / "comparative_analysis.csv")
     recs = write_recommendations(data.aggregates, paths.outputs / "recommendations.json")
     dashboard = write_report(data, directory or reports_dir(paths), png=png,
@@ -41,13 +41,14 @@ def regression_report_path(paths: DataPaths) -> Path:
     return paths.outputs / "regression_report.json"
 
 
-def publish_regression_report(paths: DataPaths, threshold: float = DEFAULT_REGRESSION_THRESHOLD) -> dict[str, Any]:
+def publish_regression_report(paths: DataPaths, threshold: float = DEFAULT_REGRESSION_THRESHOLD, con=None) -> dict[str, Any]:
     """Each config's latest run against its previous run in the store (the nightly check)."""
     from devicefit.reports import regression
     from devicefit.results_io import write_json_atomic
 
-    current = regression.current_sets(paths.database)
-    description, baseline = regression.load_baseline("previous", paths.database, current)
+    source = paths.database if con is None else con  # con: the pipeline's DuckDBResource connection
+    current = regression.current_sets(source)
+    description, baseline = regression.load_baseline("previous", source, current)
     comparisons = regression.compare(current, baseline, threshold)
     report = regression.regression_report(comparisons, threshold, regression.DEFAULT_ALPHA, description, "latest run of each config")
     write_json_atomic(regression_report_path(paths), report)

@@ -43,11 +43,10 @@ def hardware_label(row: dict[str, Any]) -> str:
     return row["device_kind"] if backend in ("torch", row["device_kind"]) else f"{row['device_kind']} · {backend}"
 
 
-def load_report_data(paths: DataPaths) -> ReportData:
-    if not paths.database.exists():
+def load_report_data(paths: DataPaths, con: store.Source | None = None) -> ReportData:
+    if con is None and not paths.database.exists():
         raise FileNotFoundError(f"no database at {paths.database}: run `make run` or `devicefit run` first")
-    con = store.connect(paths.database, read_only=True)
-    try:
+    with store.opened(paths.database if con is None else con, read_only=True) as con:
         aggregates = store.aggregates(con)
         devices = {}
         for fp, kind, name, probe in store.hardware_rows(con):
@@ -56,8 +55,6 @@ def load_report_data(paths: DataPaths) -> ReportData:
                            "memory_bandwidth_gbs_best": probe.get("memory_bandwidth_gbs_best")}
         inputs = {(m, dims or "{}"): {"flops_per_sample": flops, "model_path": path}
                   for m, dims, flops, path in store.measured_inputs(con)}
-    finally:
-        con.close()
     data = ReportData(aggregates, devices, inputs)
     from devicefit.predict import artifacts
 

@@ -111,34 +111,28 @@ def _from_history_row(row: tuple) -> SampleSet:
                      contended, share)
 
 
-def _open(database: Path):
-    """The store, read-only; a database that cannot be opened (corrupt, locked, missing) is a
-    comparison that cannot be made, said in one line like any other BaselineError."""
+def _history(database: store.Source, run_id: str | None = None, latest_only: bool = False) -> list[tuple]:
+    """Sample history from the store (a path opens read-only); a database that cannot be opened
+    (corrupt, locked, missing) is a comparison that cannot be made, said in one line like any
+    other BaselineError."""
     try:
-        return store.connect(database, read_only=True)
+        with store.opened(database, read_only=True) as con:
+            return store.sample_history(con, run_id, latest_only=latest_only)
     except store.StoreError as exc:
         raise BaselineError(str(exc)) from exc
 
 
-def current_sets(database: Path, run_id: str | None = None) -> list[SampleSet]:
+def current_sets(database: store.Source, run_id: str | None = None) -> list[SampleSet]:
     """The latest run of every config in the store, or the configs of one run."""
-    con = _open(database)
-    try:
-        rows = store.sample_history(con, run_id, latest_only=not run_id)
-        if run_id and not rows:
-            raise BaselineError(f"run {run_id!r} has no measured rows in {database}")
-    finally:
-        con.close()
+    rows = _history(database, run_id, latest_only=not run_id)
+    if run_id and not rows:
+        raise BaselineError(f"run {run_id!r} has no measured rows in {database if isinstance(database, (str, Path)) else 'the store'}")
     return [_from_history_row(r) for r in rows]
 
 
-def previous_sets(database: Path, current: list[SampleSet]) -> dict[ConfigIdentity, SampleSet]:
+def previous_sets(database: store.Source, current: list[SampleSet]) -> dict[ConfigIdentity, SampleSet]:
     """For each current set, the latest earlier run of the same config on the same device."""
-    con = _open(database)
-    try:
-        rows = store.sample_history(con)
-    finally:
-        con.close()
+    rows = _history(database)
     wanted = {(s.identity, s.hardware_fingerprint): s.run_id for s in current}
     out: dict[ConfigIdentity, SampleSet] = {}
     for row in rows:
@@ -234,7 +228,7 @@ def write_baseline_csv(sets: list[SampleSet], path: Path) -> Path:
     return path
 
 
-def load_baseline(spec: str, database: Path | None, current: list[SampleSet]) -> tuple[str, dict[ConfigIdentity, SampleSet] | list[SampleSet]]:
+def load_baseline(spec: str, database: store.Source | None, current: list[SampleSet]) -> tuple[str, dict[ConfigIdentity, SampleSet] | list[SampleSet]]:
     """(description, baseline sets) from `previous`, a run id, or a CSV / JSON file."""
     path = Path(spec)
     if spec == "previous":

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import errno
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Union
 
 import duckdb
 
@@ -79,6 +80,25 @@ def connect(path: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         return duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
         raise open_failure(path, exc) from exc
+
+
+#: Where a function reads or writes the store: a connection its caller holds (in the pipeline, one
+#: from Dagster's DuckDBResource, which retries while another process holds the lock), or a path
+#: it opens itself (the CLI, the tests) and closes when done.
+Source = Union[Path, str, duckdb.DuckDBPyConnection]
+
+
+@contextmanager
+def opened(source: Source, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The caller's connection, left open for it; or one opened on the path and closed after."""
+    if isinstance(source, duckdb.DuckDBPyConnection):
+        yield source
+        return
+    con = connect(Path(source), read_only=read_only)
+    try:
+        yield con
+    finally:
+        con.close()
 
 
 def open_failure(path: Path, exc: BaseException) -> StoreError:

@@ -9,7 +9,18 @@ from typing import Any, Iterator
 
 import duckdb
 
-from devicefit.store.connection import SCHEMA_VERSION, StoreError, _rollback, _write_failure, connect, database_file, is_disk_full, schema_version
+from devicefit.store.connection import (
+    SCHEMA_VERSION,
+    Source,
+    StoreError,
+    _rollback,
+    _write_failure,
+    connect,
+    database_file,
+    is_disk_full,
+    opened,
+    schema_version,
+)
 from devicefit.store.schema import JSON_FIELDS
 
 AGGREGATE_SQL = """
@@ -227,22 +238,16 @@ def fp32_inference_gflops(con) -> list[dict[str, Any]]:
           AND forward_flops_per_sample > 0 AND mean_ms > 0""")
 
 
-def read_ok_measurements(path: Path) -> list[dict[str, Any]]:
-    """The ok rows of the database at `path`, through a read-only connection closed at once."""
-    con = connect(path, read_only=True)
-    try:
+def read_ok_measurements(source: "Source") -> list[dict[str, Any]]:
+    """The ok rows of the store (a path is opened read-only and closed at once)."""
+    with opened(source, read_only=True) as con:
         return ok_measurements(con)
-    finally:
-        con.close()
 
 
-def read_hardware_rows(path: Path) -> list[tuple]:
-    """`hardware_rows` of the database at `path`, through a read-only connection closed at once."""
-    con = connect(path, read_only=True)
-    try:
+def read_hardware_rows(source: "Source") -> list[tuple]:
+    """`hardware_rows` of the store (a path is opened read-only and closed at once)."""
+    with opened(source, read_only=True) as con:
         return hardware_rows(con)
-    finally:
-        con.close()
 
 
 def status_by_family_and_kind(con) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import pytest
 from assets.checks import ALL_CHECKS
 from assets.inventory import hardware_inventory, model_catalog
 from assets.measurements import measurements
-from assets.resources import DevicefitData
+from assets.resources import devicefit_resources
 from assets.results import aggregated_results, benchmark_results, compatibility_matrix
 from benchmark_runners.hardware import detect_hardware
 from devicefit import store
@@ -40,7 +40,7 @@ def test_graph_materializes_in_process_on_two_tiny_models(tmp_path):
     storage = tmp_path / "dagster_storage"
     # Dagster's own file IO manager, as in DAGSTER_HOME/storage: it must stay empty (every asset
     # returns a MaterializeResult; the files and DuckDB are the product, not pickled copies).
-    resources = {"devicefit_data": DevicefitData(data_dir=str(tmp_path)), "io_manager": dg.FilesystemIOManager(base_dir=str(storage))}
+    resources = {**devicefit_resources(str(tmp_path)), "io_manager": dg.FilesystemIOManager(base_dir=str(storage))}
     instance = dg.DagsterInstance.ephemeral()
     for key in ("cpu|bert-tiny", "cpu|mobilenet-v2"):
         result = dg.materialize(ASSETS, selection="key:measurements", partition_key=key, run_config=TINY,

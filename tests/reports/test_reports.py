@@ -24,13 +24,13 @@ def tiny_run(tmp_path_factory):
     from assets.inventory import hardware_inventory, model_catalog
     from assets.measurements import measurements
     from assets.reports import benchmark_reports, no_performance_regression, regression_report
-    from assets.resources import DevicefitData
+    from assets.resources import devicefit_resources
     from assets.results import aggregated_results, benchmark_results, compatibility_matrix
 
     root = tmp_path_factory.mktemp("report-data")
     assets = [hardware_inventory, model_catalog, measurements, benchmark_results, aggregated_results, compatibility_matrix,
               benchmark_reports, regression_report, no_performance_regression]
-    resources = {"devicefit_data": DevicefitData(data_dir=str(root))}
+    resources = devicefit_resources(str(root))
     instance = dg.DagsterInstance.ephemeral()
     assert dg.materialize(assets, selection="key:hardware_inventory", resources=resources, instance=instance).success
     assert dg.materialize(assets, selection="key:measurements", partition_key="cpu|bert-tiny", run_config=TINY,

@@ -1,0 +1,46 @@
+"""The pipeline reaches DuckDB through dagster-duckdb's DuckDBResource: while another process
+holds the write lock, a connection is retried until it is free instead of failing at once."""
+import subprocess
+import sys
+import time
+
+import pytest
+
+from assets.resources import READ_ONLY, StoreDuckDB, devicefit_resources
+from devicefit import store
+
+HOLD = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+print("holding", flush=True)
+time.sleep(float(sys.argv[2]))
+con.close()
+"""
+
+
+def test_a_reader_waits_for_a_writer_in_another_process_instead_of_failing(tmp_path):
+    database = tmp_path / "devicefit.duckdb"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(database), "2.5"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with pytest.raises(store.StoreError, match="another process holds its lock"):
+            store.connect(database, read_only=True)  # a hand-made connect fails at once
+        started = time.monotonic()
+        with StoreDuckDB(database=str(database), connection_config=READ_ONLY).get_connection() as con:
+            assert con.execute("SELECT count(*) FROM t").fetchone() == (0,)
+        assert time.monotonic() - started > 0.5  # it waited for the holder to finish
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_store_resource_opens_the_data_directory_in_force(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(tmp_path / "late"))
+    resources = devicefit_resources()  # as the code location builds them, before any data dir is known
+    with resources["duckdb"].get_connection() as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    assert (tmp_path / "late" / "devicefit.duckdb").is_file()
+    with resources["duckdb_reader"].get_connection() as con:
+        with pytest.raises(Exception, match="read-only"):
+            con.execute("INSERT INTO t VALUES (1)")
