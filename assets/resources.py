@@ -37,7 +37,12 @@ class StoreDuckDB(DuckDBResource):
         path = Path(self.database) if self.database else DataPaths(data_dir()).database
         path.parent.mkdir(parents=True, exist_ok=True)
         with DuckDBResource(database=str(path), connection_config=self.connection_config).get_connection() as con:
-            yield con
+            try:
+                yield con
+            finally:
+                # dagster-duckdb closes only after a clean exit; a connection left open after an
+                # error would make the next plain connect in this process fail ("different configuration").
+                con.close()
 
 
 READ_ONLY = {"access_mode": "READ_ONLY"}

@@ -91,7 +91,7 @@ Source = Union[Path, str, duckdb.DuckDBPyConnection]
 @contextmanager
 def opened(source: Source, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     """The caller's connection, left open for it; or one opened on the path and closed after."""
-    if isinstance(source, duckdb.DuckDBPyConnection):
+    if not isinstance(source, (str, Path)):  # a connection (or a wrapper of one): the caller's
         yield source
         return
     con = connect(Path(source), read_only=read_only)

@@ -195,26 +195,28 @@ class _SlowCommit:
 
 def _patched_run(mode: str, ready: Path, args: list[str]) -> None:
     import assets.results
-    from devicefit import store
 
     if mode == "kill-after-load":
         real_load = assets.results.load_results
 
-        def load_then_die(paths):
-            report = real_load(paths)
+        def load_then_die(paths, con=None):
+            report = real_load(paths, con)
             ready.touch()
             os.kill(os.getpid(), signal.SIGKILL)
             return report
 
         assets.results.load_results = load_then_die
     elif mode == "slow-commit":
-        real_connect = store.connect
+        import duckdb  # every writer's connection, whether store.connect's or dagster-duckdb's DuckDBResource's
 
-        def connect(path, *a, **kw):
-            con = real_connect(path, *a, **kw)
-            return con if kw.get("read_only") else _SlowCommit(con, ready)
+        real_connect = duckdb.connect
 
-        store.connect = connect
+        def connect(*a, **kw):
+            con = real_connect(*a, **kw)
+            read_only = kw.get("read_only") or (kw.get("config") or {}).get("access_mode") == "READ_ONLY"
+            return con if read_only else _SlowCommit(con, ready)
+
+        duckdb.connect = connect
     else:
         raise SystemExit(f"unknown run mode {mode}")
     from pipelines.cli import main as console_script

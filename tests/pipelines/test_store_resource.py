@@ -44,3 +44,17 @@ def test_the_store_resource_opens_the_data_directory_in_force(tmp_path, monkeypa
     with resources["duckdb_reader"].get_connection() as con:
         with pytest.raises(Exception, match="read-only"):
             con.execute("INSERT INTO t VALUES (1)")
+
+
+def test_an_asset_that_fails_inside_the_block_leaves_no_connection_open(tmp_path):
+    """dagster-duckdb closes its connection only on a clean exit; left open, the next plain
+    connect in the same process (the `devicefit run` summary) fails on DuckDB's "different
+    configuration" check."""
+    resource = StoreDuckDB(database=str(tmp_path / "devicefit.duckdb"))
+    with pytest.raises(RuntimeError, match="asset failed"):
+        with resource.get_connection() as con:
+            con.execute("CREATE TABLE t (x INTEGER)")
+            raise RuntimeError("asset failed")
+    con = store.connect(tmp_path / "devicefit.duckdb", read_only=True)
+    assert con.execute("SELECT count(*) FROM t").fetchone() == (0,)
+    con.close()
