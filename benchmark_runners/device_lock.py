@@ -107,6 +107,22 @@ def _acquire(name: str, deadline: float, on_wait: Callable[[str], None] | None) 
     _held[name] = (fd, 1)
 
 
+def busy_elsewhere(devices: Iterable[str]) -> list[str]:
+    """The devices another process is measuring on now (a snapshot: free ones are taken for an
+    instant and given back). What must not start beside a measurement, e.g. an early worker
+    whose imports would disturb it, asks this first."""
+    busy = []
+    for name in sorted(set(devices)):
+        if name in _held:
+            continue
+        try:
+            with hold_devices([name], wait_s=0):
+                pass
+        except DeviceBusy:
+            busy.append(name)
+    return busy
+
+
 @contextmanager
 def hold_devices(devices: Iterable[str], wait_s: float | None = None,
                  on_wait: Callable[[str], None] | None = None) -> Iterator[list[str]]:

@@ -100,10 +100,16 @@ def benchmark(
 
     Exits 0 when every config was measured or skipped with a reason, 1 when any failed or (with
     --compare-to) regressed against the baseline."""
+    from benchmark_runners.device_lock import busy_elsewhere, physical_device
     from benchmark_runners.sweep import new_run_id, run_sweep, start_worker_early
 
     model_names = csv_list(model, "--model")
-    start_worker_early(model_names[0])  # its imports run while the models are resolved and checked
+    try:
+        devices_busy = busy_elsewhere({physical_device(d) for d in csv_list(device, "--device")})
+    except OSError:  # no lock directory here: the sweep itself will say so
+        devices_busy = []
+    if not devices_busy:  # beside another process's measurement, its imports would disturb it
+        start_worker_early(model_names[0])  # its imports run while the models are resolved and checked
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -79,3 +79,17 @@ def test_a_bad_wait_bound_is_refused(monkeypatch, lock_env):
     with pytest.raises(DeviceBusy, match="DEVICEFIT_DEVICE_WAIT_S"):
         with hold_devices(["cpu"]):
             pass
+
+
+def test_busy_elsewhere_names_devices_another_process_measures_on(lock_env):
+    from benchmark_runners.device_lock import busy_elsewhere
+
+    assert busy_elsewhere(["cpu", "cuda-0"]) == []
+    proc = _holder("cpu", 30, lock_env)
+    try:
+        assert busy_elsewhere(["cpu", "cuda-0"]) == ["cpu"]
+    finally:
+        proc.kill()
+        proc.wait()
+    with hold_devices(["cpu"], wait_s=0):
+        assert busy_elsewhere(["cpu"]) == []  # this process's own hold is not "elsewhere"
