@@ -41,17 +41,26 @@ def lock_dir() -> Path:
     return Path(os.environ.get("DEVICEFIT_LOCK_DIR") or Path(tempfile.gettempdir()) / "devicefit-device-locks")
 
 
-def wait_bound_s() -> float:
-    raw = os.environ.get("DEVICEFIT_DEVICE_WAIT_S", "")
+def wait_bound_env(name: str, default: float) -> float:
+    """A bound on a wait, in seconds, from environment variable `name` (`default` when unset):
+    a finite number >= 0, never "wait forever"; anything else raises ValueError naming it."""
+    raw = os.environ.get(name, "")
     if not raw:
-        return DEFAULT_WAIT_S
+        return default
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
     if not (value >= 0 and math.isfinite(value)):
-        raise DeviceBusy(f"DEVICEFIT_DEVICE_WAIT_S must be a number of seconds >= 0, got {raw!r}")
+        raise ValueError(f"{name} must be a number of seconds >= 0, got {raw!r}")
     return value
+
+
+def wait_bound_s() -> float:
+    try:
+        return wait_bound_env("DEVICEFIT_DEVICE_WAIT_S", DEFAULT_WAIT_S)
+    except ValueError as exc:
+        raise DeviceBusy(str(exc)) from None
 
 
 def physical_device(device: str) -> str:

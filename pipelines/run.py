@@ -8,7 +8,6 @@ killed `devicefit run` never blocks the next one; the wait for the DuckDB writer
 (DEVICEFIT_WRITER_WAIT_S, default 600 s) and SIGINT/SIGTERM end the run cleanly (run_watch)."""
 from __future__ import annotations
 
-import math
 import os
 import uuid
 from contextlib import ExitStack
@@ -43,16 +42,12 @@ def _instance():
 
 
 def writer_wait_s() -> float:
-    raw = os.environ.get("DEVICEFIT_WRITER_WAIT_S", "")
-    if not raw:
-        return DEFAULT_WRITER_WAIT_S
+    from benchmark_runners.device_lock import wait_bound_env
+
     try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not (value >= 0 and math.isfinite(value)):  # a bound, never "wait forever"
-        raise RuntimeError(f"DEVICEFIT_WRITER_WAIT_S must be a number of seconds >= 0, got {raw!r}")
-    return value
+        return wait_bound_env("DEVICEFIT_WRITER_WAIT_S", DEFAULT_WRITER_WAIT_S)
+    except ValueError as exc:
+        raise RuntimeError(str(exc)) from None
 
 
 def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: Callable[[str, int, int], None] | None = None,
