@@ -8,7 +8,8 @@ clause, Dagster's documented way of customizing it: any newly landed partition, 
 schedule, a sensor, the UI or the CLI, requests `benchmark_results`, and `eager()` on everything
 downstream carries the rebuild through in the same evaluation. A partition whose materialization
 the same evaluation also sees `benchmark_results` rebuilt after (what `devicefit run` does)
-requests nothing: `eager()` counts a dependency update only since the asset was last handled."""
+requests nothing: `eager()` counts a dependency update only since the asset was last handled.
+A tick that falls between a `devicefit run`'s partitions does start the chain (once more)."""
 import dagster as dg
 
 AFTER_NEW_MEASUREMENTS = dg.AutomationCondition.eager().without(~dg.AutomationCondition.any_deps_missing()) \

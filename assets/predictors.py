@@ -30,8 +30,8 @@ def _metrics_rows(groups: dict[str, ErrorMetrics]) -> list[dict]:
 )
 def predictors(context: dg.AssetExecutionContext, devicefit_data: DevicefitData, duckdb: DuckDBResource):
     try:
-        with duckdb.get_connection() as con:  # reads the rows, records the published version
-            artifact = train_predictors(devicefit_data.paths(), detect_hardware(probe=False), con)
+        # reads the rows, then records the published version; not held while training
+        artifact = train_predictors(devicefit_data.paths(), detect_hardware(probe=False), duckdb.get_connection)
     except InsufficientData as exc:
         context.log.warning(f"predictors not retrained: {exc}")  # the published predictor, if any, stays
         return

@@ -11,6 +11,7 @@ from assets.predictors import PREDICTOR_KEYS
 from assets.resources import DevicefitData
 from assets.results import aggregated_results, benchmark_results
 from devicefit.reports import DEFAULT_REGRESSION_THRESHOLD, publish_regression_report, publish_reports, regression_report_path
+from devicefit.reports.data import load_report_data
 
 
 class ReportConfig(dg.Config):
@@ -22,8 +23,9 @@ class ReportConfig(dg.Config):
           kinds={"plotly", "html", "csv"}, owners=OWNERS,
           description="Plotly dashboard (data/outputs/reports/index.html), comparative_analysis.csv and recommendations.json.")
 def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData, duckdb_reader: DuckDBResource) -> dg.MaterializeResult:
-    with duckdb_reader.get_connection() as con:
-        published = publish_reports(devicefit_data.paths(), png=config.png, con=con)
+    with duckdb_reader.get_connection() as con:  # read, then render without holding the store
+        data = load_report_data(devicefit_data.paths(), con)
+    published = publish_reports(devicefit_data.paths(), png=config.png, data=data)
     d = published.dashboard
     return dg.MaterializeResult(metadata={
         "dashboard": dg.MetadataValue.url(d.index.resolve().as_uri()),

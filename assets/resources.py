@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import duckdb
 from dagster_duckdb import DuckDBResource
 
 from benchmark_runners.paths import data_dir
+from devicefit import store
 from devicefit.paths import DataPaths
 
 
@@ -36,13 +38,28 @@ class StoreDuckDB(DuckDBResource):
     def get_connection(self):
         path = Path(self.database) if self.database else DataPaths(data_dir()).database
         path.parent.mkdir(parents=True, exist_ok=True)
-        with DuckDBResource(database=str(path), connection_config=self.connection_config).get_connection() as con:
+        opening = DuckDBResource(database=str(path), connection_config=self.connection_config).get_connection()
+        try:
+            con = opening.__enter__()
+        except duckdb.Error as exc:  # after its retries: said as the store says it (lock, corrupt, disk full)
+            raise store.open_failure(path, exc) from exc
+        try:
+            yield con
+        except BaseException:
+            # dagster-duckdb closes only after a clean exit; a connection left open after an error
+            # would make the next plain connect in this process fail ("different configuration").
+            # A failure to close must not hide the error that got here.
             try:
-                yield con
-            finally:
-                # dagster-duckdb closes only after a clean exit; a connection left open after an
-                # error would make the next plain connect in this process fail ("different configuration").
                 con.close()
+            except Exception:
+                pass
+            raise
+        else:
+            try:
+                opening.__exit__(None, None, None)  # closes (DuckDB checkpoints here)
+            except duckdb.Error as exc:
+                raise store.StoreError(f"cannot close {path}" + (": disk full" if store.is_disk_full(exc) else "")
+                                       + f" ({exc}); what was committed is in its write-ahead log") from exc
 
 
 READ_ONLY = {"access_mode": "READ_ONLY"}

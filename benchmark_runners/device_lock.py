@@ -15,6 +15,7 @@ import fcntl
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -26,13 +27,20 @@ from typing import Callable, Iterable, Iterator
 from benchmark_runners import registry
 from models.errors import DevicefitError
 
-DEFAULT_WAIT_S = 3600.0  # a full-profile partition takes minutes; an hour means something is stuck
+# `devicefit run` holds its devices across all its partitions: a full sweep takes hours. The kernel
+# frees the lock of a dead holder, so a long wait is a live measurement, not a stale lock.
+DEFAULT_WAIT_S = 12 * 3600.0
 POLL_S = 0.5
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # lock names become file names: nothing else
 
 
 class DeviceBusy(DevicefitError):
     exit_code = 4
     http_status = 409
+
+
+class BadWaitBound(DevicefitError):
+    """DEVICEFIT_DEVICE_WAIT_S is not a number of seconds (a configuration error, exit 2)."""
 
 
 def lock_dir() -> Path:
@@ -60,7 +68,7 @@ def wait_bound_s() -> float:
     try:
         return wait_bound_env("DEVICEFIT_DEVICE_WAIT_S", DEFAULT_WAIT_S)
     except ValueError as exc:
-        raise DeviceBusy(str(exc)) from None
+        raise BadWaitBound(str(exc)) from None
 
 
 def physical_device(device: str) -> str:
@@ -68,11 +76,10 @@ def physical_device(device: str) -> str:
     "cuda:0" -> "cuda-0", "cuda:1" -> "cuda-1"."""
     kind, _, index = device.partition(":")
     shared = registry.physical_kind(kind)
-    if shared != kind:
-        return shared
-    if kind == "cpu":
-        return "cpu"
-    return f"{kind}-{index or '0'}"
+    name = shared if shared != kind else "cpu" if kind == "cpu" else f"{kind}-{index or '0'}"
+    if not _NAME.fullmatch(name):  # it becomes a file name under the lock directory
+        raise ValueError(f"not a device: {device!r}")
+    return name
 
 
 _held: dict[str, tuple[int, int]] = {}  # lock name -> (fd, depth), this process's
@@ -87,11 +94,33 @@ def _holder(path: Path) -> str:
     return f"pid {info.get('pid')} ({info.get('command', '?')}) since {info.get('since', '?')}"
 
 
-def _acquire(name: str, deadline: float, on_wait: Callable[[str], None] | None) -> None:
+def _open_lock_file(name: str) -> tuple[int, Path, bool]:
+    """(fd, path, writable). The directory and files are shared by every user of the machine
+    (sticky, world-writable, like /tmp); a file another user created and this one cannot write
+    is still lockable read-only (flock needs no write access), just without the holder record."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"not a device lock name: {name!r}")
     directory = lock_dir()
-    directory.mkdir(parents=True, exist_ok=True)
+    if not directory.is_dir():
+        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            os.chmod(directory, 0o1777)
+        except OSError:
+            pass
     path = directory / f"{name}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            os.fchmod(fd, 0o666)
+        except OSError:
+            pass
+        return fd, path, True
+    except PermissionError:
+        return os.open(path, os.O_RDONLY), path, False
+
+
+def _acquire(name: str, deadline: float, on_wait: Callable[[str], None] | None) -> None:
+    fd, path, writable = _open_lock_file(name)
     told = False
     try:
         while True:
@@ -106,14 +135,19 @@ def _acquire(name: str, deadline: float, on_wait: Callable[[str], None] | None) 
                     on_wait(f"waiting for device {name}: {_holder(path)} is measuring on it")
                     told = True
                 time.sleep(POLL_S)  # a SIGINT/SIGTERM handler may raise out of this
+        if writable:  # who holds it, for a waiter's message; best effort (a full /tmp must not keep the lock)
+            record = json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv[:3])[:200],
+                                 "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, record.encode(), 0)
+            except OSError:
+                pass
     except BaseException:
         os.close(fd)
         raise
-    record = json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv[:3])[:200],
-                         "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, record.encode(), 0)
-    _held[name] = (fd, 1)
+    with _guard:
+        _held[name] = (fd, 1)
 
 
 def busy_elsewhere(devices: Iterable[str]) -> list[str]:

@@ -133,7 +133,7 @@ class AggregateRow(_Part):
     mode: str
     batch_size: int = Field(ge=1)
     seq_length: Optional[int] = None
-    p50_ms: float = Field(gt=0)
+    p50_ms: float = Field(ge=0)  # as the landing format admits; timings_valid fails a zero
     p95_ms: Optional[float] = None
     throughput_samples_per_s: Optional[float] = None
     peak_rss_bytes: Optional[float] = None
@@ -205,14 +205,18 @@ def publish(path: Path, document: Any) -> None:
 
 def write_schemas(directory: Path) -> list[Path]:
     """Every contract's JSON Schema under `directory` (data/outputs/schemas/), rewritten only when changed."""
+    from devicefit.results_io import write_json_atomic
+
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for name in CONTRACTS:
         path = directory / schema_name(name)
-        text = json.dumps(json_schema(name), indent=1, sort_keys=True) + "\n"
-        if not path.exists() or path.read_text() != text:
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
+        schema = json_schema(name)
+        try:
+            current = json.loads(path.read_text())
+        except (OSError, ValueError):
+            current = None
+        if current != schema:
+            write_json_atomic(path, schema)  # a temp file of its own: publishers may race
         written.append(path)
     return written

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from benchmark_runners.hardware import HardwareInventory
 from benchmark_runners.records import BenchmarkResult
@@ -34,7 +34,8 @@ class PartitionOutcome:
         return dict(Counter(r.status for r in self.results))
 
 
-def measure_partition(partition_key: str, selection: Selection, inventory: HardwareInventory, paths: DataPaths) -> PartitionOutcome:
+def measure_partition(partition_key: str, selection: Selection, inventory: HardwareInventory, paths: DataPaths,
+                      on_wait: Callable[[str], None] | None = None) -> PartitionOutcome:
     """Measure one "hardware|model" partition and land its rows atomically. Killed midway,
     it leaves no landing file, so no partial rows ever reach the store."""
     kind, model = partition_key.split("|", 1)
@@ -42,7 +43,8 @@ def measure_partition(partition_key: str, selection: Selection, inventory: Hardw
     configs = partition_configs(model, kind, selection, cpu_isa)
     started = time.perf_counter()
     run_id = new_run_id()
-    results = run_sweep(configs, run_id=run_id, inventory=inventory)
+    results = run_sweep(configs, run_id=run_id, inventory=inventory,
+                        on_event=lambda e: on_wait(e.message) if on_wait and e.kind == "waiting" else None)
     document = results_document(run_id, results, inventory.to_json())
     path = write_landing(paths.raw, partition_source_key(partition_key), document)
     return PartitionOutcome(partition_key, results, str(path), time.perf_counter() - started)
@@ -119,17 +121,20 @@ def inventory_rows(inventory: HardwareInventory) -> tuple[list[dict[str, Any]], 
     return platforms, probes
 
 
-def train_predictors(paths: DataPaths, inventory: HardwareInventory, con: store.Source | None = None) -> dict[str, Any]:
-    """Train on every measured row in the store, validate on held-out models, publish."""
+def train_predictors(paths: DataPaths, inventory: HardwareInventory, connect: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """Train on every measured row in the store, validate on held-out models, publish.
+    `connect`: a context manager factory for the store (the pipeline's DuckDBResource), opened
+    twice: to read the rows, and to record the version; the lock is not held while training."""
     from devicefit.predict import artifacts
     from devicefit.predict.hardware_specs import training_specs
     from devicefit.predict.training import train
 
-    source = paths.database if con is None else con
-    rows = store.read_ok_measurements(source)
-    specs, local_host = training_specs(rows, store.read_hardware_rows(source), inventory.to_json())
+    with (connect() if connect else store.opened(paths.database, read_only=True)) as con:
+        rows, hardware = store.read_ok_measurements(con), store.read_hardware_rows(con)
+    specs, local_host = training_specs(rows, hardware, inventory.to_json())
     artifact = train(rows, specs, local_host)
-    artifacts.save(paths, artifact, con=con)
+    with (connect() if connect else store.opened(paths.database)) as con:
+        artifacts.save(paths, artifact, con=con)
     return artifact
 
 

@@ -106,7 +106,7 @@ def benchmark(
     model_names = csv_list(model, "--model")
     try:
         devices_busy = busy_elsewhere({physical_device(d) for d in csv_list(device, "--device")})
-    except OSError:  # no lock directory here: the sweep itself will say so
+    except (OSError, ValueError):  # no lock directory, or not a device: the sweep says which
         devices_busy = []
     if not devices_busy:  # beside another process's measurement, its imports would disturb it
         start_worker_early(model_names[0])  # its imports run while the models are resolved and checked

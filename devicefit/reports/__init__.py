@@ -22,13 +22,13 @@ def reports_dir(paths: DataPaths) -> Path:
     return paths.outputs / "reports"
 
 
-def publish_reports(paths: DataPaths, directory: Path | None = None, png: bool = True, con=None) -> PublishedReports:
+def publish_reports(paths: DataPaths, directory: Path | None = None, png: bool = True, data=None) -> PublishedReports:
     """The comparative analysis CSV, the recommendations and the figure dashboard, from the store."""
     from devicefit.reports.analysis import write_analysis_csv, write_recommendations
     from devicefit.reports.dashboard import write_report
     from devicefit.reports.data import load_report_data
 
-    data = load_report_data(paths, con)
+    data = data or load_report_data(paths)  # data: read by the caller (the pipeline, through its resource)
     csv_path = write_analysis_csv(data.aggregates, paths.outputs / "comparative_analysis.csv")
     recs = write_recommendations(data.aggregates, paths.outputs / "recommendations.json")
     dashboard = write_report(data, directory or reports_dir(paths), png=png,

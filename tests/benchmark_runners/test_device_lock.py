@@ -36,6 +36,16 @@ def test_devices_sharing_hardware_share_a_lock():
     assert physical_device("cuda:1") == "cuda-1"
 
 
+def test_a_device_name_never_leaves_the_lock_directory(lock_env, tmp_path):
+    for hostile in ("cuda:0/../../x", "cuda:../escape", "cuda:a b"):
+        with pytest.raises(ValueError, match="not a device"):
+            physical_device(hostile)
+    with pytest.raises(ValueError, match="not a device lock name"):
+        with hold_devices(["../x"], wait_s=0):
+            pass
+    assert not (tmp_path / "x.lock").exists()
+
+
 def test_a_held_device_makes_the_next_holder_wait_then_give_up_naming_the_holder(lock_env):
     proc = _holder("cpu", 30, lock_env)
     try:
@@ -76,7 +86,9 @@ def test_the_lock_is_reentrant_within_a_process_and_released_at_the_outermost_ex
 
 def test_a_bad_wait_bound_is_refused(monkeypatch, lock_env):
     monkeypatch.setenv("DEVICEFIT_DEVICE_WAIT_S", "forever")
-    with pytest.raises(DeviceBusy, match="DEVICEFIT_DEVICE_WAIT_S"):
+    from benchmark_runners.device_lock import BadWaitBound
+
+    with pytest.raises(BadWaitBound, match="DEVICEFIT_DEVICE_WAIT_S"):
         with hold_devices(["cpu"]):
             pass
 
