@@ -43,23 +43,14 @@ class StoreDuckDB(DuckDBResource):
             con = opening.__enter__()
         except duckdb.Error as exc:  # after its retries: said as the store says it (lock, corrupt, disk full)
             raise store.open_failure(path, exc) from exc
+        failed = True
         try:
             yield con
-        except BaseException:
+            failed = False
+        finally:
             # dagster-duckdb closes only after a clean exit; a connection left open after an error
             # would make the next plain connect in this process fail ("different configuration").
-            # A failure to close must not hide the error that got here.
-            try:
-                con.close()
-            except Exception:
-                pass
-            raise
-        else:
-            try:
-                opening.__exit__(None, None, None)  # closes (DuckDB checkpoints here)
-            except duckdb.Error as exc:
-                raise store.StoreError(f"cannot close {path}" + (": disk full" if store.is_disk_full(exc) else "")
-                                       + f" ({exc}); what was committed is in its write-ahead log") from exc
+            store.close(con, path, failed)
 
 
 READ_ONLY = {"access_mode": "READ_ONLY"}

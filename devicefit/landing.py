@@ -107,7 +107,7 @@ def load_landing_files(database: store.Source, raw_dir: Path) -> LoadReport:
         report = _load(con, Path(raw_dir))
         failed = False
     finally:
-        _close(con, database, failed)
+        store.close(con, database, failed)
     return report
 
 
@@ -134,13 +134,3 @@ def _load(con, raw_dir: Path) -> LoadReport:
             quarantine(path, str(exc))
             report.quarantined.append((path.name, str(exc)))
     return report
-
-
-def _close(con, db_path: Path, failed: bool) -> None:
-    """Close (DuckDB checkpoints here); a failure to close must not hide the error that got us here."""
-    try:
-        con.close()
-    except Exception as exc:
-        if not failed:
-            raise store.StoreError(f"cannot close {db_path}" + (": disk full" if store.is_disk_full(exc) else "")
-                                   + f" ({exc}); the loaded rows are committed in its write-ahead log") from exc

@@ -101,6 +101,17 @@ def opened(source: Source, read_only: bool = False) -> Iterator[duckdb.DuckDBPyC
         con.close()
 
 
+def close(con: duckdb.DuckDBPyConnection, path: Path | str, failed: bool) -> None:
+    """Close (DuckDB checkpoints here). After a failure (`failed`), a failure to close must not
+    hide the error that got here; after success, it is said as the machine's fault."""
+    try:
+        con.close()
+    except Exception as exc:
+        if not failed:
+            raise StoreError(f"cannot close {path}" + (": disk full" if is_disk_full(exc) else "")
+                             + f" ({exc}); what was committed is in its write-ahead log") from exc
+
+
 def open_failure(path: Path, exc: BaseException) -> StoreError:
     """Why DuckDB would not open `path`: another process's lock, a corrupt or foreign file, a
     full disk, or something else, each said as such."""

@@ -49,13 +49,10 @@ def _run_of(process, run_pids: set[int]) -> int | None:
     """Which `devicefit run` a measurement worker belongs to (its ancestor), or None if it is not one."""
     import psutil
 
+    from tests.pipelines.test_graph import _is_worker
+
     try:
-        parent = process.parent()
-        is_worker = ("benchmark_runners.worker" in " ".join(process.cmdline())
-                     or (parent is not None and "benchmark_runners.zygote" in " ".join(parent.cmdline())))
-        if not is_worker:
-            return None
-        return next((p.pid for p in process.parents() if p.pid in run_pids), None)
+        return next((p.pid for p in process.parents() if p.pid in run_pids), None) if _is_worker(process) else None
     except psutil.Error:
         return None
 
