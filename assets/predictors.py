@@ -2,13 +2,15 @@
 from dataclasses import asdict
 
 import dagster as dg
+import polars as pl
 from dagster_duckdb import DuckDBResource
 
 from assets.automation import EAGER
 from assets.metadata import OWNERS, rows_table
 from assets.resources import DevicefitData
-from assets.results import benchmark_results
+from assets.results import benchmark_results, training_frame
 from benchmark_runners.hardware import detect_hardware
+from devicefit import store
 from devicefit.pipeline import publish_prediction_matrix, train_predictors, validate_served_predictions
 from devicefit.predict.matrix import count_by_source
 from devicefit.predict.training import ERROR_BARS, TARGETS, InsufficientData
@@ -23,15 +25,17 @@ def _metrics_rows(groups: dict[str, ErrorMetrics]) -> list[dict]:
 
 
 @dg.multi_asset(
-    specs=[dg.AssetSpec(key, deps=[benchmark_results], group_name="prediction", automation_condition=EAGER, skippable=True,
+    specs=[dg.AssetSpec(key, deps=[training_frame], group_name="prediction", automation_condition=EAGER, skippable=True,
                         kinds={"lightgbm"}, owners=OWNERS,
                         description=f"LightGBM {t} regressor, validated on held-out models") for t, key in PREDICTOR_KEYS.items()],
     pool="duckdb_writer",
 )
-def predictors(context: dg.AssetExecutionContext, devicefit_data: DevicefitData, duckdb: DuckDBResource):
+def predictors(context: dg.AssetExecutionContext, devicefit_data: DevicefitData, duckdb: DuckDBResource,
+               training_frame: pl.DataFrame):
     try:
-        # reads the rows, then records the published version; not held while training
-        artifact = train_predictors(devicefit_data.paths(), detect_hardware(probe=False), duckdb.get_connection)
+        # reads the devices, then records the published version; not held while training
+        artifact = train_predictors(devicefit_data.paths(), detect_hardware(probe=False), duckdb.get_connection,
+                                    rows=store.rows_of(training_frame))
     except InsufficientData as exc:
         context.log.warning(f"predictors not retrained: {exc}")  # the published predictor, if any, stays
         return

@@ -3,13 +3,15 @@ recommendations), and the regression report with its check against each config's
 import json
 
 import dagster as dg
+import polars as pl
 from dagster_duckdb import DuckDBResource
 
 from assets.automation import EAGER
 from assets.metadata import OWNERS, rows_table
 from assets.predictors import PREDICTOR_KEYS
 from assets.resources import DevicefitData
-from assets.results import aggregated_results, benchmark_results
+from assets.results import benchmark_results
+from devicefit import store
 from devicefit.reports import DEFAULT_REGRESSION_THRESHOLD, publish_regression_report, publish_reports, regression_report_path
 from devicefit.reports.data import load_report_data
 
@@ -19,12 +21,13 @@ class ReportConfig(dg.Config):
 
 
 # Readers of the store: in the writer pool (never beside another process's write), read-only.
-@dg.asset(deps=[aggregated_results, *PREDICTOR_KEYS.values()], group_name="reports", automation_condition=EAGER, pool="duckdb_writer",
+@dg.asset(deps=[*PREDICTOR_KEYS.values()], group_name="reports", automation_condition=EAGER, pool="duckdb_writer",
           kinds={"plotly", "html", "csv"}, owners=OWNERS,
           description="Plotly dashboard (data/outputs/reports/index.html), comparative_analysis.csv and recommendations.json.")
-def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData, duckdb_reader: DuckDBResource) -> dg.MaterializeResult:
-    with duckdb_reader.get_connection() as con:  # read, then render without holding the store
-        data = load_report_data(devicefit_data.paths(), con)
+def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData, duckdb_reader: DuckDBResource,
+                      aggregated_results: pl.DataFrame) -> dg.MaterializeResult:
+    with duckdb_reader.get_connection() as con:  # the devices and inputs; then render without holding the store
+        data = load_report_data(devicefit_data.paths(), con, aggregates=store.rows_of(aggregated_results))
     published = publish_reports(devicefit_data.paths(), png=config.png, data=data)
     d = published.dashboard
     return dg.MaterializeResult(metadata={

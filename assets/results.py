@@ -1,19 +1,23 @@
-"""The store and what is derived from it: benchmark_results (DuckDB), aggregated_results,
-compatibility_matrix. Each writes DuckDB from one process at a time (pool duckdb_writer).
-Table assets carry their row count and column schema (the asset page shows both)."""
+"""The store and what is derived from it: benchmark_results (the landing files loaded into
+DuckDB), and the table assets aggregated_results, compatibility_matrix and training_frame,
+polars frames stored in the store by the store_tables IO manager. Each writes DuckDB from one
+process at a time (pool duckdb_writer). Table assets carry their row count and column schema
+(the asset page shows both)."""
 
 import dagster as dg
+import polars as pl
 from dagster_duckdb import DuckDBResource
 
 from assets.automation import AFTER_NEW_MEASUREMENTS, EAGER
 from assets.metadata import OWNERS, rows_table, table_metadata
-from assets.resources import DevicefitData
+from assets.resources import STORE_TABLES, DevicefitData
 from benchmark_runners.hardware import detect_hardware
 from devicefit import store
 from devicefit.benchmark_snapshot import snapshot_path
 from devicefit.compatibility import compatibility_matrix as build_compatibility_matrix
 from devicefit.compatibility import summary_rows
-from devicefit.pipeline import load_results, refresh_aggregates, write_output_json
+from devicefit.compatibility import table_frame as compatibility_table
+from devicefit.pipeline import aggregate_frame, load_results, write_output_json
 
 
 @dg.asset(deps=["measurements"], group_name="store", pool="duckdb_writer", automation_condition=AFTER_NEW_MEASUREMENTS,
@@ -46,34 +50,44 @@ def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: Devicef
 HEADLINE = ["model", "device_kind", "mode", "batch_size", "best_precision", "p50_ms", "throughput_samples_per_s",
             "speedup_vs_cpu_fp32", "runs"]
 
-
-@dg.asset(deps=[benchmark_results], group_name="store", pool="duckdb_writer", automation_condition=EAGER,
-          kinds={"duckdb", "json"}, owners=OWNERS,
-          description="Median over runs per config, speedup vs the same host's CPU fp32, best precision per config; "
-                      "published as outputs/benchmarks.json for readers that must not open DuckDB (the API).")
-def aggregated_results(devicefit_data: DevicefitData, duckdb: DuckDBResource) -> dg.MaterializeResult:
-    paths = devicefit_data.paths()
-    with duckdb.get_connection() as con:
-        rows = refresh_aggregates(paths, con)
-        columns = store.table_columns(con, "aggregates")
-    best = [r for r in rows if r["is_best_precision"]]
-    return dg.MaterializeResult(metadata={
-        **table_metadata(len(rows), columns),
-        "dagster/table_name": "aggregates",
-        "snapshot": dg.MetadataValue.path(str(snapshot_path(paths))),
-        "headline": rows_table(best, HEADLINE),
-    })
+# The table assets: each returns a polars frame that the store_tables IO manager stores as the
+# store's table of the asset's name, and hands to downstream assets as their input; the IO
+# manager adds the row count, column schema and table name to the materialization.
 
 
 @dg.asset(deps=[benchmark_results], group_name="store", pool="duckdb_writer", automation_condition=EAGER,
-          kinds={"json"}, owners=OWNERS,
-          description="Family x hardware compatibility from measured statuses (spec 002 JSON); unmeasured support labelled.")
-def compatibility_matrix(devicefit_data: DevicefitData, duckdb: DuckDBResource) -> dg.MaterializeResult:
+          io_manager_key=STORE_TABLES, kinds={"duckdb", "polars", "json"}, owners=OWNERS,
+          description="Median over runs per config, speedup vs the same host's CPU fp32, best precision per config "
+                      "(table aggregated_results); published as outputs/benchmarks.json for readers that must not "
+                      "open DuckDB (the API).")
+def aggregated_results(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource) -> dg.Output[pl.DataFrame]:
     paths = devicefit_data.paths()
-    with duckdb.get_connection() as con:
+    with duckdb_reader.get_connection() as con:
+        frame = aggregate_frame(paths, con)
+    best = frame.filter(pl.col("is_best_precision")).select(HEADLINE).to_dicts()
+    return dg.Output(frame, metadata={"snapshot": dg.MetadataValue.path(str(snapshot_path(paths))),
+                                      "headline": rows_table(best, HEADLINE)})
+
+
+@dg.asset(deps=[benchmark_results], group_name="store", pool="duckdb_writer", automation_condition=EAGER,
+          io_manager_key=STORE_TABLES, kinds={"duckdb", "polars", "json"}, owners=OWNERS,
+          description="Family x hardware compatibility from measured statuses (table compatibility_matrix, one row "
+                      "per family x kind; spec 002 JSON in outputs/); unmeasured support labelled.")
+def compatibility_matrix(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource) -> dg.Output[pl.DataFrame]:
+    paths = devicefit_data.paths()
+    with duckdb_reader.get_connection() as con:
         matrix = build_compatibility_matrix(con, detect_hardware(probe=False).to_json())
     path = write_output_json(paths, "compatibility_matrix.json", matrix)
     rows = summary_rows(matrix)
-    return dg.MaterializeResult(metadata={"path": dg.MetadataValue.path(path),
-                                          **table_metadata(len(rows), [(c, "string") for c in rows[0]]),
-                                          "matrix": rows_table(rows, list(rows[0]))})
+    return dg.Output(compatibility_table(matrix), metadata={"path": dg.MetadataValue.path(path),
+                                                            "matrix": rows_table(rows, list(rows[0]))})
+
+
+@dg.asset(deps=[benchmark_results], group_name="prediction", pool="duckdb_writer", automation_condition=EAGER,
+          io_manager_key=STORE_TABLES, kinds={"duckdb", "polars"}, owners=OWNERS,
+          description="What the predictors train on: every ok measurement (table training_frame), without the "
+                      "per-iteration sample lists.")
+def training_frame(duckdb_reader: DuckDBResource) -> dg.Output[pl.DataFrame]:
+    with duckdb_reader.get_connection() as con:
+        frame = store.training_frame(con)
+    return dg.Output(frame, metadata={"models": frame["model"].n_unique() if frame.height else 0})

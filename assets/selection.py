@@ -1,20 +1,23 @@
-"""The selection map (spec 002), rebuilt when the predictors or the compatibility matrix change."""
+"""The selection map (spec 002), rebuilt when the predictors or the compatibility matrix change;
+the matrix arrives as its stored table (the compatibility_matrix asset's frame)."""
 import dagster as dg
+import polars as pl
 
 from assets.automation import EAGER
 from assets.metadata import OWNERS
 from assets.predictors import PREDICTOR_KEYS
 from assets.resources import DevicefitData
-from assets.results import compatibility_matrix
 from benchmark_runners.hardware import detect_hardware
+from devicefit.compatibility import matrix_of_rows
 from devicefit.pipeline import publish_selection_map
 
 
-@dg.asset(deps=[*PREDICTOR_KEYS.values(), compatibility_matrix], group_name="selection", automation_condition=EAGER,
+@dg.asset(deps=[*PREDICTOR_KEYS.values()], group_name="selection", automation_condition=EAGER,
           kinds={"json"}, owners=OWNERS,
           description="Spec 002 selection map (families x size categories x modes, and batch sizes), data/outputs/.")
-def selection_map(devicefit_data: DevicefitData) -> dg.MaterializeResult:
-    path, document = publish_selection_map(devicefit_data.paths(), detect_hardware(probe=False).to_json())
+def selection_map(devicefit_data: DevicefitData, compatibility_matrix: pl.DataFrame) -> dg.MaterializeResult:
+    path, document = publish_selection_map(devicefit_data.paths(), detect_hardware(probe=False).to_json(),
+                                           compatibility=matrix_of_rows(compatibility_matrix.to_dicts()))
     cells = [c for f in document["model_families"].values() for sizes in f["model_sizes"].values() for c in sizes.values()]
     primaries: dict[str, int] = {}
     for c in cells:

@@ -87,3 +87,37 @@ def summary_rows(matrix: dict[str, Any]) -> list[dict[str, str]]:
 
     return [{"family": family, **{kind: cell(e) for kind, e in v["hardware_compatibility"].items()}}
             for family, v in matrix["model_families"].items()]
+
+
+# The matrix as a table, one row per family x hardware kind: the compatibility_matrix asset's
+# value, stored in the store and handed to the selection map. The nested JSON is the product.
+TABLE_SCHEMA = {"family": "String", "device_kind": "String", "compatible": "Boolean", "source": "String",
+                "available_here": "Boolean", "models_measured": "List(String)", "reasons": "List(String)",
+                "performance_rating": "String", "performance_basis": "String"}
+
+
+def table_rows(matrix: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each family x kind entry flattened; a no_backend entry's one reason is its `reasons`."""
+    return [{"family": family, "device_kind": kind, "compatible": e["compatible"], "source": e["source"],
+             "available_here": e.get("available_here"), "models_measured": e.get("models_measured") or [],
+             "reasons": e.get("reasons") or ([e["reason"]] if e.get("reason") else []),
+             "performance_rating": e.get("performance_rating"), "performance_basis": e.get("performance_basis")}
+            for family, v in matrix["model_families"].items() for kind, e in v["hardware_compatibility"].items()]
+
+
+def table_frame(matrix: dict[str, Any]):
+    """`table_rows` as a polars frame with fixed column types (a column of None stays typed)."""
+    import polars as pl
+
+    types = {"String": pl.String, "Boolean": pl.Boolean, "List(String)": pl.List(pl.String)}
+    return pl.DataFrame(table_rows(matrix), schema={c: types[t] for c, t in TABLE_SCHEMA.items()})
+
+
+def matrix_of_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the selector reads of the matrix (family -> kind -> entry), back from table rows."""
+    families: dict[str, Any] = {}
+    for r in rows:
+        entry = {k: r[k] for k in ("compatible", "source", "available_here", "models_measured", "performance_rating")}
+        entry["reasons"] = list(r["reasons"] or [])
+        families.setdefault(r["family"], {"hardware_compatibility": {}})["hardware_compatibility"][r["device_kind"]] = entry
+    return {"model_families": families}

@@ -55,7 +55,8 @@ def load_results(paths: DataPaths, con: store.Source | None = None) -> LoadRepor
 
 
 def refresh_aggregates(paths: DataPaths, con: store.Source | None = None) -> list[dict[str, Any]]:
-    """Recompute the aggregates table and publish it as the benchmark snapshot the API serves."""
+    """Recompute the aggregates table and publish it as the benchmark snapshot the API serves
+    (the CLI's path; the pipeline's aggregated_results asset stores the same rows as a frame)."""
     from devicefit.benchmark_snapshot import publish_snapshot
 
     with store.opened(paths.database if con is None else con) as con:
@@ -64,6 +65,17 @@ def refresh_aggregates(paths: DataPaths, con: store.Source | None = None) -> lis
         rows = store.aggregates(con)
     publish_snapshot(paths, rows)
     return rows
+
+
+def aggregate_frame(paths: DataPaths, con: store.Source | None = None):
+    """The aggregates as a polars frame (for the IO manager to store), published as the benchmark
+    snapshot the API serves, the same document `refresh_aggregates` publishes."""
+    from devicefit.benchmark_snapshot import publish_snapshot
+
+    with store.opened(paths.database if con is None else con, read_only=True) as con:
+        frame = store.aggregate_frame(con)
+    publish_snapshot(paths, store.rows_of(frame))
+    return frame
 
 
 def catalog_facts() -> list[dict[str, Any]]:
@@ -121,16 +133,20 @@ def inventory_rows(inventory: HardwareInventory) -> tuple[list[dict[str, Any]], 
     return platforms, probes
 
 
-def train_predictors(paths: DataPaths, inventory: HardwareInventory, connect: Callable[[], Any] | None = None) -> dict[str, Any]:
-    """Train on every measured row in the store, validate on held-out models, publish.
-    `connect`: a context manager factory for the store (the pipeline's DuckDBResource), opened
-    twice: to read the rows, and to record the version; the lock is not held while training."""
+def train_predictors(paths: DataPaths, inventory: HardwareInventory, connect: Callable[[], Any] | None = None,
+                     rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Train on every measured row in the store (or on `rows`, the pipeline's training frame),
+    validate on held-out models, publish. `connect`: a context manager factory for the store (the
+    pipeline's DuckDBResource), opened twice: to read the devices (and the rows when not given),
+    and to record the version; the lock is not held while training."""
     from devicefit.predict import artifacts
     from devicefit.predict.hardware_specs import training_specs
     from devicefit.predict.training import train
 
     with (connect() if connect else store.opened(paths.database, read_only=True)) as con:
-        rows, hardware = store.read_ok_measurements(con), store.read_hardware_rows(con)
+        hardware = store.read_hardware_rows(con)
+        if rows is None:
+            rows = store.read_ok_measurements(con)
     specs, local_host = training_specs(rows, hardware, inventory.to_json())
     artifact = train(rows, specs, local_host)
     with (connect() if connect else store.opened(paths.database)) as con:
@@ -153,13 +169,15 @@ def publish_prediction_matrix(paths: DataPaths) -> tuple[str, dict[str, Any]]:
     return write_output_json(paths, "prediction_matrix.json", matrix), matrix
 
 
-def publish_selection_map(paths: DataPaths, inventory: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Spec 002's selection map from the published predictor and compatibility matrix. Map
-    cells are not recorded as served predictions: nobody asked for them."""
+def publish_selection_map(paths: DataPaths, inventory: dict[str, Any],
+                          compatibility: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """Spec 002's selection map from the published predictor and the compatibility matrix (the
+    caller's, else the published one). Map cells are not recorded as served predictions: nobody
+    asked for them."""
     from devicefit.select.selection_map import selection_map
     from devicefit.select.selector import HardwareSelector
 
-    selector = HardwareSelector(benchmark_dir=paths.root, inventory=inventory, record=False)
+    selector = HardwareSelector(benchmark_dir=paths.root, inventory=inventory, record=False, compatibility=compatibility)
     document = selection_map(selector)
     return write_output_json(paths, "selection_map.json", document), document
 

@@ -7,7 +7,7 @@ from assets.measurements import measurements
 from assets.predictors import PREDICTOR_CHECKS, prediction_matrix, prediction_validation, predictors
 from assets.reports import benchmark_reports, no_performance_regression, regression_report
 from assets.resources import devicefit_resources
-from assets.results import aggregated_results, benchmark_results, compatibility_matrix
+from assets.results import aggregated_results, benchmark_results, compatibility_matrix, training_frame
 from assets.selection import selection_map
 from pipelines.jobs import inventory_job, measurements_job, results_job
 from pipelines.loggers import console_logger
@@ -19,7 +19,7 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
 )
 
 defs = dg.Definitions(
-    assets=[hardware_inventory, model_catalog, measurements, benchmark_results, aggregated_results, compatibility_matrix,
+    assets=[hardware_inventory, model_catalog, measurements, benchmark_results, aggregated_results, compatibility_matrix, training_frame,
             predictors, prediction_matrix, prediction_validation, selection_map, benchmark_reports, regression_report],
     asset_checks=[*ALL_CHECKS, *PREDICTOR_CHECKS, no_performance_regression],
     jobs=[measurements_job, results_job, inventory_job],

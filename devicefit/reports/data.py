@@ -43,11 +43,15 @@ def hardware_label(row: dict[str, Any]) -> str:
     return row["device_kind"] if backend in ("torch", row["device_kind"]) else f"{row['device_kind']} · {backend}"
 
 
-def load_report_data(paths: DataPaths, con: store.Source | None = None) -> ReportData:
+def load_report_data(paths: DataPaths, con: store.Source | None = None,
+                     aggregates: list[dict[str, Any]] | None = None) -> ReportData:
+    """`aggregates`: the aggregated rows when the caller has them (the pipeline's stored frame);
+    else read from the store with the rest."""
     if con is None and not paths.database.exists():
         raise FileNotFoundError(f"no database at {paths.database}: run `make run` or `devicefit run` first")
     with store.opened(paths.database if con is None else con, read_only=True) as con:
-        aggregates = store.aggregates(con)
+        if aggregates is None:
+            aggregates = store.aggregates(con)
         devices = {}
         for fp, kind, name, probe in store.hardware_rows(con):
             probe = (json.loads(probe) if isinstance(probe, str) else probe) or {}

@@ -74,7 +74,10 @@ def device_memory_bytes(kind: str, inventory: dict[str, Any], spec) -> tuple[flo
 
 class HardwareSelector:
     def __init__(self, database_path: str | Path | None = None, benchmark_dir: str | Path | None = None,
-                 config_path: str | Path | None = None, inventory: dict[str, Any] | None = None, record: bool = True):
+                 config_path: str | Path | None = None, inventory: dict[str, Any] | None = None, record: bool = True,
+                 compatibility: dict[str, Any] | None = None):
+        """`compatibility`: the matrix (family -> kind -> entry) when the caller has it (the
+        pipeline hands over its stored table); else the published compatibility_matrix.json."""
         self.config: SelectionConfig = load_config(config_path)
         self.predictor = HardwareModelPredictor(database_path=database_path, benchmark_dir=benchmark_dir, config=self.config,
                                                 record=record)
@@ -84,7 +87,9 @@ class HardwareSelector:
             inventory = detect_hardware().to_json()
         self.inventory = inventory
         matrix_path = self.predictor.paths.outputs / "compatibility_matrix.json"
-        self.compatibility = json.loads(matrix_path.read_text()) if matrix_path.exists() else None
+        if compatibility is None and matrix_path.exists():
+            compatibility = json.loads(matrix_path.read_text())
+        self.compatibility = compatibility
 
     def family_compatibility(self, family: str, kind: str) -> tuple[bool, str]:
         entry = ((self.compatibility or {}).get("model_families", {}).get(family, {})

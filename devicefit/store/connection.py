@@ -59,6 +59,21 @@ def _rollback(con: duckdb.DuckDBPyConnection) -> None:
         pass
 
 
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection, doing: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """All or nothing: what the block writes is committed together, or rolled back on any error
+    (a disk-full or I/O failure said as the machine's, `doing` naming what was being done)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException as exc:
+        _rollback(con)
+        if isinstance(exc, (duckdb.IOException, OSError)):
+            raise _write_failure(database_file(con), exc, doing) from exc
+        raise
+
+
 def database_file(con: duckdb.DuckDBPyConnection) -> str:
     try:
         row = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()

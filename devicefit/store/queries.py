@@ -23,8 +23,13 @@ from devicefit.store.connection import (
 )
 from devicefit.store.schema import JSON_FIELDS
 
-AGGREGATE_SQL = """
-CREATE OR REPLACE TABLE aggregates AS
+# The table of aggregated configs, named after the Dagster asset whose frame it stores (the
+# pipeline's IO manager writes it; plain callers use frames.refresh_aggregates): one table, one
+# query (AGGREGATE_SELECT), one way of replacing it (frames.replace_table).
+AGGREGATES_TABLE = "aggregated_results"
+# A total order (a config is unique on these), so every reader lists the rows alike.
+AGGREGATE_ORDER = "model, device_kind, mode, batch_size, precision, backend, host, input_dims"
+AGGREGATE_SELECT = """
 WITH per_config AS (
     SELECT model, any_value(family) AS family, backend, device_kind, any_value(hostname) AS hostname,
            coalesce(host_fingerprint, hostname) AS host,
@@ -52,13 +57,8 @@ LEFT JOIN per_config base
   ON base.model = p.model AND base.mode = p.mode AND base.batch_size = p.batch_size
  AND base.input_dims = p.input_dims AND base.host IS NOT DISTINCT FROM p.host
  AND base.device_kind = 'cpu' AND base.precision = 'fp32' AND base.backend = 'torch'
-ORDER BY p.model, p.device_kind, p.mode, p.batch_size, p.precision
+ORDER BY p.model, p.device_kind, p.mode, p.batch_size, p.precision, p.backend, p.host, p.input_dims  -- AGGREGATE_ORDER
 """
-
-
-def refresh_aggregates(con: duckdb.DuckDBPyConnection) -> int:
-    con.execute(AGGREGATE_SQL)
-    return con.execute("SELECT count(*) FROM aggregates").fetchone()[0]
 
 
 def query(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
@@ -143,7 +143,7 @@ def source_rows(con) -> list[dict[str, Any]]:
 
 
 def invalid_aggregate_rows(con) -> list[dict[str, Any]]:
-    return query(con, "SELECT model, device_kind, precision, batch_size FROM aggregates WHERE p50_ms IS NULL OR isnan(p50_ms) "
+    return query(con, f"SELECT model, device_kind, precision, batch_size FROM {AGGREGATES_TABLE} WHERE p50_ms IS NULL OR isnan(p50_ms) "
                       "OR p50_ms <= 0 OR (speedup_vs_cpu_fp32 IS NOT NULL AND (isnan(speedup_vs_cpu_fp32) OR speedup_vs_cpu_fp32 <= 0)) "
                       f"LIMIT {OFFENDER_LIMIT}")
 
@@ -158,12 +158,12 @@ def recent_failures(con, limit: int = 20) -> list[dict[str, Any]]:
 
 
 def aggregates(con) -> list[dict[str, Any]]:
-    # Checked by name first: without the table, DuckDB's replacement scan would find this very
-    # Python function called `aggregates` and fail with a confusing message.
-    if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'aggregates'").fetchone()[0]:
-        raise StoreError(f"{database_file(con)} holds no aggregates yet: materialize benchmark_results "
+    # Checked by name first: without the table, DuckDB's replacement scan would look for a Python
+    # object of that name in the caller's frames and fail with a confusing message.
+    if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [AGGREGATES_TABLE]).fetchone()[0]:
+        raise StoreError(f"{database_file(con)} holds no aggregates yet: materialize aggregated_results "
                          "(`devicefit run`) first")
-    return query(con, "SELECT * FROM aggregates ORDER BY model, device_kind, mode, batch_size, precision")
+    return query(con, f"SELECT * FROM {AGGREGATES_TABLE} ORDER BY {AGGREGATE_ORDER}")
 
 
 def record_predictor_version(con, version: str, artifact: dict[str, Any], path: str, within_bars: bool) -> None:

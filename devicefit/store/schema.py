@@ -125,6 +125,10 @@ MIGRATIONS[9] = [
 # machines can share a hostname ("vm"), and a row of OpenVINO's CPU device belongs with the torch
 # rows of the same CPU. Rows loaded before this keep NULL until their source is loaded again.
 MIGRATIONS[10] = ["ALTER TABLE measurements ADD COLUMN host_fingerprint VARCHAR"]
+# The aggregates table takes the name of the Dagster asset whose frame it stores
+# (aggregated_results, through the pipeline's DuckDB IO manager), so the store holds one table of
+# aggregates whichever path (pipeline or CLI) refreshed it last.
+MIGRATIONS[11] = ["ALTER TABLE IF EXISTS aggregates RENAME TO aggregated_results"]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended")
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -6,7 +6,7 @@ import dagster as dg
 from pipelines.definitions import defs
 
 CHAIN = {"benchmark_results", "aggregated_results", "compatibility_matrix", "latency_predictor", "throughput_predictor",
-         "memory_predictor", "prediction_validation", "prediction_matrix", "selection_map", "benchmark_reports",
+         "memory_predictor", "training_frame", "prediction_validation", "prediction_matrix", "selection_map", "benchmark_reports",
          "regression_report"}
 
 

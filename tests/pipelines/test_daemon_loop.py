@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "benchmarks" / "datasets" / "xeon-spr-2c-calibrated"  # real rows of another machine: enough models to train
 TINY = {"ops": {"measurements": {"config": {"batch_sizes": [1], "precisions": ["fp32"], "training_mode": False}}}}
 SENSOR = "rebuild_after_measurements"
-CHAIN = ("benchmark_results", "aggregated_results", "compatibility_matrix", "latency_predictor", "prediction_matrix",
+CHAIN = ("benchmark_results", "aggregated_results", "compatibility_matrix", "training_frame", "latency_predictor", "prediction_matrix",
          "selection_map", "benchmark_reports", "regression_report")
 
 

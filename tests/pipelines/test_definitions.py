@@ -22,7 +22,7 @@ def test_every_selection_string_resolves_to_a_non_empty_set():
         keys = dg.AssetSelection.from_string(selection).resolve(graph)
         assert keys, f"selection {name!r} = {selection!r} matches nothing (and would materialize everything)"
     results = {k.to_user_string() for k in dg.AssetSelection.from_string(selections.RESULTS).resolve(graph)}
-    assert results == {"benchmark_results", "aggregated_results", "compatibility_matrix", "latency_predictor",
+    assert results == {"benchmark_results", "aggregated_results", "compatibility_matrix", "training_frame", "latency_predictor",
                        "throughput_predictor", "memory_predictor", "prediction_matrix", "prediction_validation",
                        "selection_map", "benchmark_reports", "regression_report"}
 
@@ -55,9 +55,9 @@ def test_the_instance_gives_duckdb_writers_one_slot_and_frees_slots_of_ended_run
     instance = dg.DagsterInstance.get()
     assert instance.event_log_storage.get_pool_config().default_pool_limit == 1
     assert instance.run_monitoring_enabled and instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0
-    writers = {key for key in ("benchmark_results", "aggregated_results", "compatibility_matrix")
-               if defs.resolve_assets_def(key).op.pool == "duckdb_writer"}
-    assert writers == {"benchmark_results", "aggregated_results", "compatibility_matrix"}
+    tables = ("benchmark_results", "aggregated_results", "compatibility_matrix", "training_frame")
+    writers = {key for key in tables if defs.resolve_assets_def(key).op.pool == "duckdb_writer"}
+    assert writers == set(tables)
 
 
 def test_the_console_logger_drops_only_the_tracebacks_of_sigint_and_sigterm_stops():

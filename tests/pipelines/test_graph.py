@@ -71,6 +71,12 @@ def test_graph_materializes_in_process_on_two_tiny_models(tmp_path):
     assert columns["p50_ms"] == "DOUBLE" and columns["batch_size"] == "INTEGER"
     rows = event.asset_materialization.metadata["headline"].value.records
     assert rows and {"model", "p50_ms"} <= set(rows[0].data)
+    assert metadata["dagster/table_name"].value == "main.aggregated_results"
+    # The table assets' frames are the store's tables (one aggregates table, whichever path wrote it).
+    with store.opened(paths.database, read_only=True) as con:
+        tables = store.table_counts(con)
+    assert "aggregates" not in tables and tables["aggregated_results"] == metadata["dagster/row_count"].value
+    assert tables["compatibility_matrix"] == sum(len(f["hardware_compatibility"]) for f in matrix["model_families"].values())
     # Published documents match their contracts, as a consumer with only the schema would check.
     import jsonschema
 

@@ -66,7 +66,7 @@ def test_aggregates_median_speedup_and_best_precision(tmp_path):
     store.replace_source(con, "a", "partition", _doc([_row(p50=10.0, run_id="r1"), _row("int8", p50=4.0, run_id="r1")]))
     store.replace_source(con, "b", "ingest", _doc([_row(p50=14.0, run_id="r2"), _row("int8", p50=6.0, run_id="r2")]))
     store.refresh_aggregates(con)
-    rows = {r["precision"]: r for r in store.query(con, "SELECT * FROM aggregates")}
+    rows = {r["precision"]: r for r in store.query(con, "SELECT * FROM aggregated_results")}
     assert rows["fp32"]["runs"] == 2 and rows["fp32"]["p50_ms"] == pytest.approx(12.0)
     assert rows["int8"]["speedup_vs_cpu_fp32"] == pytest.approx(12.0 / 5.0)
     assert rows["fp32"]["speedup_vs_cpu_fp32"] == pytest.approx(1.0)
@@ -78,7 +78,7 @@ def test_speedup_needs_a_cpu_baseline_on_the_same_host(tmp_path):
     store.migrate(con)
     store.replace_source(con, "gpu", "ingest", _doc([_row(device="cuda:0", p50=1.0, hostname="gpu-host")]))
     store.refresh_aggregates(con)
-    [row] = store.query(con, "SELECT * FROM aggregates")
+    [row] = store.query(con, "SELECT * FROM aggregated_results")
     assert row["speedup_vs_cpu_fp32"] is None  # no CPU fp32 measured on gpu-host: no invented baseline
 
 
@@ -97,7 +97,7 @@ def test_two_machines_with_one_hostname_are_two_hosts(tmp_path):
                                                      _row(device="openvino:CPU", p50=2.0, run_id="r2", hostname="vm")], "cpu-xeon"))
     assert {h for (h,) in con.execute("SELECT host_fingerprint FROM measurements").fetchall()} == {"cpu-amd", "cpu-xeon"}
     store.refresh_aggregates(con)
-    rows = {(r["host"], r["device_kind"]): r for r in store.query(con, "SELECT * FROM aggregates")}
+    rows = {(r["host"], r["device_kind"]): r for r in store.query(con, "SELECT * FROM aggregated_results")}
     assert rows[("cpu-amd", "cpu")]["p50_ms"] == 20.0 and rows[("cpu-xeon", "cpu")]["p50_ms"] == 8.0
     assert rows[("cpu-amd", "openvino")]["speedup_vs_cpu_fp32"] == pytest.approx(2.0)
     assert rows[("cpu-xeon", "openvino")]["speedup_vs_cpu_fp32"] == pytest.approx(4.0)
