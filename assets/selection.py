@@ -12,7 +12,7 @@ from devicefit.compatibility import matrix_of_rows
 from devicefit.pipeline import publish_selection_map
 
 
-@dg.asset(deps=[*PREDICTOR_KEYS.values()], group_name="selection", automation_condition=EAGER,
+@dg.asset(deps=[*PREDICTOR_KEYS.values()], group_name="selection", automation_condition=EAGER, pool="duckdb_writer",
           kinds={"json"}, owners=OWNERS,
           description="Spec 002 selection map (families x size categories x modes, and batch sizes), data/outputs/.")
 def selection_map(devicefit_data: DevicefitData, compatibility_matrix: pl.DataFrame) -> dg.MaterializeResult:

@@ -11,7 +11,10 @@ each for the store's sake:
 - a write replaces the table in one transaction (`CREATE OR REPLACE`, schema changes included;
   the stock delete-then-insert leaves an empty table behind a failed insert, breaks on a changed
   column list, and skips empty frames, leaving downstream loads without a table);
-- a load opens the store read-only, so a reader outside the writer pool never takes the lock.
+- a write migrates the store first (an older store's tables take their current names), and
+  refuses a table name the store's own code uses (store.RESERVED_TABLES);
+- a load opens the store read-only (DuckDB's shared lock, with StoreDuckDB's retry); the assets
+  that load a table are in the duckdb_writer pool all the same, so no writer waits behind them.
 """
 from __future__ import annotations
 
@@ -61,6 +64,7 @@ class StoreTablesClient(DuckDbClient):
             if loading:
                 yield con
             else:
+                store.migrate(con)  # an older store's tables take their current names first (migration 11)
                 with store.transaction(con, "store an asset's table in") as con:
                     yield con
 

@@ -69,7 +69,9 @@ def refresh_aggregates(paths: DataPaths, con: store.Source | None = None) -> lis
 
 def aggregate_frame(paths: DataPaths, con: store.Source | None = None):
     """The aggregates as a polars frame (for the IO manager to store), published as the benchmark
-    snapshot the API serves, the same document `refresh_aggregates` publishes."""
+    snapshot the API serves, the same document `refresh_aggregates` publishes. The snapshot is
+    written first: if storing the frame then fails, the API serves the newer aggregates of the
+    same measurements until the asset is materialized again."""
     from devicefit.benchmark_snapshot import publish_snapshot
 
     with store.opened(paths.database if con is None else con, read_only=True) as con:

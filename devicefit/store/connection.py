@@ -158,8 +158,11 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[int]:
     for version in range(current + 1, SCHEMA_VERSION + 1):
         con.execute("BEGIN TRANSACTION")
         try:
-            for statement in MIGRATIONS[version]:
-                con.execute(statement)
+            for step in MIGRATIONS[version]:
+                if callable(step):
+                    step(con)
+                else:
+                    con.execute(step)
             con.execute("INSERT INTO schema_version VALUES (?, ?)", [version, _now()])
             con.execute("COMMIT")
         except BaseException as exc:

@@ -9,18 +9,17 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from devicefit.store.queries import AGGREGATE_SELECT, AGGREGATES_TABLE
-from devicefit.store.schema import JSON_FIELDS
+from devicefit.store.connection import StoreError
+from devicefit.store.queries import AGGREGATE_SELECT, AGGREGATES_TABLE, MEASUREMENT_ORDER
+from devicefit.store.schema import JSON_FIELDS, RESERVED_TABLES
 
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
-# Per-iteration sample lists: the predictors read each row's summary figures (p50, mean,
-# throughput, peak memory), never its samples, which are most of a row's bytes.
-TRAINING_EXCLUDED = ("samples_ms", "phase_samples_ms")
-# The order iter_results reads measurements in: training on a frame gives the same artifact.
-MEASUREMENT_ORDER = "model, device, precision, mode, batch_size"
+# Per-iteration sample lists (timed, warm-up, per phase): the predictors read each row's summary
+# figures (p50, mean, throughput, peak memory), never its samples, which are most of a row's bytes.
+TRAINING_EXCLUDED = ("samples_ms", "warmup_ms", "phase_samples_ms")
 
 
 def aggregate_frame(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
@@ -32,6 +31,8 @@ def replace_table(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFram
     """The table becomes the frame: its rows and its columns (a changed column list included; an
     empty frame leaves an empty table with the frame's columns). Atomic inside the caller's
     transaction."""
+    if schema == "main" and table in RESERVED_TABLES:
+        raise StoreError(f"refusing to replace the store's own table {table!r} with a frame: name the asset otherwise")
     name = "devicefit_replacing_frame"
     con.register(name, frame.to_arrow())
     try:

@@ -95,8 +95,13 @@ def status(path: Path) -> dict[str, Any]:
         con.close()
 
 
+# A total order of measurements (a row is unique on run_id, config_key): every reader, the
+# training frame included, lists the rows alike, so training on either gives the same artifact.
+MEASUREMENT_ORDER = "model, device, precision, mode, batch_size, source_key, run_id, config_key"
+
+
 def iter_results(con: duckdb.DuckDBPyConnection, where: str = "TRUE", params: list[Any] | None = None) -> Iterator[dict[str, Any]]:
-    for row in query(con, f"SELECT * FROM measurements WHERE {where} ORDER BY model, device, precision, mode, batch_size", params):
+    for row in query(con, f"SELECT * FROM measurements WHERE {where} ORDER BY {MEASUREMENT_ORDER}", params):
         for col in JSON_FIELDS:
             if isinstance(row.get(col), str):
                 row[col] = json.loads(row[col])

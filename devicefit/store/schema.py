@@ -3,6 +3,7 @@ written to. Each migration moves the schema from version N-1 to N; they run in o
 transaction."""
 from __future__ import annotations
 
+import re
 from dataclasses import fields
 
 from benchmark_runners.records import BenchmarkResult
@@ -128,10 +129,22 @@ MIGRATIONS[10] = ["ALTER TABLE measurements ADD COLUMN host_fingerprint VARCHAR"
 # The aggregates table takes the name of the Dagster asset whose frame it stores
 # (aggregated_results, through the pipeline's DuckDB IO manager), so the store holds one table of
 # aggregates whichever path (pipeline or CLI) refreshed it last.
-MIGRATIONS[11] = ["ALTER TABLE IF EXISTS aggregates RENAME TO aggregated_results"]
+def _rename_aggregates(con) -> None:
+    """Renamed when only the old table exists; dropped when a newer aggregated_results exists too
+    (both are derived from the measurements; the newer is kept)."""
+    names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+    if "aggregates" in names:
+        con.execute("DROP TABLE aggregates" if "aggregated_results" in names else "ALTER TABLE aggregates RENAME TO aggregated_results")
+
+
+MIGRATIONS[11] = [_rename_aggregates]  # a step is SQL text, or a function of the connection
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended")
 SCHEMA_VERSION = max(MIGRATIONS)
+# The tables the store's own code creates and writes; a pipeline table asset may not take one's name.
+RESERVED_TABLES = frozenset({*(m.group(1) for steps in MIGRATIONS.values() for step in steps if isinstance(step, str)
+                               for m in re.finditer(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", step)),
+                             "prediction_errors"})
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
 JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config", "output_check"}
 DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hostname", "host_fingerprint")

@@ -42,7 +42,7 @@ def test_the_training_frame_is_the_stored_ok_rows_without_their_samples(seeded):
         frame, rows = store.training_frame(con), store.ok_measurements(con)
     assert frame.height == len(rows) and not set(store.frames.TRAINING_EXCLUDED) & set(frame.columns)
     trimmed = [{k: v for k, v in r.items() if k not in store.frames.TRAINING_EXCLUDED} for r in rows]
-    assert sorted(map(repr, store.rows_of(frame))) == sorted(map(repr, trimmed))  # same rows, JSON decoded alike
+    assert store.rows_of(frame) == trimmed  # same rows, same order, JSON decoded alike
 
 
 def test_features_from_the_training_frame_equal_those_from_the_store(seeded):
@@ -62,15 +62,38 @@ def test_features_from_the_training_frame_equal_those_from_the_store(seeded):
     assert all((a.actual[t] == b.actual[t]).all() for t in a.actual) and (a.memory_reference == b.memory_reference).all()
 
 
-def test_migration_11_renames_the_old_aggregates_table(seeded, tmp_path):
+def test_migration_11_renames_the_old_aggregates_table_or_drops_it_beside_a_newer_one(seeded, tmp_path):
     path = tmp_path / "old.duckdb"
     shutil.copy(seeded.database, path)
     con = duckdb.connect(str(path))
+    rows = store.aggregates(con)
     con.execute("ALTER TABLE aggregated_results RENAME TO aggregates")
     con.execute("DELETE FROM schema_version WHERE version = 11")
     assert store.migrate(con) == [11]
-    assert store.aggregates(con) and "aggregates" not in store.table_counts(con)
+    assert store.aggregates(con) == rows and "aggregates" not in store.table_counts(con)
+    # An older store whose new table was written before it was migrated: the stale one goes.
+    con.execute("CREATE TABLE aggregates AS SELECT 1 AS stale")
+    con.execute("DELETE FROM schema_version WHERE version = 11")
+    assert store.migrate(con) == [11]
+    assert store.aggregates(con) == rows and "aggregates" not in store.table_counts(con)
     con.close()
+
+
+def test_the_training_frame_survives_its_round_trip_through_the_store(seeded):
+    """What the predictors receive: the frame stored by the IO manager and loaded back (JSON
+    columns come back as text, lists and timestamps as they were)."""
+    from assets.results import training_frame
+
+    seen = {}
+
+    @dg.asset
+    def consumer(training_frame: pl.DataFrame) -> None:
+        seen["rows"] = store.rows_of(training_frame)
+
+    assert dg.materialize([training_frame, consumer], resources=devicefit_resources(str(seeded.root))).success
+    with store.opened(seeded.database, read_only=True) as con:
+        expected = [{k: v for k, v in r.items() if k not in store.frames.TRAINING_EXCLUDED} for r in store.ok_measurements(con)]
+    assert seen["rows"] == expected and len(expected) > 100
 
 
 # --- The IO manager ----------------------------------------------------------------------------
@@ -147,6 +170,21 @@ def test_a_partitioned_table_asset_is_refused_by_name(tmp_path):
     [failure] = [e for e in result.all_events if e.is_step_failure]
     error = failure.step_failure_data.error
     assert (error.cause or error).cls_name == PartitionedTableRefused.__name__ and "unpartitioned tables only" in error.to_string()
+
+
+def test_a_frame_may_not_replace_one_of_the_stores_own_tables(tmp_path):
+    @dg.asset(io_manager_key=STORE_TABLES)
+    def measurements() -> pl.DataFrame:
+        return pl.DataFrame({"a": [1]})
+
+    database = DataPaths(tmp_path).database
+    store.init_db(database)
+    result = dg.materialize([measurements], resources=devicefit_resources(str(tmp_path)), raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert "refusing to replace the store's own table 'measurements'" in failure.step_failure_data.error.to_string()
+    with store.opened(database, read_only=True) as con:
+        assert "model" in dict(store.table_columns(con, "measurements"))
 
 
 def test_loads_open_the_store_read_only(tmp_path):
