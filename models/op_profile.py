@@ -35,6 +35,12 @@ VIEW = 5  # no data moves: a dispatch and a new tensor header
 CATEGORIES = ("linear", "matmul", "conv", "grouped_conv", "other", "view")
 
 _MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear"}
+# Element-wise ops that evaluate an exponential (or erf/tanh) per element: on a CPU each element
+# costs a polynomial, not a load, so a large map can make them compute-bound (EfficientNet's SiLU
+# over every expanded map; GELU in transformer FFNs; sigmoid gates). ReLU, ReLU6 and hardswish
+# are comparisons and multiply-adds: bandwidth-bound like any other element-wise op.
+_TRANSCENDENTAL = {"silu", "gelu", "sigmoid", "tanh", "exp", "erf", "_softmax", "softmax", "_log_softmax",
+                   "log_softmax", "_safe_softmax", "logsigmoid", "mish", "elu", "softplus", "log", "expm1"}
 _ATTENTION = {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
               "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention", "scaled_dot_product_attention"}
 
@@ -52,6 +58,7 @@ class OpProfile:
     activation_bytes: np.ndarray
     output_rows: np.ndarray  # a GEMM's M (or a convolution's output pixels); scales with the batch
     inner_dimension: np.ndarray  # a GEMM's K (or a convolution's input channels per group x kernel area)
+    transcendental_elements: np.ndarray  # elements a _TRANSCENDENTAL op evaluates (0 for others); scales with the batch
     peak_activation_bytes: tuple[float, float]
 
     def at_batch(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -110,7 +117,7 @@ def _tracer_class():
         def __init__(self, weight_storages: set[int]):
             super().__init__()
             self.weights = weight_storages
-            self.rows: list[tuple[int, float, float, float, float, float]] = []
+            self.rows: list[tuple[int, float, float, float, float, float, float]] = []
             self.live: dict[int, list[int]] = {}  # storage -> [tensor objects alive, bytes]
             self.live_bytes = 0
             self.peak = 0
@@ -158,7 +165,7 @@ def _tracer_class():
                 weakref.finalize(t, self._release, key)
             self.peak = max(self.peak, self.live_bytes)
             if is_view:
-                self.rows.append((VIEW, 0.0, 0.0, 0.0, 0.0, 0.0))
+                self.rows.append((VIEW, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
                 return out
             if name in _ATTENTION:
                 q, k, v = args[:3]
@@ -177,8 +184,9 @@ def _tracer_class():
                 else:
                     activation += nbytes
             category = self._category(name, args, tensors_in)
+            special = float(sum(t.nelement() for t in tensors_out)) if name in _TRANSCENDENTAL else 0.0
             self.rows.append((category, flops, weight, activation, _output_rows(category, tensors_out),
-                              _inner_dimension(name, category, args)))
+                              _inner_dimension(name, category, args), special))
             return out
 
     return OperatorTracer
@@ -274,10 +282,10 @@ def op_profile(spec: ModelSpec, seq_length: int | None = None) -> OpProfile:
     def compute() -> OpProfile:
         one = _trace(spec, input_signature(spec, 1, seq_length))
         two = _trace(spec, input_signature(spec, 2, seq_length))
-        rows = np.array(one.rows, dtype=np.float64).reshape(-1, 6)
+        rows = np.array(one.rows, dtype=np.float64).reshape(-1, 7)
         return OpProfile(
             category=rows[:, 0].astype(np.int8), flops=rows[:, 1], weight_bytes=rows[:, 2], activation_bytes=rows[:, 3],
-            output_rows=rows[:, 4], inner_dimension=rows[:, 5],
+            output_rows=rows[:, 4], inner_dimension=rows[:, 5], transcendental_elements=rows[:, 6],
             peak_activation_bytes=(float(one.peak), float(max(two.peak - one.peak, 0))))
 
     return _profiles.get(trace_key(spec, seq_length), compute)

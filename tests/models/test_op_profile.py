@@ -97,3 +97,14 @@ def test_traces_on_many_threads_match_one_thread_and_patch_nothing():
     assert not errors, errors
     assert seen == {builtin} and F.scaled_dot_product_attention is builtin
     assert all(results[(i, c)] == alone[c] for i in range(2) for c in cases)
+
+
+def test_transcendental_elements_are_the_exponential_activations_outputs():
+    """GELU, tanh, SiLU and sigmoid evaluate an exponential per element; ReLU6 does not."""
+    bert = op_profile(resolve_model("bert-tiny"))
+    # 2 layers x 128 tokens x 512 intermediate GELU outputs, plus the pooler's 128 tanh outputs
+    assert bert.transcendental_elements.sum() == 2 * 128 * 512 + 128
+    assert op_profile(resolve_model("mobilenet-v2")).transcendental_elements.sum() == 0  # ReLU6 only
+    efficientnet = op_profile(resolve_model("efficientnet-b0"))
+    assert (efficientnet.transcendental_elements > 0).sum() == 65  # 49 SiLU + 16 squeeze-excitation sigmoids
+    assert np.all(efficientnet.transcendental_elements[efficientnet.category != 4] == 0)  # only element-wise ops
