@@ -2,6 +2,7 @@
 
 - measure: detect, benchmark
 - data: models (list, add, remove), db (init, status), ingest
+- fleet: devices (list, register)
 - predict: predict, distributed, memory-search
 - select: classify, select, map, resources, recommend
 - report: analyze, report, recommendations, compare-training-inference, compare
@@ -12,7 +13,7 @@ script's entry, so this package never imports the orchestration layer. Shared op
 directory and error handling live in common.py."""
 from __future__ import annotations
 
-from devicefit.cli import data, measure, predict, report, select, serve  # noqa: F401  (each registers its commands)
+from devicefit.cli import data, fleet, measure, predict, report, select, serve  # noqa: F401  (each registers its commands)
 from devicefit.cli.common import app
 
 __all__ = ["app"]

@@ -138,6 +138,13 @@ def _rename_aggregates(con) -> None:
 
 
 MIGRATIONS[11] = [_rename_aggregates]  # a step is SQL text, or a function of the connection
+# Devices as entities (the fleet): a registered device per (hardware, constraint profile), with
+# its host and its own probe under that profile. `id` is the hardware fingerprint (what every
+# measured row's hardware_fingerprint holds) plus the profile's slug.
+MIGRATIONS[12] = ["""CREATE TABLE devices (
+    id VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, name VARCHAR, hostname VARCHAR, host_fingerprint VARCHAR,
+    hardware_fingerprint VARCHAR NOT NULL, profile JSON, details JSON, probe JSON,
+    registered_at TIMESTAMP NOT NULL, last_seen TIMESTAMP NOT NULL)"""]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended")
 SCHEMA_VERSION = max(MIGRATIONS)
