@@ -63,6 +63,8 @@ def local_device(kind: str, inventory: dict[str, Any], profile: ConstraintProfil
     profile = profile or ConstraintProfile()
     info = (inventory.get("platforms") or {}).get(kind) or {}
     devices = info.get("devices") or []
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise DeviceUnavailable(f"a device index is 0, 1, ...; got {index!r}")
     if not info.get("available") or index >= len(devices):
         raise DeviceUnavailable(f"no {kind} device {index} on this host: {info.get('reason') or 'not detected'}")
     dev = devices[index]

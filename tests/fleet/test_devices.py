@@ -52,6 +52,10 @@ def test_device_ids_are_the_hardware_fingerprint_plus_the_profile(inventory):
     assert one.id == f"{plain.id}+t1" and one.hardware_fingerprint == plain.id
     assert local_device("cpu", detect_hardware(probe=False).to_json(), ConstraintProfile(threads=1)).id == one.id  # stable
     assert "memory_available_bytes" not in one.details  # volatile figures are not a description
+    with pytest.raises(DeviceUnavailable, match="a device index is 0, 1"):
+        local_device("cpu", inventory, index=-1)  # never the last device by Python's negative indexing
+    with pytest.raises(DeviceUnavailable, match="no cpu device 1 on this host"):
+        local_device("cpu", inventory, index=1)
     with pytest.raises(DeviceUnavailable, match="no webgpu device 0 on this host"):
         local_device("webgpu", inventory)
     with pytest.raises(Exception, match="unknown hardware 'tpu9'"):
