@@ -56,15 +56,12 @@ def load_results(paths: DataPaths, con: store.Source | None = None) -> LoadRepor
 
 def refresh_aggregates(paths: DataPaths, con: store.Source | None = None) -> list[dict[str, Any]]:
     """Recompute the aggregates table and publish it as the benchmark snapshot the API serves
-    (the CLI's path; the pipeline's aggregated_results asset stores the same rows as a frame)."""
-    from devicefit.benchmark_snapshot import publish_snapshot
-
+    (outside the pipeline: tests, scripts; the aggregated_results asset stores the same frame
+    through its IO manager)."""
     with store.opened(paths.database if con is None else con) as con:
         store.migrate(con)
-        store.refresh_aggregates(con)
-        rows = store.aggregates(con)
-    publish_snapshot(paths, rows)
-    return rows
+        frame = store.refresh_aggregates(con)
+    return _publish_aggregates(paths, frame)
 
 
 def aggregate_frame(paths: DataPaths, con: store.Source | None = None):
@@ -72,12 +69,18 @@ def aggregate_frame(paths: DataPaths, con: store.Source | None = None):
     snapshot the API serves, the same document `refresh_aggregates` publishes. The snapshot is
     written first: if storing the frame then fails, the API serves the newer aggregates of the
     same measurements until the asset is materialized again."""
-    from devicefit.benchmark_snapshot import publish_snapshot
-
     with store.opened(paths.database if con is None else con, read_only=True) as con:
         frame = store.aggregate_frame(con)
-    publish_snapshot(paths, store.rows_of(frame))
+    _publish_aggregates(paths, frame)
     return frame
+
+
+def _publish_aggregates(paths: DataPaths, frame) -> list[dict[str, Any]]:
+    from devicefit.benchmark_snapshot import publish_snapshot
+
+    rows = store.rows_of(frame)
+    publish_snapshot(paths, rows)
+    return rows
 
 
 def catalog_facts() -> list[dict[str, Any]]:

@@ -41,12 +41,12 @@ def replace_table(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFram
         con.unregister(name)
 
 
-def refresh_aggregates(con: duckdb.DuckDBPyConnection) -> int:
-    """Recompute the aggregates table from the measurements (outside the pipeline: the CLI, the
-    tests); returns its row count."""
+def refresh_aggregates(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Recompute the aggregates table from the measurements (outside the pipeline: tests,
+    scripts); returns the frame it stored."""
     frame = aggregate_frame(con)
     replace_table(con, AGGREGATES_TABLE, frame)
-    return frame.height
+    return frame
 
 
 def training_frame(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
