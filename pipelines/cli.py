@@ -11,7 +11,7 @@ from rich.table import Table
 
 from benchmark_runners import registry
 from devicefit.cli import app
-from devicefit.cli.common import console, csv_list, data_paths, err, fail, int_list
+from devicefit.cli.common import console, csv_list, data_paths, err, exit_without_teardown, fail, int_list
 from devicefit.errors import DevicefitError
 
 
@@ -106,7 +106,10 @@ def run_command(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except SystemExit as exc:  # typer ends every command this way, success included
+        exit_without_teardown(exc.code)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -132,3 +132,32 @@ def print_regression(report: dict) -> None:
     for c in report["comparisons"]:
         if c["verdict"] == "inconclusive":
             console.print(f"[yellow]{c['config']}: {c['method']}[/]")
+
+
+def exit_without_teardown(code: Any) -> NoReturn:
+    """End the console script the way `sys.exit(code)` would, minus the interpreter's teardown:
+    with torch and transformers loaded (every measuring command has them) finalizing their
+    modules takes about 0.8 s after the work is done, which a user waits for on every command
+    (measured on the 2-core Xeon: 4.0 s vs 3.2 s for a process that only imports them). The
+    atexit handlers still run (they stop workers and the fork server), output is flushed and
+    logging shut down. A process with a non-daemon thread still running is left to the normal
+    exit, which waits for that thread."""
+    import atexit
+    import logging
+    import os
+    import threading
+
+    if isinstance(code, str):  # sys.exit("message"): print it, status 1
+        print(code, file=sys.stderr)
+        code = 1
+    status = 0 if code is None else code if isinstance(code, int) else 1
+    if any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.exit(status)
+    atexit._run_exitfuncs()  # noqa: SLF001 - the documented handlers, run as the normal exit would
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`devicefit ... | head`)
+            pass
+    os._exit(status)

@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from benchmark_runners.harness import TimingPolicy, measure
+from benchmark_runners.harness import TimingPolicy, measure, noise_floor_start
 from benchmark_runners.timers import HostClock
 
 
@@ -124,6 +124,33 @@ def test_a_target_the_cap_cannot_reach_stops_at_the_noise_floor():
     assert m.stop_reason == "converged"
     off = TimingPolicy(max_time_s=3600, max_iterations=300, noise_floor_min_iterations=0)
     assert measure(lambda clock: None, ScriptedClock(list(bimodal), 2_000_000), off).stop_reason == "max_iterations"
+
+
+def test_slow_noisy_iterations_reach_the_noise_floor_before_the_cap():
+    """1.5 s iterations, bimodal (1.2 s and 1.8 s): a 30 s cap holds 20 of them, so the rule's
+    usual 40 samples never come; it applies from 15 (75% of what the cap holds) and stops there
+    instead of running to the cap. Off (share 0), the cap decides."""
+    bimodal = [1_200_000_000 if i % 2 else 1_800_000_000 for i in range(200)]
+    policy = TimingPolicy(max_time_s=30)
+    assert noise_floor_start([1_500_000_000] * 10, policy) == 15
+    assert noise_floor_start([2_000_000] * 10, policy) == policy.noise_floor_min_iterations  # fast: unchanged
+
+    def run(policy: TimingPolicy):
+        clock = ScriptedClock([1_500_000_000] * 3 + bimodal, 1_500_000_000)
+        elapsed = [0.0]
+        end = clock.end
+
+        def timed_end():  # the caps run on the script's time, not the test's
+            ns, phases = end()
+            elapsed[0] += ns / 1e9
+            return ns, phases
+
+        clock.end = timed_end
+        return measure(lambda c: None, clock, policy, now=lambda: elapsed[0])
+
+    m = run(policy)
+    assert m.stop_reason == "noise_floor" and 15 <= len(m.samples_ns) < 20
+    assert run(TimingPolicy(max_time_s=30, noise_floor_cap_share=0)).stop_reason == "time_cap"
 
 
 def test_a_target_the_cap_can_still_reach_is_not_given_up():
