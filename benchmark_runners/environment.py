@@ -64,6 +64,9 @@ def process_environment() -> dict[str, Any]:
         "torch_interop_threads": torch.get_num_interop_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        # An ISA cap as the worker was started with it (constraints.ISA_CAPS), beside what ATen chose.
+        "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"),
+        "mkl_enable_instructions": os.environ.get("MKL_ENABLE_INSTRUCTIONS"),
         "cuda_runtime": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "quantized_engine": torch.backends.quantized.engine,

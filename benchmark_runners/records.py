@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from benchmark_runners import registry
+from benchmark_runners.constraints import ISA_CAPS, profile_slug
 from benchmark_runners.harness import TimingPolicy
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
@@ -43,6 +44,9 @@ class BenchmarkConfig:
     image_size: int | None = None
     audio_seconds: float | None = None
     threads: int | None = None  # None: one per physical core
+    # An instruction-set cap (constraints.ISA_CAPS: "avx2", "avx512"): measured in a worker
+    # started with the cap's environment, as an older fleet host would run. None: the CPU's own.
+    isa: str | None = None
     timeout_s: float = 600.0  # per config, load included
     policy: TimingPolicy = field(default_factory=TimingPolicy)
 
@@ -61,6 +65,10 @@ class BenchmarkConfig:
             problems.append(f"sequence length must be a positive integer, got {self.seq_length}")
         if self.threads is not None and self.threads < 1:
             problems.append(f"threads must be a positive integer, got {self.threads}")
+        if self.isa is not None and self.isa not in ISA_CAPS:
+            problems.append(f"unknown ISA cap {self.isa!r} (known: {', '.join(ISA_CAPS)})")
+        elif self.isa is not None and registry.kind_of_device(self.device) != "cpu":
+            problems.append(f"an ISA cap applies to torch on the CPU, not to {self.device}")
         if self.timeout_s <= 0:
             problems.append(f"timeout must be positive, got {self.timeout_s}")
         if problems:
@@ -79,9 +87,17 @@ class BenchmarkConfig:
         data["policy"] = TimingPolicy(**data.get("policy", {}))
         return cls(**data)
 
+    @property
+    def profile(self) -> str:
+        """The constraint profile's slug ("t1", "avx2", ...; "" for none): the part of the
+        device id that tells this device from the same device unconstrained."""
+        return profile_slug(self.threads, self.isa)
+
     def key(self) -> str:
-        """Identifies the configuration (not the run): same key, comparable measurements."""
-        ident = {k: v for k, v in self.to_json().items() if k not in ("timeout_s", "policy")}
+        """Identifies the configuration (not the run): same key, comparable measurements. A
+        field added later (isa) counts only when set, so configs measured before keep their keys."""
+        ident = {k: v for k, v in self.to_json().items()
+                 if k not in ("timeout_s", "policy") and not (k == "isa" and v is None)}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -134,6 +150,9 @@ class BenchmarkResult:
     # the hardware
     device_name: str | None = None
     hardware_fingerprint: str | None = None
+    # The constraint profile measured under ("t1", "avx2", ...; None: the device as it is). The
+    # row's device id is hardware_fingerprint + "+" + this (devicefit.fleet.devices.device_id).
+    device_profile: str | None = None
     # interference: share of the host's CPU other processes used while timing (contention.py)
     other_cpu_share: float | None = None
     contended: bool | None = None  # other_cpu_share above contention.CONTENDED_SHARE on the kept attempt
@@ -191,6 +210,7 @@ class BenchmarkResult:
                    error: str | None = None, reason_code: str | None = None, **extra: Any) -> "BenchmarkResult":
         model = extra.pop("model", config.model)  # the resolved name once the model is known
         policy = extra.pop("policy", config.policy.to_json())  # rows measured elsewhere carry their own
+        extra.setdefault("device_profile", config.profile or None)
         return cls(run_id=run_id, config_key=config.key(), status=status, model=model,
                    backend=config.backend, device=config.device, precision=config.precision,
                    mode=config.mode, batch_size=config.batch_size, timestamp=timestamp, error=error, reason_code=reason_code,

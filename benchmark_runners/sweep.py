@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from benchmark_runners import registry
+from benchmark_runners.constraints import ISA_CAPS, profile_env
 from benchmark_runners.device_lock import hold_devices, physical_device
 from benchmark_runners.environment import host_environment
 from benchmark_runners.hardware import HardwareInventory, PlatformInfo, detect_hardware
@@ -58,7 +59,7 @@ def _group(configs: Iterable[BenchmarkConfig]) -> list[list[tuple[int, Benchmark
     upwards; the position puts each row back where its config was asked for."""
     groups: dict[tuple, list[tuple[int, BenchmarkConfig]]] = {}
     for i, c in enumerate(configs):
-        groups.setdefault((c.model, c.backend, c.device), []).append((i, c))
+        groups.setdefault((c.model, c.backend, c.device, c.threads, c.isa), []).append((i, c))
     order = {"inference": 0, "training": 1}
     return [sorted(g, key=lambda ic: (order[ic[1].mode], ic[1].precision, ic[1].batch_size, ic[1].seq_length or 0))
             for g in groups.values()]
@@ -90,6 +91,11 @@ def _unavailable_reason(config: BenchmarkConfig, inventory: HardwareInventory, d
         return f"{kind} is not available here: {info.reason}"
     if config.device not in devices:
         return f"{config.device} does not exist here ({len(info.devices)} {kind} device(s))"
+    if config.isa:
+        flags = (inventory.platforms["cpu"].devices or [{}])[0].get("isa_flags") or []
+        if ISA_CAPS[config.isa]["flag"] not in flags:
+            return (f"this CPU has no {config.isa} ({ISA_CAPS[config.isa]['flag']} is not among its flags): "
+                    f"an {config.isa} cap would describe hardware that is not here")
     return None
 
 
@@ -143,22 +149,25 @@ class _Worker:
     parent dies, however it dies (kill -9 included), the kernel closes the write end and the
     worker exits at once instead of measuring on beside the next run."""
 
-    def __init__(self, job: dict, python: str, model: str = "", forked: bool = True):
+    def __init__(self, job: dict, python: str, model: str = "", forked: bool = True, env: dict[str, str] | None = None):
         """Start the process; it imports its libraries while the parent decides what to `send`.
-        `forked`: from the fork server where there is one (its first fork waits for its imports)."""
+        `forked`: from the fork server where there is one (its first fork waits for its imports).
+        `env`: variables a library reads at load (an ISA cap): such a worker is always a fresh
+        interpreter, since a forked one would inherit the server's libraries as loaded."""
         self.job = job
+        self.env = dict(env or {})
         self.configs: list[BenchmarkConfig] = []
         self.stderr = tempfile.TemporaryFile()
         lifeline_read, self.lifeline = os.pipe()  # both ends non-inheritable; the worker gets the read end only
         try:
-            server = _fork_server(python) if forked else None
+            server = _fork_server(python) if forked and not self.env else None
             if server is not None:
                 try:
                     self.proc = server.fork({PRELOAD_ENV: model}, self.stderr.fileno(), lifeline_read)
                     return
                 except (RuntimeError, OSError) as exc:
                     _drop_fork_server(f"{type(exc).__name__}: {exc}")
-            env = dict(_worker_env(), **{LIFELINE_ENV: str(lifeline_read), PRELOAD_ENV: model})
+            env = dict(_worker_env(), **self.env, **{LIFELINE_ENV: str(lifeline_read), PRELOAD_ENV: model})
             self.proc = subprocess.Popen(
                 [python, "-m", "benchmark_runners.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=self.stderr, env=env, start_new_session=True, pass_fds=(lifeline_read,),
@@ -231,14 +240,17 @@ def _discard_early_worker() -> None:
         _early = None
 
 
-def _new_worker(job: dict, python: str, model: str) -> _Worker:
-    """The early worker if one was started with this interpreter, else a fresh one."""
+def _new_worker(job: dict, python: str, config: BenchmarkConfig) -> _Worker:
+    """The early worker if one was started with this interpreter and the environment `config`
+    needs (none, unless it is capped to an ISA), else a fresh one."""
     global _early
-    worker, _early = (_early, None) if _early is not None and _early.proc.args[0] == python else (None, _early)
+    env = profile_env(None, config.isa)
+    fits = _early is not None and _early.proc.args[0] == python and _early.env == env
+    worker, _early = (_early, None) if fits else (None, _early)
     if worker is None or worker.proc.poll() is not None:
         if worker is not None:
             worker.close()
-        return _Worker(job, python, model)
+        return _Worker(job, python, config.model, env=env)
     worker.job = job
     return worker
 
@@ -338,7 +350,7 @@ def _sweep_groups(configs: list[BenchmarkConfig], run_id: str, job: dict, python
                 if not reason:
                     # The memory guard traces the model (seconds, the first time): start the
                     # worker first so its imports run meanwhile.
-                    worker = worker or _new_worker(job, python, config.model)
+                    worker = worker or _new_worker(job, python, config)
                     reason, code = memory_refusal(config, inventory), "insufficient_memory"
                 if reason:
                     rows[position] = BenchmarkResult.for_config(config, run_id, now_iso(), "skipped", reason, code,
@@ -355,7 +367,7 @@ def _sweep_groups(configs: list[BenchmarkConfig], run_id: str, job: dict, python
             worker.kill()
             worker.close()
         while pending:
-            worker = worker or _new_worker(job, python, pending[0][1].model)
+            worker = worker or _new_worker(job, python, pending[0][1])
             worker.send([c for _, c in pending])
             emit(SweepEvent("worker_started", worker_pid=worker.proc.pid))
             try:

@@ -145,6 +145,8 @@ class ResultRow(_Strict):
     output_check: JsonObject | None = None
     device_name: Text | None = None
     hardware_fingerprint: Text | None = None
+    # A constraint profile's slug ("t1", "avx2", "t1-avx2"): it becomes part of a device id.
+    device_profile: Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$", max_length=64)] | None = None
     other_cpu_share: Annotated[float, Field(ge=0, le=1)] | None = None
     contended: bool | None = None
     contention_attempts: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None

@@ -90,7 +90,8 @@ def benchmark(
     ci_target: float = typer.Option(0.02, "--ci-target", help="Stop when the median's 95% CI half-width is within this fraction."),
     max_time: float = typer.Option(30.0, "--max-time", help="Cap on timed seconds per config."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds per config (load included) before its worker is killed."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch threads (default: physical cores)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch threads (default: physical cores); set, the rows name the profile (device id +tN)."),
+    isa: Optional[str] = typer.Option(None, "--isa", help="Cap the CPU's instruction set (avx2, avx512) as an older host would run: the worker starts with oneDNN's, ATen's and MKL's caps, and the rows name the profile (device id +avx2)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write all rows, with raw samples, to this JSON file."),
     compare_to: Optional[str] = typer.Option(None, "--compare-to", help="Baseline to check these rows against: a CSV, a results/CI JSON file, a run id, or 'previous'."),
     regression_alert: float = typer.Option(0.1, "--regression-alert", help="Relative slowdown of the median that counts as a regression (with --compare-to)."),
@@ -108,7 +109,7 @@ def benchmark(
         devices_busy = busy_elsewhere({physical_device(d) for d in csv_list(device, "--device")})
     except (OSError, ValueError):  # no lock directory, or not a device: the sweep says which
         devices_busy = []
-    if not devices_busy:  # beside another process's measurement, its imports would disturb it
+    if not devices_busy and not isa:  # beside another process's measurement, its imports would disturb it
         start_worker_early(model_names[0])  # its imports run while the models are resolved and checked
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -132,7 +133,7 @@ def benchmark(
         policy = TimingPolicy(ci_target=ci_target, max_time_s=max_time)
         configs = [
             BenchmarkConfig(model=name, device=dev, backend=registry.backend_for_device(dev).name, precision=p,
-                            mode=m, batch_size=b, seq_length=seq_length, threads=threads, timeout_s=timeout, policy=policy)
+                            mode=m, batch_size=b, seq_length=seq_length, threads=threads, isa=isa, timeout_s=timeout, policy=policy)
             for name in model_names for dev in csv_list(device, "--device") for m in csv_list(mode, "--mode")
             for p in csv_list(precision, "--precision") for b in sizes
         ]

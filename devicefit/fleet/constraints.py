@@ -10,16 +10,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark_runners.constraints import ISA_CAPS, profile_env, profile_slug
 from devicefit.errors import DevicefitError
 
-# Instruction-set caps, lowest first, with the values each library reads. The CPU must have the
-# ISA: capping a machine at an ISA it lacks would be a claim about hardware that is not there.
-ISA_CAPS = {
-    "avx2": {"flag": "avx2", "env": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
-                                     "MKL_ENABLE_INSTRUCTIONS": "AVX2"}},
-    "avx512": {"flag": "avx512f", "env": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512",
-                                          "MKL_ENABLE_INSTRUCTIONS": "AVX512"}},
-}
+__all__ = ["ISA_CAPS", "PROFILE_KINDS", "BadProfile", "ConstraintProfile"]
+
 # What a profile is applied to: torch on the CPU reads these variables. OpenVINO's CPU plugin
 # takes its threads from its own properties and ships its own oneDNN, so a profile there would
 # be unverified; it is refused until the OpenVINO backend applies one.
@@ -47,16 +42,11 @@ class ConstraintProfile:
 
     def slug(self) -> str:
         """The profile's part of a device id: "t1", "avx2", "t1-avx2"; "" for none."""
-        return "-".join(p for p in ((f"t{self.threads}" if self.threads else ""), self.isa or "") if p)
+        return profile_slug(self.threads, self.isa)
 
     def env(self) -> dict[str, str]:
         """The environment a process needs to run under this profile (set before it starts)."""
-        out: dict[str, str] = {}
-        if self.threads:
-            out.update(OMP_NUM_THREADS=str(self.threads), MKL_NUM_THREADS=str(self.threads))
-        if self.isa:
-            out.update(ISA_CAPS[self.isa]["env"])
-        return out
+        return profile_env(self.threads, self.isa)
 
     def to_json(self) -> dict[str, Any]:
         return {"threads": self.threads, "isa": self.isa}

@@ -79,8 +79,11 @@ def device_key(kind: str, host: str | None) -> str:
 
 
 def row_device(row: dict) -> str:
-    """The device a stored measurement row was taken on."""
-    return device_key(row["device_kind"], row.get("host_fingerprint") or row.get("hostname"))
+    """The device a stored measurement row was taken on; a constraint profile makes the same
+    hardware another device ("cpu@<host>+t1"), as the aggregates' host key does."""
+    host = row.get("host_fingerprint") or row.get("hostname")
+    profile = row.get("device_profile")
+    return device_key(row["device_kind"], f"{host}+{profile}" if host and profile else host)
 
 
 def kind_of(device: str) -> str:
@@ -106,7 +109,10 @@ def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, 
         if device in specs:
             continue
         kind = r["device_kind"]
-        name, probe = known.get(r.get("hardware_fingerprint"), (r.get("device_name"), None))
+        # A profiled device's own probe (registered under its device id); else the hardware's.
+        name, probe = known.get(r.get("device_id") or "", None) or known.get(r.get("hardware_fingerprint"), (r.get("device_name"), None))
+        if r.get("device_profile") and r.get("device_id") not in known:
+            continue  # the unconstrained hardware's peaks would misdescribe it: unscored until registered
         spec = spec_from_probe(kind, name, probe)
         host = known.get(r.get("host_fingerprint"))
         if spec is None and kind == "openvino" and name == "CPU" and host:

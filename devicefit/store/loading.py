@@ -21,6 +21,13 @@ def host_fingerprint(document: dict[str, Any]) -> str | None:
     return devices[0].get("fingerprint") if devices and isinstance(devices[0], dict) else None
 
 
+def row_device_id(hardware_fingerprint: str | None, profile: str | None) -> str | None:
+    """The registered device a row ran on (devicefit.fleet.devices.device_id's form)."""
+    if not hardware_fingerprint:
+        return None
+    return f"{hardware_fingerprint}+{profile}" if profile else hardware_fingerprint
+
+
 def _measurement_values(source_key: str, r: BenchmarkResult, host: str | None = None) -> list[Any]:
     row = r.to_json()
     dims = (row.get("input") or {}).get("dims") or {}
@@ -31,6 +38,7 @@ def _measurement_values(source_key: str, r: BenchmarkResult, host: str | None = 
         "input_dims": json.dumps(dims, sort_keys=True) if dims else None,
         "hostname": (r.environment or {}).get("hostname"),
         "host_fingerprint": host,
+        "device_id": row_device_id(r.hardware_fingerprint, r.device_profile),
         "timestamp": parse_timestamp(r.timestamp),  # naive UTC, whatever offset the file wrote
     }
     out = []

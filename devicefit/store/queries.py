@@ -32,8 +32,9 @@ AGGREGATE_ORDER = "model, device_kind, mode, batch_size, precision, backend, hos
 AGGREGATE_SELECT = """
 WITH per_config AS (
     SELECT model, any_value(family) AS family, backend, device_kind, any_value(hostname) AS hostname,
-           coalesce(host_fingerprint, hostname) AS host,
+           coalesce(host_fingerprint, hostname) || coalesce('+' || device_profile, '') AS host,
            any_value(hardware_fingerprint) AS hardware_fingerprint, any_value(device_name) AS device_name,
+           any_value(device_id) AS device_id, any_value(device_profile) AS device_profile,
            precision, mode, batch_size, coalesce(input_dims, '{}') AS input_dims, any_value(seq_length) AS seq_length,
            count(DISTINCT run_id) AS runs, count(*) AS rows,
            median(p50_ms) AS p50_ms, median(p95_ms) AS p95_ms,
@@ -41,11 +42,13 @@ WITH per_config AS (
            median(peak_rss_bytes) AS peak_rss_bytes, max(ci_rel_half_width) AS worst_ci_rel_half_width,
            max(timestamp) AS last_measured
     FROM measurements WHERE status = 'ok'
-    GROUP BY model, backend, device_kind, coalesce(host_fingerprint, hostname), precision, mode, batch_size, coalesce(input_dims, '{}')
+    GROUP BY model, backend, device_kind, coalesce(host_fingerprint, hostname) || coalesce('+' || device_profile, ''),
+             precision, mode, batch_size, coalesce(input_dims, '{}')
 )
 SELECT p.*,
        -- versus the same model/batch/input on the same host's CPU in fp32 (torch); NULL when not measured.
-       -- A host is its CPU's fingerprint (hostnames repeat across machines), else its hostname.
+       -- A host is its CPU's fingerprint (hostnames repeat across machines), else its hostname;
+       -- a constraint profile ("+t1") makes it another device of its own.
        base.p50_ms / p.p50_ms AS speedup_vs_cpu_fp32,
        first_value(p.precision) OVER (
            PARTITION BY p.model, p.backend, p.device_kind, p.host, p.mode, p.batch_size, p.input_dims
@@ -283,8 +286,14 @@ def sample_history(con, run_id: str | None = None, latest_only: bool = False) ->
 
 
 def hardware_rows(con) -> list[tuple]:
-    """(fingerprint, kind, name, probe) of every device the store knows."""
-    return con.execute("SELECT fingerprint, kind, name, probe FROM hardware").fetchall()
+    """(fingerprint, kind, name, probe) of every device the store knows: the detected hardware,
+    and each registered device under a constraint profile by its device id (its probe is the
+    one taken under the profile), so rows measured under a profile find their own peaks."""
+    rows = con.execute("SELECT fingerprint, kind, name, probe FROM hardware").fetchall()
+    if con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'devices'").fetchone()[0]:
+        rows += con.execute("SELECT id, kind, name || ' (' || split_part(id, '+', 2) || ')', probe FROM devices "
+                            "WHERE id LIKE '%+%' AND probe IS NOT NULL").fetchall()
+    return rows
 
 
 def measured_inputs(con) -> list[tuple]:

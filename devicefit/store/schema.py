@@ -145,6 +145,13 @@ MIGRATIONS[12] = ["""CREATE TABLE devices (
     id VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, name VARCHAR, hostname VARCHAR, host_fingerprint VARCHAR,
     hardware_fingerprint VARCHAR NOT NULL, profile JSON, details JSON, probe JSON,
     registered_at TIMESTAMP NOT NULL, last_seen TIMESTAMP NOT NULL)"""]
+# The device a row ran on: its constraint profile (a field of the row; NULL for rows measured
+# as the device is) and its device id, derived at load (hardware fingerprint + "+" + profile),
+# the id the fleet's `devices` table registers. Rows stored before have no profile: their id is
+# their hardware fingerprint, which is the unprofiled device's id.
+MIGRATIONS[13] = ["ALTER TABLE measurements ADD COLUMN device_profile VARCHAR",
+                  "ALTER TABLE measurements ADD COLUMN device_id VARCHAR",
+                  "UPDATE measurements SET device_id = hardware_fingerprint"]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended")
 SCHEMA_VERSION = max(MIGRATIONS)
@@ -154,5 +161,5 @@ RESERVED_TABLES = frozenset({*(m.group(1) for steps in MIGRATIONS.values() for s
                              "prediction_errors"})
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
 JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config", "output_check"}
-DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hostname", "host_fingerprint")
+DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hostname", "host_fingerprint", "device_id")
 MEASUREMENT_COLUMNS = [*DERIVED_COLUMNS, *(f.name for f in fields(BenchmarkResult))]

@@ -1,0 +1,138 @@
+"""Measuring under a constraint profile: a config says its profile, a worker runs under it (an ISA
+cap in a fresh interpreter with the caps in its environment), the row names its device, and the
+store and the predictors keep it apart from the same hardware unconstrained."""
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from benchmark_runners.hardware import detect_hardware
+from benchmark_runners.harness import TimingPolicy
+from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
+from benchmark_runners.sweep import run_sweep
+from devicefit import store
+from devicefit.predict.hardware_specs import measured_device_specs, row_device
+from devicefit.profiles import Selection, partition_configs
+from devicefit.results_io import results_document
+
+DATASET = Path(__file__).resolve().parents[2] / "benchmarks" / "datasets" / "xeon-spr-2c-calibrated"
+FAST = TimingPolicy(max_time_s=0.3, warmup_max_time_s=0.2, min_iterations=3)
+
+
+def test_a_profile_is_part_of_the_config_and_of_its_key_only_when_set():
+    plain = BenchmarkConfig(model="bert-tiny")
+    # The key of a config without a cap is what it was before caps existed: the quick profile's
+    # configs have the keys of the rows the Xeon stored before, so old and new rows still compare.
+    recorded = json.loads((DATASET / "partition__cpu__bert-tiny.json").read_text())["results"]
+    configs = partition_configs("bert-tiny", "cpu", Selection(), ["amx_bf16"])
+    assert {c.key() for c in configs} == {r["config_key"] for r in recorded}
+    capped, one = replace(plain, isa="avx2"), replace(plain, threads=1)
+    assert len({plain.key(), capped.key(), one.key()}) == 3
+    assert (plain.profile, capped.profile, one.profile, replace(one, isa="avx2").profile) == ("", "avx2", "t1", "t1-avx2")
+    assert BenchmarkResult.for_config(capped, "r", "t", "skipped").device_profile == "avx2"
+    assert BenchmarkResult.for_config(plain, "r", "t", "skipped").device_profile is None
+    with pytest.raises(ValueError, match="unknown ISA cap 'sse9'"):
+        BenchmarkConfig(model="bert-tiny", isa="sse9")
+    with pytest.raises(ValueError, match="applies to torch on the CPU"):
+        BenchmarkConfig(model="bert-tiny", device="openvino:CPU", backend="openvino", isa="avx2")
+
+
+def test_a_cap_the_cpu_lacks_is_skipped_with_the_reason():
+    inventory = detect_hardware(probe=False)
+    cpu = inventory.platforms["cpu"].devices[0]
+    saved = cpu["isa_flags"]
+    cpu["isa_flags"] = [f for f in saved if not f.startswith("avx512")]
+    try:
+        [row] = run_sweep([BenchmarkConfig(model="bert-tiny", isa="avx512", policy=FAST)], inventory=inventory)
+    finally:
+        cpu["isa_flags"] = saved
+    assert row.status == "skipped" and row.reason_code == "device_unavailable"
+    assert "this CPU has no avx512" in row.error and row.device_profile == "avx512"
+
+
+def test_a_capped_worker_runs_under_the_cap_and_its_row_says_so():
+    """A real worker: started fresh with the caps in its environment (a forked one would keep
+    the fork server's kernels), and ATen's own report of the capability it chose is in the row."""
+    inventory = detect_hardware(probe=False)
+    if "avx2" not in (inventory.platforms["cpu"].devices[0].get("isa_flags") or []):
+        pytest.skip("this CPU has no AVX2 to cap at")
+    [capped, plain] = run_sweep([BenchmarkConfig(model="bert-tiny", isa="avx2", policy=FAST),
+                                 BenchmarkConfig(model="bert-tiny", policy=FAST)], inventory=inventory)
+    assert capped.status == "ok", capped.error
+    assert capped.device_profile == "avx2" and plain.device_profile is None
+    assert capped.environment["onednn_max_cpu_isa"] == "AVX2" and capped.environment["mkl_enable_instructions"] == "AVX2"
+    assert capped.environment["torch_cpu_capability"] == "AVX2"
+    assert plain.environment["onednn_max_cpu_isa"] is None
+
+
+def _row(config: BenchmarkConfig, p50: float, fingerprint: str = "cpu-abc") -> BenchmarkResult:
+    from benchmark_runners.stats import summarize
+
+    samples = [p50 * f for f in (0.99, 1.0, 1.0, 1.01, 1.0, 1.0)]
+    stats = summarize(samples).to_json()
+    stats.pop("count")
+    return BenchmarkResult.for_config(config, "run-1", "2026-11-25T10:00:00+00:00", "ok", samples_ms=samples, **stats,
+                                      iterations=6, throughput_samples_per_s=1e3 / p50, peak_rss_bytes=10**8,
+                                      hardware_fingerprint=fingerprint, device_name="Xeon", ci_target=0.02, stop_reason="converged",
+                                      input={"modality": "text", "dims": {"seq_length": 128}, "shapes": {}})
+
+
+def test_profiled_rows_are_another_device_in_the_store_and_the_aggregates(tmp_path):
+    hardware = {"hostname": "vm", "platforms": {"cpu": {"available": True, "devices": [{"name": "Xeon", "fingerprint": "cpu-abc"}]}}}
+    plain = BenchmarkConfig(model="bert-tiny")
+    rows = [_row(plain, 5.0), _row(replace(plain, threads=1), 9.0)]
+    database = tmp_path / "devicefit.duckdb"
+    store.init_db(database)
+    with store.opened(database) as con:
+        store.replace_source(con, "partition:cpu|bert-tiny", "partition", results_document("run-1", rows, hardware))
+        stored = con.execute("SELECT device_profile, device_id, p50_ms FROM measurements ORDER BY p50_ms").fetchall()
+        assert stored == [(None, "cpu-abc", 5.0), ("t1", "cpu-abc+t1", 9.0)]
+        frame = store.refresh_aggregates(con)
+    by_host = {r["host"]: r for r in frame.to_dicts()}
+    assert set(by_host) == {"cpu-abc", "cpu-abc+t1"}  # two devices, not one config measured twice
+    assert by_host["cpu-abc+t1"]["p50_ms"] == 9.0 and by_host["cpu-abc+t1"]["device_id"] == "cpu-abc+t1"
+    assert by_host["cpu-abc+t1"]["speedup_vs_cpu_fp32"] == 1.0  # against its own profile's fp32, not the other device
+
+
+def test_migration_13_gives_rows_stored_before_their_device(tmp_path):
+    database = tmp_path / "old.duckdb"
+    import duckdb
+
+    with duckdb.connect(str(database)) as con:
+        for version in range(1, 13):
+            for step in store.MIGRATIONS[version]:
+                step(con) if callable(step) else con.execute(step)
+            con.execute("INSERT INTO schema_version VALUES (?, now())", [version])
+        con.execute("INSERT INTO measurements (source_key, run_id, config_key, status, model, backend, device, device_kind, "
+                    "precision, mode, batch_size, hardware_fingerprint) VALUES "
+                    "('s', 'r', 'k', 'ok', 'm', 'torch', 'cpu', 'cpu', 'fp32', 'inference', 1, 'cpu-abc')")
+        assert store.migrate(con) == [13]
+        assert con.execute("SELECT device_id, device_profile FROM measurements").fetchall() == [("cpu-abc", None)]
+
+
+def test_the_predictors_give_a_profiled_device_its_own_key_and_its_own_probe():
+    probe = {"matmul_gflops_best": 300.0, "memory_bandwidth_gbs_best": 25.0}
+    one = {"matmul_gflops_best": 170.0, "memory_bandwidth_gbs_best": 14.0}
+    base = {"device_kind": "cpu", "host_fingerprint": "cpu-abc", "hardware_fingerprint": "cpu-abc", "device_name": "Xeon"}
+    plain, t1, avx2 = (dict(base, device_id="cpu-abc"), dict(base, device_id="cpu-abc+t1", device_profile="t1"),
+                       dict(base, device_id="cpu-abc+avx2", device_profile="avx2"))
+    assert (row_device(plain), row_device(t1)) == ("cpu@cpu-abc", "cpu@cpu-abc+t1")
+    hardware = [("cpu-abc", "cpu", "Xeon", json.dumps(probe)), ("cpu-abc+t1", "cpu", "Xeon (t1)", json.dumps(one))]
+    specs = measured_device_specs([plain, t1, avx2], hardware)
+    assert specs["cpu@cpu-abc"].peak_gflops == 300.0 and specs["cpu@cpu-abc+t1"].peak_gflops == 170.0
+    # Not registered (no probe under its cap): the unconstrained peaks would misdescribe it.
+    assert "cpu@cpu-abc+avx2" not in specs
+
+
+def test_registered_profiled_devices_bring_their_probe_to_training(tmp_path):
+    database = tmp_path / "devicefit.duckdb"
+    store.init_db(database)
+    with store.opened(database) as con:
+        store.register_device(con, {"id": "cpu-abc+t1", "kind": "cpu", "name": "Xeon", "hostname": "vm", "host_fingerprint": "cpu-abc",
+                                    "hardware_fingerprint": "cpu-abc", "profile": {"threads": 1, "isa": None}, "details": {},
+                                    "probe": {"matmul_gflops_best": 170.0, "memory_bandwidth_gbs_best": 14.0}})
+        store.register_device(con, {"id": "cpu-abc", "kind": "cpu", "name": "Xeon", "hostname": "vm", "host_fingerprint": "cpu-abc",
+                                    "hardware_fingerprint": "cpu-abc", "profile": {}, "details": {}, "probe": None})
+        rows = store.hardware_rows(con)
+    assert [(fp, name) for fp, _kind, name, _probe in rows] == [("cpu-abc+t1", "Xeon (t1)")]
