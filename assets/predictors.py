@@ -14,7 +14,7 @@ from devicefit import store
 from devicefit.pipeline import publish_prediction_matrix, train_predictors, validate_served_predictions
 from devicefit.predict.matrix import count_by_source
 from devicefit.predict.training import ERROR_BARS, TARGETS, InsufficientData
-from devicefit.predict.validation_report import ErrorMetrics, ValidationReport
+from devicefit.predict.validation_report import HELD_OUT_DEVICE_BAR, ErrorMetrics, ValidationReport, held_out_cpu_devices
 
 PREDICTOR_KEYS = {t: f"{t}_predictor" for t in TARGETS}
 METRIC_COLUMNS = ["group", "mape", "median_ape", "within_10pct", "n"]
@@ -124,4 +124,26 @@ def _coverage_check(target: str):
     return check
 
 
-PREDICTOR_CHECKS = [_bar_check(t) for t in TARGETS] + [_coverage_check(t) for t in TARGETS]
+def _held_out_device_check():
+    @dg.asset_check(asset=PREDICTOR_KEYS["latency"], name="latency_held_out_cpu_device_within_bar",
+                    description=f"Leave-one-device-out latency MAPE of each held-out CPU device (a constraint profile of a "
+                                f"CPU, or another host's CPU) is at most {HELD_OUT_DEVICE_BAR:.0%}: the predictor trained "
+                                "without that device's rows, answering from its probe alone.")
+    def check(devicefit_data: DevicefitData) -> dg.AssetCheckResult:
+        from devicefit.predict import artifacts
+
+        artifact = artifacts.load_current(devicefit_data.paths())
+        per_device = held_out_cpu_devices(ValidationReport.of(artifact).targets["latency"])
+        if not per_device:
+            return dg.AssetCheckResult(passed=True, description="fewer than two CPU devices measured: no device to hold out",
+                                       metadata={"version": artifact["version"]})
+        over = [f"{d} {m.mape:.1%}" for d, m in per_device.items() if m.mape > HELD_OUT_DEVICE_BAR]
+        return dg.AssetCheckResult(passed=not over,
+                                   description=", ".join(f"{d} {m.mape:.1%} (n={m.n})" for d, m in per_device.items())
+                                   + f"; bar {HELD_OUT_DEVICE_BAR:.0%}" + (f"; over: {', '.join(over)}" if over else ""),
+                                   metadata={"version": artifact["version"], **{f"mape[{d}]": m.mape for d, m in per_device.items()}})
+
+    return check
+
+
+PREDICTOR_CHECKS = [_bar_check(t) for t in TARGETS] + [_coverage_check(t) for t in TARGETS] + [_held_out_device_check()]

@@ -29,3 +29,17 @@ def profile_env(threads: int | None, isa: str | None) -> dict[str, str]:
     if isa:
         out.update(ISA_CAPS[isa]["env"])
     return out
+
+
+def parse_profile_slug(slug: str) -> tuple[int | None, str | None]:
+    """(threads, isa) of a slug profile_slug wrote; ValueError naming what is wrong otherwise
+    (a landing file's device_profile is read through this before it becomes part of an id)."""
+    threads, isa = None, None
+    for part in slug.split("-") if slug else []:
+        if part.startswith("t") and part[1:].isdigit() and int(part[1:]) > 0 and threads is None:
+            threads = int(part[1:])
+        elif part in ISA_CAPS and isa is None:
+            isa = part
+        else:
+            raise ValueError(f"{slug!r} is not a constraint profile (tN threads and/or an ISA cap: {', '.join(ISA_CAPS)})")
+    return threads, isa

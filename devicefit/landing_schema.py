@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from benchmark_runners.constraints import parse_profile_slug
 from benchmark_runners.records import MODES, PRECISIONS, REASON_CODES, STATUSES, BenchmarkResult
 from devicefit.errors import DevicefitError
 from devicefit.results_io import FORMAT
@@ -70,6 +71,11 @@ def _timestamp(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_utf8)]
+
+
+def _profile_slug(value: str) -> str:
+    parse_profile_slug(value)  # ValueError: pydantic reports it with the field's name
+    return value
 Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
 PositiveInt32 = Annotated[int, Field(ge=1, le=INT32_MAX)]
 ByteCount = Annotated[int, Field(ge=0, le=INT64_MAX)]  # BIGINT, never negative
@@ -146,7 +152,7 @@ class ResultRow(_Strict):
     device_name: Text | None = None
     hardware_fingerprint: Text | None = None
     # A constraint profile's slug ("t1", "avx2", "t1-avx2"): it becomes part of a device id.
-    device_profile: Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$", max_length=64)] | None = None
+    device_profile: Annotated[str, Field(max_length=64), AfterValidator(_profile_slug)] | None = None
     other_cpu_share: Annotated[float, Field(ge=0, le=1)] | None = None
     contended: bool | None = None
     contention_attempts: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None

@@ -138,6 +138,6 @@ def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path 
         detected_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         boot_id=_boot_id(),
     )
-    if probe:
-        _write_cache(path, inventory)
+    if probe and not any(p.get("contended") for p in probes.values()):
+        _write_cache(path, inventory)  # a disturbed probe is used once, never kept for the next run
     return inventory

@@ -54,7 +54,7 @@ def select_command(
     seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models."),
     mode: str = MODE,
     precision: str = PRECISION,
-    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds you have (default: what is detected here)."),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds you have (default: what is detected here), or registered device ids (devicefit devices list) to choose among those devices, with measured and predicted figures."),
     task: Optional[str] = typer.Option(None, "--task", help="classification, generation, embedding, speech_recognition, fine_tuning, training."),
     max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", help="Exclude hardware predicted slower than this."),
     distributed: bool = typer.Option(False, "--distributed", help="Training across --gpu-count GPUs (memory per GPU from the distributed plan)."),
@@ -65,11 +65,21 @@ def select_command(
 ) -> None:
     """Recommend hardware: constraints first (available, compatible, fits, latency bound), then
     candidates scored against the best one with the configured weights and preferences."""
+    from benchmark_runners import registry
     from devicefit.predict.api import PredictorUnavailable
     from devicefit.select.config import SelectionConfigError
     from devicefit.select.selector import HardwareSelector, SelectionError
     from models.catalog import UnknownModelError
 
+    wanted = csv_list(hardware, "--hardware") if hardware else []
+    if wanted and not all(w in registry.kind_names() for w in wanted):
+        kinds = [w for w in wanted if w in registry.kind_names()]
+        if kinds:
+            fail(f"--hardware mixes kinds ({', '.join(kinds)}) with device ids ({', '.join(w for w in wanted if w not in kinds)}): "
+                 "give kinds, or registered device ids (devicefit devices list)")
+        if task or distributed:
+            fail("--task and --distributed choose among kinds; with device ids give --mode and --batch-size")
+        return _select_devices(model, wanted, batch_size, seq_length, mode, precision, max_latency_ms, config, benchmark_dir, as_json)
     try:
         selector = HardwareSelector(benchmark_dir=benchmark_dir, config_path=config)
         kwargs = dict(available_hardware=csv_list(hardware, "--hardware") if hardware else None, distributed=distributed,
@@ -94,6 +104,37 @@ def select_command(
         table.add_row(hw, f"{s['score']:.2f}" if "score" in s else "-", f"{p['latency']:.1f}" if p["latency"] else "-",
                       f"{p['throughput']:.1f}" if p["throughput"] else "-", f"{p['memory_mb']:.0f}" if p["memory_mb"] else "-",
                       p["source"], s["excluded"] or "")
+    console.print(table)
+    console.print(result["explanation"])
+
+
+def _select_devices(model: str, device_ids: list[str], batch_size: int, seq_length: Optional[int], mode: str, precision: str,
+                    max_latency_ms: Optional[float], config: Optional[Path], benchmark_dir: Optional[Path], as_json: bool) -> None:
+    """`select --hardware <device ids>`: among registered devices (devicefit.select.devices)."""
+    from devicefit.predict.api import PredictorUnavailable
+    from devicefit.select.config import SelectionConfigError
+    from devicefit.select.devices import select_devices, to_json
+    from devicefit.select.selector import HardwareSelector, SelectionError
+    from models.catalog import UnknownModelError
+
+    try:
+        selector = HardwareSelector(benchmark_dir=benchmark_dir, config_path=config, inventory={})
+        result = select_devices(selector, model, device_ids, batch_size, seq_length, mode, precision, max_latency_ms)
+    except (PredictorUnavailable, SelectionConfigError, SelectionError, UnknownModelError, ValueError) as exc:
+        fail(str(exc))
+    if as_json:
+        print(to_json(result))
+        return
+    console.print(f"[bold]{result['model_name']}[/] ({result['model_family']}), batch {batch_size}, {precision}, {mode}: "
+                  f"primary [bold green]{result['primary_recommendation']}[/]; fallbacks: {', '.join(result['fallback_options']) or 'none'}")
+    table = Table()
+    for col in ("device", "name", "profile", "measured ms", "predicted ms", "predicted by", "excluded"):
+        table.add_column(col)
+    for device, e in result["devices"].items():
+        measured, predicted = e["measured"], e["predicted"]
+        table.add_row(device, e["name"] or "-", ", ".join(f"{k}={v}" for k, v in e["profile"].items()) or "-",
+                      f"{measured['latency']:.2f}" if measured else "-",
+                      f"{predicted['latency']:.2f}" if predicted["latency"] else "-", predicted["source"], e["excluded"] or "")
     console.print(table)
     console.print(result["explanation"])
 

@@ -6,11 +6,10 @@ library load (oneDNN's dispatcher, ATen's kernel choice, MKL's), so a profile is
 *new process* (the probe, a worker), never to a process that has imported torch already."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from benchmark_runners.constraints import ISA_CAPS, profile_env, profile_slug
+from benchmark_runners.constraints import ISA_CAPS, parse_profile_slug, profile_env, profile_slug
 from devicefit.errors import DevicefitError
 
 __all__ = ["ISA_CAPS", "PROFILE_KINDS", "BadProfile", "ConstraintProfile"]
@@ -57,12 +56,10 @@ class ConstraintProfile:
 
     @classmethod
     def parse_slug(cls, slug: str) -> "ConstraintProfile":
-        threads, isa = None, None
-        for part in filter(None, slug.split("-")):
-            if re.fullmatch(r"t\d+", part):
-                threads = int(part[1:])
-            else:
-                isa = part
+        try:
+            threads, isa = parse_profile_slug(slug)
+        except ValueError as exc:
+            raise BadProfile(str(exc)) from None
         return cls(threads, isa)
 
     def check_applies(self, kind: str, device: dict[str, Any]) -> None:

@@ -53,6 +53,12 @@ class Request:
     mode: str
     kind: str
     backend: str | None = None  # None: the backend that measures this kind (openvino for openvino, torch otherwise)
+    # One device of the kind ("cpu@<host>+t1", a measured device's key): answered with that
+    # device's own fits; None: the kind's device in the artifact (this machine's).
+    device: str | None = None
+    # The device's figures where the artifact has none for it (a registered device never
+    # measured: its own probe), for the roofline links of the chain.
+    spec: DeviceSpec | None = None
 
     def __post_init__(self):
         if self.backend is None:
@@ -81,6 +87,13 @@ class PerformancePredictor:
         """The device a request for `kind` is answered for (the kind itself when none was measured)."""
         return self.devices.get(kind, kind)
 
+    def measured_devices(self) -> list[str]:
+        """The device keys the artifact has fits for ("cpu@<host>", "cpu@<host>+t1", ...)."""
+        return sorted(self.baselines.memory)
+
+    def _device(self, r: Request) -> str:
+        return r.device or self.device_of(r.kind)
+
     @classmethod
     def load(cls, path: Path) -> "PerformancePredictor":
         return cls(json.loads(Path(path).read_text()))
@@ -89,7 +102,7 @@ class PerformancePredictor:
         return self.artifact.get("version", self.artifact["trained_at"])
 
     def _in_domain(self, r: Request) -> bool:
-        device = self.device_of(r.kind)
+        device = self._device(r)
         roofline = self.baselines.roofline.get(f"{device}|{r.backend}")
         memory = self.baselines.memory.get(device)
         return (r.kind in self.domain["device_kind"] and r.point.family in self.domain["family"]
@@ -99,7 +112,7 @@ class PerformancePredictor:
 
     def predict(self, requests: list[Request]) -> list[Prediction]:
         out: list[Prediction | None] = [None] * len(requests)
-        trained = [i for i, r in enumerate(requests) if self._in_domain(r) and self.device_of(r.kind) in self.specs]
+        trained = [i for i, r in enumerate(requests) if self._in_domain(r) and self._device(r) in self.specs]
         if trained:
             self._predict_trained([requests[i] for i in trained], trained, out)
         for i, r in enumerate(requests):
@@ -108,12 +121,12 @@ class PerformancePredictor:
         return out  # type: ignore[return-value]
 
     def _predict_trained(self, requests: list[Request], index: list[int], out: list) -> None:
-        feats = [feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, self.specs[self.device_of(r.kind)])
+        feats = [feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, self.specs[self._device(r)])
                  for r in requests]
         X = to_matrix(feats, self.categories)
         raw = {t: self.boosters[t].predict(X) for t in TARGETS}
         for j, r in enumerate(requests):
-            device = self.device_of(r.kind)
+            device = self._device(r)
             base = self.baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, device, r.backend)
             lat = base * math.exp(raw["latency"][j])
             tp = r.batch_size * 1e3 / base * math.exp(raw["throughput"][j])
@@ -127,10 +140,11 @@ class PerformancePredictor:
                                        self.level)
 
     def _fallback(self, r: Request) -> Prediction:
-        spec = self.specs.get(self.device_of(r.kind)) or self.specs.get(r.kind)
+        # A named device answers with its own figures only: another device's would misdescribe it.
+        spec = (self.specs.get(r.device) or r.spec) if r.device else (self.specs.get(self.device_of(r.kind)) or self.specs.get(r.kind))
         if spec is None:
             return Prediction(None, None, None, None, None, None, "unavailable",
-                              f"no measurement and no published spec for {r.kind}: nothing to predict from", self.level)
+                              f"no measurement and no published spec for {r.device or r.kind}: nothing to predict from", self.level)
         f = feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, spec)
         roof = math.exp(f["log_roofline_ms"])
         mem_ref = memory_reference_bytes(r.point, r.precision, r.mode, self.artifact["process_baseline"].get(r.kind, STATIC_PROCESS_BASELINE),

@@ -85,3 +85,14 @@ class ValidationReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"level": self.level, "targets": {t: v.to_json() for t, v in self.targets.items()}, "held_out_rows": self.held_out_rows}
+
+
+# Leave-one-device-out latency bar for a held-out CPU device (issue 17): a profile of a CPU (one
+# thread, an ISA cap) or another host's CPU, predicted from its probe through a same-kind
+# device's fit. Wider than the held-out-model bar: the device's only input is two probe figures.
+HELD_OUT_DEVICE_BAR = 0.20
+
+
+def held_out_cpu_devices(target: "TargetValidation") -> dict[str, "ErrorMetrics"]:
+    """The target's leave-one-device-out metrics for CPU devices ("cpu@<host>[+profile]")."""
+    return {d: m for d, m in sorted(target.leave_one_hardware_out_per_device.items()) if d.split("@", 1)[0] == "cpu"}

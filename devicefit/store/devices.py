@@ -1,4 +1,6 @@
-"""The store's registered devices (the fleet): register or refresh one, list them."""
+"""The store's registered devices (the fleet): register or refresh one, list them, and register
+the devices that loaded rows were measured on (a landing file or an ingested one brings its
+devices with it, so every device with a row in the store is a registered device)."""
 from __future__ import annotations
 
 import json
@@ -12,23 +14,68 @@ _COLUMNS = ("id", "kind", "name", "hostname", "host_fingerprint", "hardware_fing
             "registered_at")
 
 
-def register_device(con, device: dict[str, Any]) -> bool:
-    """Insert the device, or refresh a registered one (its description, probe and last_seen; its
-    first registration time stays). Returns True when it was new."""
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+def row_device_id(hardware_fingerprint: str | None, profile: str | None) -> str | None:
+    """The registered device a row ran on (devicefit.fleet.devices.device_id's form)."""
+    if not hardware_fingerprint:
+        return None
+    return f"{hardware_fingerprint}+{profile}" if profile else hardware_fingerprint
+
+
+def _upsert(con, device: dict[str, Any], now: datetime) -> bool:
+    """Insert or refresh, inside the caller's transaction. True when the device was new."""
     values = [device[c] if c not in ("profile", "details", "probe") or device[c] is None else json.dumps(device[c])
               for c in _COLUMNS[:-1]]
     registered = datetime.fromisoformat(device["registered_at"]).replace(tzinfo=None) if device.get("registered_at") else now
-    with transaction(con, "register a device in"):
-        new = not con.execute("SELECT count(*) FROM devices WHERE id = ?", [device["id"]]).fetchone()[0]
-        if new:
-            con.execute(f"INSERT INTO devices ({', '.join(_COLUMNS)}, last_seen) VALUES ({', '.join('?' * (len(_COLUMNS) + 1))})",
-                        [*values, registered, now])
-        else:
-            con.execute("UPDATE devices SET kind = ?, name = ?, hostname = ?, host_fingerprint = ?, hardware_fingerprint = ?, "
-                        "profile = ?, details = ?, probe = coalesce(?, probe), last_seen = ? WHERE id = ?",
-                        [*values[1:], now, device["id"]])
+    new = not con.execute("SELECT count(*) FROM devices WHERE id = ?", [device["id"]]).fetchone()[0]
+    if new:
+        con.execute(f"INSERT INTO devices ({', '.join(_COLUMNS)}, last_seen) VALUES ({', '.join('?' * (len(_COLUMNS) + 1))})",
+                    [*values, registered, now])
+    else:
+        con.execute("UPDATE devices SET kind = ?, name = ?, hostname = ?, host_fingerprint = ?, hardware_fingerprint = ?, "
+                    "profile = ?, details = coalesce(?, details), probe = coalesce(?, probe), last_seen = ? WHERE id = ?",
+                    [*values[1:], now, device["id"]])
     return new
+
+
+def register_device(con, device: dict[str, Any]) -> bool:
+    """Insert the device, or refresh a registered one (its description, probe and last_seen; its
+    first registration time stays). Returns True when it was new."""
+    with transaction(con, "register a device in"):
+        return _upsert(con, device, datetime.now(timezone.utc).replace(tzinfo=None))
+
+
+def measured_devices(rows: list[Any], document: dict[str, Any], host: str | None) -> list[dict[str, Any]]:
+    """The devices `rows` (BenchmarkResults of one landing document) were measured on, as device
+    records: kind, name and fingerprint from the rows, the host from the document, the
+    description and probe from its hardware block (a profiled device's probe is the one taken
+    under its profile, registered by `devicefit devices register`, never the unconstrained one)."""
+    from devicefit.fleet.constraints import ConstraintProfile
+
+    hardware = document.get("hardware") or {}
+    described = {d.get("fingerprint"): d for info in (hardware.get("platforms") or {}).values()
+                 for d in (info.get("devices") or []) if isinstance(d, dict)}
+    probes = {p.get("fingerprint"): p for p in (hardware.get("probes") or {}).values() if isinstance(p, dict)}
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        device_id = row_device_id(r.hardware_fingerprint, r.device_profile)
+        if device_id is None or device_id in out:
+            continue
+        profile = ConstraintProfile.parse_slug(r.device_profile or "")
+        details = {k: v for k, v in (described.get(r.hardware_fingerprint) or {}).items()
+                   if k not in ("memory_available_bytes", "fingerprint")} or None
+        out[device_id] = {
+            "id": device_id, "kind": r.device.split(":")[0], "name": r.device_name or r.device,
+            "hostname": hardware.get("hostname") or (r.environment or {}).get("hostname"), "host_fingerprint": host,
+            "hardware_fingerprint": r.hardware_fingerprint, "profile": profile.to_json(), "details": details,
+            "probe": None if r.device_profile else probes.get(r.hardware_fingerprint),
+        }
+    return list(out.values())
+
+
+def register_measured(con, rows: list[Any], document: dict[str, Any], host: str | None, now: datetime) -> int:
+    """Register (or refresh) the devices of a document's rows, inside the caller's transaction.
+    Returns how many were new."""
+    return sum(_upsert(con, device, now) for device in measured_devices(rows, document, host))
 
 
 def devices(con, kind: str | None = None) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import duckdb
 from benchmark_runners.records import BenchmarkResult
 from devicefit.landing_schema import LandingFileError, parse_timestamp, validated_rows
 from devicefit.store.connection import DATA_ERRORS, _now, _rollback, _write_failure, database_file
+from devicefit.store.devices import register_measured, row_device_id
 from devicefit.store.schema import _LEGACY_REASON_CODES, HISTORY_COLUMNS, JSON_FIELDS, MEASUREMENT_COLUMNS
 
 
@@ -19,13 +20,6 @@ def host_fingerprint(document: dict[str, Any]) -> str | None:
     """The fingerprint of the CPU of the host that wrote `document` (its hardware block)."""
     devices = (((document.get("hardware") or {}).get("platforms") or {}).get("cpu") or {}).get("devices") or []
     return devices[0].get("fingerprint") if devices and isinstance(devices[0], dict) else None
-
-
-def row_device_id(hardware_fingerprint: str | None, profile: str | None) -> str | None:
-    """The registered device a row ran on (devicefit.fleet.devices.device_id's form)."""
-    if not hardware_fingerprint:
-        return None
-    return f"{hardware_fingerprint}+{profile}" if profile else hardware_fingerprint
 
 
 def _measurement_values(source_key: str, r: BenchmarkResult, host: str | None = None) -> list[Any]:
@@ -107,6 +101,7 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
         con.execute(f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
                         WHERE source_key = ? AND status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""", [source_key])
         _upsert_hardware(con, document.get("hardware") or {}, now)
+        register_measured(con, kept, document, host, now)
         _upsert_models(con, kept, now)
         con.execute("INSERT INTO sources (source_key, origin, path, sha256, rows, loaded_at, duplicate_rows) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)", [source_key, origin, path, sha256, len(kept), now, len(results) - len(kept)])
@@ -131,9 +126,13 @@ def _upsert_hardware(con, inventory: dict[str, Any], now: datetime) -> None:
             fp = dev.get("fingerprint")
             if not fp:
                 continue
+            probe = probes.get(fp)
+            held = con.execute("SELECT probe FROM hardware WHERE fingerprint = ?", [fp]).fetchone()
+            if held and held[0] and (probe is None or (probe.get("contended") and not json.loads(held[0]).get("contended"))):
+                probe = json.loads(held[0])  # an undisturbed probe is not replaced by none, or by a disturbed one
             con.execute("DELETE FROM hardware WHERE fingerprint = ?", [fp])
             con.execute("INSERT INTO hardware VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [fp, kind, dev.get("name"), hostname, json.dumps(dev), json.dumps(probes.get(fp)), now])
+                        [fp, kind, dev.get("name"), hostname, json.dumps(dev), json.dumps(probe), now])
 
 
 def _upsert_models(con, results: list[BenchmarkResult], now: datetime) -> None:

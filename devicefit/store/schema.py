@@ -149,9 +149,9 @@ MIGRATIONS[12] = ["""CREATE TABLE devices (
 # as the device is) and its device id, derived at load (hardware fingerprint + "+" + profile),
 # the id the fleet's `devices` table registers. Rows stored before have no profile: their id is
 # their hardware fingerprint, which is the unprofiled device's id.
-MIGRATIONS[13] = ["ALTER TABLE measurements ADD COLUMN device_profile VARCHAR",
-                  "ALTER TABLE measurements ADD COLUMN device_id VARCHAR",
-                  "UPDATE measurements SET device_id = hardware_fingerprint"]
+MIGRATIONS[13] = ["ALTER TABLE measurements ADD COLUMN IF NOT EXISTS device_profile VARCHAR",
+                  "ALTER TABLE measurements ADD COLUMN IF NOT EXISTS device_id VARCHAR",
+                  "UPDATE measurements SET device_id = hardware_fingerprint WHERE device_id IS NULL AND device_profile IS NULL"]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended")
 SCHEMA_VERSION = max(MIGRATIONS)

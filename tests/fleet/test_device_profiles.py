@@ -88,6 +88,11 @@ def test_profiled_rows_are_another_device_in_the_store_and_the_aggregates(tmp_pa
         store.replace_source(con, "partition:cpu|bert-tiny", "partition", results_document("run-1", rows, hardware))
         stored = con.execute("SELECT device_profile, device_id, p50_ms FROM measurements ORDER BY p50_ms").fetchall()
         assert stored == [(None, "cpu-abc", 5.0), ("t1", "cpu-abc+t1", 9.0)]
+        # The rows' devices are registered devices now, the profiled one with its profile.
+        fleet = {d["id"]: d for d in store.devices(con)}
+        assert set(fleet) == {"cpu-abc", "cpu-abc+t1"}
+        assert fleet["cpu-abc+t1"]["profile"] == {"threads": 1, "isa": None} and fleet["cpu-abc+t1"]["hostname"] == "vm"
+        assert fleet["cpu-abc"]["host_fingerprint"] == "cpu-abc" and fleet["cpu-abc"]["details"] == {"name": "Xeon"}
         frame = store.refresh_aggregates(con)
     by_host = {r["host"]: r for r in frame.to_dicts()}
     assert set(by_host) == {"cpu-abc", "cpu-abc+t1"}  # two devices, not one config measured twice
@@ -136,3 +141,25 @@ def test_registered_profiled_devices_bring_their_probe_to_training(tmp_path):
                                     "hardware_fingerprint": "cpu-abc", "profile": {}, "details": {}, "probe": None})
         rows = store.hardware_rows(con)
     assert [(fp, name) for fp, _kind, name, _probe in rows] == [("cpu-abc+t1", "Xeon (t1)")]
+
+
+@pytest.mark.parametrize("slug", ["t0", "sse9", "t1-t2", "../../etc", "T1", "avx2-avx2"])
+def test_a_landing_row_with_a_profile_that_is_not_one_is_refused_by_name(slug):
+    from devicefit.landing_schema import LandingFileError, validated_rows
+    from devicefit.results_io import FORMAT
+
+    row = _row(BenchmarkConfig(model="bert-tiny", threads=1), 5.0).to_json()
+    assert validated_rows({"format": FORMAT, "results": [row]}, "rows")
+    with pytest.raises(LandingFileError, match="device_profile"):
+        validated_rows({"format": FORMAT, "results": [{**row, "device_profile": slug}]}, "rows")
+
+
+def test_the_held_out_device_bar_looks_at_cpu_devices_only():
+    from devicefit.predict.validation_report import HELD_OUT_DEVICE_BAR, ErrorMetrics, TargetValidation, held_out_cpu_devices
+
+    m = lambda mape: ErrorMetrics(n=10, mape=mape, median_ape=mape, within_10pct=0.5)  # noqa: E731
+    v = TargetValidation(leave_one_model_out=m(0.1), per_family={}, per_hardware={}, interval_log_half_width=None,
+                         interval_coverage=None, bar_mape=0.15, leave_one_hardware_out=m(0.2),
+                         leave_one_hardware_out_per_device={"cpu@h+t1": m(0.12), "openvino@h": m(0.9), "cpu@h": m(0.3)})
+    assert list(held_out_cpu_devices(v)) == ["cpu@h", "cpu@h+t1"]
+    assert HELD_OUT_DEVICE_BAR == 0.20

@@ -1,0 +1,133 @@
+"""Choosing among registered devices (`devicefit select --hardware <device ids>`): the fleet's
+devices, not kinds. Each candidate is a device the store registered (a host's CPU, that CPU under
+a 1-thread or AVX2 profile, its OpenVINO plugin, an ingested GPU host's GPU), answered with:
+- `measured`: the store's aggregate for that device and config, where it was measured (p50,
+  throughput, peak memory, runs, CI), labelled `measured`;
+- `predicted`: the predictor's answer for that device (its own fits when the artifact has them,
+  else the roofline on the device's registered probe), labelled with the link of the chain
+  that answered (`trained_predictor`, `roofline_calibrated`, `static_rule`, `unavailable`).
+The ranking uses the measured latency where there is one, else the predicted one, and says
+which; a device whose family x kind measurements all failed, or whose memory the prediction
+exceeds, is excluded with the reason."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from devicefit import store
+from devicefit.predict.api import MB
+from devicefit.predict.features import model_point
+from devicefit.predict.hardware_specs import device_key, spec_from_probe
+from devicefit.predict.predictor import Request
+from devicefit.select.selector import HardwareSelector, SelectionError
+from models.classifier import classify_spec
+from models.resolve import resolve_model
+
+
+def registered_devices(selector: HardwareSelector, ids: list[str]) -> list[dict[str, Any]]:
+    """The registered devices named by `ids`, in that order; an unknown id is an error naming
+    the registered ones."""
+    database = selector.predictor.paths.database
+    if not database.exists():
+        raise SelectionError(f"no store at {database}: no device is registered (devicefit devices register, or make run)")
+    with store.opened(database, read_only=True) as con:
+        fleet = {d["id"]: d for d in store.devices(con)} if store.schema_version(con) >= 12 else {}
+    unknown = [i for i in ids if i not in fleet]
+    if unknown:
+        raise SelectionError(f"unknown device {', '.join(unknown)}; registered: {', '.join(sorted(fleet)) or 'none'} "
+                             f"(devicefit devices list)")
+    return [fleet[i] for i in ids]
+
+
+def _host_key(device: dict[str, Any]) -> str:
+    """The aggregates' host column for this device (store.queries.AGGREGATE_SELECT): its host's
+    CPU fingerprint (else hostname), plus "+profile" for a profiled device."""
+    host = device.get("host_fingerprint") or device.get("hostname") or ""
+    profile = device["id"].split("+", 1)[1] if "+" in device["id"] else ""
+    return f"{host}+{profile}" if profile else host
+
+
+def _device_key(device: dict[str, Any]) -> str:
+    """The predictor's key for this device (hardware_specs.row_device)."""
+    return device_key(device["kind"], _host_key(device) or None)
+
+
+def _measured(con, model: str, device: dict[str, Any], batch_size: int, precision: str, mode: str,
+              seq_length: int | None) -> dict[str, Any] | None:
+    rows = store.query(con, f"SELECT * FROM {store.AGGREGATES_TABLE} WHERE model = ? AND device_kind = ? AND host = ? "
+                            "AND precision = ? AND mode = ? AND batch_size = ?", [model, device["kind"], _host_key(device), precision, mode, batch_size])
+    if seq_length is not None:
+        rows = [r for r in rows if r.get("seq_length") == seq_length]
+    if not rows:
+        return None
+    r = min(rows, key=lambda r: (r.get("seq_length") or 0) != 128)  # the default input first
+    return {"latency": r["p50_ms"], "throughput": r["throughput_samples_per_s"],
+            "memory_mb": None if r.get("peak_rss_bytes") is None else r["peak_rss_bytes"] / MB,
+            "runs": r["runs"], "worst_ci_rel_half_width": r.get("worst_ci_rel_half_width"),
+            "last_measured": str(r.get("last_measured")), "seq_length": r.get("seq_length"), "source": "measured"}
+
+
+def select_devices(selector: HardwareSelector, model_name: str, device_ids: list[str], batch_size: int = 1,
+                   sequence_length: int | None = None, mode: str = "inference", precision: str = "fp32",
+                   max_latency_ms: float | None = None) -> dict[str, Any]:
+    """The /hardware/select answer over registered devices: every device with its measured and
+    predicted figures, each labelled, the fastest feasible one chosen."""
+    if batch_size < 1:
+        raise SelectionError(f"batch_size must be a positive integer, got {batch_size}")
+    spec = resolve_model(model_name)
+    family = classify_spec(spec).family or "unknown"
+    devices = registered_devices(selector, device_ids)
+    point = model_point(spec, sequence_length)
+    predictor = selector.predictor.predictor
+    requests = []
+    for d in devices:
+        probe = d.get("probe") or {}
+        own = spec_from_probe(d["kind"], f"{d['name']} ({d['id']})", probe) if probe else None
+        requests.append(Request(point, batch_size, precision, mode, d["kind"], device=_device_key(d), spec=own))
+    predictions = selector.predictor._predict(requests, "select-devices")  # noqa: SLF001 - records what it served
+    candidates: dict[str, dict[str, Any]] = {}
+    with store.opened(selector.predictor.paths.database, read_only=True) as con:
+        have_aggregates = store.AGGREGATES_TABLE in {t for (t,) in con.execute("SHOW TABLES").fetchall()}
+        for d, p in zip(devices, predictions):
+            measured = _measured(con, spec.name, d, batch_size, precision, mode, sequence_length) if have_aggregates else None
+            entry: dict[str, Any] = {
+                "device": d["id"], "kind": d["kind"], "name": d["name"], "hostname": d.get("hostname"),
+                "profile": {k: v for k, v in (d.get("profile") or {}).items() if v is not None},
+                "measured": measured,
+                "predicted": {"latency": p.latency_ms, "throughput": p.throughput,
+                              "memory_mb": None if p.memory_bytes is None else p.memory_bytes / MB,
+                              "latency_interval": p.latency_interval, "source": p.source, "detail": p.detail},
+                "excluded": None,
+            }
+            latency = measured["latency"] if measured else p.latency_ms
+            entry["latency"], entry["latency_source"] = latency, ("measured" if measured else p.source)
+            compatible, evidence = selector.family_compatibility(family, d["kind"])
+            memory_total = (d.get("details") or {}).get("memory_total_bytes")
+            need_mb = (measured or {}).get("memory_mb") or entry["predicted"]["memory_mb"]
+            if not compatible:
+                entry["excluded"] = f"incompatible: {evidence}"
+            elif latency is None:
+                entry["excluded"] = f"no figure: {p.detail}"
+            elif memory_total and need_mb and need_mb * MB > memory_total:
+                entry["excluded"] = f"does not fit: needs {need_mb * MB / 1e9:.1f} GB of {memory_total / 1e9:.1f} GB"
+            elif max_latency_ms is not None and latency > max_latency_ms:
+                entry["excluded"] = f"too slow: {latency:.1f} ms > {max_latency_ms:g} ms"
+            candidates[d["id"]] = entry
+    feasible = sorted((e for e in candidates.values() if e["excluded"] is None), key=lambda e: e["latency"])
+    if not feasible:
+        raise SelectionError(f"no registered device satisfies the constraints for {spec.name} (batch {batch_size}, {precision}, "
+                             f"{mode}): " + "; ".join(f"{k}: {e['excluded']}" for k, e in candidates.items()))
+    best = feasible[0]
+    return {
+        "model_name": spec.name, "model_family": family, "batch_size": batch_size, "precision": precision, "mode": mode,
+        "primary_recommendation": best["device"],
+        "fallback_options": [e["device"] for e in feasible[1:]],
+        "explanation": (f"{best['device']} ({best['name']}) has the lowest latency, {best['latency']:.2f} ms "
+                        f"({best['latency_source']}), among {len(feasible)} feasible of {len(candidates)} registered devices"),
+        "devices": candidates,
+        "predictor_version": predictor.version(),
+    }
+
+
+def to_json(result: dict[str, Any]) -> str:
+    return json.dumps(result, indent=2, default=str)

@@ -1,0 +1,68 @@
+"""`devicefit select --hardware <device ids>`: choosing among registered devices, each answered
+with its measured figure (where the store has one) and its predicted one, each labelled."""
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from devicefit import store
+from devicefit.cli import app
+from devicefit.select.devices import select_devices
+from devicefit.select.selector import HardwareSelector, SelectionError
+from tests.conftest import PREDICTION_MODELS
+
+
+@pytest.fixture()
+def fleet_dir(measured, artifact, tmp_path):
+    """A copy of the measured data directory (the rows registered their device when they were
+    loaded) plus a registered 1-thread profile of the same CPU that was never measured, probed
+    at half the CPU's peaks."""
+    data = tmp_path / "data"
+    shutil.copytree(measured.root, data)
+    with store.opened(data / "devicefit.duckdb") as con:
+        [cpu] = store.devices(con, "cpu")
+        probe = {**cpu["probe"], "matmul_gflops_best": cpu["probe"]["matmul_gflops_best"] / 2,
+                 "memory_bandwidth_gbs_best": cpu["probe"]["memory_bandwidth_gbs_best"] / 2}
+        store.register_device(con, {**cpu, "id": f"{cpu['id']}+t1", "profile": {"threads": 1, "isa": None}, "probe": probe,
+                                    "registered_at": None})
+    return data, cpu
+
+
+def test_each_registered_device_gets_its_measured_and_predicted_figures_labelled(fleet_dir):
+    data, cpu = fleet_dir
+    model = PREDICTION_MODELS[0]
+    selector = HardwareSelector(benchmark_dir=data, inventory={}, record=False)
+    result = select_devices(selector, model, [cpu["id"], f"{cpu['id']}+t1"], batch_size=1)
+    plain, one = result["devices"][cpu["id"]], result["devices"][f"{cpu['id']}+t1"]
+    with store.opened(data / "devicefit.duckdb", read_only=True) as con:
+        [stored] = [r for r in store.aggregates(con) if r["model"] == model and r["batch_size"] == 1 and r["device_kind"] == "cpu"
+                    and r["precision"] == "fp32" and r["mode"] == "inference"]
+    assert plain["measured"]["source"] == "measured" and plain["measured"]["latency"] == stored["p50_ms"]
+    assert plain["predicted"]["source"] == "trained_predictor" and plain["latency_source"] == "measured"
+    # Never measured: no measured figure, and a prediction from its own probe, not the CPU's.
+    assert one["measured"] is None and one["latency_source"] == one["predicted"]["source"]
+    assert one["predicted"]["source"] in ("roofline_calibrated", "static_rule") and "+t1" in one["predicted"]["detail"]
+    assert one["profile"] == {"threads": 1}
+    feasible = [e for e in result["devices"].values() if e["excluded"] is None]
+    assert result["primary_recommendation"] == min(feasible, key=lambda e: e["latency"])["device"]
+
+
+def test_an_unknown_device_id_names_the_registered_ones(fleet_dir):
+    data, cpu = fleet_dir
+    selector = HardwareSelector(benchmark_dir=data, inventory={}, record=False)
+    with pytest.raises(SelectionError, match=f"unknown device cpu-nope; registered: .*{cpu['id']}"):
+        select_devices(selector, PREDICTION_MODELS[0], ["cpu-nope"])
+
+
+def test_the_cli_chooses_among_device_ids(fleet_dir):
+    data, cpu = fleet_dir
+    ids = f"{cpu['id']},{cpu['id']}+t1"
+    out = CliRunner().invoke(app, ["select", "--model", PREDICTION_MODELS[0], "--hardware", ids, "--benchmark-dir", str(data), "--json"])
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.output)
+    assert set(result["devices"]) == set(ids.split(",")) and result["primary_recommendation"] in ids.split(",")
+    bad = CliRunner().invoke(app, ["select", "--model", PREDICTION_MODELS[0], "--hardware", "cpu,cpu-nope", "--benchmark-dir", str(data)])
+    assert bad.exit_code == 2 and "mixes kinds (cpu) with device ids (cpu-nope)" in bad.output
+    bad = CliRunner().invoke(app, ["select", "--model", PREDICTION_MODELS[0], "--hardware", "cpu-nope", "--benchmark-dir", str(data)])
+    assert bad.exit_code == 2 and "unknown device cpu-nope; registered:" in bad.output
