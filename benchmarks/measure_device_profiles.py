@@ -59,12 +59,15 @@ def main() -> int:
         isa = cpu.get("isa_flags") or []
         if profile.isa:
             isa = [f for f in isa if not f.startswith(("amx", "avx512"))] if profile.isa == "avx2" else [f for f in isa if not f.startswith("amx")]
+        # The document carries the profile's probe under the device id, so loading it anywhere
+        # registers the device with its own peaks (devicefit.store.devices.measured_devices).
+        document_hardware = {**hardware, "probes": {**(hardware.get("probes") or {}), device.id: {**device.probe, "fingerprint": device.id}}}
         for model in selection.model_names():
             configs = [replace(c, threads=profile.threads, isa=profile.isa) for c in partition_configs(model, "cpu", selection, isa)]
             started = time.monotonic()
             run_id = new_run_id()
             results = run_sweep(configs, run_id=run_id, inventory=inventory)
-            write_landing(paths.raw, f"device:{device.id}|{model}", results_document(run_id, results, hardware))
+            write_landing(paths.raw, f"device:{device.id}|{model}", results_document(run_id, results, document_hardware))
             ok = sum(r.status == "ok" for r in results)
             print(f"  {model}: {ok}/{len(results)} ok in {time.monotonic() - started:.0f} s", flush=True)
     report = load_landing_files(paths.database, paths.raw)

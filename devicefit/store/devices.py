@@ -48,7 +48,7 @@ def measured_devices(rows: list[Any], document: dict[str, Any], host: str | None
     """The devices `rows` (BenchmarkResults of one landing document) were measured on, as device
     records: kind, name and fingerprint from the rows, the host from the document, the
     description and probe from its hardware block (a profiled device's probe is the one taken
-    under its profile, registered by `devicefit devices register`, never the unconstrained one)."""
+    under its profile, recorded under its device id; never the unconstrained one)."""
     from devicefit.fleet.constraints import ConstraintProfile
 
     hardware = document.get("hardware") or {}
@@ -67,7 +67,8 @@ def measured_devices(rows: list[Any], document: dict[str, Any], host: str | None
             "id": device_id, "kind": r.device.split(":")[0], "name": r.device_name or r.device,
             "hostname": hardware.get("hostname") or (r.environment or {}).get("hostname"), "host_fingerprint": host,
             "hardware_fingerprint": r.hardware_fingerprint, "profile": profile.to_json(), "details": details,
-            "probe": None if r.device_profile else probes.get(r.hardware_fingerprint),
+            # Its own probe only: a profiled device's is recorded under its device id.
+            "probe": probes.get(device_id),
         }
     return list(out.values())
 

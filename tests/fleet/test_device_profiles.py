@@ -163,3 +163,23 @@ def test_the_held_out_device_bar_looks_at_cpu_devices_only():
                          leave_one_hardware_out_per_device={"cpu@h+t1": m(0.12), "openvino@h": m(0.9), "cpu@h": m(0.3)})
     assert list(held_out_cpu_devices(v)) == ["cpu@h", "cpu@h+t1"]
     assert HELD_OUT_DEVICE_BAR == 0.20
+
+
+def test_the_profiles_dataset_registers_its_devices_with_their_own_probes(tmp_path):
+    """Loading another machine's profiled landing files (benchmarks/datasets/xeon-spr-2c-profiles)
+    registers each profile as a device with the probe taken under it, and only that one."""
+    from devicefit.landing import load_landing_files
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for f in (DATASET.parent / "xeon-spr-2c-profiles").glob("*.json"):
+        (raw / f.name).write_bytes(f.read_bytes())
+    report = load_landing_files(tmp_path / "devicefit.duckdb", raw)
+    assert report.rows_loaded == 224 and not report.quarantined
+    with store.opened(tmp_path / "devicefit.duckdb", read_only=True) as con:
+        fleet = {d["id"]: d for d in store.devices(con)}
+        profiles = dict(con.execute("SELECT device_profile, count(*) FROM measurements GROUP BY 1").fetchall())
+    assert profiles == {"t1": 132, "avx2": 92}
+    assert fleet["cpu-e1d9c1f8fde0+t1"]["probe"]["matmul_gflops_best"] == 165.13
+    assert fleet["cpu-e1d9c1f8fde0+avx2"]["profile"] == {"threads": None, "isa": "avx2"}
+    assert set(fleet) == {"cpu-e1d9c1f8fde0+t1", "cpu-e1d9c1f8fde0+avx2"}  # devices with rows; none unconstrained here
