@@ -110,7 +110,7 @@ def noise_floor_start(samples: list[int], policy: TimingPolicy) -> int:
     slow iterations a share of the samples the cap holds at their mean duration."""
     start = policy.noise_floor_min_iterations
     mean_s = sum(samples) / len(samples) / 1e9 if samples else 0.0
-    if policy.noise_floor_cap_share > 0 and mean_s > 0:
+    if policy.noise_floor_cap_share > 0 and mean_s > 0 and math.isfinite(policy.max_time_s):
         cap_holds = policy.max_time_s / mean_s
         start = min(start, max(policy.noise_floor_slow_min, math.ceil(policy.noise_floor_cap_share * cap_holds)))
     return start

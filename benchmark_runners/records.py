@@ -90,7 +90,10 @@ class BenchmarkConfig:
     @property
     def profile(self) -> str:
         """The constraint profile's slug ("t1", "avx2", ...; "" for none): the part of the
-        device id that tells this device from the same device unconstrained."""
+        device id that tells this device from the same device unconstrained. Only torch on the
+        CPU is measured under a profile; elsewhere --threads is a setting, not another device."""
+        if registry.kind_of_device(self.device) != "cpu":
+            return ""
         return profile_slug(self.threads, self.isa)
 
     def key(self) -> str:

@@ -21,7 +21,7 @@ FORMAT = BENCHMARK_SNAPSHOT_FORMAT
 SNAPSHOT_NAME = "benchmarks.json"
 
 #: Columns of `aggregates` carried into the snapshot, in the order a reader sees them.
-COLUMNS = ("model", "family", "backend", "device_kind", "device_name", "hardware_fingerprint", "hostname", "precision",
+COLUMNS = ("model", "family", "backend", "device_kind", "device_name", "hardware_fingerprint", "device_profile", "hostname", "precision",
            "mode", "batch_size", "input_dims", "seq_length", "runs", "rows", "p50_ms", "p95_ms",
            "throughput_samples_per_s", "peak_rss_bytes", "worst_ci_rel_half_width", "speedup_vs_cpu_fp32",
            "is_best_precision", "last_measured")
@@ -93,8 +93,11 @@ class MeasuredLookup:
 
     def measured(self, model: str, hardware: str, precision: str, mode: str, batch_size: int,
                  input_dims: dict[str, Any]) -> dict[str, Any] | None:
-        """The torch row for exactly this config and input shape (the most recent host's, if several)."""
-        rows = [r for r in self.query(model, hardware, precision, batch_size, mode, "torch") if r.get("input_dims") == input_dims]
+        """The torch row for exactly this config and input shape (the most recent host's, if several),
+        measured on the device as it is: a row under a constraint profile (one thread, an ISA cap)
+        answers for that profile's device only, never for the kind."""
+        rows = [r for r in self.query(model, hardware, precision, batch_size, mode, "torch")
+                if r.get("input_dims") == input_dims and not r.get("device_profile")]
         return max(rows, key=lambda r: r.get("last_measured") or "") if rows else None
 
 

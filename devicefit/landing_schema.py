@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from benchmark_runners.constraints import parse_profile_slug
+from benchmark_runners.constraints import parse_profile_slug, profile_slug
 from benchmark_runners.records import MODES, PRECISIONS, REASON_CODES, STATUSES, BenchmarkResult
 from devicefit.errors import DevicefitError
 from devicefit.results_io import FORMAT
@@ -74,7 +74,16 @@ Text = Annotated[str, AfterValidator(_utf8)]
 
 
 def _profile_slug(value: str) -> str:
-    parse_profile_slug(value)  # ValueError: pydantic reports it with the field's name
+    """A slug as profile_slug writes it ("t1", "avx2", "t1-avx2"): one spelling per profile, so
+    one device has one id (ValueError: pydantic reports it with the field's name)."""
+    if not value.isascii() or profile_slug(*parse_profile_slug(value)) != value or not value:
+        raise ValueError(f"{value!r} is not a constraint profile as devicefit writes one (t1, avx2, t1-avx2)")
+    return value
+
+
+def _fingerprint(value: str) -> str:
+    if "+" in value:  # "+" separates a device id's fingerprint from its profile
+        raise ValueError(f"a hardware fingerprint has no '+', got {value[:60]!r}")
     return value
 Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
 PositiveInt32 = Annotated[int, Field(ge=1, le=INT32_MAX)]
@@ -150,7 +159,7 @@ class ResultRow(_Strict):
     denormal_policy: Text | None = None
     output_check: JsonObject | None = None
     device_name: Text | None = None
-    hardware_fingerprint: Text | None = None
+    hardware_fingerprint: Annotated[Text, AfterValidator(_fingerprint)] | None = None
     # A constraint profile's slug ("t1", "avx2", "t1-avx2"): it becomes part of a device id.
     device_profile: Annotated[str, Field(max_length=64), AfterValidator(_profile_slug)] | None = None
     other_cpu_share: Annotated[float, Field(ge=0, le=1)] | None = None
@@ -203,7 +212,11 @@ class HardwarePlatform(_Open):
 
 
 class HardwareProbe(_Open):
+    """A probe's figures become a device's peaks (predictions scale by them): when present they
+    are positive finite numbers."""
     fingerprint: Text | None = None
+    matmul_gflops_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    memory_bandwidth_gbs_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
 
 
 class HardwareInventory(_Open):

@@ -109,12 +109,16 @@ def benchmark(
         devices_busy = busy_elsewhere({physical_device(d) for d in csv_list(device, "--device")})
     except (OSError, ValueError):  # no lock directory, or not a device: the sweep says which
         devices_busy = []
+    from benchmark_runners.hardware import detect_hardware
+
+    # Before the early worker: a probe (the first detection after a boot) would count the
+    # worker's imports as another process's CPU use, take itself again and not be cached.
+    inventory = detect_hardware()
     if not devices_busy and not isa:  # beside another process's measurement, its imports would disturb it
         start_worker_early(model_names[0])  # its imports run while the models are resolved and checked
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from benchmark_runners.hardware import detect_hardware
     from benchmark_runners.harness import TimingPolicy
     from benchmark_runners.records import BenchmarkConfig
     from devicefit.results_io import results_document, write_json_atomic
@@ -142,7 +146,6 @@ def benchmark(
     except ValueError as exc:
         fail(str(exc))
 
-    inventory = detect_hardware()
     run_id = new_run_id()
     err.print(f"run {run_id}: {len(configs)} configs on {', '.join(sorted({c.device for c in configs}))}")
     # auto_refresh=False: no redraw thread competing with the measured model for a core.

@@ -8,6 +8,7 @@ labelled as such. Kinds with neither get None: no number is made up for them.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from benchmark_runners import registry
@@ -39,9 +40,13 @@ PUBLISHED_BY_NAME = {
 
 
 def spec_from_probe(kind: str, name: str | None, probe: dict) -> DeviceSpec | None:
-    if not probe or "error" in probe:
+    """The device's peaks from its probe; None for a failed probe or one without both figures."""
+    if not isinstance(probe, dict) or "error" in probe:
         return None
-    return DeviceSpec(kind, name or kind, float(probe["matmul_gflops_best"]), float(probe["memory_bandwidth_gbs_best"]), "measured_probe")
+    peak, bandwidth = probe.get("matmul_gflops_best"), probe.get("memory_bandwidth_gbs_best")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in (peak, bandwidth)):
+        return None
+    return DeviceSpec(kind, name or kind, float(peak), float(bandwidth), "measured_probe")
 
 
 def published_spec(kind: str, device_name: str | None = None) -> DeviceSpec | None:
@@ -91,8 +96,9 @@ def kind_of(device: str) -> str:
 
 
 def host_of(device: str) -> str:
-    """The machine a device is on ("" for a device keyed by kind alone)."""
-    return device.split("@", 1)[1] if "@" in device else ""
+    """The machine a device is on ("" for a device keyed by kind alone); the profiles of one
+    machine's CPU ("cpu@<host>+t1") are on that machine."""
+    return device.split("@", 1)[1].split("+", 1)[0] if "@" in device else ""
 
 
 def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, DeviceSpec]:

@@ -84,7 +84,7 @@ def _uncalibrated(row: dict[str, Any], spec) -> bool:
 
 
 def _config_of(row: dict[str, Any]) -> tuple:
-    return (row.get("model"), row.get("backend"), row.get("device_kind"), row.get("host_fingerprint") or row.get("hostname"), row.get("precision"),
+    return (row.get("model"), row.get("backend"), row_device(row), row.get("precision"),
             row.get("mode"), row.get("batch_size"), row.get("input_dims") or row.get("seq_length"))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from benchmark_runners import registry
 from devicefit import store
 from devicefit.predict.api import MB
 from devicefit.predict.features import model_point
@@ -54,8 +55,10 @@ def _device_key(device: dict[str, Any]) -> str:
 
 def _measured(con, model: str, device: dict[str, Any], batch_size: int, precision: str, mode: str,
               seq_length: int | None) -> dict[str, Any] | None:
+    backend = registry.backend_of_kind(device["kind"])
     rows = store.query(con, f"SELECT * FROM {store.AGGREGATES_TABLE} WHERE model = ? AND device_kind = ? AND host = ? "
-                            "AND precision = ? AND mode = ? AND batch_size = ?", [model, device["kind"], _host_key(device), precision, mode, batch_size])
+                            "AND precision = ? AND mode = ? AND batch_size = ? AND backend = ?",
+                       [model, device["kind"], _host_key(device), precision, mode, batch_size, backend.name if backend else "torch"])
     if seq_length is not None:
         rows = [r for r in rows if r.get("seq_length") == seq_length]
     if not rows:
@@ -84,7 +87,9 @@ def select_devices(selector: HardwareSelector, model_name: str, device_ids: list
         probe = d.get("probe") or {}
         own = spec_from_probe(d["kind"], f"{d['name']} ({d['id']})", probe) if probe else None
         requests.append(Request(point, batch_size, precision, mode, d["kind"], device=_device_key(d), spec=own))
-    predictions = selector.predictor._predict(requests, "select-devices")  # noqa: SLF001 - records what it served
+    # Not recorded as served: served predictions are matched to later measurements by kind, and
+    # these answer for one device each (a +t1 prediction would be scored against the plain CPU).
+    predictions = predictor.predict(requests)
     candidates: dict[str, dict[str, Any]] = {}
     with store.opened(selector.predictor.paths.database, read_only=True) as con:
         have_aggregates = store.AGGREGATES_TABLE in {t for (t,) in con.execute("SHOW TABLES").fetchall()}

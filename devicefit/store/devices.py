@@ -31,8 +31,15 @@ def _upsert(con, device: dict[str, Any], now: datetime) -> bool:
         con.execute(f"INSERT INTO devices ({', '.join(_COLUMNS)}, last_seen) VALUES ({', '.join('?' * (len(_COLUMNS) + 1))})",
                     [*values, registered, now])
     else:
-        con.execute("UPDATE devices SET kind = ?, name = ?, hostname = ?, host_fingerprint = ?, hardware_fingerprint = ?, "
-                    "profile = ?, details = coalesce(?, details), probe = coalesce(?, probe), last_seen = ? WHERE id = ?",
+        probe = device.get("probe")
+        if isinstance(probe, dict) and probe.get("contended"):
+            held = con.execute("SELECT probe FROM devices WHERE id = ?", [device["id"]]).fetchone()[0]
+            old = json.loads(held) if held else None
+            if isinstance(old, dict) and not old.get("contended"):
+                values[-1] = None  # keep the undisturbed probe
+        con.execute("UPDATE devices SET kind = ?, name = coalesce(?, name), hostname = coalesce(?, hostname), "
+                    "host_fingerprint = coalesce(?, host_fingerprint), hardware_fingerprint = ?, profile = ?, "
+                    "details = coalesce(?, details), probe = coalesce(?, probe), last_seen = ? WHERE id = ?",
                     [*values[1:], now, device["id"]])
     return new
 

@@ -128,8 +128,9 @@ def _upsert_hardware(con, inventory: dict[str, Any], now: datetime) -> None:
                 continue
             probe = probes.get(fp)
             held = con.execute("SELECT probe FROM hardware WHERE fingerprint = ?", [fp]).fetchone()
-            if held and held[0] and (probe is None or (probe.get("contended") and not json.loads(held[0]).get("contended"))):
-                probe = json.loads(held[0])  # an undisturbed probe is not replaced by none, or by a disturbed one
+            old = json.loads(held[0]) if held and held[0] else None
+            if isinstance(old, dict) and (not isinstance(probe, dict) or (probe.get("contended") and not old.get("contended"))):
+                probe = old  # an undisturbed probe is not replaced by none, or by a disturbed one
             con.execute("DELETE FROM hardware WHERE fingerprint = ?", [fp])
             con.execute("INSERT INTO hardware VALUES (?, ?, ?, ?, ?, ?, ?)",
                         [fp, kind, dev.get("name"), hostname, json.dumps(dev), json.dumps(probe), now])

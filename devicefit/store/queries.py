@@ -216,6 +216,7 @@ SELECT p.*, m.run_id AS measured_run_id, m.timestamp AS measured_at,
 FROM predictions p
 JOIN measurements m
   ON m.status = 'ok' AND m.model = p.model AND m.device_kind = p.device_kind AND m.backend = p.backend
+ AND m.device_profile IS NULL  -- a prediction asked by kind is for the device as it is
  AND m.precision = p.precision AND m.mode = p.mode AND m.batch_size = p.batch_size
  AND m.seq_length IS NOT DISTINCT FROM p.seq_length
  AND m.timestamp > p.recorded_at  -- only measurements taken after the prediction was served

@@ -152,6 +152,23 @@ MIGRATIONS[12] = ["""CREATE TABLE devices (
 MIGRATIONS[13] = ["ALTER TABLE measurements ADD COLUMN IF NOT EXISTS device_profile VARCHAR",
                   "ALTER TABLE measurements ADD COLUMN IF NOT EXISTS device_id VARCHAR",
                   "UPDATE measurements SET device_id = hardware_fingerprint WHERE device_id IS NULL AND device_profile IS NULL"]
+# Rows stored before devices registered themselves on load: register the devices they ran on
+# (one per device id; the unprofiled ones with the hardware table's probe), so every device with
+# rows is a registered device without reloading its sources.
+def _register_stored_devices(con) -> None:
+    con.execute("""
+        INSERT INTO devices (id, kind, name, hostname, host_fingerprint, hardware_fingerprint, profile, details, probe,
+                             registered_at, last_seen)
+        SELECT m.device_id, any_value(m.device_kind), any_value(m.device_name), any_value(m.hostname),
+               any_value(m.host_fingerprint), any_value(m.hardware_fingerprint),
+               json_object('threads', NULL, 'isa', NULL), NULL, any_value(nullif(h.probe, 'null')),
+               coalesce(min(m.timestamp), now()), now()
+        FROM measurements m LEFT JOIN hardware h ON h.fingerprint = m.device_id
+        WHERE m.device_id IS NOT NULL AND m.device_profile IS NULL AND m.device_id NOT IN (SELECT id FROM devices)
+        GROUP BY m.device_id""")
+
+
+MIGRATIONS[14] = [_register_stored_devices]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended")
 SCHEMA_VERSION = max(MIGRATIONS)

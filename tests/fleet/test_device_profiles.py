@@ -112,8 +112,10 @@ def test_migration_13_gives_rows_stored_before_their_device(tmp_path):
         con.execute("INSERT INTO measurements (source_key, run_id, config_key, status, model, backend, device, device_kind, "
                     "precision, mode, batch_size, hardware_fingerprint) VALUES "
                     "('s', 'r', 'k', 'ok', 'm', 'torch', 'cpu', 'cpu', 'fp32', 'inference', 1, 'cpu-abc')")
-        assert store.migrate(con) == [13]
+        assert store.migrate(con) == [13, 14]
         assert con.execute("SELECT device_id, device_profile FROM measurements").fetchall() == [("cpu-abc", None)]
+        # ...and its device is registered (migration 14), without reloading its source.
+        assert con.execute("SELECT id, kind FROM devices").fetchall() == [("cpu-abc", "cpu")]
 
 
 def test_the_predictors_give_a_profiled_device_its_own_key_and_its_own_probe():
@@ -183,3 +185,65 @@ def test_the_profiles_dataset_registers_its_devices_with_their_own_probes(tmp_pa
     assert fleet["cpu-e1d9c1f8fde0+t1"]["probe"]["matmul_gflops_best"] == 165.13
     assert fleet["cpu-e1d9c1f8fde0+avx2"]["profile"] == {"threads": None, "isa": "avx2"}
     assert set(fleet) == {"cpu-e1d9c1f8fde0+t1", "cpu-e1d9c1f8fde0+avx2"}  # devices with rows; none unconstrained here
+
+
+def test_a_profiled_row_never_answers_for_the_kind(tmp_path):
+    """The API's measured figure for "cpu" is the CPU as it is: a 1-thread row of the same config,
+    even a more recent one, is another device's."""
+    from devicefit.benchmark_snapshot import MeasuredLookup, build_snapshot
+
+    hardware = {"hostname": "vm", "platforms": {"cpu": {"available": True, "devices": [{"name": "Xeon", "fingerprint": "cpu-abc"}]}}}
+    plain = BenchmarkConfig(model="bert-tiny")
+    database = tmp_path / "devicefit.duckdb"
+    store.init_db(database)
+    with store.opened(database) as con:
+        store.replace_source(con, "s1", "partition", results_document("run-1", [_row(plain, 5.0)], hardware))
+        later = _row(replace(plain, threads=1), 9.0)
+        later.run_id, later.timestamp = "run-2", "2026-11-25T11:00:00+00:00"
+        store.replace_source(con, "s2", "partition", results_document("run-2", [later], hardware))
+        lookup = MeasuredLookup(build_snapshot(store.refresh_aggregates(con).to_dicts(), database))
+    [row] = [r for r in lookup.rows if not r["device_profile"]]
+    assert lookup.measured("bert-tiny", "cpu", "fp32", "inference", 1, row["input_dims"])["p50_ms"] == 5.0
+
+
+@pytest.mark.parametrize("field,value", [("device_profile", ""), ("device_profile", "t01"), ("device_profile", "avx2-t1"),
+                                         ("device_profile", "t\u0661"), ("hardware_fingerprint", "cpu-abc+t1")])
+def test_one_profile_has_one_spelling_and_a_fingerprint_cannot_forge_one(field, value):
+    from devicefit.landing_schema import LandingFileError, validated_rows
+    from devicefit.results_io import FORMAT
+
+    row = _row(BenchmarkConfig(model="bert-tiny", threads=1), 5.0).to_json()
+    with pytest.raises(LandingFileError, match=field):
+        validated_rows({"format": FORMAT, "results": [{**row, field: value}]}, "rows")
+
+
+def test_bad_and_disturbed_probes_do_not_replace_good_ones(tmp_path):
+    """A document whose probe lacks its figures is refused by name; one whose probe was disturbed
+    does not replace the undisturbed probe the store holds (the hardware table and the devices)."""
+    from devicefit.landing_schema import LandingFileError
+
+    good = {"fingerprint": "cpu-abc", "matmul_gflops_best": 370.0, "memory_bandwidth_gbs_best": 27.0, "contended": False}
+    base = {"hostname": "vm", "platforms": {"cpu": {"available": True, "devices": [{"name": "Xeon", "fingerprint": "cpu-abc"}]}}}
+    database = tmp_path / "devicefit.duckdb"
+    store.init_db(database)
+    plain = BenchmarkConfig(model="bert-tiny")
+    with store.opened(database) as con:
+        store.replace_source(con, "s1", "partition", results_document("run-1", [_row(plain, 5.0)], {**base, "probes": {"cpu": good}}))
+        with pytest.raises(LandingFileError, match="matmul_gflops_best"):
+            store.replace_source(con, "s2", "partition", results_document(
+                "run-2", [_row(plain, 5.0)], {**base, "probes": {"cpu": {**good, "matmul_gflops_best": "fast"}}}))
+        later = _row(plain, 5.0)
+        later.run_id = "run-3"
+        store.replace_source(con, "s3", "partition", results_document(
+            "run-3", [later], {**base, "probes": {"cpu": {**good, "matmul_gflops_best": 140.0, "contended": True}}}))
+        [(probe,)] = con.execute("SELECT probe FROM hardware").fetchall()
+        [device] = store.devices(con)
+    assert json.loads(probe)["matmul_gflops_best"] == 370.0 and device["probe"]["matmul_gflops_best"] == 370.0
+
+
+def test_a_setting_on_another_backend_is_not_a_profile_and_an_infinite_cap_still_measures():
+    from benchmark_runners.harness import noise_floor_start
+
+    assert BenchmarkConfig(model="bert-tiny", device="openvino:CPU", backend="openvino", threads=1).profile == ""
+    policy = TimingPolicy(max_time_s=float("inf"))
+    assert noise_floor_start([2_000_000_000] * 10, policy) == policy.noise_floor_min_iterations
