@@ -247,3 +247,35 @@ def test_a_setting_on_another_backend_is_not_a_profile_and_an_infinite_cap_still
     assert BenchmarkConfig(model="bert-tiny", device="openvino:CPU", backend="openvino", threads=1).profile == ""
     policy = TimingPolicy(max_time_s=float("inf"))
     assert noise_floor_start([2_000_000_000] * 10, policy) == policy.noise_floor_min_iterations
+
+
+def test_the_run_summary_sets_each_config_beside_its_own_fp32(tmp_path):
+    """On the Xeon's stored rows: a text model's 128- and 512-token configs are two rows of the
+    summary, each beside its own fp32 p50 (it once showed the 512-token fp32 for both), and a
+    profiled device's rows say their profile."""
+    import io
+
+    from rich.console import Console
+
+    from devicefit.landing import load_landing_files
+    from pipelines.cli import best_precision_table
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for name in ("xeon-spr-2c-calibrated", "xeon-spr-2c-profiles"):
+        for f in (DATASET.parent / name).glob("partition__cpu__all-MiniLM-L6-v2.json" if "calibrated" in name else "*t1__all-MiniLM*"):
+            (raw / f.name).write_bytes(f.read_bytes())
+    load_landing_files(tmp_path / "devicefit.duckdb", raw)
+    with store.opened(tmp_path / "devicefit.duckdb") as con:
+        every = store.refresh_aggregates(con).to_dicts()
+    fp32 = {(r["host"], r["batch_size"], r["seq_length"]): r["p50_ms"] for r in every if r["precision"] == "fp32" and r["mode"] == "inference"}
+    out = io.StringIO()
+    Console(file=out, width=250).print(best_precision_table(every))
+    lines = [ln for ln in out.getvalue().splitlines() if "all-MiniLM" in ln and " inference " in ln]
+    for host, batch, seq in fp32:
+        profile = host.split("+", 1)[1] if "+" in host else None
+        hardware = f"cpu ({profile})" if profile else "cpu"
+        [line] = [ln for ln in lines if ln.split("│")[2].strip() == hardware and ln.split("│")[4].strip() == str(batch)
+                  and ln.split("│")[5].strip() == str(seq)]
+        assert line.split("│")[8].strip() == f"{fp32[(host, batch, seq)]:.2f}"
+    assert any("cpu (t1)" in ln for ln in lines) and any(" 512 " in ln for ln in lines)
