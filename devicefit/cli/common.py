@@ -161,3 +161,24 @@ def exit_without_teardown(code: Any) -> NoReturn:
         except (OSError, ValueError):  # a closed pipe (`devicefit ... | head`)
             pass
     os._exit(status)
+
+
+def best_precision_table(every: list[dict]) -> Table:
+    """The run's summary: per config (model, device, mode, batch, input), the fastest precision
+    beside the same config's fp32 figure."""
+    rows = [r for r in every if r["is_best_precision"]]
+
+    def config(r: dict) -> tuple:  # the same work on the same device: 128 and 512 tokens are two configs
+        return r["model"], r["backend"], r["device_kind"], r["host"], r["mode"], r["batch_size"], r["input_dims"]
+
+    fp32 = {config(r): r["p50_ms"] for r in every if r["precision"] == "fp32"}
+    table = Table(title="Best precision per config (median over runs)")
+    for col in ("model", "hardware", "mode", "batch", "tokens", "best", "p50 ms", "fp32 p50 ms", "samples/s", "speedup vs cpu fp32"):
+        table.add_column(col, justify="left" if col in ("model", "hardware", "mode", "best") else "right")
+    for r in rows:
+        base = fp32.get(config(r))
+        hardware = r["device_kind"] + (f" ({r['device_profile']})" if r.get("device_profile") else "")
+        table.add_row(r["model"], hardware, r["mode"], str(r["batch_size"]), str(r["seq_length"] or "-"), r["best_precision"], f"{r['p50_ms']:.2f}",
+                      f"{base:.2f}" if base else "-", f"{r['throughput_samples_per_s']:.1f}",
+                      f"{r['speedup_vs_cpu_fp32']:.2f}x" if r["speedup_vs_cpu_fp32"] else "-")
+    return table

@@ -18,7 +18,7 @@ from benchmark_runners import registry
 from devicefit import store
 from devicefit.predict.api import MB
 from devicefit.predict.features import model_point
-from devicefit.predict.hardware_specs import device_key, spec_from_probe
+from devicefit.predict.hardware_specs import row_device, spec_from_probe
 from devicefit.predict.predictor import Request
 from devicefit.select.selector import HardwareSelector, SelectionError
 from models.classifier import classify_spec
@@ -49,8 +49,10 @@ def _host_key(device: dict[str, Any]) -> str:
 
 
 def _device_key(device: dict[str, Any]) -> str:
-    """The predictor's key for this device (hardware_specs.row_device)."""
-    return device_key(device["kind"], _host_key(device) or None)
+    """The predictor's key for this device: the key its rows get (hardware_specs.row_device)."""
+    profile = device["id"].split("+", 1)[1] if "+" in device["id"] else None
+    return row_device({"device_kind": device["kind"], "host_fingerprint": device.get("host_fingerprint"),
+                       "hostname": device.get("hostname"), "device_profile": profile})
 
 
 def _measured(con, model: str, device: dict[str, Any], batch_size: int, precision: str, mode: str,

@@ -257,8 +257,8 @@ def test_the_run_summary_sets_each_config_beside_its_own_fp32(tmp_path):
 
     from rich.console import Console
 
+    from devicefit.cli.common import best_precision_table
     from devicefit.landing import load_landing_files
-    from pipelines.cli import best_precision_table
 
     raw = tmp_path / "raw"
     raw.mkdir()
