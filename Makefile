@@ -7,11 +7,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-export DAGSTER_HOME := $(CURDIR)/dagster_home
+# An exported DAGSTER_HOME wins (dagster_home/multihost/ for a fleet); else this checkout's.
+export DAGSTER_HOME ?= $(CURDIR)/dagster_home
 HOST ?= 127.0.0.1
 UI_PORT ?= 3000
 
-.PHONY: run test test-slow install ui serve report clean
+.PHONY: run test test-slow install ui serve report fleet-deps clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +43,18 @@ report: $(STAMP)
 	    apt-get install -y -qq --no-install-recommends chromium >/dev/null && echo "installed chromium for PNG export"; } || \
 	  echo "no Chromium binary and none installable here: the report is HTML only"
 	$(VENV)/bin/devicefit report
+
+# Services for a multi-host fleet (dagster_home/multihost): PostgreSQL holds Dagster's runs, events
+# and schedules, Redis is the Celery broker. Installed with apt-get when missing and possible; the
+# slow fleet tests (tests/fleet/test_postgres_instance.py) start a throwaway server from these
+# binaries and skip, saying to run this target, where there are none.
+fleet-deps:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v redis-server >/dev/null && \
+	  echo "postgresql and redis-server already installed" || \
+	  { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	    apt-get install -y -qq --no-install-recommends postgresql redis-server >/dev/null && \
+	    echo "installed postgresql and redis-server"; } || \
+	  echo "postgresql or redis-server missing and not installable here (needs root and apt-get): install them with the system's package manager"
 
 # ruff first (pyflakes, import order; configured in pyproject.toml), then the suite.
 test: $(STAMP)

@@ -11,12 +11,12 @@ from dagster_duckdb import DuckDBResource
 from assets.automation import AFTER_NEW_MEASUREMENTS, EAGER
 from assets.metadata import OWNERS, rows_table, table_metadata
 from assets.resources import STORE_TABLES, DevicefitData
-from benchmark_runners.hardware import detect_hardware
 from devicefit import store
 from devicefit.benchmark_snapshot import snapshot_path
 from devicefit.compatibility import compatibility_matrix as build_compatibility_matrix
 from devicefit.compatibility import summary_rows
 from devicefit.compatibility import table_frame as compatibility_table
+from devicefit.fleet.inventory import read_fleet_inventory, this_host
 from devicefit.pipeline import aggregate_frame, load_results, write_output_json
 
 
@@ -72,11 +72,13 @@ def aggregated_results(devicefit_data: DevicefitData, duckdb_reader: DuckDBResou
 @dg.asset(deps=[benchmark_results], group_name="store", pool="duckdb_writer", automation_condition=EAGER,
           io_manager_key=STORE_TABLES, kinds={"duckdb", "polars", "json"}, owners=OWNERS,
           description="Family x hardware compatibility from measured statuses (table compatibility_matrix, one row "
-                      "per family x kind; spec 002 JSON in outputs/); unmeasured support labelled.")
+                      "per family x kind; spec 002 JSON in outputs/); unmeasured support labelled; availability "
+                      "and probes from the fleet's registered devices.")
 def compatibility_matrix(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource) -> dg.Output[pl.DataFrame]:
     paths = devicefit_data.paths()
     with duckdb_reader.get_connection() as con:
-        matrix = build_compatibility_matrix(con, detect_hardware(probe=False).to_json())
+        # The fleet's registered devices decide availability, probes and memory, not this host's detection.
+        matrix = build_compatibility_matrix(con, read_fleet_inventory(con, this_host()))
     path = write_output_json(paths, "compatibility_matrix.json", matrix)
     rows = summary_rows(matrix)
     return dg.Output(compatibility_table(matrix), metadata={"path": dg.MetadataValue.path(path),

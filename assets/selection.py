@@ -2,22 +2,25 @@
 the matrix arrives as its stored table (the compatibility_matrix asset's frame)."""
 import dagster as dg
 import polars as pl
+from dagster_duckdb import DuckDBResource
 
 from assets.automation import EAGER
 from assets.metadata import OWNERS
 from assets.predictors import PREDICTOR_KEYS
 from assets.resources import DevicefitData
-from benchmark_runners.hardware import detect_hardware
 from devicefit.compatibility import matrix_of_rows
+from devicefit.fleet.inventory import read_fleet_inventory, this_host
 from devicefit.pipeline import publish_selection_map
 
 
 @dg.asset(deps=[*PREDICTOR_KEYS.values()], group_name="selection", automation_condition=EAGER, pool="duckdb_writer",
           kinds={"json"}, owners=OWNERS,
-          description="Spec 002 selection map (families x size categories x modes, and batch sizes), data/outputs/.")
-def selection_map(devicefit_data: DevicefitData, compatibility_matrix: pl.DataFrame) -> dg.MaterializeResult:
-    path, document = publish_selection_map(devicefit_data.paths(), detect_hardware(probe=False).to_json(),
-                                           compatibility=matrix_of_rows(compatibility_matrix.to_dicts()))
+          description="Spec 002 selection map (families x size categories x modes, and batch sizes) over the fleet's "
+                      "registered devices, data/outputs/.")
+def selection_map(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource, compatibility_matrix: pl.DataFrame) -> dg.MaterializeResult:
+    with duckdb_reader.get_connection() as con:
+        fleet = read_fleet_inventory(con, this_host())  # the fleet's registered devices, not this host's detection
+    path, document = publish_selection_map(devicefit_data.paths(), fleet, compatibility=matrix_of_rows(compatibility_matrix.to_dicts()))
     cells = [c for f in document["model_families"].values() for sizes in f["model_sizes"].values() for c in sizes.values()]
     primaries: dict[str, int] = {}
     for c in cells:

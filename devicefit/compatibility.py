@@ -52,8 +52,8 @@ def compatibility_matrix(con, inventory: dict[str, Any] | None = None) -> dict[s
                 precisions.setdefault(r["precision"], {"ok": 0, "failed": 0, "skipped": 0})[r["status"]] = r["n"]
             ok = sum(r["n"] for r in mine if r["status"] == "ok")
             failed = sum(r["n"] for r in mine if r["status"] == "failed")
-            available = platforms.get(kind, {}).get("available")
-            entry: dict[str, Any] = {"available_here": available}
+            platform = platforms.get(kind, {})
+            entry: dict[str, Any] = {"available": platform.get("available"), "registered_devices": platform.get("registered") or []}
             if ok or failed:
                 entry.update(compatible=ok > 0, source="measured",
                              models_measured=sorted({m for r in mine if r["status"] == "ok" for m in r["models"]}),
@@ -92,14 +92,14 @@ def summary_rows(matrix: dict[str, Any]) -> list[dict[str, str]]:
 # The matrix as a table, one row per family x hardware kind: the compatibility_matrix asset's
 # value, stored in the store and handed to the selection map. The nested JSON is the product.
 TABLE_SCHEMA = {"family": "String", "device_kind": "String", "compatible": "Boolean", "source": "String",
-                "available_here": "Boolean", "models_measured": "List(String)", "reasons": "List(String)",
+                "available": "Boolean", "registered_devices": "List(String)", "models_measured": "List(String)", "reasons": "List(String)",
                 "performance_rating": "String", "performance_basis": "String"}
 
 
 def table_rows(matrix: dict[str, Any]) -> list[dict[str, Any]]:
     """Each family x kind entry flattened; a no_backend entry's one reason is its `reasons`."""
     return [{"family": family, "device_kind": kind, "compatible": e["compatible"], "source": e["source"],
-             "available_here": e.get("available_here"), "models_measured": e.get("models_measured") or [],
+             "available": e.get("available"), "registered_devices": e.get("registered_devices") or [], "models_measured": e.get("models_measured") or [],
              "reasons": e.get("reasons") or ([e["reason"]] if e.get("reason") else []),
              "performance_rating": e.get("performance_rating"), "performance_basis": e.get("performance_basis")}
             for family, v in matrix["model_families"].items() for kind, e in v["hardware_compatibility"].items()]
@@ -117,7 +117,8 @@ def matrix_of_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What the selector reads of the matrix (family -> kind -> entry), back from table rows."""
     families: dict[str, Any] = {}
     for r in rows:
-        entry = {k: r[k] for k in ("compatible", "source", "available_here", "models_measured", "performance_rating")}
+        entry = {k: r[k] for k in ("compatible", "source", "available", "models_measured", "performance_rating")}
         entry["reasons"] = list(r["reasons"] or [])
+        entry["registered_devices"] = list(r.get("registered_devices") or [])
         families.setdefault(r["family"], {"hardware_compatibility": {}})["hardware_compatibility"][r["device_kind"]] = entry
     return {"model_families": families}

@@ -105,7 +105,8 @@ class PrecisionCounts(_Part):
 class Compatibility(_Part):
     compatible: Optional[bool] = Field(description="null: not measured and not declared")
     source: str = Field(description="measured, declared_unmeasured, ...")
-    available_here: Optional[bool] = None
+    available: Optional[bool] = Field(default=None, description="a device of this kind is registered in the fleet")
+    registered_devices: list[str] = Field(default_factory=list, description="the registered devices of this kind (device ids)")
     performance_rating: Optional[Literal["high", "medium", "low"]] = None
     performance_basis: Optional[str] = None
     models_measured: list[str] = Field(default_factory=list)

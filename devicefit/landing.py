@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from devicefit import store
-from devicefit.landing_schema import REQUIRED_RESULT_FIELDS, LandingFileError, validated_rows
+from devicefit.landing_schema import REQUIRED_RESULT_FIELDS, LandingFileError, validated_device, validated_rows
 from devicefit.results_io import write_json_atomic
 
 QUARANTINE_DIR = "quarantine"
+SUPERSEDED_DIR = "superseded"  # landing files a newer partition replaced (kept, never loaded again)
 __all__ = ["LandingFileError", "REQUIRED_RESULT_FIELDS", "LoadReport", "load_landing_files", "read_document",
-           "validate_document", "write_landing", "quarantine", "landing_path", "safe_name"]
+           "validate_document", "write_landing", "quarantine", "landing_path", "safe_name",
+           "superseded_landing", "retire_landing"]
 
 
 def safe_name(source_key: str) -> str:
@@ -55,6 +59,38 @@ def read_document(path: Path, data: bytes | None = None) -> dict[str, Any]:
     return document
 
 
+def superseded_landing(raw_dir: Path, source_key: str, device_fingerprint: str, host: str | None) -> Path | None:
+    """The landing file of `source_key` when every row in it was measured on this device of
+    this host (a kind-level partition's file, "cpu|gpt2", that a device partition now
+    measures): the device partition's document says it supersedes that source, so the store
+    keeps one partition's rows per device and model, not two runs' worth. None when there is no
+    such file, when it holds rows of another device or host (copied from elsewhere: it stays),
+    or when it does not validate (the loader quarantines it with its reason)."""
+    from devicefit.store.loading import host_fingerprint
+
+    path = landing_path(raw_dir, source_key)
+    try:
+        document = read_document(path) if path.is_file() else None
+    except (LandingFileError, OSError):
+        return None
+    if document is None or document.get("source_key", source_key) != source_key:
+        return None
+    fingerprints = {r.get("hardware_fingerprint") for r in document["results"]} - {None}
+    written_on = host_fingerprint(document)
+    if not fingerprints <= {device_fingerprint} or (written_on and host and written_on != host):
+        return None
+    return path
+
+
+def retire_landing(path: Path) -> Path:
+    """Move a superseded landing file out of the loader's way (raw/superseded/), keeping it."""
+    target_dir = path.parent / SUPERSEDED_DIR
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / path.name
+    os.replace(path, target)
+    return target
+
+
 def quarantine(path: Path, reason: str) -> Path:
     target_dir = path.parent / QUARANTINE_DIR
     target_dir.mkdir(parents=True, exist_ok=True)
@@ -71,6 +107,9 @@ class LoadReport:
     quarantined: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
     # (source_key, rows skipped): rows whose (run_id, config_key) another source already holds
     duplicates: list[tuple[str, int]] = field(default_factory=list)
+    # (older source, the source that replaced it): kind-level partitions a device partition re-measured
+    superseded: list[tuple[str, str]] = field(default_factory=list)
+    devices_registered: list[str] = field(default_factory=list)  # new devices from raw/devices/
 
     @property
     def rows_loaded(self) -> int:
@@ -111,8 +150,34 @@ def load_landing_files(database: store.Source, raw_dir: Path) -> LoadReport:
     return report
 
 
+DEVICES_DIR = "devices"  # raw/devices/<device id>.json: devices workers serve, registered at each load
+
+
+def _register_device_files(con, raw_dir: Path, report: "LoadReport") -> None:
+    """Register (or refresh) the devices that workers wrote beside the landing files, so a
+    device is in the fleet, with its own probe, before its first rows arrive. A bad file is
+    quarantined with its reason, as a bad landing file is."""
+    for path in sorted((raw_dir / DEVICES_DIR).glob("*.json")) if (raw_dir / DEVICES_DIR).is_dir() else []:
+        try:
+            try:
+                document = json.loads(path.read_bytes())
+            except (ValueError, RecursionError) as exc:
+                raise LandingFileError(f"{path}: not a JSON device record ({type(exc).__name__})") from None
+            device = validated_device(document, str(path))
+            seen = con.execute("SELECT last_seen FROM devices WHERE id = ?", [device["id"]]).fetchone()
+            written = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).replace(tzinfo=None)
+            if seen and seen[0] >= written:
+                continue  # registered since the worker wrote it: last_seen stays the worker's
+            if store.register_device(con, device):
+                report.devices_registered.append(device["id"])
+        except LandingFileError as exc:
+            quarantine(path, str(exc))
+            report.quarantined.append((f"{DEVICES_DIR}/{path.name}", str(exc)))
+
+
 def _load(con, raw_dir: Path) -> LoadReport:
     report = LoadReport()
+    _register_device_files(con, raw_dir, report)
     for path in sorted(raw_dir.glob("*.json"), key=_load_order) if raw_dir.is_dir() else []:
         data = path.read_bytes()
         sha = hashlib.sha256(data).hexdigest()
@@ -130,6 +195,7 @@ def _load(con, raw_dir: Path) -> LoadReport:
             report.loaded.append((source_key, loaded.rows))
             if loaded.duplicates:
                 report.duplicates.append((source_key, loaded.duplicates))
+            report.superseded += [(old, source_key) for old in loaded.superseded]
         except LandingFileError as exc:
             quarantine(path, str(exc))
             report.quarantined.append((path.name, str(exc)))

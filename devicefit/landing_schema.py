@@ -30,6 +30,7 @@ REQUIRED_RESULT_FIELDS = ("run_id", "config_key", "status", "model", "backend", 
                           "batch_size", "timestamp")
 RESULT_FIELDS = frozenset(f.name for f in fields(BenchmarkResult))
 MAX_ERRORS_SHOWN = 3
+MAX_SUPERSEDED = 4  # the older partitions a document replaces (devicefit.landing.superseded_landing)
 
 
 class LandingFileError(DevicefitError, ValueError):
@@ -299,6 +300,11 @@ def validated_rows(document: Any, what: str) -> list[dict[str, Any]]:
     source_key = document.get("source_key")
     if source_key is not None and not (isinstance(source_key, str) and source_key and _is_utf8(source_key)):
         raise LandingFileError(f"{what}: source_key must be a non-empty string, got {str(source_key)[:60]!r}")
+    supersedes = document.get("supersedes")
+    if supersedes is not None and not (isinstance(supersedes, list) and len(supersedes) <= MAX_SUPERSEDED and all(
+            isinstance(k, str) and k.startswith("partition:") and len(k) <= 300 and _is_utf8(k) for k in supersedes)):
+        raise LandingFileError(f"{what}: supersedes must be a list of at most {MAX_SUPERSEDED} partition source keys "
+                               f"('partition:...'), got {str(supersedes)[:80]!r}")
     try:
         HardwareInventory.model_validate(document.get("hardware") or {})
     except ValidationError as exc:
@@ -323,3 +329,48 @@ def _is_utf8(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+class DeviceProfileJson(_Strict):
+    threads: Annotated[int, Field(ge=1, le=4096)] | None = None
+    isa: Text | None = None
+
+
+class DeviceRecord(_Open):
+    """A device description a worker writes beside the landing files (raw/devices/<id>.json) so
+    the single writer registers the device it serves before any of its rows arrive."""
+    id: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}-[0-9a-f]{6,64}(\+[a-z0-9-]{1,40})?$")]
+    kind: Text
+    name: Text | None = None
+    hostname: Text | None = None
+    host_fingerprint: Text | None = None
+    hardware_fingerprint: Text
+    profile: DeviceProfileJson = Field(default_factory=DeviceProfileJson)
+    details: JsonObject | None = None
+    probe: HardwareProbe | None = None
+    registered_at: Text | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        from benchmark_runners import registry
+
+        if self.kind not in registry.kind_names():
+            raise ValueError(f"unknown device kind {self.kind!r}")
+        slug = profile_slug(self.profile.threads, self.profile.isa)
+        parse_profile_slug(slug)  # an ISA cap devicefit does not know is not a profile
+        if self.id != (f"{self.hardware_fingerprint}+{slug}" if slug else self.hardware_fingerprint):
+            raise ValueError(f"id {self.id!r} is not its hardware fingerprint and profile ({self.hardware_fingerprint!r}, {slug!r})")
+        if self.registered_at is not None:
+            parse_timestamp(self.registered_at)
+        return self
+
+
+def validated_device(document: Any, what: str) -> dict[str, Any]:
+    """A device record checked as the `devices` table holds it; LandingFileError names the problem."""
+    if not isinstance(document, dict):
+        raise LandingFileError(f"{what}: expected a JSON object, got {type(document).__name__}")
+    try:
+        DeviceRecord.model_validate(document)
+    except ValidationError as exc:
+        raise LandingFileError(f"{what}: {describe(exc)}") from None
+    return document

@@ -10,7 +10,7 @@ from benchmark_runners.hardware import HardwareInventory
 from benchmark_runners.records import BenchmarkResult
 from benchmark_runners.sweep import new_run_id, run_sweep
 from devicefit import store
-from devicefit.landing import LoadReport, load_landing_files, write_landing
+from devicefit.landing import LoadReport, load_landing_files, retire_landing, superseded_landing, write_landing
 from devicefit.paths import DataPaths
 from devicefit.profiles import Selection, partition_configs
 from devicefit.results_io import results_document
@@ -36,17 +36,42 @@ class PartitionOutcome:
 
 def measure_partition(partition_key: str, selection: Selection, inventory: HardwareInventory, paths: DataPaths,
                       on_wait: Callable[[str], None] | None = None) -> PartitionOutcome:
-    """Measure one "hardware|model" partition and land its rows atomically. Killed midway,
-    it leaves no landing file, so no partial rows ever reach the store."""
-    kind, model = partition_key.split("|", 1)
-    cpu_isa = inventory.platforms["cpu"].devices[0].get("isa_flags", [])
-    configs = partition_configs(model, kind, selection, cpu_isa)
+    """Measure one "<device id>|<model>" partition on this host and land its rows atomically.
+    The device is resolved against this host's detection (devicefit.fleet.partitions): its
+    backend device, and its constraint profile applied to every config, with the profile's own
+    probe in the document so the store registers the device with its own peaks. Killed midway,
+    it leaves no landing file, so no partial rows ever reach the store. A device on another host
+    is refused by name (DeviceUnavailable) before anything runs."""
+    from dataclasses import replace
+
+    from devicefit.fleet.partitions import capped_isa_flags, host_of_inventory, resolve_local, split_partition_key
+    from devicefit.fleet.partitions import partition_key as partition_key_of
+
+    reference, model = split_partition_key(partition_key)
+    hardware = inventory.to_json()
+    target = resolve_local(reference, hardware)
+    cpu_isa = capped_isa_flags(inventory.platforms["cpu"].devices[0].get("isa_flags", []), target.profile.isa)
+    configs = [replace(c, device=target.device, threads=target.profile.threads or c.threads, isa=target.profile.isa)
+               for c in partition_configs(model, target.kind, selection, cpu_isa)]
+    if not target.profile.empty:
+        from devicefit.fleet.profile_probe import profile_probe
+
+        hardware = {**hardware, "probes": {**(hardware.get("probes") or {}), target.device_id: profile_probe(target, hardware, paths.root)}}
     started = time.perf_counter()
     run_id = new_run_id()
     results = run_sweep(configs, run_id=run_id, inventory=inventory,
                         on_event=lambda e: on_wait(e.message) if on_wait and e.kind == "waiting" else None)
-    document = results_document(run_id, results, inventory.to_json())
-    path = write_landing(paths.raw, partition_source_key(partition_key), document)
+    document = results_document(run_id, results, hardware)
+    source_key = partition_source_key(partition_key)
+    legacy_key = partition_source_key(partition_key_of(target.legacy_kind, model)) if target.legacy_kind else None
+    legacy = None
+    if legacy_key and legacy_key != source_key:
+        legacy = superseded_landing(paths.raw, legacy_key, target.hardware_fingerprint, host_of_inventory(hardware))
+    if legacy is not None:
+        document["supersedes"] = [legacy_key]
+    path = write_landing(paths.raw, source_key, document)
+    if legacy is not None:
+        retire_landing(legacy)
     return PartitionOutcome(partition_key, results, str(path), time.perf_counter() - started)
 
 
@@ -144,15 +169,22 @@ def train_predictors(paths: DataPaths, inventory: HardwareInventory, connect: Ca
     validate on held-out models, publish. `connect`: a context manager factory for the store (the
     pipeline's DuckDBResource), opened twice: to read the devices (and the rows when not given),
     and to record the version; the lock is not held while training."""
+    from devicefit.fleet.inventory import read_fleet_inventory
+    from devicefit.fleet.partitions import host_of_inventory
     from devicefit.predict import artifacts
     from devicefit.predict.hardware_specs import training_specs
     from devicefit.predict.training import train
 
+    local = inventory.to_json()
     with (connect() if connect else store.opened(paths.database, read_only=True)) as con:
         hardware = store.read_hardware_rows(con)
         if rows is None:
             rows = store.read_ok_measurements(con)
-    specs, local_host = training_specs(rows, hardware, inventory.to_json())
+        fleet = read_fleet_inventory(con, host_of_inventory(local))
+    # A kind's spec comes from the fleet's registered device of it (a GPU box's probe, not a
+    # datasheet) once one is registered; a store with no devices yet falls back to this host's.
+    registered = any(p["available"] for p in fleet["platforms"].values())
+    specs, local_host = training_specs(rows, hardware, fleet if registered else local)
     artifact = train(rows, specs, local_host)
     with (connect() if connect else store.opened(paths.database)) as con:
         artifacts.save(paths, artifact, con=con)

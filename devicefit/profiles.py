@@ -12,6 +12,7 @@ default (tighter) timing caps.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 from benchmark_runners import registry
@@ -21,11 +22,7 @@ from models.catalog import catalog_names
 from models.classifier import classify_spec
 from models.resolve import resolve_model
 
-
-def physical_device(partition_key: str) -> str:
-    """The device a "kind|model" partition measures on: OpenVINO's CPU plugin shares the CPU
-    with torch, so their partitions must not run at the same time."""
-    return registry.physical_kind(partition_key.split("|", 1)[0])
+_FINGERPRINT = re.compile(r"[a-z][a-z0-9_]{0,31}-[0-9a-f]{6,64}")
 
 
 @dataclass(frozen=True)
@@ -87,6 +84,20 @@ FULL = SweepProfile(
 PROFILES = {p.name: p for p in (QUICK, FULL)}
 
 
+def is_device_id(value: str) -> bool:
+    """A device id's shape: "<kind>-<hex fingerprint>" and an optional "+<profile>"."""
+    from devicefit.fleet.constraints import BadProfile, ConstraintProfile
+
+    fingerprint, _, slug = str(value).partition("+")
+    if not _FINGERPRINT.fullmatch(fingerprint):
+        return False
+    try:
+        ConstraintProfile.parse_slug(slug)
+    except BadProfile:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class Selection:
     """Spec 004's selection options: --model, --hardware, --category, --all, --limit,
@@ -109,9 +120,10 @@ class Selection:
         if bad:
             raise ValueError(f"unknown precision(s) {', '.join(bad)} (known: {', '.join(PRECISIONS)})")
         measurable = registry.measurable_kinds()
-        bad_hw = [h for h in self.hardware if h not in measurable]
+        bad_hw = [h for h in self.hardware if h not in measurable and not is_device_id(h)]
         if bad_hw:
-            raise ValueError(f"unknown hardware {', '.join(bad_hw)} (measurable: {', '.join(measurable)})")
+            raise ValueError(f"unknown hardware {', '.join(bad_hw)} (a measurable kind: {', '.join(measurable)}; "
+                             f"or a device id, as `devicefit devices list` shows them)")
         if any(b < 1 for b in self.batch_sizes):
             raise ValueError("batch sizes must be positive integers")
         if self.limit is not None and self.limit < 1:
@@ -137,10 +149,28 @@ class Selection:
             names = [n for n in names if classify_spec(resolve_model(n)).family in self.categories]
         return names[: self.limit] if self.limit else names
 
-    def partition_keys(self, available_kinds: list[str]) -> list[str]:
-        """Multi-partition keys ("hardware|model", Dagster orders dimensions alphabetically)."""
-        kinds = [k for k in (self.hardware or registry.measurable_kinds()) if k in available_kinds]
-        return [f"{kind}|{name}" for kind in kinds for name in self.model_names()]
+    def device_ids(self, inventory: dict) -> list[str]:
+        """The devices of this host to measure, from a detection's JSON: each --hardware entry
+        that is a kind names this host's first device of it as it is (a kind not here is left
+        out, as `make run` leaves out CUDA on a CPU host); a device id names that device, with
+        its constraint profile (refused by name when it is not on this host, or cannot honour
+        the profile). No --hardware: every measurable kind's first device."""
+        from devicefit.fleet.partitions import local_device_ids, resolve_local
+
+        if not self.hardware:
+            return local_device_ids(inventory)
+        ids: list[str] = []
+        for h in self.hardware:
+            for d in (local_device_ids(inventory, [h]) if h in registry.measurable_kinds() else [resolve_local(h, inventory).device_id]):
+                if d not in ids:
+                    ids.append(d)
+        return ids
+
+    def partition_keys(self, inventory: dict) -> list[str]:
+        """Multi-partition keys "<device id>|<model>" (Dagster orders dimensions by name)."""
+        from devicefit.fleet.partitions import partition_key
+
+        return [partition_key(d, name) for d in self.device_ids(inventory) for name in self.model_names()]
 
 
 def partition_configs(model: str, kind: str, selection: Selection, cpu_isa: list[str] | None = None) -> list[BenchmarkConfig]:

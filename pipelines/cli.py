@@ -18,7 +18,10 @@ from devicefit.errors import DevicefitError
 def run_command(
     profile: str = typer.Option("quick", "--profile", help="quick (minutes) or full (the nightly sweep)."),
     model: Optional[str] = typer.Option(None, "--model", help="Comma-separated models instead of the profile's."),
-    hardware: Optional[str] = typer.Option(None, "--hardware", help=f"Comma-separated kinds: {', '.join(registry.measurable_kinds())} (default: all available)."),
+    hardware: Optional[str] = typer.Option(
+        None, "--hardware", help=f"Comma-separated kinds ({', '.join(registry.measurable_kinds())}: this host's first device of each, "
+                                 "as it is) or device ids of this host, with a constraint profile (cpu-<fingerprint>+t1, ...+avx2). "
+                                 "Default: every available kind."),
     category: Optional[str] = typer.Option(None, "--category", help="Comma-separated families, e.g. vision,audio."),
     all_models: bool = typer.Option(False, "--all", help="Every catalog model."),
     limit: Optional[int] = typer.Option(None, "--limit", help="At most this many models."),
@@ -26,10 +29,11 @@ def run_command(
     precision: Optional[str] = typer.Option(None, "--precision", help="Override the profile's precisions."),
     training_mode: Optional[bool] = typer.Option(None, "--training-mode/--no-training-mode", help="Train every model / none (default: the profile's)."),
 ) -> None:
-    """Materialize the pipeline through Dagster: measurements per (hardware, model), then the
+    """Materialize the pipeline through Dagster: measurements per (device, model), then the
     DuckDB store, aggregates and the compatibility matrix. Prints a summary and the paths written."""
     from benchmark_runners.hardware import detect_hardware
     from devicefit import store
+    from devicefit.fleet.devices import DeviceUnavailable
     from devicefit.profiles import Selection
     from models.catalog import UnknownModelError
     from pipelines.run import run_pipeline
@@ -42,8 +46,8 @@ def run_command(
             batch_sizes=tuple(int_list(batch_sizes, "--batch-sizes")) if batch_sizes else (),
             precisions=tuple(csv_list(precision, "--precision")) if precision else (), training_mode=training_mode)
         inventory = detect_hardware()
-        keys = selection.partition_keys(inventory.available_kinds())
-    except (ValueError, UnknownModelError) as exc:
+        keys = selection.partition_keys(inventory.to_json())
+    except (ValueError, UnknownModelError, DeviceUnavailable) as exc:
         fail(str(exc))
     if not keys:
         fail(f"nothing to measure: none of the selected hardware is available here (available: {', '.join(inventory.available_kinds())})")

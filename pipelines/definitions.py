@@ -12,6 +12,7 @@ from assets.selection import selection_map
 from pipelines.jobs import inventory_job, measurements_job, results_job
 from pipelines.loggers import console_logger
 from pipelines.schedules import nightly_benchmarks
+from pipelines.sensors import register_partitions
 
 # Rebuild benchmark_results and everything derived from it whenever new measurements land.
 automation_sensor = dg.AutomationConditionSensorDefinition(
@@ -24,7 +25,7 @@ defs = dg.Definitions(
     asset_checks=[*ALL_CHECKS, *PREDICTOR_CHECKS, no_performance_regression],
     jobs=[measurements_job, results_job, inventory_job],
     schedules=[nightly_benchmarks],
-    sensors=[automation_sensor],
+    sensors=[automation_sensor, register_partitions],
     resources=devicefit_resources(),  # the data directory, and DuckDB through dagster-duckdb
     loggers={"console": console_logger},  # Dagster's, less the tracebacks of SIGINT/SIGTERM stops
     # Steps of a run execute one after another in one process: DuckDB allows one writing

@@ -1,5 +1,5 @@
 """`devicefit run`: materialize the pipeline through Dagster on this machine, one run per
-(hardware, model) partition, then the results; every run is recorded in DAGSTER_HOME, so the
+(device, model) partition, then the results; every run is recorded in DAGSTER_HOME, so the
 UI (`make ui`) shows them. The only place outside pipelines/ and assets/ that imports Dagster.
 
 Every run carries its owner (pid, host, process start) as tags; before measuring and before
@@ -55,7 +55,9 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
     import dagster as dg
 
     from assets.measurements import SweepConfig
-    from devicefit.profiles import physical_device
+    from assets.partitions import add_partitions_for
+    from benchmark_runners.hardware import detect_hardware
+    from devicefit.fleet.partitions import device_tag, host_of_inventory, resolve_local, split_partition_key
     from pipelines import run_guard
     from pipelines.definitions import defs
     from pipelines.run_watch import RunWatch
@@ -63,6 +65,9 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
 
     wait_s = writer_wait_s()
     instance = _instance()
+    hardware = detect_hardware(probe=False).to_json()
+    targets = {key: resolve_local(split_partition_key(key)[0], hardware) for key in partition_keys}  # refuses another host's
+    host = host_of_inventory(hardware)
     outcome = PipelineRun()
     owner = run_guard.owner_tags()
     quiet = {"console": {"config": {"log_level": "WARNING"}}}  # the summary says what matters
@@ -77,9 +82,10 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
             # measured for the whole measuring phase instead (each partition's sweep takes the
             # same locks again). Taken before the fork server starts: its imports would disturb
             # another process's measurement.
-            measuring.enter_context(hold_devices({locked_device(k.split('|', 1)[0]) for k in partition_keys}, on_wait=on_wait))
+            measuring.enter_context(hold_devices({locked_device(t.device) for t in targets.values()}, on_wait=on_wait))
             start_fork_server()  # its imports overlap the inventory run's
         outcome.reaped += [f"{s.run_id} ({s.job_name}): {s.reason}" for s in run_guard.reap_stale_runs(instance)]
+        add_partitions_for(instance, partition_keys)  # dynamic partitions: a new device or model is a new key
 
         def execute(job_name: str, uses_pools: bool = False, **kwargs):
             run_id = str(uuid.uuid4())  # chosen here so the watchdog knows the run before Dagster starts it
@@ -95,7 +101,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
         for i, key in enumerate(partition_keys):
             if on_partition:
                 on_partition(key, i, len(partition_keys))
-            result = execute("measurements_job", run_config=config, partition_key=key, tags={DEVICE_TAG: physical_device(key)})
+            result = execute("measurements_job", run_config=config, partition_key=key, tags={DEVICE_TAG: device_tag(targets[key].kind, host)})
             metadata = {}
             for event in result.get_asset_materialization_events():
                 metadata = {k: v.value for k, v in event.materialization.metadata.items() if k in ("ok", "skipped", "failed", "contended", "duration_s")}

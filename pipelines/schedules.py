@@ -1,30 +1,58 @@
-"""The nightly sweep: one run per available (hardware, model) partition, full profile."""
+"""The nightly sweep: one run per (device, model) partition of the fleet's registered devices
+that this host has, full profile."""
 import dagster as dg
+import duckdb
 
 from assets.measurements import SweepConfig
+from assets.partitions import add_partitions_for
+from assets.resources import DevicefitData
 from benchmark_runners.hardware import detect_hardware
-from devicefit.profiles import Selection, physical_device
+from devicefit import store
+from devicefit.errors import DevicefitError
+from devicefit.fleet.partitions import LocalTarget, device_tag, host_of_inventory, partition_key, schedulable_devices
+from devicefit.paths import DataPaths
+from devicefit.profiles import Selection
 from pipelines.jobs import measurements_job
 
 DEVICE_TAG = "devicefit/device"  # dagster.yaml allows one run per tag value: one benchmark per device
 
 
-def nightly_run_requests(date: str, available_kinds: list[str]) -> list[dg.RunRequest]:
+def nightly_run_requests(date: str, targets: list[LocalTarget], host: str | None) -> list[dg.RunRequest]:
     selection = Selection(profile="full")
     return [
         dg.RunRequest(
             run_key=f"nightly-{date}-{key}",
             partition_key=key,
-            tags={DEVICE_TAG: physical_device(key), "devicefit/profile": "full"},
+            tags={DEVICE_TAG: device_tag(t.kind, host), "devicefit/profile": "full"},
             run_config=dg.RunConfig(ops={"measurements": SweepConfig(profile="full")}),
         )
-        for key in selection.partition_keys(available_kinds)
+        for t in targets for key in (partition_key(t.device_id, m) for m in selection.model_names())
     ]
+
+
+def registered_devices(paths: DataPaths, log=None) -> list[dict]:
+    """The fleet's registered devices from the store, read-only; none when the store is absent or
+    cannot be read now (another process holds its write lock: logged, and this host's devices
+    are scheduled regardless)."""
+    if not paths.database.exists():
+        return []
+    try:
+        with store.opened(paths.database, read_only=True) as con:
+            return store.devices(con)
+    except (DevicefitError, duckdb.Error, OSError) as exc:
+        if log is not None:
+            log.warning(f"registered devices not read ({type(exc).__name__}: {exc}); scheduling this host's devices only")
+        return []
 
 
 @dg.schedule(job=measurements_job, cron_schedule="0 2 * * *", execution_timezone="UTC",
              default_status=dg.DefaultScheduleStatus.STOPPED,
-             description="Nightly full sweep of every catalog model on every available measurable device.")
-def nightly_benchmarks(context: dg.ScheduleEvaluationContext):
+             description="Nightly full sweep of every catalog model on every registered device this host has "
+                         "(constraint profiles included), and this host's devices not registered yet.")
+def nightly_benchmarks(context: dg.ScheduleEvaluationContext, devicefit_data: DevicefitData):
     date = context.scheduled_execution_time.strftime("%Y-%m-%d")
-    return nightly_run_requests(date, detect_hardware(probe=False).available_kinds())
+    hardware = detect_hardware(probe=False).to_json()
+    targets = schedulable_devices(registered_devices(devicefit_data.paths(), context.log), hardware)
+    requests = nightly_run_requests(date, targets, host_of_inventory(hardware))
+    add_partitions_for(context.instance, [r.partition_key for r in requests])  # a run's key must exist first
+    return requests

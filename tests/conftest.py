@@ -16,6 +16,21 @@ FAST_POLICY = TimingPolicy(ci_target=0.05, min_iterations=5, max_time_s=1.0,
                            warmup_min_iterations=2, warmup_max_time_s=0.5)
 
 
+def local_partition(model: str, kind: str = "cpu", instance=None) -> str:
+    """This host's "<device id>|<model>" partition key for its first device of `kind`, added to
+    `instance`'s dynamic partitions when one is given (a run may only name a partition it holds)."""
+    from benchmark_runners.hardware import detect_hardware
+    from devicefit.fleet.partitions import local_device_ids, partition_key
+
+    [device] = local_device_ids(detect_hardware(probe=False).to_json(), [kind])
+    key = partition_key(device, model)
+    if instance is not None:
+        from assets.partitions import add_partitions_for
+
+        add_partitions_for(instance, [key])
+    return key
+
+
 @pytest.fixture(autouse=True, scope="session")
 def isolated_data_dir(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("devicefit-data")
@@ -86,7 +101,7 @@ def measured(tmp_path_factory):
     inventory = detect_hardware()
     selection = Selection(batch_sizes=(1, 2), precisions=("fp32",), training_mode=False)
     for model in PREDICTION_MODELS:
-        measure_partition(f"cpu|{model}", selection, inventory, paths)
+        measure_partition(local_partition(model), selection, inventory, paths)
     load_landing_files(paths.database, paths.raw)
     refresh_aggregates(paths)
     return paths

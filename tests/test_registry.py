@@ -22,15 +22,14 @@ from benchmark_runners.harness import TimingPolicy
 from benchmark_runners.hardware import detect_hardware
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.sweep import run_sweep
-from assets.partitions import measurement_partitions
 from devicefit import store
 from devicefit.compatibility import compatibility_matrix
 from devicefit.profiles import Selection, partition_configs
 from devicefit.api.app import create_app
 
 out = {}
-dims = {d.name: d.partitions_def.get_partition_keys() for d in measurement_partitions.partitions_defs}
-out["partition_kinds"] = dims["hardware"]
+# The partitions' device dimension: this host's devices, one per measurable kind it has.
+out["partition_kinds"] = sorted({d.split("-")[0] for d in Selection().device_ids(detect_hardware(probe=False).to_json())})
 configs = partition_configs("bert-tiny", "fakeaccel", Selection())
 out["partition_configs"] = sorted({(c.backend, c.device, c.precision, c.mode) for c in configs})
 con = store.connect(sys.argv[1])

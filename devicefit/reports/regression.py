@@ -45,9 +45,10 @@ class ConfigIdentity:
     mode: str
     batch_size: int
     input_dims: str | None  # JSON text; None matches any input when the baseline does not say
+    device_profile: str | None = None  # the constraint profile ("t1", "avx2"): another device, never compared with none
 
     def label(self) -> str:
-        return (f"{self.model} · {self.device_kind}{'' if self.backend in ('torch', self.device_kind) else ' · ' + self.backend} · {self.precision} · "
+        return (f"{self.model} · {self.device_kind}{f' ({self.device_profile})' if self.device_profile else ''}{'' if self.backend in ('torch', self.device_kind) else ' · ' + self.backend} · {self.precision} · "
                 f"{self.mode} · batch {self.batch_size}" + (f" · {self.input_dims}" if self.input_dims else ""))
 
 
@@ -106,8 +107,8 @@ def compare_samples(current: list[float], baseline: list[float], threshold: floa
 # --- Reading sample sets -----------------------------------------------------------------------
 
 def _from_history_row(row: tuple) -> SampleSet:
-    run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _, contended, share = row
-    return SampleSet(ConfigIdentity(model, kind, backend, precision, mode, batch, dims), list(samples or []), p50, run_id, fp,
+    run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _, contended, share, profile = row
+    return SampleSet(ConfigIdentity(model, kind, backend, precision, mode, batch, dims, profile), list(samples or []), p50, run_id, fp,
                      contended, share)
 
 
@@ -181,7 +182,7 @@ def sets_from_results(results: list[dict[str, Any]], origin: str = "results") ->
         try:
             dims = ((r.get("input") or {}).get("dims")) or None
             out.append(SampleSet(ConfigIdentity(r["model"], r["device"].split(":")[0], r.get("backend", "torch"), r["precision"], r["mode"],
-                                                int(r["batch_size"]), _dims_text(dims)),
+                                                int(r["batch_size"]), _dims_text(dims), r.get("device_profile") or None),
                                  [float(x) for x in r.get("samples_ms") or []], float(r["p50_ms"]), r.get("run_id"),
                                  r.get("hardware_fingerprint"), r.get("contended"), r.get("other_cpu_share")))
         except (KeyError, TypeError, ValueError) as exc:
@@ -206,7 +207,8 @@ def sets_from_csv(path: Path) -> list[SampleSet]:
             if not kind:
                 raise KeyError("device_kind (or hardware)")
             out.append(SampleSet(ConfigIdentity(r["model"], kind, r.get("backend") or "torch", r["precision"], r["mode"],
-                                                int(r["batch_size"]), _dims_text(r.get("input_dims"))), samples, p50, r.get("run_id")))
+                                                int(r["batch_size"]), _dims_text(r.get("input_dims")), r.get("device_profile") or None),
+                                 samples, p50, r.get("run_id")))
         except (KeyError, TypeError, ValueError) as exc:
             raise BaselineError(f"baseline {path} line {n}: {exc}") from None
     if not out:
@@ -257,7 +259,7 @@ def _match(identity: ConfigIdentity, baseline: dict[ConfigIdentity, SampleSet] |
     exact = [b for b in baseline if b.identity == identity]
     if exact:
         return exact[0]
-    loose = [b for b in baseline if b.identity.input_dims is None
+    loose = [b for b in baseline if b.identity.input_dims is None and b.identity.device_profile == identity.device_profile
              and (b.identity.model, b.identity.device_kind, b.identity.backend, b.identity.precision, b.identity.mode,
                   b.identity.batch_size) == (identity.model, identity.device_kind, identity.backend, identity.precision,
                                              identity.mode, identity.batch_size)]

@@ -62,11 +62,12 @@ def _exclude(entry: dict[str, Any], kind: str, reason: str) -> None:
 
 
 def device_memory_bytes(kind: str, inventory: dict[str, Any], spec) -> tuple[float | None, str]:
-    """Memory a workload can use on `kind`: this machine's device when present, else the
-    published reference's, labelled."""
+    """Memory a workload can use on `kind`: the inventory's device when present (this machine's,
+    or the fleet's registered one), else the published reference's, labelled."""
     devices = inventory.get("platforms", {}).get(kind, {}).get("devices") or []
     if devices and devices[0].get("memory_total_bytes"):
-        return float(devices[0]["memory_total_bytes"]), f"{devices[0].get('name', kind)} here"
+        where = f"registered device {devices[0]['device_id']}" if devices[0].get("device_id") else "here"
+        return float(devices[0]["memory_total_bytes"]), f"{devices[0].get('name', kind)} {where}"
     if spec is not None and spec.memory_gb:
         return spec.memory_gb * 1e9, f"{spec.name} ({spec.source})"
     return None, "no memory figure"

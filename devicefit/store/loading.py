@@ -48,6 +48,7 @@ class SourceLoad:
     already holds the same (run_id, config_key)."""
     rows: int
     duplicates: int = 0
+    superseded: tuple[str, ...] = ()  # older partition sources whose rows this one replaced
 
 
 def _held_elsewhere(con, source_key: str, results: list[BenchmarkResult]) -> set[tuple[str, str]]:
@@ -100,6 +101,7 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
                          git.get("commit"), git.get("dirty"), json.dumps(env.get("versions")), len(rows)])
         con.execute(f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
                         WHERE source_key = ? AND status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""", [source_key])
+        superseded = _drop_superseded(con, source_key, document.get("supersedes") or [], kept)
         _upsert_hardware(con, document.get("hardware") or {}, now)
         register_measured(con, kept, document, host, now)
         _upsert_models(con, kept, now)
@@ -115,7 +117,30 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
         if isinstance(exc, (duckdb.Error, OSError)):
             raise _write_failure(database_file(con), exc, f"load {source_key} into") from exc
         raise
-    return SourceLoad(len(kept), len(results) - len(kept))
+    return SourceLoad(len(kept), len(results) - len(kept), superseded)
+
+
+def _drop_superseded(con, source_key: str, keys: list[str], kept: list[BenchmarkResult]) -> tuple[str, ...]:
+    """Remove the rows of the older partitions this document replaces (a kind-level partition
+    that measured the same device and model), as reloading a source replaces its own rows: their
+    samples stay in sample_history. Only a partition whose every row ran on a device and model
+    this document measured is dropped, so a document cannot remove anyone else's rows."""
+    devices = {row_device_id(r.hardware_fingerprint, r.device_profile) for r in kept} - {None}
+    models = {r.model for r in kept}
+    dropped = []
+    for key in keys:
+        if key == source_key:
+            continue
+        held = con.execute("SELECT count(*), count(*) FILTER (WHERE device_id NOT IN (SELECT unnest(?))"
+                           " OR model NOT IN (SELECT unnest(?))) FROM measurements WHERE source_key = ?",
+                           [sorted(devices), sorted(models), key]).fetchone()
+        origin = con.execute("SELECT origin FROM sources WHERE source_key = ?", [key]).fetchone()
+        if origin is None or origin[0] != "partition" or held[1]:
+            continue
+        for table in ("measurements", "runs", "sources"):
+            con.execute(f"DELETE FROM {table} WHERE source_key = ?", [key])
+        dropped.append(key)
+    return tuple(dropped)
 
 
 def _upsert_hardware(con, inventory: dict[str, Any], now: datetime) -> None:

@@ -169,8 +169,14 @@ def _register_stored_devices(con) -> None:
 
 
 MIGRATIONS[14] = [_register_stored_devices]
-# What sample_history keeps of each ok measurement now (migration 4's columns, then 9's).
-HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended")
+# A run's samples keep the constraint profile they were measured under, so regression tracking
+# compares a 1-thread run with the previous 1-thread run, never with the same CPU unconstrained.
+MIGRATIONS[15] = ["ALTER TABLE sample_history ADD COLUMN IF NOT EXISTS device_profile VARCHAR",
+                  """UPDATE sample_history SET device_profile = m.device_profile FROM measurements m
+                     WHERE m.run_id = sample_history.run_id AND m.config_key = sample_history.config_key
+                       AND m.device_profile IS NOT NULL"""]
+# What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, then 15's).
+HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended", "device_profile")
 SCHEMA_VERSION = max(MIGRATIONS)
 # The tables the store's own code creates and writes; a pipeline table asset may not take one's name.
 RESERVED_TABLES = frozenset({*(m.group(1) for steps in MIGRATIONS.values() for step in steps if isinstance(step, str)

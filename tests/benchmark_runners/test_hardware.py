@@ -70,8 +70,11 @@ def test_corrupt_cache_is_re_detected(tmp_path):
     path = tmp_path / "hardware.json"
     path.write_text("{broken")
     inventory = detect_hardware(cache_path=path)
-    assert not inventory.from_cache
-    assert json.loads(path.read_text())["platforms"]["cpu"]["available"] is True
+    assert not inventory.from_cache and inventory.platforms["cpu"].available
+    if any(p.get("contended") for p in inventory.probes.values()):
+        assert path.read_text() == "{broken"  # a probe taken beside other work is never cached: detected again next time
+    else:
+        assert json.loads(path.read_text())["platforms"]["cpu"]["available"] is True
 
 
 def test_fingerprint_of_an_absent_device_names_the_reason(tmp_path):

@@ -10,7 +10,16 @@ CHAIN = {"benchmark_results", "aggregated_results", "compatibility_matrix", "lat
          "regression_report"}
 
 
+# Two devices of one host and every catalog model: the partitions the sensor would have added.
+CPU, OPENVINO = "cpu-aaaaaaaaaaaa", "openvino-bbbbbbbbbbbb"
+
+
 def _land(instance: dg.DagsterInstance, key: str, partition: str | None = None) -> None:
+    if partition is not None:
+        from assets.partitions import add_partitions_for
+        from models.catalog import catalog_names
+
+        add_partitions_for(instance, [f"{d}|{m}" for d in (CPU, OPENVINO) for m in catalog_names()])
     instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key, partition=partition))
 
 
@@ -24,7 +33,7 @@ def test_one_new_partition_requests_the_whole_chain_once_and_nothing_new_request
         assert first.total_requested == 0  # the first evaluation of a fresh instance starts the clock
         for key in ("hardware_inventory", "model_catalog"):
             _land(instance, key)
-        _land(instance, "measurements", "cpu|bert-tiny")  # one of 4 x 12 partitions: the rest stay missing
+        _land(instance, "measurements", f"{CPU}|bert-tiny")  # one of 2 x 18 partitions: the rest stay missing
         second = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
         assert _requested(second) == CHAIN
         # The run those requests start materializes the chain; the next evaluation asks for nothing more.
@@ -35,7 +44,7 @@ def test_one_new_partition_requests_the_whole_chain_once_and_nothing_new_request
         fourth = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=third.cursor)
         assert fourth.total_requested == 0
         # A later partition (the next night's, or another model) starts the chain again.
-        _land(instance, "measurements", "openvino|bert-tiny")
+        _land(instance, "measurements", f"{OPENVINO}|bert-tiny")
         fifth = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=fourth.cursor)
         assert _requested(fifth) == CHAIN
 
@@ -45,7 +54,7 @@ def test_a_partition_already_followed_by_its_rebuild_requests_nothing():
     must not rebuild the chain a second time."""
     with dg.instance_for_test() as instance:
         first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
-        _land(instance, "measurements", "cpu|bert-tiny")
+        _land(instance, "measurements", f"{CPU}|bert-tiny")
         for key in CHAIN:
             _land(instance, key)
         second = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
@@ -64,6 +73,6 @@ def test_plain_eager_would_have_requested_nothing():
     eager_defs = dg.Definitions(assets=assets, resources=defs.resources)
     with dg.instance_for_test() as instance:
         first = dg.evaluate_automation_conditions(defs=eager_defs, instance=instance)
-        _land(instance, "measurements", "cpu|bert-tiny")
+        _land(instance, "measurements", f"{CPU}|bert-tiny")
         second = dg.evaluate_automation_conditions(defs=eager_defs, instance=instance, cursor=first.cursor)
         assert second.total_requested == 0

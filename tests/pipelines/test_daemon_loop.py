@@ -16,6 +16,7 @@ import pytest
 from assets.inventory import hardware_inventory, model_catalog
 from assets.measurements import measurements
 from assets.resources import devicefit_resources
+from tests.conftest import local_partition
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "benchmarks" / "datasets" / "xeon-spr-2c-calibrated"  # real rows of another machine: enough models to train
@@ -61,7 +62,7 @@ def test_the_daemon_rebuilds_the_chain_after_a_partition_lands(tmp_path):
         # The sensor's first evaluation starts its clock; a partition landing after it is new.
         _wait(lambda: _sensor_ticks(instance) > 0, 180, "the automation sensor never ticked", daemon, log)
         result = dg.materialize([hardware_inventory, model_catalog, measurements], selection="key:measurements",
-                                partition_key="cpu|bert-tiny", run_config=TINY, instance=instance,
+                                partition_key=local_partition("bert-tiny", instance=instance), run_config=TINY, instance=instance,
                                 resources=devicefit_resources(str(data)))
         assert result.success
         landed = time.time()

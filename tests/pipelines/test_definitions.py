@@ -27,26 +27,80 @@ def test_every_selection_string_resolves_to_a_non_empty_set():
                        "selection_map", "benchmark_reports", "regression_report"}
 
 
-def test_partitions_are_hardware_by_model():
-    keys = defs.resolve_assets_def("measurements").partitions_def.get_partition_keys()
-    assert "cpu|bert-tiny" in keys and "cuda|gpt2" in keys
-    assert "openvino|bert-tiny" in keys
-    assert len(keys) == 4 * len(catalog_names())
+def test_partitions_are_device_by_model_and_grow_at_run_time():
+    from assets.partitions import add_partitions_for
+
+    definition = defs.resolve_assets_def("measurements").partitions_def
+    assert [d.name for d in definition.partitions_defs] == ["device", "model"]
+    with dg.instance_for_test() as instance:
+        assert definition.get_partition_keys(dynamic_partitions_store=instance) == []
+        add_partitions_for(instance, ["cpu-e1d9c1f8fde0|bert-tiny", "cpu-e1d9c1f8fde0+t1|bert-tiny", "cpu-e1d9c1f8fde0|gpt2"])
+        add_partitions_for(instance, ["cpu-e1d9c1f8fde0|bert-tiny"])  # again: nothing added twice
+        assert instance.get_dynamic_partitions("devices") == ["cpu-e1d9c1f8fde0", "cpu-e1d9c1f8fde0+t1"]
+        assert instance.get_dynamic_partitions("models") == ["bert-tiny", "gpt2"]
+        keys = definition.get_partition_keys(dynamic_partitions_store=instance)
+        assert "cpu-e1d9c1f8fde0+t1|gpt2" in keys and len(keys) == 4  # the cross product, keyed device|model
 
 
-def test_nightly_schedule_requests_one_run_per_available_partition():
-    requests = nightly_run_requests("2026-11-22", ["cpu", "openvino"])
-    assert len(requests) == 2 * len(catalog_names())  # cpu and openvino; cuda/mps absent
+INVENTORY = {"hostname": "h", "platforms": {
+    "cpu": {"available": True, "devices": [{"index": 0, "name": "CPU", "logical_cores": 2, "isa_flags": ["avx2", "avx512f"],
+                                            "fingerprint": "cpu-aaaaaaaaaaaa"}]},
+    "openvino": {"available": True, "devices": [{"index": 0, "name": "CPU", "fingerprint": "openvino-bbbbbbbbbbbb"}]},
+    "cuda": {"available": False, "reason": "no NVIDIA driver", "devices": []}}}
+
+
+def test_nightly_schedule_requests_one_run_per_device_this_host_has_and_model():
+    from devicefit.fleet.partitions import schedulable_devices
+
+    registered = [{"id": "cpu-aaaaaaaaaaaa+t1", "kind": "cpu"},  # a profile registered on this host: measured too
+                  {"id": "cpu-cccccccccccc", "kind": "cpu"},  # another host's CPU: its own worker measures it
+                  {"id": "cuda-dddddddddddd", "kind": "cuda"}]
+    targets = schedulable_devices(registered, INVENTORY)
+    assert [t.device_id for t in targets] == ["cpu-aaaaaaaaaaaa+t1", "cpu-aaaaaaaaaaaa", "openvino-bbbbbbbbbbbb"]
+    requests = nightly_run_requests("2026-11-22", targets, "cpu-aaaaaaaaaaaa")
+    assert len(requests) == 3 * len(catalog_names())
     assert len({r.run_key for r in requests}) == len(requests)
-    assert {r.partition_key.split("|")[0] for r in requests} == {"cpu", "openvino"}
-    assert all(r.tags[DEVICE_TAG] == "cpu" for r in requests)  # OpenVINO's CPU plugin shares the CPU: one at a time
+    assert {r.partition_key.split("|")[0] for r in requests} == {t.device_id for t in targets}
+    # OpenVINO's CPU plugin and the 1-thread profile share the CPU: one at a time
+    assert {r.tags[DEVICE_TAG] for r in requests} == {"cpu@cpu-aaaaaaaaaaaa"}
     assert all(r.run_config["ops"]["measurements"]["config"]["profile"] == "full" for r in requests)
 
 
-def test_nightly_schedule_evaluates_on_this_machine():
-    context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 11, 22, 2, tzinfo=timezone.utc))
-    requests = list(nightly_benchmarks(context))
-    assert requests and all(r.run_key.startswith("nightly-2026-11-22-") for r in requests)
+def test_nightly_schedule_evaluates_on_this_machine_and_adds_its_partitions(tmp_path):
+    from assets.resources import DevicefitData
+
+    # The contexts are closed by `with`: an evaluation context enters its instance, which sets
+    # Dagster's current definitions-state storage; left open, later tests find it disposed.
+    with dg.instance_for_test() as instance, dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=datetime(2026, 11, 22, 2, tzinfo=timezone.utc),
+            resources={"devicefit_data": DevicefitData(data_dir=str(tmp_path))}) as context:
+        requests = list(nightly_benchmarks(context))
+        assert requests and all(r.run_key.startswith("nightly-2026-11-22-") for r in requests)
+        devices = instance.get_dynamic_partitions("devices")
+        assert devices and {r.partition_key.split("|")[0] for r in requests} == set(devices)
+        assert set(instance.get_dynamic_partitions("models")) == set(catalog_names())
+
+
+def test_the_partition_sensor_adds_registered_devices_and_models(tmp_path):
+    from assets.resources import DevicefitData
+    from devicefit import store
+    from pipelines.sensors import register_partitions
+
+    with store.opened(tmp_path / "devicefit.duckdb") as con:
+        store.migrate(con)
+        store.register_device(con, {"id": "cuda-dddddddddddd", "kind": "cuda", "name": "NVIDIA H100", "hostname": "gpu1",
+                                    "host_fingerprint": "cpu-eeeeeeeeeeee", "hardware_fingerprint": "cuda-dddddddddddd",
+                                    "profile": {"threads": None, "isa": None}, "details": {}, "probe": None})
+    resources = {"devicefit_data": DevicefitData(data_dir=str(tmp_path))}
+    with dg.instance_for_test() as instance, dg.build_sensor_context(instance=instance, resources=resources) as context:
+        result = register_partitions(context)
+        added = {r.partitions_def_name: r.partition_keys for r in result.dynamic_partitions_requests}
+        assert "cuda-dddddddddddd" in added["devices"]  # another host's registered GPU: a partition here
+        assert set(added["models"]) == set(catalog_names())
+        for r in result.dynamic_partitions_requests:
+            instance.add_dynamic_partitions(r.partitions_def_name, list(r.partition_keys))
+        with dg.build_sensor_context(instance=instance, resources=resources) as again_context:
+            assert isinstance(register_partitions(again_context), dg.SkipReason)
 
 
 def test_the_instance_gives_duckdb_writers_one_slot_and_frees_slots_of_ended_runs(tmp_path, monkeypatch):

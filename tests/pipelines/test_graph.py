@@ -22,6 +22,7 @@ from devicefit.landing import load_landing_files
 from devicefit.paths import DataPaths
 from devicefit.pipeline import measure_partition
 from devicefit.profiles import Selection
+from tests.conftest import local_partition
 
 ASSETS = [hardware_inventory, model_catalog, measurements, benchmark_results, aggregated_results, compatibility_matrix]
 TINY = {"ops": {"measurements": {"config": {"batch_sizes": [1], "precisions": ["fp32", "int8"], "training_mode": False}}}}
@@ -42,8 +43,8 @@ def test_graph_materializes_in_process_on_two_tiny_models(tmp_path):
     # returns a MaterializeResult; the files and DuckDB are the product, not pickled copies).
     resources = {**devicefit_resources(str(tmp_path)), "io_manager": dg.FilesystemIOManager(base_dir=str(storage))}
     instance = dg.DagsterInstance.ephemeral()
-    for key in ("cpu|bert-tiny", "cpu|mobilenet-v2"):
-        result = dg.materialize(ASSETS, selection="key:measurements", partition_key=key, run_config=TINY,
+    for model in ("bert-tiny", "mobilenet-v2"):
+        result = dg.materialize(ASSETS, selection="key:measurements", partition_key=local_partition(model, instance=instance), run_config=TINY,
                                 resources=resources, instance=instance)
         assert result.success
     result = dg.materialize([*ASSETS, *ALL_CHECKS], selection="key:benchmark_results+", resources=resources, instance=instance)
@@ -129,9 +130,21 @@ def dagster_env(tmp_path):
     return {**os.environ, "DAGSTER_HOME": str(home), "DEVICEFIT_DATA_DIR": str(tmp_path / "data")}
 
 
+def _cli_partition(model: str, env: dict) -> str:
+    """This host's partition of `model`, added to the instance under the env's DAGSTER_HOME (what
+    the partition sensor or `devicefit run` does before a run names it)."""
+    old = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
+    try:
+        with dg.DagsterInstance.get() as instance:
+            return local_partition(model, instance=instance)
+    finally:
+        os.environ.pop("DAGSTER_HOME") if old is None else os.environ.__setitem__("DAGSTER_HOME", old)
+
+
 def test_cli_materializes_one_tiny_partition_then_the_results(dagster_env, tmp_path):
     out = _dagster(["asset", "materialize", "-m", "pipelines.definitions", "--select", "key:measurements",
-                    "--partition", "cpu|bert-tiny", "--config-json", json.dumps(TINY)], dagster_env)
+                    "--partition", _cli_partition("bert-tiny", dagster_env), "--config-json", json.dumps(TINY)], dagster_env)
     assert out.returncode == 0, out.stderr[-3000:]
     out = _dagster(["asset", "materialize", "-m", "pipelines.definitions", "--select", "key:benchmark_results+"], dagster_env)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -151,7 +164,7 @@ def _is_worker(process: psutil.Process) -> bool:
 
 def test_a_process_killed_mid_partition_leaves_no_partial_rows(dagster_env, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "dagster", "asset", "materialize", "-m", "pipelines.definitions",
-                             "--select", "key:measurements", "--partition", "cpu|gpt2"],
+                             "--select", "key:measurements", "--partition", _cli_partition("gpt2", dagster_env)],
                             env=dagster_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 120
     worker = None

@@ -14,6 +14,7 @@ from devicefit.cli import app
 from devicefit.paths import DataPaths
 from devicefit.reports import analysis, figures, publish_reports, regression
 from devicefit.reports.data import load_report_data
+from tests.conftest import local_partition
 
 TINY = {"ops": {"measurements": {"config": {"batch_sizes": [1, 2], "precisions": ["fp32", "int8"], "training_mode": True}}}}
 
@@ -33,7 +34,7 @@ def tiny_run(tmp_path_factory):
     resources = devicefit_resources(str(root))
     instance = dg.DagsterInstance.ephemeral()
     assert dg.materialize(assets, selection="key:hardware_inventory", resources=resources, instance=instance).success
-    assert dg.materialize(assets, selection="key:measurements", partition_key="cpu|bert-tiny", run_config=TINY,
+    assert dg.materialize(assets, selection="key:measurements", partition_key=local_partition("bert-tiny", instance=instance), run_config=TINY,
                           resources=resources, instance=instance).success
     result = dg.materialize(assets, selection="key:benchmark_results+", resources=resources, instance=instance,
                             run_config={"ops": {"benchmark_reports": {"config": {"png": False}}}})
@@ -138,7 +139,7 @@ def test_regression_assets_compare_each_config_with_its_previous_run(tiny_run):
     assert meta["benchmark_reports"]["dashboard"].value.endswith("index.html")
     assert (paths.outputs / "reports" / "index.html").exists() and (paths.outputs / "reports" / "batch_scaling.html").exists()
     # A second run of the same partition: every config now has a previous run to be compared with.
-    assert dg.materialize(assets, selection="key:measurements", partition_key="cpu|bert-tiny",
+    assert dg.materialize(assets, selection="key:measurements", partition_key=local_partition("bert-tiny", instance=instance),
                           run_config={"ops": {"measurements": {"config": {"batch_sizes": [1], "precisions": ["fp32"],
                                                                            "training_mode": False}}}},
                           resources=resources, instance=instance).success

@@ -1,0 +1,64 @@
+"""The fleet as an inventory: the store's registered devices in the shape a host's detection has.
+
+The compatibility matrix and the selection map answer for the fleet, not for the host that
+happens to build them: a kind is available when a device of it is registered (a GPU box's CUDA
+device is available although the Dagster host has no GPU), and its memory and probe are that
+device's. Per kind one device represents it where the documents have one entry per kind: the
+building host's own device when it is registered (its rows are the ones measured beside the
+rest), else the first registered device as it is (no constraint profile), else the first one.
+Every registered id stays listed under its kind."""
+from __future__ import annotations
+
+from typing import Any
+
+from benchmark_runners import registry
+
+UNREGISTERED = "no registered device of this kind (a worker on its host registers it: devicefit worker --device ID)"
+
+
+def _representative(devices: list[dict[str, Any]], local_host: str | None) -> dict[str, Any]:
+    def rank(d: dict[str, Any]) -> tuple[int, int, str]:
+        plain = not any((d.get("profile") or {}).values())
+        return (0 if plain and local_host and d.get("host_fingerprint") == local_host else 1, 0 if plain else 1, d["id"])
+
+    return min(devices, key=rank)
+
+
+def fleet_inventory(devices: list[dict[str, Any]], local_host: str | None = None) -> dict[str, Any]:
+    """An inventory document (platforms, probes) of the registered `devices` (store.devices);
+    `local_host`: the building host's CPU fingerprint, whose devices represent their kinds."""
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for d in devices:
+        by_kind.setdefault(d["kind"], []).append(d)
+    platforms: dict[str, Any] = {}
+    probes: dict[str, Any] = {}
+    for kind in registry.kind_names():
+        mine = by_kind.get(kind) or []
+        if not mine:
+            platforms[kind] = {"kind": kind, "available": False, "reason": UNREGISTERED, "devices": [], "registered": []}
+            continue
+        rep = _representative(mine, local_host)
+        described = {"name": rep.get("name"), **(rep.get("details") or {}), "fingerprint": rep["hardware_fingerprint"],
+                     "device_id": rep["id"], "hostname": rep.get("hostname")}
+        platforms[kind] = {"kind": kind, "available": True, "reason": None, "devices": [described],
+                           "registered": sorted(d["id"] for d in mine)}
+        if isinstance(rep.get("probe"), dict) and registry.kind(kind).probed:
+            device = registry.kind(kind).device_id({**described, "index": 0})
+            probes[device] = {**rep["probe"], "fingerprint": rep["id"]}
+    return {"hostname": None, "source": "registered devices", "platforms": platforms, "probes": probes}
+
+
+def read_fleet_inventory(con, local_host: str | None = None) -> dict[str, Any]:
+    """`fleet_inventory` of the store's registered devices (an open connection)."""
+    from devicefit import store
+
+    return fleet_inventory(store.devices(con), local_host)
+
+
+def this_host() -> str | None:
+    """The building host's CPU fingerprint (from its cached detection, no probe): which of the
+    registered devices represent their kinds when several do; nothing else is read from it."""
+    from benchmark_runners.hardware import detect_hardware
+    from devicefit.fleet.partitions import host_of_inventory
+
+    return host_of_inventory(detect_hardware(probe=False).to_json())

@@ -1,0 +1,213 @@
+"""Partitions by (device, model): a device id resolves to what measures it on this host (or is
+refused by name when it is elsewhere), a profile is applied to every config and brings its own
+probe, and a device partition replaces the kind-level partition that measured the same device,
+never adding a second copy of its rows."""
+import json
+from dataclasses import replace
+
+import pytest
+
+from benchmark_runners.hardware import detect_hardware
+from benchmark_runners.records import BenchmarkConfig
+from devicefit import store
+from devicefit.fleet.constraints import BadProfile
+from devicefit.fleet.devices import DeviceUnavailable
+from devicefit.fleet.partitions import BadPartitionKey, capped_isa_flags, resolve_local, split_partition_key
+from devicefit.landing import LandingFileError, load_landing_files, write_landing
+from devicefit.paths import DataPaths
+from devicefit.pipeline import measure_partition
+from devicefit.profiles import Selection, is_device_id
+from devicefit.results_io import results_document
+from tests.fleet.test_device_profiles import _row
+
+INVENTORY = {"hostname": "h", "platforms": {
+    "cpu": {"available": True, "devices": [{"index": 0, "name": "CPU", "logical_cores": 2, "isa_flags": ["avx2", "avx512f", "amx_bf16"],
+                                            "fingerprint": "cpu-aaaaaaaaaaaa"}]},
+    "openvino": {"available": True, "devices": [{"index": 0, "name": "CPU", "fingerprint": "openvino-bbbbbbbbbbbb"}]},
+    "cuda": {"available": True, "devices": [{"index": 0, "name": "A100", "fingerprint": "cuda-cccccccccccc"},
+                                            {"index": 1, "name": "H100", "fingerprint": "cuda-dddddddddddd"}]}}}
+
+
+def test_a_device_id_resolves_to_its_backend_device_index_and_profile():
+    plain = resolve_local("cpu-aaaaaaaaaaaa", INVENTORY)
+    assert (plain.kind, plain.device, plain.profile.empty, plain.legacy_kind) == ("cpu", "cpu", True, "cpu")
+    one = resolve_local("cpu-aaaaaaaaaaaa+t1", INVENTORY)
+    assert one.device_id == "cpu-aaaaaaaaaaaa+t1" and one.profile.threads == 1 and one.legacy_kind is None
+    assert resolve_local("cuda-dddddddddddd", INVENTORY).device == "cuda:1"  # the second GPU, by its own id
+    assert resolve_local("openvino-bbbbbbbbbbbb", INVENTORY).device == "openvino:CPU"
+    assert resolve_local("cpu", INVENTORY).device_id == "cpu-aaaaaaaaaaaa"  # a kind: this host's first one, as it is
+
+
+@pytest.mark.parametrize("reference, error, words", [
+    ("cpu-ffffffffffff", DeviceUnavailable, "not on this host"),  # another host's: its own worker measures it
+    ("cpu-aaaaaaaaaaaa+t8", BadProfile, "8 threads on a device with 2"),
+    ("openvino-bbbbbbbbbbbb+t1", BadProfile, "applies to cpu"),
+    ("cpu-aaaaaaaaaaaa+sse9", BadPartitionKey, "not a constraint profile"),
+    ("mps", DeviceUnavailable, "no mps device on this host"),
+])
+def test_a_device_this_host_cannot_measure_is_refused_by_name(reference, error, words):
+    with pytest.raises(error, match=words):
+        resolve_local(reference, INVENTORY)
+
+
+@pytest.mark.parametrize("key", ["bert-tiny", "|bert-tiny", "cpu-aaaaaaaaaaaa|", "a|b|c"])
+def test_a_malformed_partition_key_is_refused_by_name(key):
+    with pytest.raises(BadPartitionKey, match="is not a partition key"):
+        split_partition_key(key)
+
+
+def test_the_selection_takes_kinds_and_device_ids():
+    assert is_device_id("cpu-aaaaaaaaaaaa+t1-avx2") and not is_device_id("cpu-zz") and not is_device_id("../etc|x")
+    with pytest.raises(ValueError, match="unknown hardware ../x"):
+        Selection(hardware=("../x",))
+    selection = Selection(models=("bert-tiny",), hardware=("cpu", "cpu-aaaaaaaaaaaa+t1", "cuda", "cpu"))
+    assert selection.partition_keys(INVENTORY) == ["cpu-aaaaaaaaaaaa|bert-tiny", "cpu-aaaaaaaaaaaa+t1|bert-tiny",
+                                                   "cuda-cccccccccccc|bert-tiny"]
+    assert Selection(models=("bert-tiny",)).device_ids(INVENTORY) == ["cpu-aaaaaaaaaaaa", "cuda-cccccccccccc", "openvino-bbbbbbbbbbbb"]
+
+
+def test_an_isa_cap_hides_what_the_cpu_has_above_it():
+    flags = ["avx2", "avx512f", "avx512_bf16", "amx_bf16"]
+    assert capped_isa_flags(flags, "avx2") == ["avx2"]
+    assert capped_isa_flags(flags, "avx512") == ["avx2", "avx512f", "avx512_bf16"]
+    assert capped_isa_flags(flags, None) == flags
+
+
+HARDWARE = {"hostname": "vm", "platforms": {"cpu": {"available": True, "devices": [{"name": "Xeon", "fingerprint": "cpu-abc"}]}}}
+
+
+def _load(database, key, rows, **extra):
+    with store.opened(database) as con:
+        store.migrate(con)
+        loaded = store.replace_source(con, key, "partition", {**results_document("r", rows, HARDWARE), **extra})
+        held = dict(con.execute("SELECT source_key, count(*) FROM measurements GROUP BY ALL").fetchall())
+    return loaded, held
+
+
+def test_a_device_partition_replaces_the_kind_partition_of_the_same_device(tmp_path):
+    database = tmp_path / "devicefit.duckdb"
+    config = BenchmarkConfig(model="bert-tiny")
+    old = [replace(_row(config, 5.0), run_id="old")]
+    _load(database, "partition:cpu|bert-tiny", old)
+    new = [replace(_row(config, 5.2), run_id="new")]
+    loaded, held = _load(database, "partition:cpu-abc|bert-tiny", new, supersedes=["partition:cpu|bert-tiny"])
+    assert loaded.superseded == ("partition:cpu|bert-tiny",)
+    assert held == {"partition:cpu-abc|bert-tiny": 1}  # one run of the config, not the median of two
+    with store.opened(database, read_only=True) as con:
+        history = {r[0] for r in con.execute("SELECT run_id FROM sample_history").fetchall()}
+    assert history == {"old", "new"}  # the replaced run's samples stay for regression tracking
+
+
+def test_a_document_cannot_supersede_rows_of_another_device_or_model(tmp_path):
+    database = tmp_path / "devicefit.duckdb"
+    config = BenchmarkConfig(model="bert-tiny")
+    _load(database, "partition:cpu|bert-tiny", [replace(_row(config, 5.0, fingerprint="cpu-other"), run_id="a")])
+    _load(database, "partition:cpu|gpt2", [replace(_row(replace(config, model="gpt2"), 9.0), run_id="b")])
+    _load(database, "ingest:x", [replace(_row(config, 5.0), run_id="c")])
+    loaded, held = _load(database, "partition:cpu-abc|bert-tiny", [replace(_row(config, 5.1), run_id="d")],
+                         supersedes=["partition:cpu|bert-tiny", "partition:cpu|gpt2", "partition:ingest:x"])
+    assert loaded.superseded == () and len(held) == 4
+
+
+@pytest.mark.parametrize("supersedes", ["partition:cpu|x", ["ingest:abc"], [1], ["partition:a"] * 5])
+def test_a_malformed_supersedes_is_refused_by_name(supersedes, tmp_path):
+    document = {**results_document("r", [_row(BenchmarkConfig(model="bert-tiny"), 5.0)], HARDWARE), "supersedes": supersedes}
+    with pytest.raises(LandingFileError, match="supersedes must be a list"):
+        write_landing(tmp_path, "partition:cpu-abc|bert-tiny", document)
+
+
+TINY = Selection(batch_sizes=(1,), precisions=("fp32",), training_mode=False)
+
+
+def test_measuring_a_device_partition_retires_the_kind_partition_file(tmp_path):
+    paths = DataPaths(tmp_path)
+    inventory = detect_hardware()
+    measure_partition("cpu|bert-tiny", TINY, inventory, paths)  # what a version before device partitions wrote
+    load_landing_files(paths.database, paths.raw)
+    device = inventory.to_json()["platforms"]["cpu"]["devices"][0]["fingerprint"]
+    outcome = measure_partition(f"{device}|bert-tiny", TINY, inventory, paths)
+    assert outcome.results[0].status == "ok" and outcome.results[0].hardware_fingerprint == device
+    assert not (paths.raw / "partition__cpu__bert-tiny.json").exists()
+    assert (paths.raw / "superseded" / "partition__cpu__bert-tiny.json").is_file()  # kept, out of the loader's way
+    report = load_landing_files(paths.database, paths.raw)
+    assert report.superseded == [("partition:cpu|bert-tiny", f"partition:{device}|bert-tiny")]
+    with store.opened(paths.database, read_only=True) as con:
+        assert con.execute("SELECT source_key, count(*) FROM measurements GROUP BY ALL").fetchall() == [(f"partition:{device}|bert-tiny", 1)]
+
+
+def test_a_profiled_device_partition_runs_under_its_profile_with_its_own_probe(tmp_path):
+    paths = DataPaths(tmp_path)
+    inventory = detect_hardware()
+    device = inventory.to_json()["platforms"]["cpu"]["devices"][0]["fingerprint"]
+    outcome = measure_partition(f"{device}+t1|bert-tiny", TINY, inventory, paths)
+    [row] = outcome.results
+    assert row.status == "ok", row.error
+    assert row.device_profile == "t1" and row.environment["torch_threads"] == 1
+    document = json.loads(open(outcome.landing_path).read())
+    probe = document["hardware"]["probes"][f"{device}+t1"]
+    assert probe["fingerprint"] == f"{device}+t1" and probe["matmul_gflops_best"] > 0
+    load_landing_files(paths.database, paths.raw)
+    with store.opened(paths.database, read_only=True) as con:
+        fleet = {d["id"]: d for d in store.devices(con)}
+    assert fleet[f"{device}+t1"]["profile"] == {"threads": 1, "isa": None}
+    assert fleet[f"{device}+t1"]["probe"]["matmul_gflops_best"] == probe["matmul_gflops_best"]
+
+
+def _device_record(**over):
+    return {"id": "cuda-dddddddddddd", "kind": "cuda", "name": "NVIDIA H100", "hostname": "gpu1", "host_fingerprint": "cpu-eeeeeeeeeeee",
+            "hardware_fingerprint": "cuda-dddddddddddd", "profile": {"threads": None, "isa": None}, "details": {"memory_total_bytes": 8e10},
+            "probe": {"fingerprint": "cuda-dddddddddddd", "matmul_gflops_best": 5.1e5, "memory_bandwidth_gbs_best": 2900.0},
+            "registered_at": "2026-11-25T10:00:00+00:00", **over}
+
+
+def test_a_device_a_worker_wrote_is_registered_at_the_next_load(tmp_path):
+    paths = DataPaths(tmp_path)
+    (paths.raw / "devices").mkdir(parents=True)
+    (paths.raw / "devices" / "cuda-dddddddddddd.json").write_text(json.dumps(_device_record()))
+    report = load_landing_files(paths.database, paths.raw)
+    assert report.devices_registered == ["cuda-dddddddddddd"] and not report.quarantined
+    with store.opened(paths.database, read_only=True) as con:
+        [device] = store.devices(con)
+        seen = con.execute("SELECT last_seen FROM devices").fetchone()[0]
+    assert device["probe"]["matmul_gflops_best"] == 5.1e5 and device["hostname"] == "gpu1"
+    again = load_landing_files(paths.database, paths.raw)  # unchanged file: not registered again, last_seen kept
+    assert again.devices_registered == []
+    with store.opened(paths.database, read_only=True) as con:
+        assert con.execute("SELECT last_seen FROM devices").fetchone()[0] == seen
+
+
+@pytest.mark.parametrize("over, words", [
+    ({"id": "../../etc/passwd"}, "id"),
+    ({"id": "cuda-dddddddddddd+t1"}, "is not its hardware fingerprint and profile"),
+    ({"kind": "toaster"}, "unknown device kind"),
+    ({"probe": {"matmul_gflops_best": -1}}, "matmul_gflops_best"),
+    ({"profile": {"threads": 0, "isa": None}}, "threads"),
+])
+def test_a_bad_device_record_is_quarantined_with_its_reason(over, words, tmp_path):
+    paths = DataPaths(tmp_path)
+    (paths.raw / "devices").mkdir(parents=True)
+    (paths.raw / "devices" / "x.json").write_text(json.dumps(_device_record(**over)))
+    report = load_landing_files(paths.database, paths.raw)
+    [(name, reason)] = report.quarantined
+    assert name == "devices/x.json" and words in reason
+    assert (paths.raw / "devices" / "quarantine" / "x.json.reason.txt").is_file()
+    with store.opened(paths.database, read_only=True) as con:
+        assert store.devices(con) == []
+
+
+def test_regression_tracking_compares_a_profile_with_its_own_previous_run(tmp_path):
+    """The 1-thread run of a config is another device's run: not a regression of the 2-thread one."""
+    from devicefit.reports.regression import compare, current_sets, previous_sets
+
+    database = tmp_path / "devicefit.duckdb"
+    config = BenchmarkConfig(model="bert-tiny")
+    _load(database, "partition:cpu-abc|bert-tiny", [replace(_row(config, 5.0), run_id="plain-1")])
+    _load(database, "partition:cpu-abc+t1|bert-tiny", [replace(_row(replace(config, threads=1), 9.0), run_id="t1-1")])
+    current = current_sets(database)
+    assert sorted(s.identity.device_profile or "" for s in current) == ["", "t1"]
+    assert {c.verdict for c in compare(current, previous_sets(database, current), threshold=0.1)} == {"new"}
+    later = replace(_row(replace(config, threads=1), 9.05), run_id="t1-2", timestamp="2026-11-26T10:00:00+00:00")
+    _load(database, "partition:cpu-abc+t1|bert-tiny", [later])
+    current = current_sets(database)
+    verdicts = {c.identity.get("device_profile"): (c.verdict, c.baseline_run) for c in compare(current, previous_sets(database, current), 0.1)}
+    assert verdicts["t1"] == ("unchanged", "t1-1") and verdicts[None][0] == "new"
