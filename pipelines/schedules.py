@@ -9,7 +9,7 @@ from assets.resources import DevicefitData
 from benchmark_runners.hardware import detect_hardware
 from devicefit import store
 from devicefit.errors import DevicefitError
-from devicefit.fleet.partitions import LocalTarget, device_tag, host_of_inventory, partition_key, schedulable_devices
+from devicefit.fleet.partitions import ScheduledDevice, partition_key, schedulable_devices
 from devicefit.paths import DataPaths
 from devicefit.profiles import Selection
 from pipelines.jobs import measurements_job
@@ -17,16 +17,18 @@ from pipelines.jobs import measurements_job
 DEVICE_TAG = "devicefit/device"  # dagster.yaml allows one run per tag value: one benchmark per device
 
 
-def nightly_run_requests(date: str, targets: list[LocalTarget], host: str | None) -> list[dg.RunRequest]:
+def nightly_run_requests(date: str, devices: list[ScheduledDevice], extra_tags=None) -> list[dg.RunRequest]:
+    """One full-profile run per (device, model); `extra_tags(device)`: tags a launcher needs
+    (the Celery queue of the device's worker)."""
     selection = Selection(profile="full")
     return [
         dg.RunRequest(
             run_key=f"nightly-{date}-{key}",
             partition_key=key,
-            tags={DEVICE_TAG: device_tag(t.kind, host), "devicefit/profile": "full"},
+            tags={DEVICE_TAG: t.tag, "devicefit/profile": "full", **(extra_tags(t) if extra_tags else {})},
             run_config=dg.RunConfig(ops={"measurements": SweepConfig(profile="full")}),
         )
-        for t in targets for key in (partition_key(t.device_id, m) for m in selection.model_names())
+        for t in devices for key in (partition_key(t.device_id, m) for m in selection.model_names())
     ]
 
 
@@ -52,7 +54,7 @@ def registered_devices(paths: DataPaths, log=None) -> list[dict]:
 def nightly_benchmarks(context: dg.ScheduleEvaluationContext, devicefit_data: DevicefitData):
     date = context.scheduled_execution_time.strftime("%Y-%m-%d")
     hardware = detect_hardware(probe=False).to_json()
-    targets = schedulable_devices(registered_devices(devicefit_data.paths(), context.log), hardware)
-    requests = nightly_run_requests(date, targets, host_of_inventory(hardware))
+    devices = schedulable_devices(registered_devices(devicefit_data.paths(), context.log), hardware)
+    requests = nightly_run_requests(date, devices)
     add_partitions_for(context.instance, [r.partition_key for r in requests])  # a run's key must exist first
     return requests

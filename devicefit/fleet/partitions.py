@@ -143,20 +143,37 @@ def device_tag(kind: str, host: str | None) -> str:
     return f"{physical}@{host}" if host else physical
 
 
-def schedulable_devices(registered: list[dict[str, Any]], inventory: dict[str, Any]) -> list[LocalTarget]:
-    """The devices a sweep on this host measures: every registered device (the fleet's, from the
-    store) that is on this host and can run here under its profile, then this host's devices not
-    registered yet (a fresh store). Devices of other hosts are left to their own hosts' workers."""
-    targets: dict[str, LocalTarget] = {}
+@dataclass(frozen=True)
+class ScheduledDevice:
+    """A device a sweep measures, and the host whose worker (or in-process run) measures it."""
+
+    device_id: str
+    kind: str
+    host: str | None  # the host's CPU fingerprint
+
+    @property
+    def tag(self) -> str:
+        return device_tag(self.kind, self.host)
+
+
+def schedulable_devices(registered: list[dict[str, Any]], inventory: dict[str, Any], dispatch: bool = False) -> list[ScheduledDevice]:
+    """The devices a sweep measures. In-process (no broker): every registered device (the
+    fleet's, from the store) that is on this host and can run here under its profile, then this
+    host's devices not registered yet (a fresh store); other hosts' devices are left out, nothing
+    here can measure them. With a broker (`dispatch`): every registered device of a measurable
+    kind as well, each run going to the queue its host's worker consumes."""
+    host = host_of_inventory(inventory)
+    out: dict[str, ScheduledDevice] = {}
     for d in registered:
         if d.get("kind") not in registry.measurable_kinds():
             continue
         try:
             target = resolve_local(str(d.get("id")), inventory)
+            out.setdefault(target.device_id, ScheduledDevice(target.device_id, target.kind, host))
         except (DeviceUnavailable, BadProfile):
-            continue
-        targets.setdefault(target.device_id, target)
+            if dispatch:
+                out.setdefault(str(d["id"]), ScheduledDevice(str(d["id"]), str(d["kind"]), d.get("host_fingerprint")))
     for device_id in local_device_ids(inventory):
-        if device_id not in targets:
-            targets[device_id] = resolve_local(device_id, inventory)
-    return list(targets.values())
+        if device_id not in out:
+            out[device_id] = ScheduledDevice(device_id, resolve_local(device_id, inventory).kind, host)
+    return list(out.values())

@@ -57,7 +57,12 @@ def test_nightly_schedule_requests_one_run_per_device_this_host_has_and_model():
                   {"id": "cuda-dddddddddddd", "kind": "cuda"}]
     targets = schedulable_devices(registered, INVENTORY)
     assert [t.device_id for t in targets] == ["cpu-aaaaaaaaaaaa+t1", "cpu-aaaaaaaaaaaa", "openvino-bbbbbbbbbbbb"]
-    requests = nightly_run_requests("2026-11-22", targets, "cpu-aaaaaaaaaaaa")
+    # With a broker, the other hosts' registered devices too, each tagged with its own host.
+    fleet = schedulable_devices([{**d, "host_fingerprint": "cpu-cccccccccccc"} for d in registered], INVENTORY, dispatch=True)
+    assert {t.device_id: t.tag for t in fleet} == {"cpu-aaaaaaaaaaaa+t1": "cpu@cpu-aaaaaaaaaaaa", "cpu-cccccccccccc": "cpu@cpu-cccccccccccc",
+                                                   "cuda-dddddddddddd": "cuda@cpu-cccccccccccc", "cpu-aaaaaaaaaaaa": "cpu@cpu-aaaaaaaaaaaa",
+                                                   "openvino-bbbbbbbbbbbb": "cpu@cpu-aaaaaaaaaaaa"}
+    requests = nightly_run_requests("2026-11-22", targets)
     assert len(requests) == 3 * len(catalog_names())
     assert len({r.run_key for r in requests}) == len(requests)
     assert {r.partition_key.split("|")[0] for r in requests} == {t.device_id for t in targets}
