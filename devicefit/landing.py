@@ -15,6 +15,7 @@ from typing import Any
 
 from devicefit import store
 from devicefit.landing_schema import REQUIRED_RESULT_FIELDS, LandingFileError, validated_device, validated_rows
+from devicefit.landing_share import pull, push
 from devicefit.results_io import write_json_atomic
 
 QUARANTINE_DIR = "quarantine"
@@ -36,6 +37,7 @@ def write_landing(raw_dir: Path, source_key: str, document: dict[str, Any]) -> P
     validate_document(document, f"rows for {source_key}")
     path = landing_path(raw_dir, source_key)
     write_json_atomic(path, {**document, "source_key": source_key})
+    push(path, raw_dir)  # to the fleet's landing share, when one is configured (DEVICEFIT_LANDING_URL)
     return path
 
 
@@ -110,6 +112,7 @@ class LoadReport:
     # (older source, the source that replaced it): kind-level partitions a device partition re-measured
     superseded: list[tuple[str, str]] = field(default_factory=list)
     devices_registered: list[str] = field(default_factory=list)  # new devices from raw/devices/
+    pulled: list[str] = field(default_factory=list)  # files copied from the landing share before loading
 
     @property
     def rows_loaded(self) -> int:
@@ -136,14 +139,15 @@ def load_landing_files(database: store.Source, raw_dir: Path) -> LoadReport:
     the load with StoreError and leaves the file in place for the next run; each source is one
     transaction, so the store is never half-written. `database`: a path (opened and closed
     here, the close checked) or the caller's writable connection (the pipeline's)."""
+    pulled = pull(Path(raw_dir))  # what workers elsewhere pushed to the landing share, if one is configured
     if not isinstance(database, (str, Path)):
         store.migrate(database)
-        return _load(database, Path(raw_dir))
+        return _load(database, Path(raw_dir), pulled.pulled)
     con = store.connect(database)
     failed = True
     try:
         store.migrate(con)
-        report = _load(con, Path(raw_dir))
+        report = _load(con, Path(raw_dir), pulled.pulled)
         failed = False
     finally:
         store.close(con, database, failed)
@@ -175,8 +179,8 @@ def _register_device_files(con, raw_dir: Path, report: "LoadReport") -> None:
             report.quarantined.append((f"{DEVICES_DIR}/{path.name}", str(exc)))
 
 
-def _load(con, raw_dir: Path) -> LoadReport:
-    report = LoadReport()
+def _load(con, raw_dir: Path, pulled: list[str] | None = None) -> LoadReport:
+    report = LoadReport(pulled=list(pulled or []))
     _register_device_files(con, raw_dir, report)
     for path in sorted(raw_dir.glob("*.json"), key=_load_order) if raw_dir.is_dir() else []:
         data = path.read_bytes()

@@ -149,28 +149,38 @@ class Selection:
             names = [n for n in names if classify_spec(resolve_model(n)).family in self.categories]
         return names[: self.limit] if self.limit else names
 
-    def device_ids(self, inventory: dict) -> list[str]:
+    def device_ids(self, inventory: dict, elsewhere: bool = False) -> list[str]:
         """The devices of this host to measure, from a detection's JSON: each --hardware entry
         that is a kind names this host's first device of it as it is (a kind not here is left
         out, as `make run` leaves out CUDA on a CPU host); a device id names that device, with
         its constraint profile (refused by name when it is not on this host, or cannot honour
-        the profile). No --hardware: every measurable kind's first device."""
+        the profile). No --hardware: every measurable kind's first device. `elsewhere` (a broker
+        dispatches runs to other hosts' workers): a device id not on this host is taken as it is."""
+        from devicefit.fleet.devices import DeviceUnavailable
         from devicefit.fleet.partitions import local_device_ids, resolve_local
+
+        def named(device: str) -> list[str]:
+            try:
+                return [resolve_local(device, inventory).device_id]
+            except DeviceUnavailable:
+                if elsewhere:
+                    return [device]
+                raise
 
         if not self.hardware:
             return local_device_ids(inventory)
         ids: list[str] = []
         for h in self.hardware:
-            for d in (local_device_ids(inventory, [h]) if h in registry.measurable_kinds() else [resolve_local(h, inventory).device_id]):
+            for d in (local_device_ids(inventory, [h]) if h in registry.measurable_kinds() else named(h)):
                 if d not in ids:
                     ids.append(d)
         return ids
 
-    def partition_keys(self, inventory: dict) -> list[str]:
+    def partition_keys(self, inventory: dict, elsewhere: bool = False) -> list[str]:
         """Multi-partition keys "<device id>|<model>" (Dagster orders dimensions by name)."""
         from devicefit.fleet.partitions import partition_key
 
-        return [partition_key(d, name) for d in self.device_ids(inventory) for name in self.model_names()]
+        return [partition_key(d, name) for d in self.device_ids(inventory, elsewhere) for name in self.model_names()]
 
 
 def partition_configs(model: str, kind: str, selection: Selection, cpu_isa: list[str] | None = None) -> list[BenchmarkConfig]:

@@ -20,7 +20,8 @@ def run_command(
     model: Optional[str] = typer.Option(None, "--model", help="Comma-separated models instead of the profile's."),
     hardware: Optional[str] = typer.Option(
         None, "--hardware", help=f"Comma-separated kinds ({', '.join(registry.measurable_kinds())}: this host's first device of each, "
-                                 "as it is) or device ids of this host, with a constraint profile (cpu-<fingerprint>+t1, ...+avx2). "
+                                 "as it is) or device ids: this host's, with a constraint profile (cpu-<fingerprint>+t1, ...+avx2), and with "
+                                 "DEVICEFIT_BROKER_URL set any registered device, measured by its host's `devicefit worker`. "
                                  "Default: every available kind."),
     category: Optional[str] = typer.Option(None, "--category", help="Comma-separated families, e.g. vision,audio."),
     all_models: bool = typer.Option(False, "--all", help="Every catalog model."),
@@ -36,6 +37,7 @@ def run_command(
     from devicefit.fleet.devices import DeviceUnavailable
     from devicefit.profiles import Selection
     from models.catalog import UnknownModelError
+    from pipelines import dispatch
     from pipelines.run import run_pipeline
 
     try:
@@ -46,7 +48,8 @@ def run_command(
             batch_sizes=tuple(int_list(batch_sizes, "--batch-sizes")) if batch_sizes else (),
             precisions=tuple(csv_list(precision, "--precision")) if precision else (), training_mode=training_mode)
         inventory = detect_hardware()
-        keys = selection.partition_keys(inventory.to_json())
+        dispatching = dispatch.broker_url() is not None  # then other hosts' workers measure their own devices
+        keys = selection.partition_keys(inventory.to_json(), elsewhere=dispatching)
     except (ValueError, UnknownModelError, DeviceUnavailable) as exc:
         fail(str(exc))
     if not keys:
@@ -61,6 +64,8 @@ def run_command(
         fail(str(exc))
     for stale in outcome.reaped:
         err.print(f"[yellow]stale run marked failed:[/] {stale}")
+    for failure in outcome.dispatch_failures:
+        err.print(f"[red]dispatched run failed:[/] {failure}", soft_wrap=True)
     paths = data_paths()
     con = store.connect(paths.database, read_only=True)
     try:
@@ -96,6 +101,23 @@ def run_command(
     if broken or not outcome.results_success:
         err.print(f"[red]runs failed:[/] {', '.join(broken) or 'results_job'} (see `make ui`)")
         raise typer.Exit(1)
+
+
+@app.command("worker", rich_help_panel="Measure")
+def worker_command(
+    device: str = typer.Option(..., "--device", help="The device id to serve (cpu-<fingerprint>, with a constraint profile: ...+t1, ...+avx2); "
+                                                   "`devicefit detect` shows this host's fingerprints."),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Runs at once (1: one benchmark at a time on the device)."),
+    probe: bool = typer.Option(True, "--probe/--no-probe", help="Describe the device with its probe (under its profile, if any)."),
+    loglevel: str = typer.Option("INFO", "--loglevel", help="The Celery worker's log level."),
+) -> None:
+    """Serve one device of this host to the fleet: register it (the instance's device partitions,
+    and raw/devices/<id>.json for the store), then run a Celery worker that consumes only the
+    device's queue and executes the measurement runs `devicefit run` sends there. Needs
+    DEVICEFIT_BROKER_URL and DAGSTER_HOME (dagster_home/multihost). Stops on SIGTERM or Ctrl-C."""
+    from pipelines.worker import serve
+
+    serve(device, concurrency=concurrency, loglevel=loglevel.upper(), probe=probe, on_info=lambda m: err.print(m, soft_wrap=True))
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ class PipelineRun:
     results_success: bool | None = None
     failed_checks: list[str] = field(default_factory=list)
     reaped: list[str] = field(default_factory=list)  # "run_id (job): reason" of stale runs marked failed
+    dispatch_failures: list[str] = field(default_factory=list)  # "partition: reason" of dispatched runs that failed
 
 
 def _instance():
@@ -58,7 +59,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
     from assets.partitions import add_partitions_for
     from benchmark_runners.hardware import detect_hardware
     from devicefit.fleet.partitions import device_tag, host_of_inventory, resolve_local, split_partition_key
-    from pipelines import run_guard
+    from pipelines import dispatch, run_guard
     from pipelines.definitions import defs
     from pipelines.run_watch import RunWatch
     from pipelines.schedules import DEVICE_TAG
@@ -66,14 +67,21 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
     wait_s = writer_wait_s()
     instance = _instance()
     hardware = detect_hardware(probe=False).to_json()
-    targets = {key: resolve_local(split_partition_key(key)[0], hardware) for key in partition_keys}  # refuses another host's
     host = host_of_inventory(hardware)
+    broker = dispatch.broker_url()
+    if broker:  # each partition goes to its device's worker (pipelines/dispatch.py); clear errors before anything runs
+        dispatch.celery_launcher(instance)
+        dispatch.check_broker(broker)
+        tags = dispatched_device_tags(instance, partition_keys, hardware)
+    else:  # the embedded default: every partition measured here, in-process; another host's device is refused
+        targets = {key: resolve_local(split_partition_key(key)[0], hardware) for key in partition_keys}
+        tags = {key: device_tag(t.kind, host) for key, t in targets.items()}
     outcome = PipelineRun()
     owner = run_guard.owner_tags()
     quiet = {"console": {"config": {"log_level": "WARNING"}}}  # the summary says what matters
 
     with RunWatch(instance, writer_wait_s=wait_s) as watch, ExitStack() as measuring:
-        if partition_keys:
+        if partition_keys and not broker:  # workers take their own devices' locks
             from benchmark_runners.device_lock import hold_devices
             from benchmark_runners.device_lock import physical_device as locked_device
             from benchmark_runners.sweep import start_fork_server
@@ -98,10 +106,19 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
         config = dg.RunConfig(loggers=quiet, ops={"measurements": SweepConfig(
             profile=selection.profile, batch_sizes=list(selection.batch_sizes), precisions=list(selection.precisions),
             training_mode=selection.training_mode)})
-        for i, key in enumerate(partition_keys):
+        if broker:
+            for i, key in enumerate(partition_keys):
+                if on_partition:
+                    on_partition(key, i, len(partition_keys))
+            # Launched to every device's queue at once, then waited on (a signal fails the runs still out).
+            runs = dispatch.launch_partitions(instance, partition_keys, config, tags_for_key=lambda key: {DEVICE_TAG: tags[key]},
+                                              on_event=on_wait, sleep=_interruptible_sleep(watch))
+            outcome.partitions += [r.as_tuple() for r in runs]
+            outcome.dispatch_failures += [f"{r.key}: {r.reason}" for r in runs if not r.success and r.reason]
+        for i, key in enumerate(partition_keys if not broker else []):
             if on_partition:
                 on_partition(key, i, len(partition_keys))
-            result = execute("measurements_job", run_config=config, partition_key=key, tags={DEVICE_TAG: device_tag(targets[key].kind, host)})
+            result = execute("measurements_job", run_config=config, partition_key=key, tags={DEVICE_TAG: tags[key]})
             metadata = {}
             for event in result.get_asset_materialization_events():
                 metadata = {k: v.value for k, v in event.materialization.metadata.items() if k in ("ok", "skipped", "failed", "contended", "duration_s")}
@@ -118,6 +135,33 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
             if not evaluation.passed:
                 outcome.failed_checks.append(f"{evaluation.check_name} ({evaluation.severity.value}): {evaluation.description}")
     return outcome
+
+
+def dispatched_device_tags(instance, partition_keys: list[str], hardware: dict) -> dict[str, str]:
+    """Each dispatched partition's devicefit/device tag (the physical device on its host). A
+    device of another host must be registered (its worker adds it to the instance's devices, or
+    its rows registered it in the store): a device id nobody serves is refused by name rather
+    than waited on."""
+    from devicefit.fleet.devices import DeviceUnavailable
+    from devicefit.fleet.partitions import device_tag, host_of_inventory, resolve_local, split_partition_key
+    from devicefit.paths import DataPaths
+    from pipelines.schedules import registered_devices
+
+    known = {d["id"]: d for d in registered_devices(DataPaths.default())}
+    partitions = set(instance.get_dynamic_partitions("devices"))
+    out = {}
+    for key in partition_keys:
+        device = split_partition_key(key)[0]
+        try:
+            target = resolve_local(device, hardware)
+            out[key] = device_tag(target.kind, host_of_inventory(hardware))
+        except DeviceUnavailable:
+            if device not in partitions and device not in known:
+                raise DeviceUnavailable(f"device {device} is neither on this host nor registered: start `devicefit worker --device "
+                                        f"{device}` on its host (`devicefit devices list` shows the registered ones)") from None
+            kind = (known.get(device) or {}).get("kind") or device.split("-", 1)[0]
+            out[key] = device_tag(kind, (known.get(device) or {}).get("host_fingerprint") or device.split("+", 1)[0])
+    return out
 
 
 def _interruptible_sleep(watch) -> Callable[[float], None]:

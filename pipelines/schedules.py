@@ -1,5 +1,6 @@
-"""The nightly sweep: one run per (device, model) partition of the fleet's registered devices
-that this host has, full profile."""
+"""The nightly sweep: one run per (device, model) partition of the fleet's registered devices,
+full profile: the devices this host has, or with a broker (DEVICEFIT_BROKER_URL) every
+registered device, each run tagged with its device's Celery queue."""
 import dagster as dg
 import duckdb
 
@@ -12,6 +13,7 @@ from devicefit.errors import DevicefitError
 from devicefit.fleet.partitions import ScheduledDevice, partition_key, schedulable_devices
 from devicefit.paths import DataPaths
 from devicefit.profiles import Selection
+from pipelines import dispatch
 from pipelines.jobs import measurements_job
 
 DEVICE_TAG = "devicefit/device"  # dagster.yaml allows one run per tag value: one benchmark per device
@@ -54,7 +56,9 @@ def registered_devices(paths: DataPaths, log=None) -> list[dict]:
 def nightly_benchmarks(context: dg.ScheduleEvaluationContext, devicefit_data: DevicefitData):
     date = context.scheduled_execution_time.strftime("%Y-%m-%d")
     hardware = detect_hardware(probe=False).to_json()
-    devices = schedulable_devices(registered_devices(devicefit_data.paths(), context.log), hardware)
-    requests = nightly_run_requests(date, devices)
+    dispatching = dispatch.broker_url() is not None  # then every registered device's worker gets its runs
+    devices = schedulable_devices(registered_devices(devicefit_data.paths(), context.log), hardware, dispatch=dispatching)
+    requests = nightly_run_requests(date, devices, (lambda d: {dispatch.QUEUE_TAG: dispatch.device_queue(d.device_id)})
+                                    if dispatching else None)
     add_partitions_for(context.instance, [r.partition_key for r in requests])  # a run's key must exist first
     return requests

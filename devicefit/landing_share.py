@@ -1,0 +1,111 @@
+"""Landing files through storage both sides reach: the fleet's hand-over to the single writer.
+
+A worker measures on its own host and writes its landing file (and its device record) into its
+own data directory, as every partition does. With DEVICEFIT_LANDING_URL set (any fsspec/UPath
+location: `file:///mnt/fleet`, `s3://bucket/devicefit`, `sftp://host/srv/devicefit`), each file
+written is also pushed to `<url>/raw/...`, and the writer's load first pulls from there every file
+whose bytes it does not hold yet, then loads its own raw/ as always. Unset (the default), a
+shared DEVICEFIT_DATA_DIR does the same job: nothing here runs.
+
+A file appears on the share whole or not at all: it is written under a hidden temporary name in
+the same directory, then moved into place; the loader never reads hidden names. Pulled files are
+written locally the same way. A file the loader quarantined is not pulled again while the share
+holds the same bytes, so one bad file is reported once, not at every load."""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from devicefit.errors import DevicefitError
+
+SHARE_ENV = "DEVICEFIT_LANDING_URL"
+RAW = "raw"
+DEVICES = "devices"  # devicefit.landing.DEVICES_DIR
+QUARANTINE = "quarantine"  # devicefit.landing.QUARANTINE_DIR
+
+
+class LandingShareError(DevicefitError, OSError):
+    """The landing share cannot be reached or written (its URL and the reason)."""
+
+    exit_code = 1
+
+
+def share_url() -> str | None:
+    return os.environ.get(SHARE_ENV, "").strip() or None
+
+
+def _root(url: str):
+    from upath import UPath
+
+    try:
+        return UPath(url)
+    except (ValueError, ImportError) as exc:  # an unknown protocol, or its fsspec package missing
+        raise LandingShareError(f"{SHARE_ENV}={url!r} is not a location fsspec can open: {exc}") from None
+
+
+def push(local: Path, raw_dir: Path, url: str | None = None) -> str | None:
+    """Copy `local` (a file under `raw_dir`) to the same place under `<url>/raw/`; the share's
+    path, or None with no share configured."""
+    url = url or share_url()
+    if url is None:
+        return None
+    relative = Path(local).resolve().relative_to(Path(raw_dir).resolve())
+    target = _root(url).joinpath(RAW, *relative.parts)
+    temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_bytes(Path(local).read_bytes())
+        temporary.rename(target)
+    except OSError as exc:
+        try:
+            temporary.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise LandingShareError(f"cannot write {relative} to the landing share {url} ({type(exc).__name__}: {exc})") from None
+    return str(target)
+
+
+@dataclass
+class PullReport:
+    pulled: list[str] = field(default_factory=list)  # paths under raw/ copied from the share
+    unchanged: int = 0
+    still_quarantined: list[str] = field(default_factory=list)  # bad files the share still holds
+
+
+def _listing(directory) -> list:
+    if not directory.is_dir():  # nothing pushed there yet
+        return []
+    return [p for p in directory.iterdir() if p.name.endswith(".json") and not p.name.startswith(".") and p.is_file()]
+
+
+def pull(raw_dir: Path, url: str | None = None) -> PullReport:
+    """Copy into `raw_dir` every landing file and device record of the share whose bytes differ
+    from the local copy; nothing with no share configured."""
+    url = url or share_url()
+    report = PullReport()
+    if url is None:
+        return report
+    root = _root(url) / RAW
+    try:
+        for sub in ((), (DEVICES,)):
+            local_dir = Path(raw_dir).joinpath(*sub)
+            for remote in _listing(root.joinpath(*sub)):
+                data = remote.read_bytes()
+                local = local_dir / remote.name
+                if local.is_file() and local.read_bytes() == data:
+                    report.unchanged += 1
+                    continue
+                held = local_dir / QUARANTINE / remote.name
+                if held.is_file() and held.read_bytes() == data:
+                    report.still_quarantined.append("/".join((*sub, remote.name)))
+                    continue
+                local_dir.mkdir(parents=True, exist_ok=True)
+                temporary = local_dir / f".{remote.name}.{uuid.uuid4().hex}.tmp"
+                temporary.write_bytes(data)
+                os.replace(temporary, local)
+                report.pulled.append("/".join((*sub, remote.name)))
+    except OSError as exc:
+        raise LandingShareError(f"cannot read the landing share {url} ({type(exc).__name__}: {exc})") from None
+    return report

@@ -1,0 +1,71 @@
+"""Landing files through storage both sides reach (DEVICEFIT_LANDING_URL): what a worker writes
+reaches the writer's load whole, once; a bad file is reported once; a share that cannot be used
+is an error naming it."""
+import json
+
+import pytest
+
+from benchmark_runners.records import BenchmarkConfig
+from devicefit import store
+from devicefit.landing import load_landing_files, write_landing
+from devicefit.landing_share import SHARE_ENV, LandingShareError, pull, push
+from devicefit.paths import DataPaths
+from devicefit.results_io import results_document
+from tests.fleet.test_device_profiles import _row
+from tests.fleet.test_partitions import HARDWARE, _device_record
+
+
+def test_a_workers_landing_file_and_device_record_reach_the_writer_once(tmp_path, monkeypatch):
+    share = tmp_path / "share"
+    monkeypatch.setenv(SHARE_ENV, share.as_uri())
+    worker, writer = DataPaths(tmp_path / "worker"), DataPaths(tmp_path / "writer")
+    # The worker's side: its landing file and its device record, pushed as they are written.
+    write_landing(worker.raw, "partition:cpu-abc+t1|bert-tiny",
+                  results_document("r1", [_row(BenchmarkConfig(model="bert-tiny", threads=1), 9.0)], HARDWARE))
+    (worker.raw / "devices").mkdir(parents=True)
+    record = worker.raw / "devices" / "cuda-dddddddddddd.json"
+    record.write_text(json.dumps(_device_record()))
+    push(record, worker.raw)
+    assert sorted(p.name for p in (share / "raw").rglob("*.json")) == ["cuda-dddddddddddd.json", "partition__cpu-abc__t1__bert-tiny.json"]
+    assert not [p for p in share.rglob(".*")]  # no temporary left behind
+    # The writer's side: one load pulls both, registers the device and stores the rows.
+    report = load_landing_files(writer.database, writer.raw)
+    assert sorted(report.pulled) == ["devices/cuda-dddddddddddd.json", "partition__cpu-abc__t1__bert-tiny.json"]
+    assert report.rows_loaded == 1 and report.devices_registered == ["cuda-dddddddddddd"]
+    again = load_landing_files(writer.database, writer.raw)
+    assert again.pulled == [] and again.loaded == []  # the same bytes: nothing pulled or stored twice
+    with store.opened(writer.database, read_only=True) as con:
+        assert con.execute("SELECT device_id, count(*) FROM measurements GROUP BY ALL").fetchall() == [("cpu-abc+t1", 1)]
+
+
+def test_a_bad_file_on_the_share_is_quarantined_once(tmp_path, monkeypatch):
+    share = tmp_path / "share"
+    monkeypatch.setenv(SHARE_ENV, share.as_uri())
+    (share / "raw").mkdir(parents=True)
+    (share / "raw" / "partition__x__y.json").write_text('{"format": "devicefit.benchmark_results/1", "results": [')
+    writer = DataPaths(tmp_path / "writer")
+    first = load_landing_files(writer.database, writer.raw)
+    assert [name for name, _ in first.quarantined] == ["partition__x__y.json"]
+    second = load_landing_files(writer.database, writer.raw)
+    assert second.quarantined == [] and second.pulled == []
+    assert pull(writer.raw).still_quarantined == ["partition__x__y.json"]
+
+
+def test_a_share_that_cannot_be_used_is_an_error_naming_it(tmp_path):
+    with pytest.raises(LandingShareError, match="nosuch://x.* is not a location fsspec can open"):
+        pull(tmp_path, "nosuch://x")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    local = tmp_path / "raw" / "a.json"
+    local.parent.mkdir()
+    local.write_text("{}")
+    with pytest.raises(LandingShareError, match="cannot write a.json to the landing share"):
+        push(local, tmp_path / "raw", (blocker / "sub").as_uri())  # a path under a file: not writable
+
+
+def test_without_a_share_nothing_is_pushed_or_pulled(tmp_path, monkeypatch):
+    monkeypatch.delenv(SHARE_ENV, raising=False)
+    local = tmp_path / "raw" / "a.json"
+    local.parent.mkdir()
+    local.write_text("{}")
+    assert push(local, tmp_path / "raw") is None and pull(tmp_path / "raw").pulled == []
