@@ -119,7 +119,7 @@ def test_the_multihost_instance_launches_through_celery_with_the_broker_from_the
     from dagster_celery.launcher import CeleryRunLauncher
 
     block = yaml.safe_load(MULTIHOST.read_text())["run_launcher"]
-    assert block == {"module": "dagster_celery.launcher", "class": "CeleryRunLauncher",
+    assert block == {"module": "pipelines.fleet_launcher", "class": "FleetRunLauncher",
                      "config": {"broker": {"env": dispatch.BROKER_ENV}, "backend": {"env": dispatch.BROKER_ENV}}}
     monkeypatch.setenv("DAGSTER_HOME", str(_fleet_home(tmp_path)))
     monkeypatch.setenv(dispatch.BROKER_ENV, "redis://broker-host:6379/0")
@@ -448,3 +448,31 @@ def test_runs_fan_out_to_device_workers_and_a_killed_worker_fails_its_run(redis_
         leftovers = [pid for pid in w.seen if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
         assert not leftovers, [" ".join(psutil.Process(pid).cmdline()) for pid in leftovers]
     print(f"fan-out {fanned_out:.0f} s, total {time.monotonic() - started:.0f} s")
+
+
+def test_the_daemons_health_check_fails_a_run_whose_worker_died(tmp_path, monkeypatch):
+    """Runs the daemon launched (schedule, UI) are judged by the run-monitoring daemon through the
+    launcher's health check: dagster-celery's alone keeps a SIGKILLed worker's run STARTED."""
+    from dagster import DagsterInstance
+    from dagster._core.launcher import WorkerStatus
+
+    from pipelines import run_guard
+    from pipelines.fleet_launcher import FleetRunLauncher
+
+    monkeypatch.setenv("DAGSTER_HOME", str(_fleet_home(tmp_path)))
+    monkeypatch.setenv(dispatch.BROKER_ENV, "redis://broker-host:6379/0")
+    node = "devicefit-cpu-0123456789ab@hostB"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with DagsterInstance.get() as instance:
+        launcher = instance.run_launcher
+        assert isinstance(launcher, FleetRunLauncher) and launcher.supports_check_run_worker_health
+        fake = _fake_launcher([{node: {"ok": "pong"}}])  # the worker's node answers; its task says STARTED
+        launcher.celery = fake.celery
+        launcher._health = dispatch.WorkerHealth(instance, fake, ping_grace_s=20)
+        alive = _fake_run(**{dispatch.WORKER_TAG: node, dispatch.TASK_ID_TAG: "t1", **run_guard.owner_tags()})
+        assert launcher.check_run_worker_health(alive).status == WorkerStatus.RUNNING
+        gone = _fake_run(**{dispatch.WORKER_TAG: node, dispatch.TASK_ID_TAG: "t2", run_guard.PID_TAG: str(dead.pid),
+                            run_guard.HOST_TAG: run_guard.this_host(), run_guard.PROCESS_STARTED_TAG: "ticks:1"})
+        result = launcher.check_run_worker_health(gone)
+        assert result.status == WorkerStatus.FAILED and node in result.msg and "killed or crashed" in result.msg

@@ -1,0 +1,42 @@
+"""The fleet's run launcher: dagster-celery's CeleryRunLauncher, plus a worker health check that
+sees a worker killed mid-run.
+
+dagster-celery's own check reads the Celery task's state, which stays STARTED forever when the
+worker was killed (SIGKILL, a crash, a host gone), so the run-monitoring daemon kept such runs
+STARTED. Runs launched by `devicefit run` were already failed by its wait (pipelines/dispatch.py);
+runs the daemon launches (the nightly schedule, the UI) are checked here, by the same signals:
+the run process that executed the run is gone (same host), its Celery task failed, or its worker
+node has not answered pings for DEVICEFIT_WORKER_PING_GRACE_S. The daemon then fails the run with
+the reason (and retries it where dagster.yaml's run_retries allow). Configured in
+dagster_home/multihost/dagster.yaml as `run_launcher: {module: pipelines.fleet_launcher, class:
+FleetRunLauncher}`."""
+from __future__ import annotations
+
+from dagster import DagsterRun
+from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
+from dagster_celery.launcher import CeleryRunLauncher
+
+from pipelines.dispatch import WORKER_TAG, WorkerHealth, ping_grace_s_from_env
+
+
+class FleetRunLauncher(CeleryRunLauncher):
+    """CeleryRunLauncher whose health check also tells a dead worker (see the module docstring)."""
+
+    _health: WorkerHealth | None = None
+    _nodes: set[str] | None = None  # the worker nodes of the runs checked: pinged together
+
+    def _worker_health(self) -> WorkerHealth:
+        if self._health is None:  # one per launcher: it remembers since when each node is silent
+            self._health = WorkerHealth(self._instance, self, ping_grace_s_from_env())
+        return self._health
+
+    def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
+        health = self._worker_health()
+        node = run.tags.get(WORKER_TAG)
+        if node:
+            self._nodes = (self._nodes or set()) | {node}
+            health.ping(self._nodes)  # at most every few seconds, every node at once
+        reason = health.dead_reason(run, None)
+        if reason is not None:
+            return CheckRunHealthResult(WorkerStatus.FAILED, reason)
+        return super().check_run_worker_health(run)
