@@ -13,10 +13,25 @@ FleetRunLauncher}`."""
 from __future__ import annotations
 
 from dagster import DagsterRun
-from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
+from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, WorkerStatus
 from dagster_celery.launcher import CeleryRunLauncher
 
-from pipelines.dispatch import WORKER_TAG, WorkerHealth, ping_grace_s_from_env
+from pipelines.dispatch import MEASUREMENTS_JOB, QUEUE_TAG, WORKER_TAG, WorkerHealth, device_queue, ping_grace_s_from_env
+
+PARTITION_TAG = "dagster/partition"
+
+
+def measurement_queue(run: DagsterRun) -> str | None:
+    """The device queue of a measurements run that names no queue (one launched from the UI, or
+    by a caller that did not tag it): its partition's device's. None for any other run."""
+    from devicefit.fleet.partitions import BadPartitionKey, split_partition_key
+
+    if run.job_name != MEASUREMENTS_JOB or QUEUE_TAG in run.tags or PARTITION_TAG not in run.tags:
+        return None
+    try:
+        return device_queue(split_partition_key(run.tags[PARTITION_TAG])[0])
+    except BadPartitionKey:
+        return None
 
 
 class FleetRunLauncher(CeleryRunLauncher):
@@ -29,6 +44,15 @@ class FleetRunLauncher(CeleryRunLauncher):
         if self._health is None:  # one per launcher: it remembers since when each node is silent
             self._health = WorkerHealth(self._instance, self, ping_grace_s_from_env())
         return self._health
+
+    def launch_run(self, context: LaunchRunContext) -> None:
+        """As dagster-celery launches, after routing an untagged measurements run to its
+        device's queue (without it, the default queue, which no device worker consumes)."""
+        queue = measurement_queue(context.dagster_run)
+        if queue is not None:
+            self._instance.add_run_tags(context.dagster_run.run_id, {QUEUE_TAG: queue})
+            context = LaunchRunContext(dagster_run=self._instance.get_run_by_id(context.dagster_run.run_id), workspace=context.workspace)
+        super().launch_run(context)
 
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
         health = self._worker_health()

@@ -476,3 +476,35 @@ def test_the_daemons_health_check_fails_a_run_whose_worker_died(tmp_path, monkey
                             run_guard.HOST_TAG: run_guard.this_host(), run_guard.PROCESS_STARTED_TAG: "ticks:1"})
         result = launcher.check_run_worker_health(gone)
         assert result.status == WorkerStatus.FAILED and node in result.msg and "killed or crashed" in result.msg
+
+
+def test_an_untagged_measurements_run_goes_to_its_devices_queue():
+    from pipelines.fleet_launcher import measurement_queue
+
+    def run(job: str, **tags: str):
+        return SimpleNamespace(job_name=job, tags=tags)
+
+    assert measurement_queue(run("measurements_job", **{"dagster/partition": "cpu-0123456789ab+t1|gpt2"})) == "devicefit.cpu-0123456789ab+t1"
+    assert measurement_queue(run("measurements_job", **{"dagster/partition": "cpu-0123456789ab|gpt2",
+                                                         dispatch.QUEUE_TAG: "devicefit.x"})) is None  # tagged: kept
+    assert measurement_queue(run("results_job")) is None and measurement_queue(run("measurements_job")) is None
+    assert measurement_queue(run("measurements_job", **{"dagster/partition": "no-separator"})) is None
+
+
+def test_a_measurements_run_launched_without_a_queue_is_routed_by_its_partition(redis_url, tmp_path, monkeypatch):  # noqa: F811
+    """What a run launched from the UI meets: the instance's launcher sends it to its device's queue."""
+    from dagster import DagsterInstance
+
+    from assets.partitions import add_partitions_for
+
+    monkeypatch.setenv("DAGSTER_HOME", str(_fleet_home(tmp_path)))
+    monkeypatch.setenv(dispatch.BROKER_ENV, redis_url)
+    key = "cpu-0123456789ab+t1|bert-tiny"
+    with DagsterInstance.get() as instance:
+        add_partitions_for(instance, [key])
+        run = dispatch.create_partition_run(instance, key, {"ops": {"measurements": {"config": TINY}}})
+        assert dispatch.QUEUE_TAG not in run.tags
+        instance.launch_run(run.run_id, workspace=None)
+        tags = instance.get_run_by_id(run.run_id).tags
+        assert tags[dispatch.QUEUE_TAG] == "devicefit.cpu-0123456789ab+t1" and tags[dispatch.TASK_ID_TAG]
+        dispatch.fail_run(instance, dispatch.celery_launcher(instance), run.run_id, "test: nobody serves this queue")
