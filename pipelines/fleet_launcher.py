@@ -16,7 +16,8 @@ from dagster import DagsterRun
 from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, WorkerStatus
 from dagster_celery.launcher import CeleryRunLauncher
 
-from pipelines.dispatch import MEASUREMENTS_JOB, QUEUE_TAG, WORKER_TAG, WorkerHealth, device_queue, ping_grace_s_from_env
+from pipelines.celery_fleet import QUEUE_TAG, WORKER_TAG, WorkerHealth, device_queue, ping_grace_s_from_env
+from pipelines.dispatch import MEASUREMENTS_JOB
 
 PARTITION_TAG = "dagster/partition"
 

@@ -143,11 +143,11 @@ def dispatched_device_tags(instance, partition_keys: list[str], hardware: dict) 
     its rows registered it in the store): a device id nobody serves is refused by name rather
     than waited on."""
     from devicefit.fleet.devices import DeviceUnavailable
+    from devicefit.fleet.inventory import registered_devices
     from devicefit.fleet.partitions import device_tag, host_of_inventory, resolve_local, split_partition_key
     from devicefit.paths import DataPaths
-    from pipelines.schedules import registered_devices
 
-    known = {d["id"]: d for d in registered_devices(DataPaths.default())}
+    known = {d["id"]: d for d in registered_devices(DataPaths.default().database)}
     partitions = set(instance.get_dynamic_partitions("devices"))
     out = {}
     for key in partition_keys:

@@ -2,16 +2,13 @@
 full profile: the devices this host has, or with a broker (DEVICEFIT_BROKER_URL) every
 registered device, each run tagged with its device's Celery queue."""
 import dagster as dg
-import duckdb
 
 from assets.measurements import SweepConfig
 from assets.partitions import add_partitions_for
 from assets.resources import DevicefitData
 from benchmark_runners.hardware import detect_hardware
-from devicefit import store
-from devicefit.errors import DevicefitError
+from devicefit.fleet.inventory import registered_devices
 from devicefit.fleet.partitions import ScheduledDevice, partition_key, schedulable_devices
-from devicefit.paths import DataPaths
 from devicefit.profiles import Selection
 from pipelines import dispatch
 from pipelines.jobs import measurements_job
@@ -34,21 +31,6 @@ def nightly_run_requests(date: str, devices: list[ScheduledDevice], extra_tags=N
     ]
 
 
-def registered_devices(paths: DataPaths, log=None) -> list[dict]:
-    """The fleet's registered devices from the store, read-only; none when the store is absent or
-    cannot be read now (another process holds its write lock: logged, and this host's devices
-    are scheduled regardless)."""
-    if not paths.database.exists():
-        return []
-    try:
-        with store.opened(paths.database, read_only=True) as con:
-            return store.devices(con)
-    except (DevicefitError, duckdb.Error, OSError) as exc:
-        if log is not None:
-            log.warning(f"registered devices not read ({type(exc).__name__}: {exc}); scheduling this host's devices only")
-        return []
-
-
 @dg.schedule(job=measurements_job, cron_schedule="0 2 * * *", execution_timezone="UTC",
              default_status=dg.DefaultScheduleStatus.STOPPED,
              description="Nightly full sweep of every catalog model on every registered device this host has "
@@ -57,7 +39,7 @@ def nightly_benchmarks(context: dg.ScheduleEvaluationContext, devicefit_data: De
     date = context.scheduled_execution_time.strftime("%Y-%m-%d")
     hardware = detect_hardware(probe=False).to_json()
     dispatching = dispatch.broker_url() is not None  # then every registered device's worker gets its runs
-    devices = schedulable_devices(registered_devices(devicefit_data.paths(), context.log), hardware, dispatch=dispatching)
+    devices = schedulable_devices(registered_devices(devicefit_data.paths().database, context.log), hardware, dispatch=dispatching)
     requests = nightly_run_requests(date, devices, (lambda d: {dispatch.QUEUE_TAG: dispatch.device_queue(d.device_id)})
                                     if dispatching else None)
     add_partitions_for(context.instance, [r.partition_key for r in requests])  # a run's key must exist first

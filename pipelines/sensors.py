@@ -8,15 +8,15 @@ from assets.partitions import DEVICES, MODELS, missing_partitions
 from assets.resources import DevicefitData
 from benchmark_runners import registry
 from benchmark_runners.hardware import detect_hardware
+from devicefit.fleet.inventory import registered_devices
 from devicefit.fleet.partitions import local_device_ids
 from models.catalog import catalog_names
 from models.registry import read_registry
-from pipelines.schedules import registered_devices
 
 
 def known_devices_and_models(devicefit_data: DevicefitData, log=None) -> tuple[list[str], list[str]]:
     paths = devicefit_data.paths()
-    devices = [d["id"] for d in registered_devices(paths, log) if d.get("kind") in registry.measurable_kinds()]
+    devices = [d["id"] for d in registered_devices(paths.database, log) if d.get("kind") in registry.measurable_kinds()]
     devices += local_device_ids(detect_hardware(probe=False).to_json())
     return devices, [*catalog_names(), *read_registry(paths.root)]
 

@@ -73,7 +73,7 @@ def resolve_device(device_id: str, hardware: dict[str, Any] | None = None) -> Lo
 
 def node_name(device_id: str, host: str | None = None) -> str:
     """The Celery node serving a device: devicefit-<device id>@<host> (what the launcher pings)."""
-    from pipelines.dispatch import device_queue
+    from pipelines.celery_fleet import device_queue
 
     return f"{device_queue(device_id).replace('.', '-', 1)}@{host or socket.gethostname()}"
 
@@ -101,7 +101,7 @@ def register_device(target: LocalTarget, instance: DagsterInstance, paths: DataP
     from devicefit.fleet.devices import local_device
     from devicefit.landing_share import push
     from devicefit.results_io import write_json_atomic
-    from pipelines.dispatch import device_queue
+    from pipelines.celery_fleet import device_queue
 
     new = target.device_id not in set(instance.get_dynamic_partitions(DEVICES.name))
     if new:
@@ -160,7 +160,7 @@ def claim_run(task: Any = None, kwargs: dict[str, Any] | None = None, **_: Any) 
 
     from dagster import DagsterInstance
 
-    from pipelines import dispatch, run_guard
+    from pipelines import celery_fleet, run_guard
 
     try:
         run_id = _run_id_of(kwargs)
@@ -171,7 +171,7 @@ def claim_run(task: Any = None, kwargs: dict[str, Any] | None = None, **_: Any) 
             if run is None or run.is_finished:
                 return  # a late message of a run that ended: Dagster ignores it, leave its tags alone
             node = getattr(getattr(task, "request", None), "hostname", None) or f"?@{socket.gethostname()}"
-            instance.add_run_tags(run_id, {**run_guard.owner_tags(), dispatch.WORKER_TAG: node})
+            instance.add_run_tags(run_id, {**run_guard.owner_tags(), celery_fleet.WORKER_TAG: node})
     except Exception:  # the run executes regardless; the launcher then judges it by pings
         logging.getLogger(__name__).exception("devicefit: could not tag the run with its worker")
 
@@ -203,7 +203,7 @@ def serve(device_id: str, concurrency: int = 1, loglevel: str = "INFO", probe: b
     shutdown that lets a running benchmark finish; a second SIGTERM or SIGQUIT stops at once)."""
     from celery import signals
 
-    from pipelines.dispatch import BROKER_ENV, broker_url, celery_launcher, check_broker, redact_url
+    from pipelines.celery_fleet import BROKER_ENV, broker_url, celery_launcher, check_broker, redact_url
 
     if concurrency < 1:
         raise WorkerSetupError(f"--concurrency is 1 or more, got {concurrency}")

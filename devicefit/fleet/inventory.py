@@ -62,3 +62,25 @@ def this_host() -> str | None:
     from devicefit.fleet.partitions import host_of_inventory
 
     return host_of_inventory(detect_hardware(probe=False).to_json())
+
+
+def registered_devices(database, log=None) -> list[dict[str, Any]]:
+    """The fleet's registered devices from the store at `database`, read-only; none when the
+    store is absent or cannot be read now (another process holds its write lock, an older
+    schema): said through `log`, and the caller goes on with this host's devices."""
+    from pathlib import Path
+
+    import duckdb
+
+    from devicefit import store
+    from devicefit.errors import DevicefitError
+
+    if not Path(database).exists():
+        return []
+    try:
+        with store.opened(database, read_only=True) as con:
+            return store.devices(con)
+    except (DevicefitError, duckdb.Error, OSError) as exc:
+        if log is not None:
+            log.warning(f"registered devices not read ({type(exc).__name__}: {exc}); going on with this host's devices only")
+        return []
