@@ -21,6 +21,7 @@ QUEUE_TAG = "dagster-celery/queue"  # dagster_celery.tags.DAGSTER_CELERY_QUEUE_T
 TASK_ID_TAG = "dagster-celery/task_id"  # dagster_celery.tags.DAGSTER_CELERY_TASK_ID_TAG: set by the launcher
 WORKER_TAG = "devicefit/celery_worker"  # the Celery node executing the run: set by the worker as it starts it
 QUEUE_PREFIX = "devicefit."
+WRITER_QUEUE = "devicefit.writer"  # every run but a measurement: it writes DuckDB, on the host that holds it (`devicefit worker --writer`)
 BROKER_TIMEOUT_S = 3.0
 PING_EVERY_S = 5.0
 DEFAULT_PING_GRACE_S = 20.0  # a live worker's main process answers within a second, even under load
@@ -71,11 +72,16 @@ _QUEUE_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 def device_queue(device_id: str) -> str:
     """The Celery queue of a device: "devicefit.<device id>". Celery and Redis take '.', '+' and
-    '-' in queue names; anything else (a comma would split `celery worker -Q`) becomes '_'."""
+    '-' in queue names; anything else (a comma would split `celery worker -Q`) becomes '_'. No
+    device id is "writer" (ids are "<kind>-<fingerprint>[+profile]"), so no device queue is the
+    writer's."""
     device_id = str(device_id).strip()
     if not device_id:
         raise ValueError("a device queue needs a device id")
-    return QUEUE_PREFIX + _QUEUE_UNSAFE.sub("_", device_id)
+    queue = QUEUE_PREFIX + _QUEUE_UNSAFE.sub("_", device_id)
+    if queue == WRITER_QUEUE:
+        raise ValueError(f"{device_id!r} is not a device id: {WRITER_QUEUE} is the writer's queue")
+    return queue
 
 
 def celery_launcher(instance: DagsterInstance) -> CeleryRunLauncher:

@@ -105,19 +105,31 @@ def run_command(
 
 @app.command("worker", rich_help_panel="Measure")
 def worker_command(
-    device: str = typer.Option(..., "--device", help="The device id to serve (cpu-<fingerprint>, with a constraint profile: ...+t1, ...+avx2); "
-                                                   "`devicefit detect` shows this host's fingerprints."),
-    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Runs at once (1: one benchmark at a time on the device)."),
+    device: Optional[str] = typer.Option(None, "--device", help="The device id to serve (cpu-<fingerprint>, with a constraint profile: "
+                                                             "...+t1, ...+avx2); `devicefit detect` shows this host's fingerprints."),
+    writer: bool = typer.Option(False, "--writer", help="Serve the fleet's writer queue instead: the runs that write the DuckDB store "
+                                                        "(loading landing files, aggregates, predictors, reports), on the host that holds it."),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Runs at once on the device (1: one benchmark at a time); "
+                                                                   "the writer always runs one."),
     probe: bool = typer.Option(True, "--probe/--no-probe", help="Describe the device with its probe (under its profile, if any)."),
     loglevel: str = typer.Option("INFO", "--loglevel", help="The Celery worker's log level."),
 ) -> None:
     """Serve one device of this host to the fleet: register it (the instance's device partitions,
     and raw/devices/<id>.json for the store), then run a Celery worker that consumes only the
-    device's queue and executes the measurement runs `devicefit run` sends there. Needs
-    DEVICEFIT_BROKER_URL and DAGSTER_HOME (dagster_home/multihost). Stops on SIGTERM or Ctrl-C."""
-    from pipelines.worker import serve
+    device's queue and executes the measurement runs sent there. With --writer, on the host that
+    holds the store, consume the writer's queue: the derived runs the daemon's automation sensor
+    (or the UI) launches after measurements land. Needs DEVICEFIT_BROKER_URL and DAGSTER_HOME
+    (dagster_home/multihost). Stops on SIGTERM or Ctrl-C."""
+    from pipelines.worker import serve, serve_writer
 
-    serve(device, concurrency=concurrency, loglevel=loglevel.upper(), probe=probe, on_info=lambda m: err.print(m, soft_wrap=True))
+    if writer == (device is not None):
+        err.print("error: give --device ID (serve a device) or --writer (serve the store's writer queue), one of them")
+        raise typer.Exit(2)
+    on_info = lambda m: err.print(m, soft_wrap=True)  # noqa: E731
+    if writer:
+        serve_writer(loglevel=loglevel.upper(), on_info=on_info)
+    else:
+        serve(device, concurrency=concurrency, loglevel=loglevel.upper(), probe=probe, on_info=on_info)
 
 
 def main() -> None:

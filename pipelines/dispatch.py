@@ -44,6 +44,7 @@ from pipelines.celery_fleet import (  # noqa: F401  (re-exported: callers and te
     QUEUE_TAG,
     TASK_ID_TAG,
     WORKER_TAG,
+    WRITER_QUEUE,
     BrokerUnreachable,
     DispatchUnavailable,
     WorkerHealth,

@@ -7,7 +7,14 @@ STARTED. Runs launched by `devicefit run` were already failed by its wait (pipel
 runs the daemon launches (the nightly schedule, the UI) are checked here, by the same signals:
 the run process that executed the run is gone (same host), its Celery task failed, or its worker
 node has not answered pings for DEVICEFIT_WORKER_PING_GRACE_S. The daemon then fails the run with
-the reason (and retries it where dagster.yaml's run_retries allow). Configured in
+the reason (and retries it where dagster.yaml's run_retries allow).
+
+It also routes a run launched without a queue (by the UI, or the daemon: the schedule tags its
+runs, the automation sensor's derived runs carry no queue): a measurements run to its
+partition's device queue, any other run (loading landing files, aggregates, predictors, reports:
+DuckDB writes) to the writer's queue, which `devicefit worker --writer` consumes on the host that
+holds the store. Without it they would wait in Celery's default queue, which nobody serves.
+Configured in
 dagster_home/multihost/dagster.yaml as `run_launcher: {module: pipelines.fleet_launcher, class:
 FleetRunLauncher}`."""
 from __future__ import annotations
@@ -16,22 +23,26 @@ from dagster import DagsterRun
 from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, WorkerStatus
 from dagster_celery.launcher import CeleryRunLauncher
 
-from pipelines.celery_fleet import QUEUE_TAG, WORKER_TAG, WorkerHealth, device_queue, ping_grace_s_from_env
+from pipelines.celery_fleet import QUEUE_TAG, WORKER_TAG, WRITER_QUEUE, WorkerHealth, device_queue, ping_grace_s_from_env
 from pipelines.dispatch import MEASUREMENTS_JOB
 
 PARTITION_TAG = "dagster/partition"
 
 
-def measurement_queue(run: DagsterRun) -> str | None:
-    """The device queue of a measurements run that names no queue (one launched from the UI, or
-    by a caller that did not tag it): its partition's device's. None for any other run."""
+def run_queue(run: DagsterRun) -> str | None:
+    """The queue of a run that names none (launched from the UI, by the automation sensor, or by
+    a caller that did not tag it): a measurements run's partition's device queue, any other run
+    the writer's. None when the run names its queue (kept), or is a measurements run without a
+    readable partition key (Dagster fails it: it has no device to run on)."""
     from devicefit.fleet.partitions import BadPartitionKey, split_partition_key
 
-    if run.job_name != MEASUREMENTS_JOB or QUEUE_TAG in run.tags or PARTITION_TAG not in run.tags:
+    if QUEUE_TAG in run.tags:
         return None
+    if run.job_name != MEASUREMENTS_JOB:
+        return WRITER_QUEUE
     try:
-        return device_queue(split_partition_key(run.tags[PARTITION_TAG])[0])
-    except BadPartitionKey:
+        return device_queue(split_partition_key(run.tags.get(PARTITION_TAG, ""))[0])
+    except (BadPartitionKey, ValueError):
         return None
 
 
@@ -47,9 +58,8 @@ class FleetRunLauncher(CeleryRunLauncher):
         return self._health
 
     def launch_run(self, context: LaunchRunContext) -> None:
-        """As dagster-celery launches, after routing an untagged measurements run to its
-        device's queue (without it, the default queue, which no device worker consumes)."""
-        queue = measurement_queue(context.dagster_run)
+        """As dagster-celery launches, after routing a run that names no queue (`run_queue`)."""
+        queue = run_queue(context.dagster_run)
         if queue is not None:
             self._instance.add_run_tags(context.dagster_run.run_id, {QUEUE_TAG: queue})
             context = LaunchRunContext(dagster_run=self._instance.get_run_by_id(context.dagster_run.run_id), workspace=context.workspace)

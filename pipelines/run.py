@@ -58,7 +58,9 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
     from assets.measurements import SweepConfig
     from assets.partitions import add_partitions_for
     from benchmark_runners.hardware import detect_hardware
-    from devicefit.fleet.partitions import device_tag, host_of_inventory, resolve_local, split_partition_key
+    from devicefit.fleet.inventory import registered_devices
+    from devicefit.fleet.partitions import device_tag, dispatched_device_tags, host_of_inventory, resolve_local, split_partition_key
+    from devicefit.paths import DataPaths
     from pipelines import dispatch, run_guard
     from pipelines.definitions import defs
     from pipelines.run_watch import RunWatch
@@ -72,7 +74,8 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
     if broker:  # each partition goes to its device's worker (pipelines/dispatch.py); clear errors before anything runs
         dispatch.celery_launcher(instance)
         dispatch.check_broker(broker)
-        tags = dispatched_device_tags(instance, partition_keys, hardware)
+        tags = dispatched_device_tags(partition_keys, hardware, registered_devices(DataPaths.default().database),
+                                      set(instance.get_dynamic_partitions("devices")))
     else:  # the embedded default: every partition measured here, in-process; another host's device is refused
         targets = {key: resolve_local(split_partition_key(key)[0], hardware) for key in partition_keys}
         tags = {key: device_tag(t.kind, host) for key, t in targets.items()}
@@ -135,33 +138,6 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
             if not evaluation.passed:
                 outcome.failed_checks.append(f"{evaluation.check_name} ({evaluation.severity.value}): {evaluation.description}")
     return outcome
-
-
-def dispatched_device_tags(instance, partition_keys: list[str], hardware: dict) -> dict[str, str]:
-    """Each dispatched partition's devicefit/device tag (the physical device on its host). A
-    device of another host must be registered (its worker adds it to the instance's devices, or
-    its rows registered it in the store): a device id nobody serves is refused by name rather
-    than waited on."""
-    from devicefit.fleet.devices import DeviceUnavailable
-    from devicefit.fleet.inventory import registered_devices
-    from devicefit.fleet.partitions import device_tag, host_of_inventory, resolve_local, split_partition_key
-    from devicefit.paths import DataPaths
-
-    known = {d["id"]: d for d in registered_devices(DataPaths.default().database)}
-    partitions = set(instance.get_dynamic_partitions("devices"))
-    out = {}
-    for key in partition_keys:
-        device = split_partition_key(key)[0]
-        try:
-            target = resolve_local(device, hardware)
-            out[key] = device_tag(target.kind, host_of_inventory(hardware))
-        except DeviceUnavailable:
-            if device not in partitions and device not in known:
-                raise DeviceUnavailable(f"device {device} is neither on this host nor registered: start `devicefit worker --device "
-                                        f"{device}` on its host (`devicefit devices list` shows the registered ones)") from None
-            kind = (known.get(device) or {}).get("kind") or device.split("-", 1)[0]
-            out[key] = device_tag(kind, (known.get(device) or {}).get("host_fingerprint") or device.split("+", 1)[0])
-    return out
 
 
 def _interruptible_sleep(watch) -> Callable[[float], None]:

@@ -1,5 +1,7 @@
 """`devicefit worker --device ID`: serve one device of this host to the fleet (DESIGN.md,
-"Devices and the fleet"; pipelines/dispatch.py is the launching side).
+"Devices and the fleet"; pipelines/dispatch.py is the launching side). `devicefit worker
+--writer`: serve the fleet's writer queue on the host that holds the DuckDB store (the runs that
+are not measurements: loading, aggregates, predictors, reports; `serve_writer`).
 
 In order: the device id is resolved on this host (a device of another host is refused by name,
 before anything else); the broker is checked (a clear error when it is unreachable, before
@@ -71,11 +73,13 @@ def resolve_device(device_id: str, hardware: dict[str, Any] | None = None) -> Lo
     return resolve_local(device_id, hardware if hardware is not None else detect_hardware(probe=False).to_json())
 
 
-def node_name(device_id: str, host: str | None = None) -> str:
-    """The Celery node serving a device: devicefit-<device id>@<host> (what the launcher pings)."""
-    from pipelines.celery_fleet import device_queue
+def node_name(device_id: str | None, host: str | None = None) -> str:
+    """The Celery node serving a device: devicefit-<device id>@<host> (what the launcher pings);
+    None: the writer's node, devicefit-writer@<host>."""
+    from pipelines.celery_fleet import WRITER_QUEUE, device_queue
 
-    return f"{device_queue(device_id).replace('.', '-', 1)}@{host or socket.gethostname()}"
+    queue = WRITER_QUEUE if device_id is None else device_queue(device_id)
+    return f"{queue.replace('.', '-', 1)}@{host or socket.gethostname()}"
 
 
 def description_path(paths: DataPaths, device_id: str) -> Path:
@@ -197,44 +201,91 @@ def register_in_subprocess(device_id: str, probe: bool = True, timeout_s: float 
     return Registration(document["device_id"], document["queue"], Path(document["description"]), bool(document["new_partition"]))
 
 
-def serve(device_id: str, concurrency: int = 1, loglevel: str = "INFO", probe: bool = True,
-          on_info: Callable[[str], object] = print) -> None:
-    """Resolve, check, register, then consume the device's queue until stopped (SIGTERM: a warm
-    shutdown that lets a running benchmark finish; a second SIGTERM or SIGQUIT stops at once)."""
-    from celery import signals
+def _instance_backend(broker: str, on_info: Callable[[str], object]) -> str | None:
+    """The task-state backend of DAGSTER_HOME's Celery run launcher (where it reads task
+    states), warning when that launcher sends runs to another broker than this worker's."""
+    from pipelines.celery_fleet import BROKER_ENV, celery_launcher, redact_url
 
-    from pipelines.celery_fleet import BROKER_ENV, broker_url, celery_launcher, check_broker, redact_url
+    with dagster_instance() as instance:
+        try:
+            launcher = celery_launcher(instance)
+        except DevicefitError:
+            on_info("note: DAGSTER_HOME's dagster.yaml has no Celery run launcher; runs reach this worker only from an instance "
+                    "that has one (dagster_home/multihost/dagster.yaml)")
+            return None
+        if launcher.broker != broker:
+            on_info(f"warning: DAGSTER_HOME's run launcher sends runs to {redact_url(launcher.broker)}, this worker listens on "
+                    f"{redact_url(broker)} ({BROKER_ENV})")
+        return launcher.backend
 
-    if concurrency < 1:
-        raise WorkerSetupError(f"--concurrency is 1 or more, got {concurrency}")
-    target = resolve_device(device_id)  # detection without probes: no torch in this process
+
+def _checked_broker() -> str:
+    from pipelines.celery_fleet import BROKER_ENV, broker_url, check_broker
+
     broker = broker_url()
     if broker is None:
         raise WorkerSetupError(f"{BROKER_ENV} is not set: a worker takes runs from the fleet's Celery broker "
                                f"(e.g. export {BROKER_ENV}=redis://broker-host:6379/0)")
     check_broker(broker)
-    with dagster_instance() as instance:
-        backend = None
-        try:
-            launcher = celery_launcher(instance)
-            backend = launcher.backend  # task states where the launcher reads them
-            if launcher.broker != broker:
-                on_info(f"warning: DAGSTER_HOME's run launcher sends runs to {redact_url(launcher.broker)}, this worker listens on "
-                        f"{redact_url(broker)} ({BROKER_ENV})")
-        except DevicefitError:
-            on_info("note: DAGSTER_HOME's dagster.yaml has no Celery run launcher; runs reach this worker only from an instance "
-                    "that has one (dagster_home/multihost/dagster.yaml)")
+    return broker
+
+
+def _consume(broker: str, backend: str | None, queue: str, node: str, concurrency: int, loglevel: str,
+             on_info: Callable[[str], object]) -> None:
+    from celery import signals
+
+    from pipelines.celery_fleet import redact_url
+
+    app = worker_app(broker, backend)
+    signals.task_prerun.connect(claim_run, weak=False)
+    on_info(f"serving queue {queue} as {node} on {redact_url(broker)} (concurrency {concurrency})")
+    app.worker_main(worker_argv(queue, node, concurrency, loglevel))
+
+
+def serve(device_id: str, concurrency: int = 1, loglevel: str = "INFO", probe: bool = True,
+          on_info: Callable[[str], object] = print) -> None:
+    """Resolve, check, register, then consume the device's queue until stopped (SIGTERM: a warm
+    shutdown that lets a running benchmark finish; a second SIGTERM or SIGQUIT stops at once)."""
+    if concurrency < 1:
+        raise WorkerSetupError(f"--concurrency is 1 or more, got {concurrency}")
+    target = resolve_device(device_id)  # detection without probes: no torch in this process
+    broker = _checked_broker()
+    backend = _instance_backend(broker, on_info)
     if probe:
         on_info(f"registering {target.device_id} with its probe" + (" under its profile" if not target.profile.empty else "")
                 + " (seconds the first time; cached per detection)")
     registration = register_in_subprocess(target.device_id, probe)
     on_info(f"registered {registration.device_id} ({'new partition' if registration.new_partition else 'known partition'}); "
             f"description {registration.description}")
-    app = worker_app(broker, backend)
-    signals.task_prerun.connect(claim_run, weak=False)
-    node = node_name(target.device_id)
-    on_info(f"serving queue {registration.queue} as {node} on {redact_url(broker)} (concurrency {concurrency})")
-    app.worker_main(worker_argv(registration.queue, node, concurrency, loglevel))
+    _consume(broker, backend, registration.queue, node_name(target.device_id), concurrency, loglevel, on_info)
+
+
+def serve_writer(loglevel: str = "INFO", on_info: Callable[[str], object] = print) -> None:
+    """Consume the writer's queue (celery_fleet.WRITER_QUEUE) on the host that holds the DuckDB
+    store: the runs that are not measurements (loading landing files, aggregates, predictors,
+    reports), which the daemon's automation sensor requests after measurements land and the UI
+    launches. One run at a time (DuckDB allows one writing process), each in a fresh pool
+    process. Refused while another node serves the writer's queue: a fleet has one store."""
+    from devicefit.paths import DataPaths
+    from pipelines.celery_fleet import WRITER_QUEUE
+
+    broker = _checked_broker()
+    backend = _instance_backend(broker, on_info)
+    node = node_name(None)
+    others = _queue_consumers(broker, backend, WRITER_QUEUE)  # this host's too: two writers would share one node name
+    if others:
+        raise WorkerSetupError(f"{', '.join(sorted(others))} already serves {WRITER_QUEUE}: a fleet has one writer (one DuckDB store); "
+                               f"stop it first, or serve this host's devices with --device")
+    paths = DataPaths.default()
+    paths.root.mkdir(parents=True, exist_ok=True)
+    on_info(f"writer of the store {paths.database} (DEVICEFIT_DATA_DIR); landing files read from {paths.raw}")
+    _consume(broker, backend, WRITER_QUEUE, node, 1, loglevel, on_info)
+
+
+def _queue_consumers(broker: str, backend: str | None, queue: str, timeout_s: float = 1.0) -> list[str]:
+    """The Celery nodes consuming `queue` now (those that answer within timeout_s)."""
+    replies = worker_app(broker, backend).control.inspect(timeout=timeout_s).active_queues() or {}
+    return [node for node, queues in replies.items() if any(q.get("name") == queue for q in queues or [])]
 
 
 def _register_main(argv: list[str]) -> int:

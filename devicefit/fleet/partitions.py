@@ -177,3 +177,27 @@ def schedulable_devices(registered: list[dict[str, Any]], inventory: dict[str, A
         if device_id not in out:
             out[device_id] = ScheduledDevice(device_id, resolve_local(device_id, inventory).kind, host)
     return list(out.values())
+
+
+def dispatched_device_tags(partition_keys: list[str], inventory: dict[str, Any], registered: list[dict[str, Any]],
+                           partitioned: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+    """Each dispatched partition's devicefit/device tag (its physical device on its host). A
+    device of this host is resolved here; another host's must be known, as a registered device
+    (`registered`: the store's, whose record names its host) or a device partition its worker
+    added (`partitioned`, the instance's "devices"): a device id nobody serves is refused by
+    name rather than waited on."""
+    known = {str(d.get("id")): d for d in registered}
+    out: dict[str, str] = {}
+    for key in partition_keys:
+        device = split_partition_key(key)[0]
+        try:
+            target = resolve_local(device, inventory)
+            out[key] = device_tag(target.kind, host_of_inventory(inventory))
+        except DeviceUnavailable:
+            if device not in partitioned and device not in known:
+                raise DeviceUnavailable(f"device {device} is neither on this host nor registered: start `devicefit worker --device "
+                                        f"{device}` on its host (`devicefit devices list` shows the registered ones)") from None
+            record = known.get(device) or {}
+            fingerprint = split_device_id(device)[0]  # a device id names its kind and its hardware
+            out[key] = device_tag(record.get("kind") or fingerprint.split("-", 1)[0], record.get("host_fingerprint") or fingerprint)
+    return out

@@ -92,6 +92,21 @@ class HardwareSelector:
             compatibility = json.loads(matrix_path.read_text())
         self.compatibility = compatibility
 
+    def availability(self, kind: str) -> tuple[bool, str | None]:
+        """Whether `kind` can be chosen without the caller declaring it: this host has a device
+        of it (its detection), or the fleet does (a registered device, as the published
+        compatibility matrix lists them: a GPU box's CUDA device counts although this host has
+        no GPU). The reason names both when neither has one."""
+        platform = self.inventory.get("platforms", {}).get(kind, {})
+        if platform.get("available"):
+            return True, None
+        families = (self.compatibility or {}).get("model_families", {}).values()
+        registered = sorted({d for f in families for d in (f.get("hardware_compatibility", {}).get(kind) or {}).get("registered_devices") or []})
+        if registered:
+            return True, f"registered in the fleet: {', '.join(registered)}"
+        here = platform.get("reason") or "not detected"
+        return False, f"{here}; no registered device of it in the fleet" if self.compatibility else here
+
     def family_compatibility(self, family: str, kind: str) -> tuple[bool, str]:
         entry = ((self.compatibility or {}).get("model_families", {}).get(family, {})
                  .get("hardware_compatibility", {}).get(kind))
@@ -127,10 +142,12 @@ class HardwareSelector:
                                                      "source": p["source"], "latency_interval": p["latency_interval"]},
                                      "excluded": None}
             scores[kind] = entry
-            platform = self.inventory.get("platforms", {}).get(kind, {})
-            if not declared and not platform.get("available"):
-                _exclude(entry, "unavailable", platform.get("reason") or "not detected")
+            available, where = self.availability(kind)
+            if not declared and not available:
+                _exclude(entry, "unavailable", where)
                 continue
+            if where:
+                entry["available_as"] = where
             compatible, evidence = self.family_compatibility(family, kind)
             entry["compatibility"] = evidence
             if not compatible:

@@ -115,6 +115,20 @@ def test_the_worker_needs_a_reachable_broker(tmp_path):
     assert not (tmp_path / "data" / "raw" / "devices").exists()  # nothing registered for a worker that cannot serve
 
 
+def test_the_worker_serves_a_device_or_the_writer_and_the_writer_needs_a_broker(tmp_path):
+    env = {**os.environ, "DAGSTER_HOME": str(_fleet_home(tmp_path)), "DEVICEFIT_DATA_DIR": str(tmp_path / "data")}
+    env.pop(dispatch.BROKER_ENV, None)
+    for args in (["worker"], ["worker", "--writer", "--device", _cpu_fingerprint()]):
+        out = _cli(args, env)
+        assert out.returncode == 2 and "--device ID" in out.stderr and "--writer" in out.stderr, out.stderr
+    out = _cli(["worker", "--writer"], env)
+    assert out.returncode == 2 and f"{dispatch.BROKER_ENV} is not set" in " ".join(out.stderr.split()), out.stderr
+    port = _closed_port()
+    out = _cli(["worker", "--writer"], {**env, dispatch.BROKER_ENV: f"redis://127.0.0.1:{port}/0"})
+    said = " ".join(out.stderr.split())
+    assert out.returncode == 1 and f"the Celery broker redis://127.0.0.1:{port}/0" in said and "unreachable" in said, said
+
+
 def test_the_multihost_instance_launches_through_celery_with_the_broker_from_the_environment(tmp_path, monkeypatch):
     from dagster import DagsterInstance
     from dagster_celery.launcher import CeleryRunLauncher
@@ -472,17 +486,25 @@ def test_the_daemons_health_check_fails_a_run_whose_worker_died(tmp_path, monkey
         assert result.status == WorkerStatus.FAILED and node in result.msg and "killed or crashed" in result.msg
 
 
-def test_an_untagged_measurements_run_goes_to_its_devices_queue():
-    from pipelines.fleet_launcher import measurement_queue
+def test_a_run_without_a_queue_goes_to_its_devices_queue_or_the_writers():
+    from pipelines.fleet_launcher import run_queue
 
     def run(job: str, **tags: str):
         return SimpleNamespace(job_name=job, tags=tags)
 
-    assert measurement_queue(run("measurements_job", **{"dagster/partition": "cpu-0123456789ab+t1|gpt2"})) == "devicefit.cpu-0123456789ab+t1"
-    assert measurement_queue(run("measurements_job", **{"dagster/partition": "cpu-0123456789ab|gpt2",
-                                                         dispatch.QUEUE_TAG: "devicefit.x"})) is None  # tagged: kept
-    assert measurement_queue(run("results_job")) is None and measurement_queue(run("measurements_job")) is None
-    assert measurement_queue(run("measurements_job", **{"dagster/partition": "no-separator"})) is None
+    assert run_queue(run("measurements_job", **{"dagster/partition": "cpu-0123456789ab+t1|gpt2"})) == "devicefit.cpu-0123456789ab+t1"
+    assert run_queue(run("measurements_job", **{"dagster/partition": "cpu-0123456789ab|gpt2",
+                                                 dispatch.QUEUE_TAG: "devicefit.x"})) is None  # tagged: kept
+    # The automation sensor's derived runs (Dagster's implicit asset job), results_job, inventory:
+    # they write DuckDB, so they go to the writer's queue, never Celery's unserved default.
+    for job in ("__ASSET_JOB", "results_job", "inventory_job"):
+        assert run_queue(run(job)) == dispatch.WRITER_QUEUE
+    assert run_queue(run("results_job", **{dispatch.QUEUE_TAG: "dagster"})) is None
+    assert run_queue(run("measurements_job")) is None  # no partition: no device to send it to
+    assert run_queue(run("measurements_job", **{"dagster/partition": "no-separator"})) is None
+    assert run_queue(run("measurements_job", **{"dagster/partition": "writer|gpt2"})) is None  # never the writer's queue
+    with pytest.raises(ValueError):
+        dispatch.device_queue("writer")
 
 
 def test_a_measurements_run_launched_without_a_queue_is_routed_by_its_partition(redis_url, tmp_path, monkeypatch):  # noqa: F811

@@ -12,7 +12,7 @@ from benchmark_runners.records import BenchmarkConfig
 from devicefit import store
 from devicefit.fleet.constraints import BadProfile
 from devicefit.fleet.devices import DeviceUnavailable
-from devicefit.fleet.partitions import BadPartitionKey, capped_isa_flags, resolve_local, split_partition_key
+from devicefit.fleet.partitions import BadPartitionKey, capped_isa_flags, dispatched_device_tags, resolve_local, split_partition_key
 from devicefit.landing import LandingFileError, load_landing_files, write_landing
 from devicefit.paths import DataPaths
 from devicefit.pipeline import measure_partition
@@ -48,6 +48,22 @@ def test_a_device_id_resolves_to_its_backend_device_index_and_profile():
 def test_a_device_this_host_cannot_measure_is_refused_by_name(reference, error, words):
     with pytest.raises(error, match=words):
         resolve_local(reference, INVENTORY)
+
+
+def test_dispatched_partitions_are_tagged_by_the_physical_device_on_its_host():
+    """One benchmark per physical device at a time: this host's CPU and its profiles share a tag,
+    another host's GPU is tagged with its host (from its record), a device its worker added to the
+    instance's partitions but the store has not registered yet is tagged from its id, and a
+    device nobody serves is refused by name before anything is launched."""
+    registered = [{"id": "cuda-eeeeeeeeeeee", "kind": "cuda", "host_fingerprint": "cpu-999999999999"}]
+    tags = dispatched_device_tags(["cpu-aaaaaaaaaaaa|gpt2", "cpu-aaaaaaaaaaaa+t1|gpt2", "openvino-bbbbbbbbbbbb|gpt2",
+                                   "cuda-eeeeeeeeeeee|gpt2", "cpu-777777777777+t1|gpt2"], INVENTORY, registered,
+                                  {"cpu-777777777777+t1"})
+    assert tags == {"cpu-aaaaaaaaaaaa|gpt2": "cpu@cpu-aaaaaaaaaaaa", "cpu-aaaaaaaaaaaa+t1|gpt2": "cpu@cpu-aaaaaaaaaaaa",
+                    "openvino-bbbbbbbbbbbb|gpt2": "cpu@cpu-aaaaaaaaaaaa", "cuda-eeeeeeeeeeee|gpt2": "cuda@cpu-999999999999",
+                    "cpu-777777777777+t1|gpt2": "cpu@cpu-777777777777"}
+    with pytest.raises(DeviceUnavailable, match="cuda-ffffffffffff is neither on this host nor registered"):
+        dispatched_device_tags(["cuda-ffffffffffff|gpt2"], INVENTORY, registered)
 
 
 @pytest.mark.parametrize("key", ["bert-tiny", "|bert-tiny", "cpu-aaaaaaaaaaaa|", "a|b|c"])

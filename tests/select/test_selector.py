@@ -61,6 +61,29 @@ def test_unavailable_hardware_is_excluded_when_none_is_declared(selector):
     assert r["all_scores"]["cuda"]["exclusion"]["kind"] == "unavailable" and "cuda" not in r["compatible_hardware"]
 
 
+def test_a_kind_the_fleet_registered_is_available_though_this_host_lacks_it(selector, monkeypatch):
+    """The published compatibility matrix lists the fleet's registered devices per kind: a GPU
+    box's CUDA device is a candidate for a selector running on a CPU-only host."""
+    import copy
+
+    matrix = copy.deepcopy(selector.compatibility or {"model_families": {}})
+    family = matrix["model_families"].setdefault("embedding", {"hardware_compatibility": {}})
+    family["hardware_compatibility"].setdefault("cuda", {"compatible": True, "source": "declared_unmeasured"})
+    family["hardware_compatibility"]["cuda"]["registered_devices"] = ["cuda-0123456789ab"]
+    local = copy.deepcopy(selector.inventory)
+    local["platforms"]["cuda"] = {"available": False, "reason": "torch.cuda.is_available() is False"}
+    monkeypatch.setattr(selector, "compatibility", matrix)
+    monkeypatch.setattr(selector, "inventory", local)
+    r = selector.select_hardware(None, "bert-tiny", 2)
+    assert r["all_scores"]["cuda"]["excluded"] is None and "cuda" in r["compatible_hardware"]
+    assert r["all_scores"]["cuda"]["available_as"] == "registered in the fleet: cuda-0123456789ab"
+    for f in matrix["model_families"].values():  # no registered device anywhere: unavailable, both reasons named
+        f["hardware_compatibility"].get("cuda", {})["registered_devices"] = []
+    r = selector.select_hardware(None, "bert-tiny", 2)
+    assert r["all_scores"]["cuda"]["exclusion"]["kind"] == "unavailable"
+    assert "torch.cuda.is_available() is False; no registered device of it in the fleet" in r["all_scores"]["cuda"]["excluded"]
+
+
 def test_a_model_that_does_not_fit_is_excluded(selector):
     # gpt2 at batch 512: tens of GB of activations; the 16 GB of the published M2 reference cannot hold it.
     r = selector.select_hardware(None, "gpt2", 512, available_hardware=["mps", "cuda"])
