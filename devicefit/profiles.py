@@ -7,7 +7,8 @@ on the same CPU (f32 and bf16 hints).
 Six of the models are vision models, two of each operator regime (dense convolutions,
 depthwise convolutions, attention), so that leave-one-model-out validation always leaves a
 neighbour of the held-out model in training.
-`full` is the nightly sweep: every catalog model, more batch sizes, every precision, and the
+`full` is the nightly sweep: every catalog model but the config-only ones (7B-70B language
+models, ViT-L, Whisper large: measured when named), more batch sizes, every precision, and the
 default (tighter) timing caps.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from benchmark_runners import registry
 from benchmark_runners.harness import TimingPolicy
 from benchmark_runners.records import PRECISIONS, BenchmarkConfig
-from models.catalog import catalog_names
+from models.catalog import catalog_names, swept_catalog_names
 from models.classifier import classify_spec
 from models.resolve import resolve_model
 
@@ -73,7 +74,7 @@ QUICK = SweepProfile(
 )
 FULL = SweepProfile(
     name="full",
-    models=tuple(catalog_names()),
+    models=tuple(swept_catalog_names()),  # config-only models (7B-70B, ...) are measured when named
     batch_sizes=(1, 4, 16, 64),
     precisions={"cpu": ("fp32", "bf16", "int8"), "cuda": ("fp32", "fp16", "bf16", "int8"), "mps": ("fp32", "fp16", "bf16"),
                 "openvino": ("fp32", "bf16", "fp16", "int8")},
@@ -141,8 +142,10 @@ class Selection:
             raise ValueError(f"unknown category {', '.join(bad)} (families: {', '.join(FAMILIES)})")
         if self.models:
             names = [resolve_model(m).name for m in self.models]  # UnknownModelError names close matches
-        elif self.all_models or self.categories:
-            names = catalog_names()
+        elif self.all_models:
+            names = catalog_names()  # config-only ones too: the memory guard skips what does not fit, saying so
+        elif self.categories:
+            names = swept_catalog_names()
         else:
             names = list(self.sweep_profile.models)
         if self.categories:

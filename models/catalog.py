@@ -74,6 +74,14 @@ class ModelSpec:
     has_weights: bool = False
     published_parameters: int | None = None
     inputs: dict[str, Any] = field(default_factory=dict)  # default input sizes (image_size, ...)
+    # A config-only entry: a model people deploy that is too large to sweep by default (7B-70B
+    # language models, ViT-L, Whisper large). Built on the meta device for parameters, FLOPs
+    # and memory, predicted everywhere, measured only when named (`--model`, `--all`), and then
+    # skipped by the memory guard with the reason where it does not fit.
+    config_only: bool = False
+    published_active_parameters: int | None = None  # a mixture of experts: parameters one token uses
+    built_parameters_differ_by: int = 0  # what transformers builds minus the checkpoint, with the reason
+    built_parameters_differ_why: str | None = None
 
     @property
     def model_type(self) -> str:
@@ -96,6 +104,7 @@ class ModelSpec:
             "path": str(self.path) if self.path else None,
             "has_weights": self.has_weights,
             "published_parameters": self.published_parameters,
+            "config_only": self.config_only,
         }
 
 
@@ -108,6 +117,10 @@ def _spec_from_entry(entry: dict[str, Any]) -> ModelSpec:
         hf_id=entry.get("hf_id"),
         published_parameters=entry.get("published_parameters"),
         inputs=dict(entry.get("inputs", {})),
+        config_only=bool(entry.get("config_only", False)),
+        published_active_parameters=entry.get("published_active_parameters"),
+        built_parameters_differ_by=int(entry.get("built_parameters_differ_by", 0)),
+        built_parameters_differ_why=entry.get("built_parameters_differ_why"),
     )
 
 
@@ -126,6 +139,11 @@ def load_catalog() -> dict[str, ModelSpec]:
 
 def catalog_names() -> list[str]:
     return list(load_catalog())
+
+
+def swept_catalog_names() -> list[str]:
+    """The catalog models a sweep measures by default (the full profile): all but config-only ones."""
+    return [name for name, spec in load_catalog().items() if not spec.config_only]
 
 
 def _local_model_name(directory: Path) -> str:
@@ -179,31 +197,31 @@ def _architecture_for_local(config: dict[str, Any], directory: Path) -> str:
                                        f"can build (architectures={architectures}, model_type={model_type})")
 
 
-def _read_config(directory: Path) -> dict[str, Any]:
-    config_path = directory / "config.json"
+def _read_config(directory: Path, filename: str = "config.json") -> dict[str, Any]:
+    config_path = directory / filename
     try:
         if not config_path.is_file():
-            raise InvalidModelError(directory, "not a Hugging Face model directory: no config.json")
+            raise InvalidModelError(directory, "not a Hugging Face model directory: no config.json" if filename == "config.json" else f"no file {filename}")
         size = config_path.stat().st_size
         if size > MAX_CONFIG_BYTES:
-            raise InvalidModelError(directory, f"config.json is {size} bytes, over the {MAX_CONFIG_BYTES} byte limit")
+            raise InvalidModelError(directory, f"{filename} is {size} bytes, over the {MAX_CONFIG_BYTES} byte limit")
         text = config_path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise InvalidModelError(directory, f"cannot read config.json: {exc.strerror or exc}") from exc
+        raise InvalidModelError(directory, f"cannot read {filename}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
-        raise InvalidModelError(directory, f"config.json is not UTF-8 text: {exc.reason}") from exc
+        raise InvalidModelError(directory, f"{filename} is not UTF-8 text: {exc.reason}") from exc
     try:
         config = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidModelError(directory, f"config.json is not valid JSON: {exc}") from exc
+        raise InvalidModelError(directory, f"{filename} is not valid JSON: {exc}") from exc
     except RecursionError:
-        raise InvalidModelError(directory, "config.json nests too deeply to be a model config") from None
+        raise InvalidModelError(directory, f"{filename} nests too deeply to be a model config") from None
     if not isinstance(config, dict):
-        raise InvalidModelError(directory, f"config.json must hold a JSON object, got {type(config).__name__}")
+        raise InvalidModelError(directory, f"{filename} must hold a JSON object, got {type(config).__name__}")
     if "model_type" not in config:
-        raise InvalidModelError(directory, "config.json has no model_type; cannot tell which model it describes")
+        raise InvalidModelError(directory, f"{filename} has no model_type; cannot tell which model it describes")
     if not isinstance(config["model_type"], str) or not _IDENTIFIER.fullmatch(config["model_type"].replace("-", "_")):
-        raise InvalidModelError(directory, f"config.json model_type must be a model type name, got {config['model_type']!r}"[:300])
+        raise InvalidModelError(directory, f"{filename} model_type must be a model type name, got {config['model_type']!r}"[:300])
     return config
 
 
@@ -212,32 +230,49 @@ def load_local_model(directory: str | Path) -> ModelSpec:
     before anything is built: its sizes against models/limits.py, its architecture against the
     classes transformers has, and its config by building the transformers config object. Every
     problem is an InvalidModelError saying what is wrong."""
-    directory = Path(directory).expanduser()
-    config = _read_config(directory)
+    return _local_spec(Path(directory).expanduser(), "config.json")
+
+
+def load_config_file(path: str | Path) -> ModelSpec:
+    """A spec for a bare config file: `.../config.json` is its directory (with its weights, if
+    any); any other `NAME.json` is a config-only model named NAME (random weights, like a
+    catalog entry), checked as a directory's config is."""
+    path = Path(path).expanduser()
+    if path.name == "config.json":
+        return load_local_model(path.parent)
+    if path.suffix.lower() != ".json":
+        raise InvalidModelError(path, "a model config file is a .json file (a Hugging Face config.json)")
+    return _local_spec(path.parent, path.name)
+
+
+def _local_spec(directory: Path, filename: str) -> ModelSpec:
+    config = _read_config(directory, filename)
+    where = directory if filename == "config.json" else directory / filename
     try:
-        check_config_limits(config, "config.json")
+        check_config_limits(config, filename)
     except ConfigLimitError as exc:
-        raise InvalidModelError(directory, str(exc), exc.limit) from None
+        raise InvalidModelError(where, str(exc), exc.limit) from None
     tasks: list[str] = []
-    if (directory / "modules.json").is_file() or (directory / "sentence_bert_config.json").is_file():
+    whole_directory = filename == "config.json"
+    if whole_directory and ((directory / "modules.json").is_file() or (directory / "sentence_bert_config.json").is_file()):
         tasks = ["sentence-similarity", "feature-extraction"]  # a sentence-transformers export
     name_or_path = config.get("_name_or_path")
     spec = ModelSpec(
-        name=_local_model_name(directory),
-        architecture=_architecture_for_local(config, directory),
+        name=_local_model_name(directory) if whole_directory else Path(filename).stem,
+        architecture=_architecture_for_local(config, where),
         config=config,
         tasks=tuple(tasks),
         hf_id=name_or_path if isinstance(name_or_path, str) and name_or_path else None,
         source="local",
-        path=directory.resolve(),
-        has_weights=any((directory / f).is_file() for f in WEIGHT_FILES),
+        path=where.resolve(),
+        has_weights=whole_directory and any((directory / f).is_file() for f in WEIGHT_FILES),
     )
     try:
         with _TRANSFORMERS_LOCK:
             spec.build_config()
     except Exception as exc:  # noqa: BLE001 - any failure of transformers on this user input is the input's fault
-        raise InvalidModelError(directory, f"config.json is not a valid {config['model_type']} config: "
-                                           f"{type(exc).__name__}: {exc}"[:400]) from exc
+        raise InvalidModelError(where, f"{filename} is not a valid {config['model_type']} config: "
+                                       f"{type(exc).__name__}: {exc}"[:400]) from exc
     return spec
 
 
@@ -255,11 +290,15 @@ def catalog_model(name: str) -> ModelSpec | None:
 
 
 def close_names(query: str, extra: dict[str, str] | None = None) -> list[str]:
-    """Up to three catalog names (and names in `extra`, lower-case -> name) close to `query`."""
+    """Up to three distinct catalog names (matched by name, Hugging Face id or alias, and names in
+    `extra`, lower-case -> name) close to `query`, closest first."""
+    from models.aliases import alias_names
+
     known = {k: s.name for k, s in _catalog_by_lower().items()}
+    known.update(alias_names())
     known.update(extra or {})
     names: list[str] = []
-    for s in difflib.get_close_matches(query.strip().lower(), list(known), n=3, cutoff=0.5):
-        if known[s] not in names:
+    for s in difflib.get_close_matches(query.strip().lower(), list(known), n=12, cutoff=0.5):
+        if known[s] not in names:  # an alias and its model are one suggestion
             names.append(known[s])
-    return names
+    return names[:3]

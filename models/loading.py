@@ -13,11 +13,21 @@ if TYPE_CHECKING:
 
 
 def meta_model(spec: ModelSpec):
-    """The model on the meta device: shapes without memory, for counting and FLOPs."""
+    """The model on the meta device: shapes without memory, for counting and FLOPs. A mixture of
+    experts runs its experts as batched matrix products over each token's top-k experts
+    (transformers' "batched_mm"): the FLOPs a token really costs, with shapes known on meta
+    (the default grouped_mm needs bf16 operands and data-dependent group offsets)."""
     import torch
 
+    config = spec.build_config()
+    if is_mixture_of_experts(spec.config):
+        config._experts_implementation = "batched_mm"
     with torch.device("meta"):
-        return model_class(spec)(spec.build_config())
+        return model_class(spec)(config)
+
+
+def is_mixture_of_experts(config: dict) -> bool:
+    return any(config.get(k) for k in ("num_local_experts", "num_experts", "n_routed_experts"))
 
 
 _has_batchnorm: BoundedCache[bool] = BoundedCache(256)  # per model config, like the trace caches

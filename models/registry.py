@@ -213,7 +213,7 @@ def _load_registered_cached(name: str, directory: Path) -> ModelSpec:
 
 class ModelNames:
     """The model names one server accepts: catalog names (any case), Hugging Face ids of catalog
-    models, and the names of its registered models. A name is never looked up as a path, so the
+    models, the names of its registered models, and the aliases of models/aliases.py. A name is never looked up as a path, so the
     answer for an unknown name (404 with close names) is the same whether or not a file or
     directory of that name exists on the server."""
 
@@ -263,8 +263,10 @@ class ModelNames:
 
     def resolve(self, name: str) -> ModelSpec:
         """The spec `name` names, or UnknownModelError (404) with close names."""
+        from models.aliases import alias_model
+
         query = name.strip()
-        spec = catalog_model(query) or self.registered.get(query.lower())
+        spec = catalog_model(query) or self.registered.get(query.lower()) or alias_model(query)
         if spec is not None:
             return spec
         if query.lower() in self.broken:

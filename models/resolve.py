@@ -1,14 +1,16 @@
 """Resolving a model name: the one chain every caller goes through.
 
 A catalog name (any case), a Hugging Face id of a catalog model, a model the operator registered
-by name (models.registry), or a local directory, in that order. It sits above both the catalog
+by name (models.registry), an alias (models.aliases: `bert`, `llama-7b`), a local model
+directory, or a bare config file (`.../config.json`, `my-model.json`), in that order. It sits above both the catalog
 and the registry of local models, so neither imports the other's caller.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from models.catalog import ModelSpec, UnknownModelError, catalog_model, close_names, load_local_model
+from models.aliases import alias_model
+from models.catalog import ModelSpec, UnknownModelError, catalog_model, close_names, load_config_file, load_local_model
 from models.registry import registered_model
 
 
@@ -20,10 +22,19 @@ def _is_directory(text: str) -> bool:
         return False
 
 
+def _is_config_file(text: str) -> bool:
+    try:
+        path = Path(text).expanduser()
+        return path.suffix.lower() == ".json" and path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def resolve_model(name_or_path: str | Path) -> ModelSpec:
     """A catalog name (any case), a Hugging Face id of a catalog model, a model the operator
-    registered by name (models.registry), or a local directory. For names from an untrusted
-    caller use models.registry.ModelNames, which never treats a name as a path."""
+    registered by name (models.registry), an alias, a local directory or a config file. For
+    names from an untrusted caller use models.registry.ModelNames, which never treats a name
+    as a path."""
     name_or_path = str(name_or_path)
     if not name_or_path or not name_or_path.strip():
         raise UnknownModelError(name_or_path, [])
@@ -31,10 +42,12 @@ def resolve_model(name_or_path: str | Path) -> ModelSpec:
     spec = catalog_model(query)
     if spec is not None:
         return spec
-    spec = registered_model(query)
+    spec = registered_model(query) or alias_model(query)
     if spec is not None:
         return spec
     if _is_directory(query):
         return load_local_model(Path(query).expanduser())
+    if _is_config_file(query):
+        return load_config_file(query)
     # A hub id whose last part is a catalog name ("someone/gpt2") is not assumed to be it.
     raise UnknownModelError(query, close_names(query))

@@ -24,7 +24,8 @@ def run_command(
                                  "DEVICEFIT_BROKER_URL set any registered device, measured by its host's `devicefit worker`. "
                                  "Default: every available kind."),
     category: Optional[str] = typer.Option(None, "--category", help="Comma-separated families, e.g. vision,audio."),
-    all_models: bool = typer.Option(False, "--all", help="Every catalog model."),
+    all_models: bool = typer.Option(False, "--all", help="Every catalog model, the config-only large ones too (each skipped with the "
+                                                          "reason where it does not fit in memory)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="At most this many models."),
     batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", help="Override the profile's batch sizes."),
     precision: Optional[str] = typer.Option(None, "--precision", help="Override the profile's precisions."),

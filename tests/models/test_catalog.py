@@ -33,8 +33,51 @@ def test_parameter_counts_match_published_within_1_percent(name, published):
 
 def test_every_catalog_model_matches_its_own_published_count_within_1_percent():
     for spec in load_catalog().values():
-        count = parameter_count(spec)
+        # Where transformers builds the model differently from its checkpoint, the entry says by
+        # how much and why (flan-t5-xl: transformers 5 ties T5's lm_head to the input embedding).
+        count = parameter_count(spec) - spec.built_parameters_differ_by
         assert abs(count - spec.published_parameters) / spec.published_parameters < 0.01, spec.name
+        assert (spec.built_parameters_differ_by == 0) == (spec.built_parameters_differ_why is None), spec.name
+
+
+# The models people deploy, shipped as configs only (issue 18): the Hub's exact parameter counts
+# (safetensors metadata), each matched within 1% by the model built on the meta device.
+DEPLOYED = {
+    "llama-2-7b": 6_738_415_616, "llama-2-13b": 13_015_864_320, "llama-2-70b": 68_976_648_192, "llama-3-8b": 8_030_261_248,
+    "llama-3-70b": 70_553_706_496, "mistral-7b": 7_241_732_096, "mixtral-8x7b": 46_702_792_704, "qwen2.5-7b": 7_615_616_512,
+    "phi-3-mini": 3_821_079_552, "gemma-2b": 2_506_172_416, "falcon-7b": 6_921_720_704, "flan-t5-xl": 2_849_757_184,
+    "vit-large-patch16-224": 304_326_632, "clip-vit-large-patch14": 427_616_513, "whisper-large-v3": 1_543_490_560,
+}
+
+
+@pytest.mark.parametrize("name,published", DEPLOYED.items())
+def test_config_only_models_people_deploy_match_their_published_counts(name, published):
+    spec = resolve_model(name)
+    assert spec.config_only and spec.published_parameters == published
+    count = parameter_count(spec) - spec.built_parameters_differ_by
+    assert abs(count - published) / published < 0.01, f"{name}: {count:,} vs published {published:,}"
+
+
+def test_a_mixture_of_experts_counts_active_parameters_apart_from_its_total():
+    """Mixtral-8x7B: 32 layers of 8 experts, each 3 x 4096 x 14336 = 176,160,768 weights; a token
+    uses 2 of 8, so 6/8 of 32 x 8 x 176,160,768 = 33,822,867,456 are idle per token:
+    46,702,792,704 - 33,822,867,456 = 12,879,925,248 active (the model card's 12.9B)."""
+    from models.analysis import active_parameter_count
+
+    mixtral = resolve_model("mixtral-8x7b")
+    assert parameter_count(mixtral) == 46_702_792_704
+    assert active_parameter_count(mixtral) == 12_879_925_248 == mixtral.published_active_parameters
+    assert active_parameter_count(resolve_model("llama-2-7b")) == parameter_count(resolve_model("llama-2-7b"))
+
+
+def test_config_only_models_are_not_swept_by_default_but_resolve_everywhere():
+    from devicefit.profiles import FULL, QUICK, Selection
+    from models.catalog import catalog_names, swept_catalog_names
+
+    assert set(DEPLOYED) <= set(catalog_names()) and not set(DEPLOYED) & set(swept_catalog_names())
+    assert not set(DEPLOYED) & set(FULL.models) and not set(DEPLOYED) & set(QUICK.models)
+    assert set(DEPLOYED) <= set(Selection(all_models=True).model_names())  # named or --all: measured where they fit
+    assert Selection(models=("llama-2-7b",)).model_names() == ["llama-2-7b"]
 
 
 def test_resolve_by_name_case_insensitive_and_by_hub_id():
@@ -140,3 +183,55 @@ def test_local_directories_of_every_modality_still_load(tiny_models):
     for directory in tiny_models.values():
         spec = resolve_model(str(directory))
         assert spec.source == "local" and spec.architecture == json.loads((directory / "config.json").read_text())["architectures"][0]
+
+
+@pytest.mark.parametrize("query,name", [
+    ("bert", "bert-base-uncased"), ("--model bert".split()[1], "bert-base-uncased"), ("vit-base", "vit-base-patch16-224"),
+    ("llama-7b", "llama-2-7b"), ("LLAMA-7B", "llama-2-7b"), ("meta-llama/Llama-2-7b-hf", "llama-2-7b"),
+    ("Llama-2-7b-hf", "llama-2-7b"), ("Mixtral-8x7B-v0.1", "mixtral-8x7b"), ("whisper-large", "whisper-large-v3"),
+    ("Phi-3-mini-4k-instruct", "phi-3-mini"),
+])
+def test_names_users_type_resolve_to_catalog_models(query, name):
+    assert resolve_model(query).name == name
+
+
+def test_an_unknown_name_gets_its_three_closest_models():
+    with pytest.raises(UnknownModelError) as info:
+        resolve_model("lama-7b")
+    assert len(info.value.suggestions) == 3 and info.value.suggestions[0] == "llama-2-7b"
+    assert len(set(info.value.suggestions)) == 3  # an alias and its model are one suggestion
+
+
+def test_every_alias_names_a_catalog_model():
+    from models.aliases import alias_names
+    from models.catalog import catalog_names
+
+    assert set(alias_names().values()) <= set(catalog_names())
+    assert not set(alias_names()) & {n.lower() for n in catalog_names()}  # a catalog name is never shadowed
+
+
+def test_a_registered_model_wins_over_an_alias_and_the_server_takes_aliases_not_paths(tiny_models, tmp_path):
+    from models.registry import ModelNames
+
+    from dataclasses import replace
+
+    names = ModelNames({"bert": replace(resolve_model(str(tiny_models["text"])), name="bert")})
+    assert names.resolve("bert").source == "local"  # the operator's own "bert"
+    assert ModelNames({}).resolve("bert").name == "bert-base-uncased"
+    config = tmp_path / "my-llama.json"
+    config.write_text(json.dumps(resolve_model("llama-2-7b").config))
+    with pytest.raises(UnknownModelError):
+        ModelNames({}).resolve(str(config))  # never a path on a server
+
+
+def test_a_bare_config_file_is_a_model(tmp_path):
+    config = tmp_path / "my-llama.json"
+    config.write_text(json.dumps(resolve_model("llama-2-7b").config))
+    spec = resolve_model(str(config))
+    assert (spec.name, spec.source, spec.has_weights, spec.architecture) == ("my-llama", "local", False, "LlamaForCausalLM")
+    assert parameter_count(spec) == 6_738_415_616
+    (tmp_path / "config.json").write_text(json.dumps(resolve_model("gpt2").config))
+    assert resolve_model(str(tmp_path / "config.json")).path == tmp_path.resolve()  # config.json: its directory
+    (tmp_path / "broken.json").write_text('{"model_type": "llama", "hidden_size": "big"}')
+    with pytest.raises(InvalidModelError, match="broken.json"):
+        resolve_model(str(tmp_path / "broken.json"))

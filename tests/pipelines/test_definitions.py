@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from models.catalog import catalog_names
+from models.catalog import catalog_names, swept_catalog_names
 from pipelines import selections
 from pipelines.definitions import defs
 from pipelines.schedules import DEVICE_TAG, nightly_benchmarks, nightly_run_requests
@@ -63,7 +63,7 @@ def test_nightly_schedule_requests_one_run_per_device_this_host_has_and_model():
                                                    "cuda-dddddddddddd": "cuda@cpu-cccccccccccc", "cpu-aaaaaaaaaaaa": "cpu@cpu-aaaaaaaaaaaa",
                                                    "openvino-bbbbbbbbbbbb": "cpu@cpu-aaaaaaaaaaaa"}
     requests = nightly_run_requests("2026-11-22", targets)
-    assert len(requests) == 3 * len(catalog_names())
+    assert len(requests) == 3 * len(swept_catalog_names())  # the full profile: config-only models are measured when named
     assert len({r.run_key for r in requests}) == len(requests)
     assert {r.partition_key.split("|")[0] for r in requests} == {t.device_id for t in targets}
     # OpenVINO's CPU plugin and the 1-thread profile share the CPU: one at a time
@@ -83,7 +83,7 @@ def test_nightly_schedule_evaluates_on_this_machine_and_adds_its_partitions(tmp_
         assert requests and all(r.run_key.startswith("nightly-2026-11-22-") for r in requests)
         devices = instance.get_dynamic_partitions("devices")
         assert devices and {r.partition_key.split("|")[0] for r in requests} == set(devices)
-        assert set(instance.get_dynamic_partitions("models")) == set(catalog_names())
+        assert set(instance.get_dynamic_partitions("models")) == set(swept_catalog_names())
 
 
 def test_the_partition_sensor_adds_registered_devices_and_models(tmp_path):

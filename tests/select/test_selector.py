@@ -225,3 +225,18 @@ def test_hardware_aware_classification_and_resource_pool(selector):
     assert rec["recommendations"] and all("fill-mask" in resolve_model(m["model_name"]).tasks for m in rec["recommendations"])
     lat = [m["predicted_latency_ms"] for m in rec["recommendations"]]
     assert lat == sorted(lat)
+
+
+def test_the_selection_map_fills_large_and_xlarge_with_the_models_people_deploy(selector):
+    """The config-only catalog entries (7B-70B language models, Whisper large) stand for the
+    large (1B-10B) and xlarge (>= 10B) categories; a cell no candidate can hold says why."""
+    from devicefit.select.selection_map import selection_map
+
+    m = selection_map(selector, ["text_generation", "audio"], [1], ["cpu", "cuda"])
+    text = m["model_families"]["text_generation"]
+    assert {"small", "medium", "large", "xlarge"} <= set(text["model_sizes"]) and not text.get("no_model")
+    large, xlarge = text["model_sizes"]["large"]["inference"], text["model_sizes"]["xlarge"]["inference"]
+    assert resolve_model(large["model"]).config_only and resolve_model(xlarge["model"]).config_only
+    for cell in (large, xlarge):
+        assert cell["primary"] in ("cpu", "cuda") or "no hardware satisfies" in cell["reason"], cell
+    assert m["model_families"]["audio"]["model_sizes"]["large"]["inference"]["model"] == "whisper-large-v3"
