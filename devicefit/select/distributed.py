@@ -68,9 +68,24 @@ def transformer_shape(spec: ModelSpec, parameters: int) -> TransformerShape | No
         return None
     layers += int(getattr(cfg, "num_decoder_layers", 0) or 0) if getattr(cfg, "is_encoder_decoder", False) else 0
     vocab = int(getattr(cfg, "vocab_size", 0) or 0)
-    # A transformer layer holds ~12h^2 weights (4h^2 attention, 8h^2 MLP at 4x width); never more
-    # than the whole model.
-    return TransformerShape(layers, hidden, heads, vocab, min(parameters, 12 * hidden * hidden))
+    return TransformerShape(layers, hidden, heads, vocab, min(parameters, largest_layer_parameters(spec, hidden)))
+
+
+def largest_layer_parameters(spec: ModelSpec, hidden: int) -> int:
+    """Parameters of the model's largest repeated block (the largest element of any ModuleList
+    on the meta device: a decoder layer, a Mixtral layer with all its experts), which FSDP
+    gathers whole; ~12h^2 (4h^2 attention, 8h^2 MLP at 4x width) when no block can be found."""
+    import torch
+
+    from models.loading import meta_model
+
+    try:
+        model = meta_model(spec)
+    except Exception:  # noqa: BLE001 - the estimate stands without the exact figure
+        return 12 * hidden * hidden
+    sizes = [sum(p.numel() for p in block.parameters()) for m in model.modules() if isinstance(m, torch.nn.ModuleList)
+             for block in m]
+    return max(sizes) if sizes else 12 * hidden * hidden
 
 
 @dataclass(frozen=True)

@@ -90,3 +90,31 @@ def test_distributed_cli(tmp_path):
     assert r["model_family"] == "text_generation" and r["gradient_accumulation_steps"] == 2
     out = CliRunner().invoke(app, ["distributed", "--model", "gpt2", "--gpu-count", "0"])
     assert out.exit_code == 2 and "gpu_count" in out.output
+
+
+def test_llama_2_7b_on_4_gpus_of_16_gb_at_batch_8_needs_memory_optimizations():
+    """The seed selector's own case, from the catalog's shipped Llama-2-7B config
+    (P = 6,738,415,616; h = 4096, L = 32, a = 32 heads, V = 32000, s = 128, b = 8):
+    - DDP keeps 16 bytes/parameter of mixed-precision Adam on every GPU: 16 P = 107.8 GB > 16 GB;
+      even ZeRO-3 sharding over 4 GPUs leaves 16 P / 4 = 27.0 GB. So the plan needs FSDP
+      (ZeRO-3) and the optimizer's 12 P = 80.9 GB offloaded to the host (ZeRO-Offload).
+    - Per GPU then: weights 2P/4 = 3.369 GB, gradients 2P/4 = 3.369 GB, optimizer 0;
+      activations with full checkpointing: 2sbh per layer x L = 2*128*8*4096*32 = 268,435,456
+      bytes, one layer recomputed sbh(34 + 5as/h) = 4,194,304 x 39 = 163,577,856, fp32 logits
+      4sbV = 131,072,000: 563,085,312 bytes; one gathered layer in bf16: 2 x (4h^2 + 3h x 11008 +
+      2h) = 2 x 202,383,360 = 404,766,720 bytes; CUDA context 0.5 GB.
+    - Sum: 3.369 + 3.369 + 0.563 + 0.405 + 0.5 = 8.206 GB <= 16 GB."""
+    P = 6_738_415_616
+    plan = plan_distributed_training(resolve_model("llama-2-7b"), gpu_count=4, batch_size=8, max_memory_gb=16, sequence_length=128)
+    r = plan.to_response()
+    m = r["estimated_memory"]
+    assert plan.fits and r["distributed_strategy"] == "FSDP" and r["zero_stage"] == 3
+    assert r["cpu_offload"] and r["activation_checkpointing"]  # the optimizations it needed, named
+    assert m["parameters_gb"] == pytest.approx(2 * P / 4 / GB) and m["gradients_gb"] == pytest.approx(2 * P / 4 / GB)
+    assert m["optimizer_gb"] == 0
+    assert m["activations_gb"] == pytest.approx((268_435_456 + 163_577_856 + 131_072_000) / GB)
+    assert m["gathered_layer_gb"] == pytest.approx(404_766_720 / GB)
+    assert m["per_gpu_gb"] == pytest.approx(8.206267648) and m["per_gpu_gb"] <= 16
+    assert sum(m[k] for k in ("parameters_gb", "gradients_gb", "optimizer_gb", "activations_gb", "gathered_layer_gb",
+                              "cuda_context_gb")) == pytest.approx(m["per_gpu_gb"])
+    assert m["total_gb"] == pytest.approx(4 * m["per_gpu_gb"])
