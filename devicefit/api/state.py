@@ -87,7 +87,8 @@ class ServiceState:
             log.warning("not answering predictions yet: %s", exc)
         served = [*load_catalog().values(), *names.registered.values()]
         wanted = self.settings.warm_models
-        traced = served if wanted is None else [names.resolve(n) for n in wanted]
+        # Config-only models (7B-70B) are traced on their first request, not at every start-up.
+        traced = [m for m in served if not m.config_only] if wanted is None else [names.resolve(n) for n in wanted]
         for spec in served:  # every model class and config class imported, whatever is traced
             try:
                 model_class(spec)
@@ -150,9 +151,9 @@ class ServiceState:
         from devicefit.select.selector import HardwareSelector
 
         path = self.artifact_path()
-        stamp = path.stat().st_mtime if path.exists() else None
-        if stamp is None:
-            raise PredictorUnavailable(f"no trained predictor in {path.parent}: materialize the pipeline (`make run`) first")
+        # Before any predictor is published the selector answers cold (devicefit.predict.cold_start,
+        # every answer labelled static_rule); a published artifact replaces it at the next request.
+        stamp = path.stat().st_mtime if path.exists() else "cold-start"
         with self._lock:
             if self._selector is None or stamp != self._stamp:
                 from benchmark_runners.hardware import detect_hardware

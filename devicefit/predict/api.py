@@ -21,7 +21,9 @@ class HardwareModelPredictor:
     `database_path` and `benchmark_dir` locate the data directory; `config_path` (spec 002's
     selection configuration, over the shipped defaults) sets the weights and hardware preferences
     `predict_optimal_hardware` ranks by, the same scoring the selector applies after its
-    constraints. A bad configuration is refused here, naming the field."""
+    constraints. A bad configuration is refused here, naming the field. Before any predictor
+    is published it answers cold (devicefit.predict.cold_start): every answer `static_rule`,
+    with the reason."""
 
     def __init__(self, database_path: str | Path | None = None, benchmark_dir: str | Path | None = None,
                  config_path: str | Path | None = None, record: bool = True, config: SelectionConfig | None = None):
@@ -33,9 +35,11 @@ class HardwareModelPredictor:
             self.paths = DataPaths.default()
         self.config = config or load_config(config_path)
         artifact = artifacts.load_current(self.paths)
-        if artifact is None:
-            raise PredictorUnavailable(f"no trained predictor in {artifacts.predictors_dir(self.paths)}: "
-                                       "materialize the pipeline (`make run`) first")
+        if artifact is None:  # cold start: the roofline on this host's probe and published datasheets, labelled
+            from benchmark_runners.hardware import detect_hardware
+            from devicefit.predict.cold_start import cold_artifact
+
+            artifact = cold_artifact(detect_hardware().to_json())
         self.predictor = PerformancePredictor(artifact)
         self.record = record  # served predictions are kept, to be checked against later measurements
 

@@ -73,13 +73,18 @@ class PerformancePredictor:
         import lightgbm as lgb
 
         self.artifact = artifact
-        self.boosters = {t: lgb.Booster(model_str=artifact["boosters"][t]) for t in TARGETS}
+        # A cold-start artifact (devicefit.predict.cold_start) has no boosters and no validation:
+        # its domain is empty, so every request takes the fallback chain.
+        self.boosters = {t: lgb.Booster(model_str=artifact["boosters"][t]) for t in TARGETS if t in artifact["boosters"]}
         self.categories = artifact["categories"]
         self.domain = artifact["domain"]
         self.specs = {k: DeviceSpec(**v) for k, v in artifact["specs"].items()}
-        validation = ValidationReport.of(artifact)
-        self.level = validation.level
-        self.half_width = {t: validation.targets[t].interval_log_half_width for t in TARGETS}
+        if artifact.get("validation") is None:
+            self.level, self.half_width = None, {t: None for t in TARGETS}
+        else:
+            validation = ValidationReport.of(artifact)
+            self.level = validation.level
+            self.half_width = {t: validation.targets[t].interval_log_half_width for t in TARGETS}
         self.baselines = Baselines.from_json(artifact["baseline"])
         self.devices: dict[str, str] = artifact.get("devices") or {}
 
@@ -112,7 +117,7 @@ class PerformancePredictor:
 
     def predict(self, requests: list[Request]) -> list[Prediction]:
         out: list[Prediction | None] = [None] * len(requests)
-        trained = [i for i, r in enumerate(requests) if self._in_domain(r) and self._device(r) in self.specs]
+        trained = [i for i, r in enumerate(requests) if self.boosters and self._in_domain(r) and self._device(r) in self.specs]
         if trained:
             self._predict_trained([requests[i] for i in trained], trained, out)
         for i, r in enumerate(requests):
@@ -162,7 +167,8 @@ class PerformancePredictor:
         spread = math.log(STATIC_INTERVAL_FACTOR)
         return Prediction(lat, r.batch_size * 1e3 / lat, mem_ref, _interval(lat, spread), _interval(r.batch_size * 1e3 / lat, spread),
                           _interval(mem_ref, spread), "static_rule",
-                          f"nothing measured on {r.kind}/{r.precision}/{r.mode}: roofline on {spec.name} ({spec.source}) at an "
+                          f"{'cold start, no trained predictor yet' if self.artifact.get('cold_start') else 'nothing measured on'} "
+                          f"{r.kind}/{r.precision}/{r.mode}: roofline on {spec.name} ({spec.source}) at an "
                           f"assumed {STATIC_EFFICIENCY:.0%} of peak; memory = process baseline + weights", None)
 
 

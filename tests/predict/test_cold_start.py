@@ -1,0 +1,53 @@
+"""Cold start: on an empty data directory, before anything was measured or trained, the CLI and
+the API answer from the roofline on this host's probe (or the published datasheet figure for
+hardware it lacks), every answer labelled `static_rule` with its wide interval and the reason;
+once a trained predictor is published, the same paths answer from it."""
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from devicefit.cli import app
+from tests.api.server import call, running
+
+runner = CliRunner()
+
+
+def _static(prediction: dict) -> None:
+    assert prediction["source"] == "static_rule", prediction
+    assert "cold start, no trained predictor yet" in prediction["detail"]
+    low, high = prediction["latency_interval"]
+    assert low < prediction["latency"] < high and high / low == pytest.approx(16)  # x/4 either side: deliberately wide
+
+
+def test_the_cli_answers_on_an_empty_data_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(tmp_path / "empty"))
+    out = runner.invoke(app, ["select", "--model", "bert-base-uncased", "--hardware", "cpu,cuda", "--json"])
+    assert out.exit_code == 0, out.output
+    answer = json.loads(out.stdout)
+    assert answer["primary_recommendation"] in ("cpu", "cuda") and answer["prediction_source"] == "static_rule"
+    assert answer["predictor_version"] == "cold-start"
+    for kind in ("cpu", "cuda"):
+        assert answer["all_scores"][kind]["predictions"]["source"] == "static_rule"
+    out = runner.invoke(app, ["predict", "--model", "llama-2-7b", "--hardware", "cuda", "--json"])
+    assert out.exit_code == 0, out.output
+    cuda = json.loads(out.stdout)["predictions"]["cuda"]
+    _static(cuda)
+    assert "published_spec" in cuda["detail"]  # no GPU here: the datasheet figure, named
+    # 6.74B fp32 parameters alone are 26.95 GB: the memory answer cannot be smaller
+    assert cuda["memory_usage"] * 2**20 > 4 * 6_738_415_616
+
+
+def test_the_api_answers_on_an_empty_data_directory(tmp_path):
+    from devicefit.api.app import Settings, create_app
+
+    with running(create_app(Settings(benchmark_dir=tmp_path / "empty", warm_models=()))) as base:
+        status, body = call(base, "/hardware/select", {"model_name": "bert-base-uncased", "batch_size": 1,
+                                                       "available_hardware": ["cpu", "cuda"]})
+        assert status == 200, body
+        assert body["prediction_source"] == "static_rule" and body["primary_recommendation"] in ("cpu", "cuda")
+        status, body = call(base, "/performance/predict", {"model_name": "llama-2-7b", "hardware": ["cpu", "cuda"],
+                                                           "batch_size": 1})
+        assert status == 200, body
+        for kind in ("cpu", "cuda"):
+            _static(body["predictions"][kind])
