@@ -10,14 +10,23 @@ from benchmark_runners.paths import data_dir
 @dataclass(frozen=True)
 class DataPaths:
     root: Path
+    # A DuckDB file named explicitly (`--database FILE`, BENCHMARK_DB_PATH): the store is that
+    # file, whatever its name; predictors, outputs and landing files stay beside it, in `root`.
+    database_file: Path | None = None
 
     @classmethod
     def default(cls) -> "DataPaths":
         return cls(data_dir())
 
+    @classmethod
+    def of_database(cls, database: str | Path) -> "DataPaths":
+        """The data directory of a DuckDB file given by name: the file itself is the store."""
+        database = Path(database).expanduser().resolve()
+        return cls(database.parent, database)
+
     @property
     def database(self) -> Path:
-        return self.root / "devicefit.duckdb"
+        return self.database_file or self.root / "devicefit.duckdb"
 
     @property
     def raw(self) -> Path:

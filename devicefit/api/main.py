@@ -9,7 +9,8 @@ from pathlib import Path
 from devicefit.api.app import Settings, create_app
 
 _dir = os.environ.get("BENCHMARK_DIR")
-app = create_app(Settings(benchmark_dir=Path(_dir) if _dir else None,
+_db = os.environ.get("BENCHMARK_DB_PATH")
+app = create_app(Settings(benchmark_dir=Path(_dir) if _dir else None, database=Path(_db) if _db and not _dir else None,
                           config_path=Path(os.environ["CONFIG_PATH"]) if os.environ.get("CONFIG_PATH") else None,
                           debug=os.environ.get("DEBUG", "0") == "1",
                           response_cache_size=int(os.environ.get("API_CACHE_SIZE", "4096")),

@@ -23,6 +23,7 @@ log = logging.getLogger("devicefit.api")
 @dataclass
 class Settings:
     benchmark_dir: Path | None = None
+    database: Path | None = None  # a DuckDB file (BENCHMARK_DB_PATH, --database): the store; its directory holds the rest
     config_path: Path | None = None
     debug: bool = False
     #: Answers of /hardware/select and /performance/predict kept per published predictor (LRU);
@@ -36,7 +37,9 @@ class Settings:
     warm_models: tuple[str, ...] | None = None
 
     def paths(self) -> DataPaths:
-        return DataPaths(self.benchmark_dir.resolve()) if self.benchmark_dir else DataPaths.default()
+        if self.benchmark_dir:
+            return DataPaths(self.benchmark_dir.resolve())
+        return DataPaths.of_database(self.database) if self.database else DataPaths.default()
 
 
 @dataclass

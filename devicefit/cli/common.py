@@ -30,7 +30,13 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 class DevicefitGroup(TyperGroup):
-    """The root command group: the one place where errors become exit codes."""
+    """The root command group: the one place where errors become exit codes, and where the
+    guides' space-separated list values are joined (devicefit.cli.spellings)."""
+
+    def parse_args(self, ctx, args):
+        from devicefit.cli.spellings import join_list_values
+
+        return super().parse_args(ctx, join_list_values(list(args)))
 
     def invoke(self, ctx):
         try:
@@ -83,12 +89,13 @@ def gib(n: Optional[float]) -> str:
 
 
 def data_paths(benchmark_dir: Optional[Path] = None, database: Optional[Path] = None, must_exist: bool = False) -> DataPaths:
-    """The data directory: --benchmark-dir, else the directory of --database, else
-    DEVICEFIT_DATA_DIR or ./data. With `must_exist`, a missing store is a one-line error."""
+    """The data directory: --benchmark-dir, else --database's (that file is the store, its
+    directory holds the rest), else DEVICEFIT_DATA_DIR or ./data. With `must_exist`, a missing
+    store is a one-line error."""
     if benchmark_dir:
         paths = DataPaths(Path(benchmark_dir).resolve())
     elif database:
-        paths = DataPaths(Path(database).resolve().parent)
+        paths = DataPaths.of_database(database)
     else:
         paths = DataPaths.default()
     if must_exist and not paths.database.exists():

@@ -23,7 +23,7 @@ def predict(
     mode: str = MODE,
     precision: str = PRECISION,
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds (default: every kind devicefit knows)."),
-    database: Optional[Path] = typer.Option(None, "--database", help="DuckDB file; its directory is the data directory."),
+    database: Optional[Path] = typer.Option(None, "--database", help="DuckDB file: the store itself, its directory holding predictors/ (--benchmark-dir wins)."),
     benchmark_dir: Optional[Path] = typer.Option(None, "--benchmark-dir", help="Data directory (holds predictors/ and devicefit.duckdb)."),
     generate_matrix: bool = typer.Option(False, "--generate-matrix", help="Write the spec 001 prediction matrix instead."),
     output_file: Path = typer.Option(Path("prediction_matrix.json"), "--output-file", help="Where --generate-matrix writes."),

@@ -26,7 +26,7 @@ def _check_served_models(root: Optional[Path], model_dirs: list[Path]) -> None:
 def serve(
     host: str = typer.Option(os.environ.get("DEVICEFIT_HOST", "127.0.0.1"), "--host", help="Address to bind (default 127.0.0.1: this machine only)."),
     port: int = typer.Option(8000, "--port", help="Port to listen on."),
-    database: Optional[Path] = typer.Option(os.environ.get("BENCHMARK_DB_PATH"), "--database", help="DuckDB file; its directory is the data directory (env BENCHMARK_DB_PATH)."),
+    database: Optional[Path] = typer.Option(os.environ.get("BENCHMARK_DB_PATH"), "--database", help="DuckDB file: the store itself, its directory holding predictors and outputs (env BENCHMARK_DB_PATH)."),
     benchmark_dir: Optional[Path] = typer.Option(os.environ.get("BENCHMARK_DIR"), "--benchmark-dir", help="Data directory (env BENCHMARK_DIR; default data/)."),
     config: Optional[Path] = typer.Option(os.environ.get("CONFIG_PATH"), "--config", help="Selection config JSON (env CONFIG_PATH)."),
     reload: bool = typer.Option(False, "--reload", help="Restart on code changes (development)."),
@@ -45,12 +45,18 @@ def serve(
 
     if workers < 1:
         fail(f"--workers must be at least 1, got {workers}")
-    root = data_paths(benchmark_dir, database).root if benchmark_dir or database else None
+    paths = data_paths(benchmark_dir, database) if benchmark_dir or database else None
+    root = paths.root if paths else None
     if config is not None:
         load_config(config)  # refuse a bad config before binding, not on the first request
     # Workers and --reload import the app by name, so settings travel as environment variables.
     if root is not None:
         os.environ["DEVICEFIT_DATA_DIR"] = str(root)
+        os.environ.pop("BENCHMARK_DIR", None)  # the data directory travels as DEVICEFIT_DATA_DIR
+        if paths.database_file is not None:
+            os.environ["BENCHMARK_DB_PATH"] = str(paths.database_file)
+        else:
+            os.environ.pop("BENCHMARK_DB_PATH", None)
     if config is not None:
         os.environ["CONFIG_PATH"] = str(Path(config).resolve())
     os.environ["DEBUG"] = "1" if debug else "0"

@@ -30,7 +30,7 @@ class HardwareModelPredictor:
         if benchmark_dir:
             self.paths = DataPaths(Path(benchmark_dir).resolve())
         elif database_path:
-            self.paths = DataPaths(Path(database_path).resolve().parent)
+            self.paths = DataPaths.of_database(database_path)
         else:
             self.paths = DataPaths.default()
         self.config = config or load_config(config_path)

@@ -167,7 +167,7 @@ class PerformancePredictor:
         spread = math.log(STATIC_INTERVAL_FACTOR)
         return Prediction(lat, r.batch_size * 1e3 / lat, mem_ref, _interval(lat, spread), _interval(r.batch_size * 1e3 / lat, spread),
                           _interval(mem_ref, spread), "static_rule",
-                          f"{'cold start, no trained predictor yet' if self.artifact.get('cold_start') else 'nothing measured on'} "
+                          f"{'cold start, no trained predictor yet, for' if self.artifact.get('cold_start') else 'nothing measured on'} "
                           f"{r.kind}/{r.precision}/{r.mode}: roofline on {spec.name} ({spec.source}) at an "
                           f"assumed {STATIC_EFFICIENCY:.0%} of peak; memory = process baseline + weights", None)
 

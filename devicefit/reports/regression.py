@@ -190,12 +190,46 @@ def sets_from_results(results: list[dict[str, Any]], origin: str = "results") ->
     return out
 
 
+def _wide_sets(path: Path, rows: list[dict[str, str]], columns: list[str]) -> list[SampleSet]:
+    """Sample sets from `devicefit analyze --output` (spec 004's comparative analysis): one row
+    per config, one `<hardware>_p50_ms` column per hardware label ("cpu", "cpu_openvino" for
+    OpenVINO's plugin on the CPU). It keeps medians only, so the comparison is by threshold."""
+    from benchmark_runners import registry
+
+    out = []
+    hardware = [c[: -len("_p50_ms")] for c in columns if c.endswith("_p50_ms")]
+    for n, r in enumerate(rows, start=2):
+        for label in hardware:
+            value = r.get(f"{label}_p50_ms")
+            if not value:
+                continue  # that hardware did not measure this config
+            kind, _, backend = label.partition("_")
+            if kind not in registry.kind_names():
+                raise BaselineError(f"baseline {path}: column {label}_p50_ms names no hardware kind ({', '.join(registry.kind_names())})")
+            try:
+                default_backend = registry.backend_of_kind(kind)
+                identity = ConfigIdentity(r["model"], kind, backend or (default_backend.name if default_backend else "torch"),
+                                          r["precision"], r["mode"], int(r["batch_size"]), _dims_text(r.get("input_dims")), None)
+                out.append(SampleSet(identity, [], float(value), None))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise BaselineError(f"baseline {path} line {n}: {exc}") from None
+    if not out:
+        raise BaselineError(f"baseline {path} has no rows")
+    return out
+
+
 def sets_from_csv(path: Path) -> list[SampleSet]:
+    """A baseline CSV: `compare --export-baseline`'s (one row per config and hardware, with its
+    samples) or `analyze --output`'s comparative analysis (one row per config, medians only)."""
     try:
         with open(path, newline="") as fh:
-            rows = list(csv.DictReader(fh))
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            columns = list(reader.fieldnames or [])
     except OSError as exc:
         raise BaselineError(f"baseline {path} is unreadable: {exc}") from None
+    if "p50_ms" not in columns and any(c.endswith("_p50_ms") for c in columns):
+        return _wide_sets(path, rows, columns)
     out = []
     for n, r in enumerate(rows, start=2):
         try:

@@ -196,6 +196,25 @@ def test_compare_cli_flags_a_slower_baseline_and_writes_the_ci_report(tiny_run, 
     assert out.exit_code == 2 and "neither a file" in out.output
 
 
+def test_the_comparative_analysis_csv_is_a_baseline(tiny_run, tmp_path):
+    """Spec 004's flow: `analyze --output analysis.csv`, later `compare --baseline analysis.csv`.
+    The analysis keeps medians only, so the comparison is by threshold, config by config."""
+    paths, _, _ = tiny_run
+    runner = CliRunner()
+    analysis = tmp_path / "analysis.csv"
+    out = runner.invoke(app, ["analyze", "--output", str(analysis), "--benchmark-dir", str(paths.root)])
+    assert out.exit_code == 0 and analysis.is_file(), out.output
+    sets = regression.sets_from_csv(analysis)
+    configs = list(csv.DictReader(open(analysis)))
+    assert len(sets) == sum(1 for r in configs for c in r if c.endswith("_p50_ms") and r[c])
+    assert all(s.samples_ms == [] and s.p50_ms > 0 and s.identity.device_kind == "cpu" for s in sets)
+    out = runner.invoke(app, ["compare", "--baseline", str(analysis), "--benchmark-dir", str(paths.root), "--output-ci",
+                              str(tmp_path / "ci.json")])
+    assert out.exit_code in (0, 1) and "vs CSV" in out.output, out.output
+    report = json.loads((tmp_path / "ci.json").read_text())
+    assert report["summary"].get("new", 0) == 0 and all("threshold" in c["method"] for c in report["comparisons"]), report
+
+
 def test_report_cli_commands(tiny_run, tmp_path):
     paths, _, _ = tiny_run
     runner = CliRunner()
