@@ -27,9 +27,11 @@ def run_command(
     all_models: bool = typer.Option(False, "--all", help="Every catalog model, the config-only large ones too (each skipped with the "
                                                           "reason where it does not fit in memory)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="At most this many models."),
-    batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", help="Override the profile's batch sizes."),
+    batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", "--batch-size", help="Override the profile's batch sizes."),
     precision: Optional[str] = typer.Option(None, "--precision", help="Override the profile's precisions."),
     training_mode: Optional[bool] = typer.Option(None, "--training-mode/--no-training-mode", help="Train every model / none (default: the profile's)."),
+    compare: bool = typer.Option(False, "--compare", help="Then print the comparative analysis (spec 004) of the models measured: "
+                                                          "the fastest hardware per config and its margin."),
 ) -> None:
     """Materialize the pipeline through Dagster: measurements per (device, model), then the
     DuckDB store, aggregates and the compatibility matrix. Prints a summary and the paths written."""
@@ -74,6 +76,8 @@ def run_command(
     finally:
         con.close()
     console.print(best_precision_table(every))
+    if compare:
+        _print_comparison(every, {k.split("|", 1)[1] for k in keys}, paths.outputs / "comparative_analysis.csv")
     statuses: dict[str, int] = {}
     for _, _, md in outcome.partitions:
         for k in ("ok", "skipped", "failed", "contended"):
@@ -102,6 +106,23 @@ def run_command(
     if broken or not outcome.results_success:
         err.print(f"[red]runs failed:[/] {', '.join(broken) or 'results_job'} (see `make ui`)")
         raise typer.Exit(1)
+
+
+def _print_comparison(aggregates: list[dict], models: set[str], csv_path) -> None:
+    """`run --compare`: the comparative analysis rows of the models this run measured."""
+    from rich.table import Table
+
+    from devicefit.reports.analysis import comparative_analysis
+
+    _, rows = comparative_analysis([r for r in aggregates if r["model"] in models])
+    table = Table(title=f"comparative analysis ({len(rows)} configs; every column in {csv_path})")
+    for col in ("model", "mode", "precision", "batch", "fastest hardware", "margin over the next"):
+        table.add_column(col)
+    for r in rows:
+        margin = r.get("fastest_margin")
+        table.add_row(r["model"], r["mode"], r["precision"], str(r["batch_size"]), r["fastest_hardware"],
+                      "only one measured" if margin is None else f"{margin:.2f}x")
+    console.print(table)
 
 
 @app.command("worker", rich_help_panel="Measure")

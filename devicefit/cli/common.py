@@ -61,6 +61,21 @@ AS_JSON = typer.Option(False, "--json", help="Print as JSON.")
 MODE = typer.Option("inference", "--mode", help=f"{' or '.join(MODES)}.")
 PRECISION = typer.Option("fp32", "--precision", help=f"{', '.join(PRECISIONS)}.")
 BATCH_SIZE = typer.Option(1, "--batch-size", help="Samples per batch.")
+DEBUG = typer.Option(False, "--debug", help="Debug logging of devicefit's own modules on stderr (the guides' --debug).")
+
+
+def debug_logging(enabled: bool) -> None:
+    """`--debug`: devicefit's loggers at DEBUG on stderr (third-party libraries stay quiet)."""
+    if not enabled:
+        return
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    for name in ("devicefit", "benchmark_runners", "models"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(handler)
 
 
 def csv_list(value: str, what: str) -> list[str]:

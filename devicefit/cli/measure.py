@@ -20,6 +20,11 @@ def detect(
     as_json: bool = typer.Option(False, "--json", help="Print the inventory as JSON."),
     refresh: bool = typer.Option(False, "--refresh", help="Re-detect and re-probe instead of reading the cache."),
 ) -> None:
+    print_detection(as_json, refresh)
+
+
+def print_detection(as_json: bool = False, refresh: bool = False) -> None:
+    """`devicefit detect`'s output (also `predict --detect-hardware`)."""
     from benchmark_runners.hardware import detect_hardware
 
     inv = detect_hardware(refresh=refresh)
@@ -79,11 +84,34 @@ def _results_table(results) -> Table:
     return table
 
 
+def _store_rows(document: dict, database: Path) -> None:
+    """`benchmark --database FILE`: the rows land beside that store as a results document and are
+    loaded through the same validated path as `devicefit ingest` (stored once, however often)."""
+    import tempfile
+
+    from devicefit import store
+    from devicefit.ingest import ingest_path
+    from devicefit.landing import LandingFileError, load_landing_files
+    from devicefit.paths import DataPaths
+    from devicefit.results_io import write_json_atomic
+
+    paths = DataPaths.of_database(database)
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / f"benchmark-{document['run_id']}.json"
+        write_json_atomic(source, document)
+        try:
+            ingest_path(source, paths.raw)
+            report = load_landing_files(paths.database, paths.raw)
+        except (LandingFileError, store.StoreError) as exc:
+            fail(f"rows not stored in {paths.database}: {exc}", 1)
+    err.print(f"stored {report.rows_loaded} rows in {paths.database}")
+
+
 @app.command(rich_help_panel=PANEL)
 def benchmark(
     model: str = typer.Option(..., "--model", "-m", help="Model(s), comma-separated: catalog names or local model directories."),
-    device: str = typer.Option("cpu", "--device", help="Device(s), comma-separated: " + "; ".join(f"{b.device_help} ({b.name})" for b in registry.backends().values()) + "."),
-    batch_sizes: str = typer.Option("1", "--batch-sizes", help="Comma-separated batch sizes, e.g. 1,8."),
+    device: str = typer.Option("cpu", "--device", "--hardware", help="Device(s), comma-separated: " + "; ".join(f"{b.device_help} ({b.name})" for b in registry.backends().values()) + "."),
+    batch_sizes: str = typer.Option("1", "--batch-sizes", "--batch-size", help="Comma-separated batch sizes, e.g. 1,8."),
     precision: str = typer.Option("fp32", "--precision", help="Comma-separated: fp32, fp16, bf16, int8."),
     mode: str = typer.Option("inference", "--mode", help="inference, training, or inference,training."),
     seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models (default 128, capped at the model's limit)."),
@@ -96,11 +124,22 @@ def benchmark(
     compare_to: Optional[str] = typer.Option(None, "--compare-to", help="Baseline to check these rows against: a CSV, a results/CI JSON file, a run id, or 'previous'."),
     regression_alert: float = typer.Option(0.1, "--regression-alert", help="Relative slowdown of the median that counts as a regression (with --compare-to)."),
     output_ci: Optional[Path] = typer.Option(None, "--output-ci", help="Write a machine-readable CI report (rows, and the comparison with --compare-to)."),
+    training: bool = typer.Option(False, "--training", help="Measure training (the guides' spelling of --mode training)."),
+    model_family: Optional[str] = typer.Option(None, "--model-family", help="The family the models must classify as (checked, not assumed)."),
+    database: Optional[Path] = typer.Option(None, "--database", "--database-path", help="Also store the rows in this DuckDB file "
+                                            "(landed beside it and loaded, as `devicefit ingest` does)."),
+    no_database: bool = typer.Option(False, "--no-database", help="Store nothing (the default; the guides' explicit spelling)."),
 ) -> None:
     """Benchmark models in isolated worker processes and print a results table.
 
     Exits 0 when every config was measured or skipped with a reason, 1 when any failed or (with
     --compare-to) regressed against the baseline."""
+    if training:
+        if mode not in ("inference", "training"):
+            fail(f"--training and --mode {mode} disagree: give one of them")
+        mode = "training"
+    if database and no_database:
+        fail("--database and --no-database disagree: give one of them")
     from benchmark_runners.device_lock import busy_elsewhere, physical_device
     from benchmark_runners.sweep import new_run_id, run_sweep, start_worker_early
 
@@ -132,6 +171,15 @@ def benchmark(
             specs.append(resolve_model(name))
         except (UnknownModelError, FileNotFoundError, ValueError) as exc:
             fail(str(exc))
+    if model_family:
+        from models.catalog import FAMILIES
+        from models.classifier import classify_spec
+
+        if model_family not in FAMILIES:
+            fail(f"--model-family must be one of {', '.join(FAMILIES)}, got '{model_family}'")
+        other = [f"{s.name} is {classify_spec(s).family}" for s in specs if classify_spec(s).family != model_family]
+        if other:
+            fail(f"--model-family {model_family}: {'; '.join(other)}")
     sizes = int_list(batch_sizes, "--batch-sizes")
     try:
         policy = TimingPolicy(ci_target=ci_target, max_time_s=max_time)
@@ -168,6 +216,8 @@ def benchmark(
     if json_out:
         write_json_atomic(json_out, results_document(run_id, results, inventory.to_json()))
         err.print(f"wrote {len(results)} rows to {json_out}")
+    if database:
+        _store_rows(results_document(run_id, results, inventory.to_json()), database)
     failed = [r for r in results if r.status == "failed"]
     regressed = False
     if compare_to or output_ci:

@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from benchmark_runners import registry
-from devicefit.cli.common import BATCH_SIZE, BENCHMARK_DIR, MODE, MODEL, PRECISION, app, console, csv_list, fail, int_list, select_errors
+from devicefit.cli.common import (BATCH_SIZE, BENCHMARK_DIR, DEBUG, MODE, MODEL, PRECISION, app, console, csv_list, debug_logging, fail,
+                                  int_list, select_errors)
 
 PANEL = "Predict"
 
@@ -30,10 +31,24 @@ def predict(
     visualize: bool = typer.Option(False, "--visualize", help="With --generate-matrix: also write HTML figures."),
     output_dir: Path = typer.Option(Path("visualizations"), "--output-dir", help="Where --visualize writes."),
     batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", help="With --generate-matrix: comma-separated batch sizes."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Selection config JSON (spec 002) ranking the recommendation."),
+    detect_hardware_first: bool = typer.Option(False, "--detect-hardware", help="Print this host's detected hardware first "
+                                                                                 "(alone, without --model)."),
+    distributed: bool = typer.Option(False, "--distributed", help="With --mode training: also plan training across --gpu-count GPUs."),
+    gpu_count: int = typer.Option(1, "--gpu-count", min=1, help="GPUs for --distributed."),
+    debug: bool = DEBUG,
     as_json: bool = typer.Option(False, "--json", help="Print the response as JSON."),
 ) -> None:
     """Predict latency, throughput and memory from the published predictor (spec 001), each
-    figure with its interval and the link of the fallback chain that produced it."""
+    figure with its interval and the link of the fallback chain that produced it, and the
+    hardware it recommends (ranked by the selection config's weights)."""
+    debug_logging(debug)
+    if detect_hardware_first:
+        from devicefit.cli.measure import print_detection
+
+        print_detection(as_json=False)
+        if not model and not generate_matrix:
+            return
     from benchmark_runners import registry
     from benchmark_runners.records import MODES, PRECISIONS
     from devicefit.predict.api import HardwareModelPredictor, PredictorUnavailable
@@ -53,7 +68,7 @@ def predict(
     if not generate_matrix and not model:
         fail("--model is required (or --generate-matrix)")
     try:
-        api = HardwareModelPredictor(database_path=database, benchmark_dir=benchmark_dir)
+        api = HardwareModelPredictor(database_path=database, benchmark_dir=benchmark_dir, config_path=config)
         if generate_matrix:
             models = [{"name": model, **({"family": family} if family else {})}] if model else None
             matrix = api.create_hardware_prediction_matrix(models, int_list(batch_sizes, "--batch-sizes") if batch_sizes else None,
@@ -66,6 +81,12 @@ def predict(
                     console.print(f"  figure: {path}")
             return
         result = api.predict_performance(model, family, kinds, batch_size, seq_length, mode, precision)
+        ranked = [hw for hw in kinds if result["predictions"][hw]["latency"] is not None]
+        if ranked:
+            best = api.predict_optimal_hardware(model, family, batch_size, seq_length, mode, precision, available_hardware=ranked)
+            result["recommendation"] = {k: best[k] for k in ("primary_recommendation", "fallback_options", "explanation")}
+        if distributed:
+            result["distributed"] = _distributed_plan(model, gpu_count, batch_size, seq_length, mode)
     except (PredictorUnavailable, UnknownModelError, ValueError, FileNotFoundError) as exc:
         fail(str(exc))
     if as_json:
@@ -92,12 +113,42 @@ def predict(
     for hw, e in result["predictions"].items():
         if e["source"] != "trained_predictor":
             console.print(f"  {hw}: {e['detail']}")
+    if result.get("recommendation"):
+        rec = result["recommendation"]
+        console.print(f"recommended: [bold green]{rec['primary_recommendation']}[/] ({rec['explanation']})")
+    if result.get("distributed"):
+        d = result["distributed"]
+        console.print(f"distributed training on {d['gpu_count']} GPU(s): {d['distributed_strategy']}, "
+                      f"{d['estimated_memory']['per_gpu_gb']:.1f} of {d['max_memory_gb']:g} GB per GPU ({d['max_memory_source']})"
+                      + ("" if d["fits"] else ", does not fit") + "; `devicefit distributed` shows the breakdown")
+
+
+def _distributed_plan(model: str, gpu_count: int, batch_size: int, seq_length: Optional[int], mode: str) -> dict:
+    """`predict --distributed`: the training plan for `gpu_count` GPUs (spec 001's example),
+    each GPU as large as this host's first CUDA device, else the published reference GPU's
+    (devicefit.predict.hardware_specs), which the plan names."""
+    from benchmark_runners.hardware import detect_hardware
+    from devicefit.predict.hardware_specs import published_spec
+    from devicefit.select.distributed import plan_distributed_training
+    from models.resolve import resolve_model
+
+    if mode != "training":
+        fail("--distributed plans training: add --mode training")
+    gpus = detect_hardware(probe=False).to_json()["platforms"].get("cuda", {}).get("devices") or []
+    if gpus and gpus[0].get("memory_total_bytes"):
+        memory_gb, where = gpus[0]["memory_total_bytes"] / 1e9, f"{gpus[0].get('name', 'cuda:0')} here"
+    else:
+        reference = published_spec("cuda")
+        memory_gb, where = reference.memory_gb, f"{reference.name} ({reference.source})"
+    plan = plan_distributed_training(resolve_model(model), gpu_count, batch_size, memory_gb, seq_length).to_response()
+    plan["max_memory_source"] = where
+    return plan
 
 
 @app.command(rich_help_panel=PANEL)
 def distributed(
     model: str = MODEL,
-    gpu_count: int = typer.Option(..., "--gpu-count", help="GPUs in the data-parallel group."),
+    gpu_count: int = typer.Option(1, "--gpu-count", min=1, help="GPUs in the data-parallel group (default 1, as the API's)."),
     batch_size: int = typer.Option(8, "--batch-size", help="Samples per GPU per optimizer step."),
     max_memory_gb: Optional[float] = typer.Option(None, "--max-memory-gb", help="Memory of each GPU, GB (1e9 bytes)."),
     seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample (default 128, capped at the model's limit)."),

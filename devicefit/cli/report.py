@@ -133,7 +133,14 @@ def compare_training_inference(
     """Training step against inference for every config measured in both modes (spec 004's
     --compare-training-inference)."""
     from devicefit.reports.analysis import training_inference_comparison
+    from models.catalog import UnknownModelError
+    from models.resolve import resolve_model
 
+    if model:
+        try:
+            model = resolve_model(model).name  # an alias (`bert`) or a hub id names the stored model
+        except (UnknownModelError, ValueError):
+            pass  # rows ingested under a name the catalog does not know are filtered as given
     pairs = training_inference_comparison(aggregates(data_paths(benchmark_dir, must_exist=True)), model)
     if not pairs:
         fail("no config was measured in both modes" + (f" for {model!r}" if model else "") +

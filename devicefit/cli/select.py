@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from devicefit.cli.common import AS_JSON, BATCH_SIZE, BENCHMARK_DIR, MODE, MODEL, PRECISION, app, classifier, console, csv_list, fail, int_list, select_errors
+from devicefit.cli.common import (AS_JSON, BATCH_SIZE, BENCHMARK_DIR, DEBUG, MODE, MODEL, PRECISION, app, classifier, console, csv_list,
+                                  debug_logging, fail, int_list, select_errors)
 
 PANEL = "Select"
 
@@ -48,8 +49,9 @@ def classify(
 
 @app.command("select", rich_help_panel=PANEL)
 def select_command(
-    model: str = MODEL,
-    family: Optional[str] = typer.Option(None, "--family", help="Model family (default: classified)."),
+    model: str = typer.Option(..., "--model", "-m", "--model-name", help="Catalog name, a registered model's name, or a local model "
+                                                                        "directory (--model-name: spec 002's spelling)."),
+    family: Optional[str] = typer.Option(None, "--family", "--model-family", help="Model family (default: classified)."),
     batch_size: int = BATCH_SIZE,
     seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models."),
     mode: str = MODE,
@@ -61,10 +63,12 @@ def select_command(
     gpu_count: int = typer.Option(1, "--gpu-count", help="GPUs for --distributed."),
     config: Optional[Path] = typer.Option(None, "--config", help="Selection config JSON (spec 002) over the shipped defaults."),
     benchmark_dir: Optional[Path] = BENCHMARK_DIR,
+    debug: bool = DEBUG,
     as_json: bool = typer.Option(False, "--json", help="Print the /hardware/select response as JSON."),
 ) -> None:
     """Recommend hardware: constraints first (available, compatible, fits, latency bound), then
     candidates scored against the best one with the configured weights and preferences."""
+    debug_logging(debug)
     from benchmark_runners import registry
     from devicefit.predict.api import PredictorUnavailable
     from devicefit.select.config import SelectionConfigError

@@ -145,6 +145,12 @@ class PerformancePredictor:
                                        self.level)
 
     def _fallback(self, r: Request) -> Prediction:
+        from benchmark_runners import registry
+
+        backend = registry.backends().get(r.backend)
+        refused = backend.declared_reason(r.precision, r.mode) if backend is not None else None
+        if refused:  # OpenVINO does not train: no roofline stands in for a run that cannot happen
+            return Prediction(None, None, None, None, None, None, "unavailable", f"{r.kind}/{r.precision}/{r.mode}: {refused}", self.level)
         # A named device answers with its own figures only: another device's would misdescribe it.
         spec = (self.specs.get(r.device) or r.spec) if r.device else (self.specs.get(self.device_of(r.kind)) or self.specs.get(r.kind))
         if spec is None:

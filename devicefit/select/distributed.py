@@ -144,7 +144,10 @@ class DistributedPlan:
             "per_gpu_batch_size": self.batch_size, "micro_batch_size": self.micro_batch_size,
             "global_batch_size": self.batch_size * self.gpu_count, "sequence_length": self.sequence_length,
             "mixed_precision": self.mixed_precision, "gradient_accumulation_steps": self.gradient_accumulation_steps,
-            "activation_checkpointing": self.activation_checkpointing, "cpu_offload": self.cpu_offload,
+            "activation_checkpointing": self.activation_checkpointing,
+            # The API guide's name for the same switch (its example tests config["gradient_checkpointing"]);
+            # Hugging Face calls it gradient checkpointing too.
+            "gradient_checkpointing": self.activation_checkpointing, "cpu_offload": self.cpu_offload,
             "eight_bit_optimizer": self.eight_bit_optimizer, "max_memory_gb": self.max_memory_gb, "fits": self.fits,
             "estimated_memory": memory, "activation_method": self.activation_method, "notes": self.notes,
         }

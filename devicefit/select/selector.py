@@ -68,6 +68,11 @@ def device_memory_bytes(kind: str, inventory: dict[str, Any], spec) -> tuple[flo
     if devices and devices[0].get("memory_total_bytes"):
         where = f"registered device {devices[0]['device_id']}" if devices[0].get("device_id") else "here"
         return float(devices[0]["memory_total_bytes"]), f"{devices[0].get('name', kind)} {where}"
+    host = registry.kind(kind).shares_device_of if kind in registry.kind_names() else None
+    if host and host != kind:  # OpenVINO's CPU plugin holds its model in the CPU's RAM: the CPU's memory bounds it
+        memory, source = device_memory_bytes(host, inventory, None)
+        if memory is not None:
+            return memory, f"{source} (the {host} {kind} runs on)"
     if spec is not None and spec.memory_gb:
         return spec.memory_gb * 1e9, f"{spec.name} ({spec.source})"
     return None, "no memory figure"
