@@ -59,7 +59,7 @@ class ConfigMeasurer:
         key = backend.loaded_key(config)
         if self._loaded_key != key:
             self._release()
-            if config.device.startswith("cuda"):
+            if registry.torch_device_string(config.device).startswith("cuda"):
                 import torch
 
                 torch.cuda.empty_cache()
@@ -104,7 +104,7 @@ class ConfigMeasurer:
             if reason:
                 return BenchmarkResult.for_config(config, self.run_id, now_iso(), "skipped", reason, "unsupported", **row)
             prepared = self._prepared(backend, spec, config)
-            inputs = make_inputs(sig, backend.input_device or config.device, prepared.input_float_dtype,
+            inputs = make_inputs(sig, backend.input_device or registry.torch_device_string(config.device), prepared.input_float_dtype,
                                  with_targets=config.mode == "training")
             step = backend.make_step(prepared, inputs)
             release_free_heap()

@@ -87,6 +87,9 @@ class PeakRSS:
 
 
 def device_memory_reset(device: str) -> None:
+    from benchmark_runners.registry import torch_device_string
+
+    device = torch_device_string(device)
     if device.startswith("cuda"):
         import torch
 
@@ -97,6 +100,9 @@ def device_memory_peaks(device: str) -> dict[str, int | None]:
     """Peak allocated/reserved bytes of the device allocator since the last reset."""
     import torch
 
+    from benchmark_runners.registry import torch_device_string
+
+    device = torch_device_string(device)
     if device.startswith("cuda"):
         return {"device_allocated_peak_bytes": torch.cuda.max_memory_allocated(device),
                 "device_reserved_peak_bytes": torch.cuda.max_memory_reserved(device)}

@@ -81,8 +81,10 @@ BUILTIN_KINDS = (
                native_precisions=("fp32", "bf16", "int8")),
     DeviceKind("cuda", f"{_PLATFORMS}:detect_cuda", "NVIDIA GPUs through CUDA", "cuda:{index}", "cuda:0", probed=True,
                native_precisions=("fp32", "fp16", "bf16", "int8")),
-    DeviceKind("rocm", f"{_PLATFORMS}:detect_rocm", "AMD GPUs through ROCm (HIP)", "cuda:{index}", "cuda:0", probed=True,
-               addressed_as="cuda", native_precisions=("fp32", "fp16", "bf16")),
+    # ROCm: devicefit names its devices "rocm:N" (rows, partitions, predictor specs of its own);
+    # torch's ROCm build addresses the same GPUs as "cuda:N" through HIP (torch_device_string).
+    DeviceKind("rocm", f"{_PLATFORMS}:detect_rocm", "AMD GPUs through ROCm (HIP)", "rocm:{index}", "rocm:0", probed=True,
+               native_precisions=("fp32", "fp16", "bf16")),
     DeviceKind("mps", f"{_PLATFORMS}:detect_mps", "Apple GPUs through Metal Performance Shaders", "mps", "mps", probed=True,
                host_memory=True, native_precisions=("fp32", "fp16")),
     DeviceKind("openvino", f"{_PLATFORMS}:detect_openvino", "Intel OpenVINO runtime devices", "openvino:{name}", "cpu",
@@ -229,6 +231,13 @@ def backend_for_device(device: str) -> "Backend":
         if b.accepts_device(device):
             return b
     raise DeviceRegistryError(f"unknown device {device!r}; " + "; ".join(f"{b.name}: {b.device_help}" for b in backends().values()))
+
+
+def torch_device_string(device: str) -> str:
+    """The string torch addresses a devicefit device by: "rocm:N" is "cuda:N" on a ROCm build of
+    torch (HIP keeps the CUDA device API); every other device string is torch's own."""
+    kind, _, index = device.partition(":")
+    return f"cuda:{index or 0}" if kind == "rocm" else device
 
 
 def kind_of_device(device: str) -> str:

@@ -77,6 +77,9 @@ class CudaEventClock:
 
 
 def clock_for(device: str) -> IterationClock:
+    from benchmark_runners.registry import torch_device_string
+
+    device = torch_device_string(device)
     if device.startswith("cuda"):
         return CudaEventClock(device)
     if device == "mps":

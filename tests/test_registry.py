@@ -121,14 +121,34 @@ def test_registrations_that_would_make_the_registry_inconsistent_are_refused():
 
 
 def test_derived_views_agree_with_the_builtin_backends():
-    assert registry.measurable_kinds() == ("cpu", "cuda", "mps", "openvino")
+    assert registry.measurable_kinds() == ("cpu", "cuda", "rocm", "mps", "openvino")
     assert registry.inference_only_kinds() == ("openvino",)
     assert registry.partition_device("openvino") == "openvino:CPU" and registry.partition_device("cuda") == "cuda:0"
     assert registry.backend_for_device("openvino:GPU.1").name == "openvino" and registry.backend_for_device("cuda:3").name == "torch"
-    assert registry.declared_backend("rocm") == "torch (as cuda)" and registry.declared_backend("webgpu") is None
+    assert registry.declared_backend("rocm") == "torch" and registry.declared_backend("webgpu") is None
+    assert registry.partition_device("rocm") == "rocm:0" and registry.backend_for_device("rocm:1").name == "torch"
     assert registry.physical_kind("openvino") == "cpu" and registry.torch_kinds() == ("cpu", "cuda", "rocm", "mps")
     with pytest.raises(registry.DeviceRegistryError, match="unknown device 'tpu:0'"):
         registry.backend_for_device("tpu:0")
+
+
+def test_rocm_is_its_own_kind_that_torch_addresses_through_hip():
+    """Rows, partitions and predictor specs say `rocm`; torch's ROCm build reaches the same GPU
+    as "cuda:N", so only the string handed to torch changes. Without a ROCm build and an AMD GPU
+    a ROCm config is skipped with the detection's reason, stored under rocm."""
+    from benchmark_runners.records import BenchmarkConfig
+    from benchmark_runners.sweep import run_sweep
+    from devicefit.predict.hardware_specs import PUBLISHED_SPECS
+
+    assert registry.torch_device_string("rocm:1") == "cuda:1" and registry.torch_device_string("rocm") == "cuda:0"
+    assert registry.torch_device_string("cuda:1") == "cuda:1" and registry.torch_device_string("cpu") == "cpu"
+    assert registry.kind_of_device("rocm:0") == "rocm" and registry.kind("rocm").device_id({"index": 2}) == "rocm:2"
+    assert PUBLISHED_SPECS["rocm"].kind == "rocm"  # predicted from its own datasheet until a ROCm host measures
+    [row] = run_sweep([BenchmarkConfig("bert-tiny", device="rocm:0", backend="torch")])
+    detected = registry.kind("rocm").detect()
+    if detected.available:
+        pytest.skip("an AMD GPU is here: the ROCm path measures for real")
+    assert row.status == "skipped" and row.reason_code == "device_unavailable" and detected.reason in row.error
 
 
 def test_rows_record_each_backends_package_versions():

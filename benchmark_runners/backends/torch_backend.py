@@ -14,6 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark_runners import registry
 from benchmark_runners.backends.base import Backend, PreparedModel, TimedStep
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
@@ -84,15 +85,15 @@ class TorchState:
 
 class TorchBackend(Backend):
     name = "torch"
-    kinds = {"cpu": "cpu", "cuda": "cuda:0", "mps": "mps"}
-    device_pattern = r"cpu|mps|cuda(:\d+)?"
-    device_help = "cpu, cuda, cuda:N or mps"
+    kinds = {"cpu": "cpu", "cuda": "cuda:0", "rocm": "rocm:0", "mps": "mps"}
+    device_pattern = r"cpu|mps|cuda(:\d+)?|rocm(:\d+)?"
+    device_help = "cpu, cuda, cuda:N, rocm, rocm:N (an AMD GPU, through a ROCm build of torch) or mps"
     packages = ("torch", "transformers")
 
     def device_reason(self, spec: ModelSpec, config: BenchmarkConfig) -> str | None:
         import torch
 
-        device, precision, mode = config.device, config.precision, config.mode
+        device, precision, mode = registry.torch_device_string(config.device), config.precision, config.mode
         if precision == "int8":
             if device != "cpu":
                 return "torch dynamic int8 quantization (torch.ao.quantization.quantize_dynamic) runs on CPU only"
@@ -121,7 +122,8 @@ class TorchBackend(Backend):
         """Build, convert and place the model; the elapsed time is the row's load time."""
         import torch
 
-        device, precision, mode = config.device, config.precision, config.mode
+        # torch's name for the device: a ROCm GPU ("rocm:0") is "cuda:0" to torch's HIP build.
+        device, precision, mode = registry.torch_device_string(config.device), config.precision, config.mode
         started = time.perf_counter()
         cast = mode == "inference" and precision in ("fp16", "bf16")
         built = build(spec, _torch_dtype(precision) if cast else torch.float32)

@@ -80,8 +80,11 @@ def probe_device(device: str = "cpu", budget_s: float = 0.5) -> ProbeResult:
 def _probe_once(device: str, budget_s: float) -> ProbeResult:
     import torch
 
+    from benchmark_runners.registry import torch_device_string
+
     kind = device.split(":")[0]
-    sizes = PROBE_SIZES[kind]
+    sizes = PROBE_SIZES["cuda" if kind == "rocm" else kind]  # an AMD GPU is sized as an NVIDIA one
+    device = torch_device_string(device)
     sync = _synchronizer(device)
     started = time.perf_counter()
     n = sizes["matmul_n"]
