@@ -13,17 +13,49 @@ if TYPE_CHECKING:
 
 
 def meta_model(spec: ModelSpec):
-    """The model on the meta device: shapes without memory, for counting and FLOPs. A mixture of
-    experts runs its experts as batched matrix products over each token's top-k experts
-    (transformers' "batched_mm"): the FLOPs a token really costs, with shapes known on meta
-    (the default grouped_mm needs bf16 operands and data-dependent group offsets)."""
+    """The model on the meta device: shapes without memory, for counting, FLOPs and activation
+    memory. A mixture of experts runs its experts at their expected load (EXPECTED_LOAD): the
+    routing is data-dependent, which meta tensors cannot follow."""
     import torch
 
     config = spec.build_config()
     if is_mixture_of_experts(spec.config):
-        config._experts_implementation = "batched_mm"
+        _register_expected_load()
+        config._experts_implementation = EXPECTED_LOAD
     with torch.device("meta"):
         return model_class(spec)(config)
+
+
+EXPECTED_LOAD = "devicefit_expected_load"
+
+
+def _expected_load_experts_forward(self, hidden_states, top_k_index, top_k_weights):
+    """Each of the E experts runs on ceil(T * k / E) of the T tokens, as uniform routing of each
+    token to k experts loads them: the FLOPs of the real pass (T x k expert evaluations) and
+    activations of the sizes it allocates, without the per-token weight copies transformers'
+    batched_mm makes (a (T*k, 2I, H) gather: 120 GB for Mixtral at 128 tokens), and without the
+    bf16 operands and data-dependent offsets grouped_mm needs."""
+    import torch
+
+    tokens, top_k = hidden_states.size(0), top_k_index.size(-1)
+    load = max(1, -(-tokens * top_k // self.num_experts))
+    out = torch.zeros_like(hidden_states)
+    x = hidden_states[:load]
+    for e in range(self.num_experts):
+        up_weight = self.gate_up_proj[e] if getattr(self, "has_gate", True) else self.up_proj[e]
+        h = x @ up_weight if getattr(self, "is_transposed", False) else torch.nn.functional.linear(x, up_weight)
+        h = self._apply_gate(h) if getattr(self, "has_gate", True) and hasattr(self, "_apply_gate") else \
+            (self.act_fn(h.chunk(2, dim=-1)[0]) * h.chunk(2, dim=-1)[1] if getattr(self, "has_gate", True) else self.act_fn(h))
+        h = h @ self.down_proj[e] if getattr(self, "is_transposed", False) else torch.nn.functional.linear(h, self.down_proj[e])
+        out[:load] += h
+    return out
+
+
+def _register_expected_load() -> None:
+    from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+
+    if EXPECTED_LOAD not in ALL_EXPERTS_FUNCTIONS:
+        ALL_EXPERTS_FUNCTIONS.register(EXPECTED_LOAD, _expected_load_experts_forward)
 
 
 def is_mixture_of_experts(config: dict) -> bool:
