@@ -290,12 +290,9 @@ def catalog_model(name: str) -> ModelSpec | None:
 
 
 def close_names(query: str, extra: dict[str, str] | None = None) -> list[str]:
-    """Up to three distinct catalog names (matched by name, Hugging Face id or alias, and names in
-    `extra`, lower-case -> name) close to `query`, closest first."""
-    from models.aliases import alias_names
-
+    """Up to three distinct catalog names (matched by name or Hugging Face id, and names in
+    `extra`, lower-case -> name: aliases, registered models) close to `query`, closest first."""
     known = {k: s.name for k, s in _catalog_by_lower().items()}
-    known.update(alias_names())
     known.update(extra or {})
     names: list[str] = []
     for s in difflib.get_close_matches(query.strip().lower(), list(known), n=12, cutoff=0.5):

@@ -271,5 +271,7 @@ class ModelNames:
             return spec
         if query.lower() in self.broken:
             raise self.broken[query.lower()]
-        extra = {key: spec.name for key, spec in self.registered.items()}
+        from models.aliases import alias_names
+
+        extra = {**alias_names(), **{key: spec.name for key, spec in self.registered.items()}}
         raise UnknownModelError(query[:200], close_names(query, extra), known_as=self.KNOWN_AS)

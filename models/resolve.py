@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from models.aliases import alias_model
+from models.aliases import alias_model, alias_names
 from models.catalog import ModelSpec, UnknownModelError, catalog_model, close_names, load_config_file, load_local_model
 from models.registry import registered_model
 
@@ -50,4 +50,4 @@ def resolve_model(name_or_path: str | Path) -> ModelSpec:
     if _is_config_file(query):
         return load_config_file(query)
     # A hub id whose last part is a catalog name ("someone/gpt2") is not assumed to be it.
-    raise UnknownModelError(query, close_names(query))
+    raise UnknownModelError(query, close_names(query, alias_names()))

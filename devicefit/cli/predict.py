@@ -148,7 +148,7 @@ def _distributed_plan(model: str, gpu_count: int, batch_size: int, seq_length: O
 @app.command(rich_help_panel=PANEL)
 def distributed(
     model: str = MODEL,
-    gpu_count: int = typer.Option(1, "--gpu-count", min=1, help="GPUs in the data-parallel group (default 1, as the API's)."),
+    gpu_count: int = typer.Option(1, "--gpu-count", help="GPUs in the data-parallel group (default 1, as the API's)."),
     batch_size: int = typer.Option(8, "--batch-size", help="Samples per GPU per optimizer step."),
     max_memory_gb: Optional[float] = typer.Option(None, "--max-memory-gb", help="Memory of each GPU, GB (1e9 bytes)."),
     seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample (default 128, capped at the model's limit)."),
