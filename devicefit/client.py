@@ -88,7 +88,9 @@ class HardwareSelectionClient:
     def get_optimal_device(self, model_name: str, model_family: str | None = None, batch_size: int = 1,
                            mode: str = "inference") -> str:
         """The torch device string of the recommended hardware that is present on the server's
-        machine (`cuda:0`, `mps` or `cpu`): a recommendation torch cannot run here is skipped."""
+        machine (`cuda:0`, `mps` or `cpu`): a recommendation torch cannot run here is skipped.
+        The server takes the string back wherever it takes a hardware kind (`predict_performance(
+        hardware=device)` answers for its kind, keyed `device`), as spec 000's PyTorch example does."""
         from benchmark_runners import registry
 
         result = self.select_hardware(model_name, model_family, batch_size, mode=mode)

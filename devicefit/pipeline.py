@@ -169,26 +169,9 @@ def train_predictors(paths: DataPaths, inventory: HardwareInventory, connect: Ca
     validate on held-out models, publish. `connect`: a context manager factory for the store (the
     pipeline's DuckDBResource), opened twice: to read the devices (and the rows when not given),
     and to record the version; the lock is not held while training."""
-    from devicefit.fleet.inventory import read_fleet_inventory
-    from devicefit.fleet.partitions import host_of_inventory
-    from devicefit.predict import artifacts
-    from devicefit.predict.hardware_specs import training_specs
-    from devicefit.predict.training import train
+    from devicefit.predict.publish import train_and_publish
 
-    local = inventory.to_json()
-    with (connect() if connect else store.opened(paths.database, read_only=True)) as con:
-        hardware = store.read_hardware_rows(con)
-        if rows is None:
-            rows = store.read_ok_measurements(con)
-        fleet = read_fleet_inventory(con, host_of_inventory(local))
-    # A kind's spec comes from the fleet's registered device of it (a GPU box's probe, not a
-    # datasheet) once one is registered; a store with no devices yet falls back to this host's.
-    registered = any(p["available"] for p in fleet["platforms"].values())
-    specs, local_host = training_specs(rows, hardware, fleet if registered else local)
-    artifact = train(rows, specs, local_host)
-    with (connect() if connect else store.opened(paths.database)) as con:
-        artifacts.save(paths, artifact, con=con)
-    return artifact
+    return train_and_publish(paths, inventory.to_json(), connect, rows)
 
 
 def publish_prediction_matrix(paths: DataPaths) -> tuple[str, dict[str, Any]]:

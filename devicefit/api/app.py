@@ -6,8 +6,11 @@ never opens DuckDB, so it keeps answering while a benchmark run writes. Every er
 `{"status": "error", "message": ...}`: 404 for an unknown model (with close catalog matches),
 400 for a request the selector cannot satisfy, 413 for an oversized body, 422 for a malformed
 one or one out of the model's range (a sequence longer than the model takes, a registered
-model over the size limits), 503 while no predictor has been published, 500 for anything
-unexpected.
+model over the size limits), 503 for what needs a published snapshot before one exists (before
+any predictor is published, predictions answer cold: devicefit.predict.cold_start), 500 for
+anything unexpected. Every route is served at its path and again under /api (spec 000's browser example
+posts to /api/hardware/select); where a hardware kind is asked for, a torch device string of it
+(`cuda:0`) is taken too.
 
 Models are named, never located: a `model_name` is a catalog name, a Hugging Face id of a
 catalog model or a model the operator registered (models.registry); a path on the server is
@@ -23,7 +26,7 @@ import logging
 from importlib import metadata
 from typing import Any, Optional
 
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -103,6 +106,7 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
+    from benchmark_runners.registry import kind_of_device
     from devicefit.predict.api import PredictorUnavailable
     from devicefit.select.config import SelectionConfigError
     from devicefit.select.selector import TASK_MODES
@@ -126,6 +130,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = state
 
     app.add_middleware(BodySizeLimit, limit=MAX_BODY_BYTES)
+    router = APIRouter()  # served at / and again under /api (spec 000's browser example posts to /api/...)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException):
@@ -149,7 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.exception("unexpected error")
         return _error(500, f"internal error: {type(exc).__name__}" + (f": {exc}" if settings.debug else ""))
 
-    @app.get("/health", response_model=s.HealthResponse)
+    @router.get("/health", response_model=s.HealthResponse)
     def health() -> dict[str, Any]:
         paths = settings.paths()
         components = {"fastapi": True}
@@ -172,7 +177,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "healthy" if all(components.values()) else "degraded", "version": version,
                 "available_components": components, "database_connected": paths.database.exists(), "artifacts": artifacts}
 
-    @app.get("/models", response_model=list[s.CatalogModel])
+    @router.get("/models", response_model=list[s.CatalogModel])
     def models() -> list[dict[str, Any]]:
         """The catalog and the models registered on this server: family (classified), exact
         parameter count, published count, tasks."""
@@ -185,14 +190,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                  "parameters": parameter_count(m), "published_parameters": m.published_parameters, "tasks": list(m.tasks),
                  "source": source} for m, source in served]
 
-    @app.get("/predictors", response_model=list[s.PredictorVersion])
+    @router.get("/predictors", response_model=list[s.PredictorVersion])
     def predictors() -> list[dict[str, Any]]:
         """Published predictor versions, newest first, with held-out error against the bars."""
         from devicefit.predict.artifacts import version_summaries
 
         return version_summaries(settings.paths())
 
-    @app.get("/benchmarks", response_model=s.BenchmarksResponse)
+    @router.get("/benchmarks", response_model=s.BenchmarksResponse)
     async def benchmarks(model: Optional[str] = Query(None, max_length=512), hardware: Optional[s.Kind] = None,
                    precision: Optional[s.Precision] = None, batch_size: Optional[int] = Query(None, ge=1, le=s.MAX_BATCH_SIZE),
                    mode: Optional[s.Mode] = None, backend: Optional[s.Backend] = None,
@@ -204,7 +209,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         rows = lookup.query(model, hardware, precision, batch_size, mode, backend)
         return {"generated_at": lookup.document["generated_at"], "total": len(rows), "results": rows[:limit]}
 
-    @app.get("/hardware/detect", response_model=s.DetectResponse)
+    @router.get("/hardware/detect", response_model=s.DetectResponse)
     def detect() -> dict[str, Any]:
         from benchmark_runners.hardware import detect_hardware
 
@@ -215,16 +220,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # The hot endpoints run on the event loop: their work (~0.3 ms) costs less than the hop to the
     # thread pool, except when a trace is still needed (answer_async then hops). The heavier ones
     # (batch, map, analysis, distributed) stay sync.
-    @app.post("/hardware/select", response_model=s.SelectResponse)
+    @router.post("/hardware/select", response_model=s.SelectResponse)
     async def select(req: s.SelectRequest) -> dict[str, Any]:
         spec = state.names().resolve(req.model_name)
         _model_input(spec, req.sequence_length)
         mode = TASK_MODES.get(req.task_type, req.mode) if req.task_type else req.mode
+        # Torch device strings (cuda:0) name their kinds; the selector chooses among kinds.
+        available = list(dict.fromkeys(map(kind_of_device, req.available_hardware))) if req.available_hardware else None
         return await state.answer_async("select", req, spec, req.sequence_length, mode, lambda selector: selector.select_hardware(
             req.model_family, spec.name, req.batch_size, req.sequence_length, req.mode, req.precision,
-            req.available_hardware, req.task_type, req.distributed, req.gpu_count, req.max_latency_ms))
+            available, req.task_type, req.distributed, req.gpu_count, req.max_latency_ms))
 
-    @app.post("/hardware/batch", response_model=s.BatchResponse)
+    @router.post("/hardware/batch", response_model=s.BatchResponse)
     def batch(req: s.BatchRequest) -> dict[str, Any]:
         names, out, resolved = state.names(), {}, []
         for m in req.models:
@@ -238,13 +245,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             out[asked] = answers[r["name"]]
         return out
 
-    @app.post("/hardware/map", response_model=s.MapResponse)
+    @router.post("/hardware/map", response_model=s.MapResponse)
     def hardware_map(req: s.MapRequest) -> dict[str, Any]:
         from devicefit.select.selection_map import selection_map
 
         return selection_map(state.selector(), req.model_families, req.batch_sizes, req.hardware_platforms)
 
-    @app.post("/performance/predict", response_model=s.PredictResponse)
+    @router.post("/performance/predict", response_model=s.PredictResponse)
     async def predict(req: s.PredictRequest) -> dict[str, Any]:
         spec = state.names().resolve(req.model_name)
         _model_input(spec, req.sequence_length)
@@ -254,7 +261,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                             spec.name, req.model_family, hardware, req.batch_size, req.sequence_length, req.mode,
                                             req.precision))
 
-    @app.post("/training/distributed", response_model=s.DistributedResponse)
+    @router.post("/training/distributed", response_model=s.DistributedResponse)
     def distributed(req: s.DistributedRequest) -> dict[str, Any]:
         from devicefit.select.distributed import plan_distributed_training
 
@@ -266,7 +273,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             response["model_family"] = req.model_family
         return response
 
-    @app.post("/analysis/model", response_model=s.AnalysisResponse)
+    @router.post("/analysis/model", response_model=s.AnalysisResponse)
     def analysis(req: s.AnalysisRequest) -> dict[str, Any]:
         from devicefit.select.analysis import analyze_model
 
@@ -274,4 +281,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return analyze_model(state.selector(), spec.name, req.model_family, req.batch_sizes, req.hardware_platforms,
                              state.snapshot().current_or_none())
 
+    # One router, mounted twice: the same endpoint functions (and cache) answer both paths; the
+    # /api ones are left out of the OpenAPI document, which would otherwise list every route twice.
+    app.include_router(router)
+    app.include_router(router, prefix="/api", include_in_schema=False)
     return app

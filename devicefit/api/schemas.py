@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, RootModel, StringConstraints
 
 from benchmark_runners import registry
 from benchmark_runners.records import MODES, PRECISIONS
@@ -20,10 +20,26 @@ Family = Literal[FAMILIES]
 Precision = Literal[PRECISIONS]
 Mode = Literal[MODES]
 MAX_KINDS = len(registry.kind_names())
+# A hardware kind, or a torch device string of one ("cuda:0", what the client's
+# get_optimal_device returns): answered for its kind (registry.kind_of_device).
+DEVICE_PATTERN = rf"^(?:{'|'.join(registry.kind_names())})(?::[A-Za-z0-9_.-]{{1,64}})?$"
+Hardware = Annotated[str, StringConstraints(pattern=DEVICE_PATTERN)]
 TaskType = Literal["classification", "generation", "embedding", "speech_recognition", "fine_tuning", "training"]
 MAX_BATCH_SIZE = 4096
 MAX_SEQUENCE_LENGTH = 32768
 MAX_BATCH_MODELS = 50  # models per /hardware/batch request
+
+
+def _gpu_count(value: Any) -> Any:
+    """0 is what torch.cuda.device_count() gives on a machine without CUDA (spec 000's
+    distributed example passes it straight in): say so, not just "at least 1"."""
+    if value == 0 and not isinstance(value, bool):
+        raise ValueError("0 GPUs: nothing to distribute training over (torch.cuda.device_count() is 0 on a machine without "
+                         "CUDA); give the GPU count of the machine that will train, at least 1")
+    return value
+
+
+GpuCount = Annotated[int, BeforeValidator(_gpu_count), Field(ge=1, le=1024)]
 
 
 class Request(BaseModel):
@@ -59,10 +75,10 @@ class SelectRequest(Request):
     sequence_length: Optional[int] = SequenceLength
     mode: Mode = "inference"
     precision: Precision = "fp32"
-    available_hardware: Optional[list[Kind]] = Field(None, min_length=1, max_length=MAX_KINDS)
+    available_hardware: Optional[list[Hardware]] = Field(None, min_length=1, max_length=MAX_KINDS)
     task_type: Optional[TaskType] = None
     distributed: bool = False
-    gpu_count: int = Field(1, ge=1, le=1024)
+    gpu_count: GpuCount = 1
     max_latency_ms: Optional[float] = Field(None, gt=0)
 
 
@@ -124,7 +140,8 @@ class MapResponse(Response):
 class PredictRequest(Request):
     model_name: str = Field(min_length=1, max_length=512)
     model_family: Optional[Family] = None
-    hardware: list[Kind] | Kind = "cpu"
+    hardware: list[Hardware] | Hardware = Field("cpu", description="kinds or torch device strings (cuda:0); "
+                                                     "predictions are keyed as asked")
     batch_size: int = BatchSize
     sequence_length: Optional[int] = SequenceLength
     mode: Mode = "inference"
@@ -157,7 +174,7 @@ class PredictResponse(Response):
 class DistributedRequest(Request):
     model_name: str = Field(min_length=1, max_length=512)
     model_family: Optional[Family] = None
-    gpu_count: int = Field(1, ge=1, le=1024)
+    gpu_count: GpuCount = 1
     batch_size: int = BatchSize
     max_memory_gb: Optional[float] = Field(None, gt=0, le=4096)
     sequence_length: Optional[int] = SequenceLength

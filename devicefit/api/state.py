@@ -150,7 +150,6 @@ class ServiceState:
         return predictors_dir(self.settings.paths()) / CURRENT
 
     def selector(self):
-        from devicefit.predict.api import PredictorUnavailable
         from devicefit.select.selector import HardwareSelector
 
         path = self.artifact_path()

@@ -5,23 +5,34 @@ this system can run.
 Requirements are figures, not rules: minimum memory is the peak at batch 1, recommended memory
 the upper end of the peak's interval at the recommended batch size (measured peaks carry no
 interval and are used as they are), disk space the fp32 weight bytes a checkpoint holds, CPU
-cores the physical cores the measurements ran on.
+cores the physical cores the measurements ran on. The resource pool's idle timeout comes from
+measured load times (`recommended_timeout`).
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import math
+import statistics
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from benchmark_runners import registry
+from devicefit import store
+from devicefit.errors import DevicefitError
 from devicefit.predict.api import MB
+from devicefit.results_io import write_json_atomic
 from devicefit.select.memory_search import measured_configs
 from devicefit.select.selector import TASK_MODES, HardwareSelector, SelectionError
 from devicefit.testgen.naming import template_file, template_for_family
 from models.analysis import parameter_count, weight_bytes
-from models.catalog import catalog_names
+from models.catalog import UnknownModelError, catalog_names
 from models.classifier import classify, classify_spec
 from models.resolve import resolve_model
+
+log = logging.getLogger("devicefit.select")
 
 # Hugging Face pipeline tasks -> the selector's task types.
 HF_TASKS = {"fill-mask": "embedding", "feature-extraction": "embedding", "sentence-similarity": "embedding",
@@ -29,13 +40,135 @@ HF_TASKS = {"fill-mask": "embedding", "feature-extraction": "embedding", "senten
             "zero-shot-image-classification": "classification", "text-generation": "generation",
             "text2text-generation": "generation", "translation": "generation", "summarization": "generation",
             "automatic-speech-recognition": "speech_recognition", "audio-classification": "classification"}
+#: The most of its time a resource pool may spend re-loading models its idle timeout freed.
+RELOAD_SHARE = 0.01
+OVERRIDE_EVIDENCE = "the caller's verdict (hw_compat_override)"
+OVERRIDE_KEYS = {"compatible", "memory_usage"}
+
+
+class ClassifierInputError(DevicefitError, ValueError):
+    """An argument of the classifier that cannot be used as given (the message says why)."""
+
+
+class ModelList(list):
+    """Model names, and the asked ones left out with the reason (`excluded`): one unknown name
+    costs only its own answer, not the whole list's."""
+
+    def __init__(self, names: list[str], excluded: dict[str, str]):
+        super().__init__(names)
+        self.excluded = excluded
+
+
+class CallerCompatibility(HardwareSelector):
+    """The selector with the caller's compatibility verdicts in place of the measured matrix's
+    for the kinds they name: the same predictor, inventory, configuration and constraints, so a
+    verdict changes which kinds are candidates and nothing else."""
+
+    def __init__(self, selector: HardwareSelector, verdicts: dict[str, bool]):
+        vars(self).update(vars(selector))
+        self.verdicts = verdicts
+
+    def family_compatibility(self, family: str, kind: str) -> tuple[bool, str]:
+        if kind in self.verdicts:
+            return self.verdicts[kind], OVERRIDE_EVIDENCE
+        return super().family_compatibility(family, kind)
+
+
+def _overrides(hw_compat_override: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The caller's per-kind verdicts, checked: known kinds, `compatible` a bool, and
+    `memory_usage.peak` (MB) a positive number where given."""
+    if not hw_compat_override:
+        return {}
+    if not isinstance(hw_compat_override, dict):
+        raise ClassifierInputError("hw_compat_override must map hardware kinds to {'compatible': bool, 'memory_usage': {'peak': MB}}")
+    for kind, entry in hw_compat_override.items():
+        if kind not in registry.kind_names():
+            raise ClassifierInputError(f"hw_compat_override: unknown hardware {kind!r}; known: {', '.join(registry.kind_names())}")
+        if not isinstance(entry, dict) or not isinstance(entry.get("compatible"), bool) or set(entry) - OVERRIDE_KEYS:
+            raise ClassifierInputError(f"hw_compat_override[{kind!r}] must be {{'compatible': bool}}, optionally with "
+                                       f"'memory_usage': {{'peak': MB}}; got {entry!r}")
+        peak = (entry.get("memory_usage") or {}).get("peak")
+        if "memory_usage" in entry and (not isinstance(peak, (int, float)) or isinstance(peak, bool) or peak <= 0):
+            raise ClassifierInputError(f"hw_compat_override[{kind!r}]['memory_usage'] must be {{'peak': MB > 0}}; got {entry['memory_usage']!r}")
+    return hw_compat_override
+
+
+def _methods(spec, model_class: str | None, methods: list[str]) -> dict[str, Any]:
+    """Which of `methods` the model's transformers class offers (`generate` only where the
+    class can generate). They are checked, not weighed into the family: the classifier already
+    weighs the architecture a class's methods come from, and counting them again would count
+    the same evidence twice."""
+    import transformers
+
+    if isinstance(methods, str) or not all(isinstance(m, str) and m for m in methods):
+        raise ClassifierInputError(f"methods must be a list of method names, got {methods!r}")
+    name = model_class or spec.architecture
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        return {"model_class": name, "available": {m: None for m in methods},
+                "reason": f"transformers {transformers.__version__} has no class {name}: the methods cannot be checked"}
+    can_generate = getattr(cls, "can_generate", lambda: False)
+    return {"model_class": name, "available": {m: callable(getattr(cls, m, None)) and (m != "generate" or bool(can_generate()))
+                                               for m in methods}}
+
+
+class ClassificationStore:
+    """Classifications kept in a JSON file (spec 003's model database, `model_db_path`), so a
+    repeated request skips the selection, the store reads and the predictions behind it. An
+    entry is used only while everything it was computed from is unchanged: the request, the
+    model's config, the predictor version, the store file, the compatibility matrix, the
+    selection configuration and the hardware inventory (`stamp`); otherwise it is recomputed.
+    A change of devicefit's own code is not tracked: classify with `force_refresh` after an
+    upgrade. Concurrent writers are not merged (last one wins): it is a cache, not a record."""
+
+    def __init__(self, path: str | Path, refresh: bool):
+        self.path = Path(path).expanduser()
+        self.entries: dict[str, Any] = {}
+        if self.path.is_file() and not refresh:
+            try:
+                self.entries = json.loads(self.path.read_text()).get("classifications", {})
+            except (OSError, ValueError, AttributeError) as exc:
+                raise ClassifierInputError(f"model_db_path {self.path} is not a classification file this version wrote: {exc}") from None
+
+    @staticmethod
+    def stamp(selector: HardwareSelector, spec) -> str:
+        database = selector.predictor.paths.database
+        state = [selector.predictor.predictor.version(), [database.stat().st_mtime_ns, database.stat().st_size] if database.exists() else None,
+                 selector.compatibility, repr(selector.config), selector.inventory, spec.architecture, spec.config]
+        return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
+
+    def get(self, key: str, stamp: str) -> dict[str, Any] | None:
+        entry = self.entries.get(key)
+        return entry["classification"] if entry and entry.get("stamp") == stamp else None
+
+    def put(self, key: str, stamp: str, classification: dict[str, Any]) -> dict[str, Any]:
+        self.entries[key] = {"stamp": stamp, "classification": json.loads(json.dumps(classification))}
+        write_json_atomic(self.path, {"classifications": self.entries})
+        return self.entries[key]["classification"]
 
 
 class HardwareAwareModelClassifier:
+    """`hardware_cache_path`: the hardware detection cache this classifier's selector detects
+    through (re-detected when `force_refresh`); `model_db_path`: a JSON file keeping its
+    classifications (ClassificationStore; `force_refresh` recomputes them)."""
+
     def __init__(self, selector: HardwareSelector | None = None, benchmark_dir: str | Path | None = None,
-                 config_path: str | Path | None = None):
-        self.selector = selector or HardwareSelector(benchmark_dir=benchmark_dir, config_path=config_path, record=False)
+                 config_path: str | Path | None = None, hardware_cache_path: str | Path | None = None,
+                 model_db_path: str | Path | None = None, force_refresh: bool = False):
+        if selector is not None and hardware_cache_path is not None:
+            raise ClassifierInputError("hardware_cache_path sets how a new selector detects hardware; the selector given has its inventory")
+        if selector is None:
+            inventory = None
+            if hardware_cache_path is not None or force_refresh:
+                from benchmark_runners.hardware import detect_hardware
+
+                cache = Path(hardware_cache_path).expanduser() if hardware_cache_path is not None else None
+                inventory = detect_hardware(refresh=force_refresh, cache_path=cache).to_json()
+            selector = HardwareSelector(benchmark_dir=benchmark_dir, config_path=config_path, record=False, inventory=inventory)
+        self.selector = selector
+        self.classifications = ClassificationStore(model_db_path, force_refresh) if model_db_path is not None else None
         self._measured: dict[tuple[str, str, str], dict] = {}  # one read of the store per (model, kind, mode)
+        self._rows: list[dict[str, Any]] | None = None
 
     def _measured_configs(self, model: str, kind: str, mode: str) -> dict:
         key = (model, kind, mode)
@@ -54,50 +187,124 @@ class HardwareAwareModelClassifier:
         upper = p["memory_interval"][1] if p["memory_interval"] else p["memory_usage"]
         return p["memory_usage"], upper, f"predicted ({p['source']})"
 
-    def resource_requirements(self, model: str, hardware: str, mode: str = "inference") -> dict[str, Any]:
+    def resource_requirements(self, model: str, hardware: str, mode: str = "inference",
+                              peak_mb: float | None = None) -> dict[str, Any]:
+        """`peak_mb`: the caller's own peak on `hardware` (hw_compat_override's
+        memory_usage.peak), which replaces the measured or predicted one."""
         spec = resolve_model(model)
         batch = self.selector.config.batch_size_thresholds["medium"] if mode == "inference" else 1
-        low, _, low_basis = self._peak_mb(spec.name, hardware, 1, mode)
-        peak, upper, basis = self._peak_mb(spec.name, hardware, batch, mode)
         cpu = (self.selector.inventory.get("platforms", {}).get("cpu", {}).get("devices") or [{}])[0]
-        return {"min_memory_mb": round(low), "recommended_memory_mb": round(max(upper, low)), "batch_size": batch,
-                "cpu_cores": cpu.get("physical_cores"), "disk_space_mb": round(weight_bytes(spec, "fp32") / MB),
+        common = {"cpu_cores": cpu.get("physical_cores"), "disk_space_mb": round(weight_bytes(spec, "fp32") / MB)}
+        basis = {"disk_space_mb": "fp32 weight bytes", "cpu_cores": "physical cores of this machine's CPU"}
+        if peak_mb is not None:
+            return {"min_memory_mb": round(peak_mb), "recommended_memory_mb": round(peak_mb), "batch_size": batch, **common,
+                    "basis": {"min_memory_mb": f"peak on {hardware}, {OVERRIDE_EVIDENCE}",
+                              "recommended_memory_mb": f"peak on {hardware}, {OVERRIDE_EVIDENCE}", **basis}}
+        low, _, low_basis = self._peak_mb(spec.name, hardware, 1, mode)
+        peak, upper, peak_basis = self._peak_mb(spec.name, hardware, batch, mode)
+        return {"min_memory_mb": round(low), "recommended_memory_mb": round(max(upper, low)), "batch_size": batch, **common,
                 "basis": {"min_memory_mb": f"peak at batch 1, {low_basis}",
-                          "recommended_memory_mb": f"peak at batch {batch} ({peak:.0f} MB), upper interval bound, {basis}",
-                          "disk_space_mb": "fp32 weight bytes", "cpu_cores": "physical cores of this machine's CPU"}}
+                          "recommended_memory_mb": f"peak at batch {batch} ({peak:.0f} MB), upper interval bound, {peak_basis}", **basis}}
 
-    def hardware_profile(self, family: str) -> dict[str, dict[str, Any]]:
-        """Per kind: compatible with the family (measured, declared or no backend) and available here."""
+    def hardware_profile(self, family: str, overrides: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+        """Per kind: compatible with the family (measured, declared or no backend; the caller's
+        verdict where `overrides` has one) and available here."""
         profile = {}
         for kind in registry.kind_names():
             compatible, evidence = self.selector.family_compatibility(family, kind)
             platform = self.selector.inventory.get("platforms", {}).get(kind, {})
             has_prediction = kind in self.selector.predictor.predictor.specs
-            profile[kind] = {"compatible": compatible and has_prediction, "evidence": evidence if has_prediction else
-                             "no backend measures it and no spec predicts it", "system_available": bool(platform.get("available")),
+            if kind in (overrides or {}):
+                compatible, evidence = overrides[kind]["compatible"], OVERRIDE_EVIDENCE + ("" if has_prediction else "; nothing predicts it")
+            else:
+                compatible, evidence = compatible and has_prediction, evidence if has_prediction else \
+                    "no backend measures it and no spec predicts it"
+            profile[kind] = {"compatible": compatible, "evidence": evidence, "system_available": bool(platform.get("available")),
                              "system_reason": platform.get("reason")}
         return profile
 
     def classify_model(self, model_name: str, model_class: str | None = None, tasks: list[str] | None = None,
-                       batch_size: int = 1) -> dict[str, Any]:
+                       batch_size: int = 1, methods: list[str] | None = None,
+                       hw_compat_override: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Family, recommended hardware and requirements. `methods`: the model methods the
+        caller will use, checked against its class (`_methods`). `hw_compat_override`: per kind,
+        `compatible` replaces the measured verdict for this call (in the selection and the
+        profile) and `memory_usage.peak` (MB) the peak the requirements use on that kind."""
         spec = resolve_model(model_name)
+        overrides = _overrides(hw_compat_override)
+        key = json.dumps([spec.name, model_class, tasks, batch_size, methods, overrides], sort_keys=True)
+        stamp = ClassificationStore.stamp(self.selector, spec) if self.classifications else ""
+        cached = self.classifications.get(key, stamp) if self.classifications else None
+        if cached is not None:
+            return cached
         verdict = classify(spec.name, spec.config, model_class or spec.architecture, tasks or list(spec.tasks))
         family = verdict.family or "unknown"
-        selection = self.selector.select_hardware(family, spec.name, batch_size)
+        selector = CallerCompatibility(self.selector, {k: v["compatible"] for k, v in overrides.items()}) if overrides else self.selector
+        selection = selector.select_hardware(family, spec.name, batch_size)
         hardware = selection["primary_recommendation"]
-        return {
+        peak = (overrides.get(hardware, {}).get("memory_usage") or {}).get("peak")
+        result = {
             "model_name": spec.name, "family": family, "subfamily": verdict.subfamily, "confidence": verdict.confidence,
             "evidence": [asdict(e) for e in verdict.evidence], "parameters": parameter_count(spec),
             "recommended_hardware": hardware, "fallback_hardware": selection["fallback_options"],
             "selection_explanation": selection["explanation"],
             "recommended_template": template_for_family(family), "template_available": template_file(template_for_family(family)).exists(),
-            "resource_requirements": self.resource_requirements(spec.name, hardware),
-            "hardware_profile": self.hardware_profile(family),
+            "resource_requirements": self.resource_requirements(spec.name, hardware, peak_mb=peak),
+            "hardware_profile": self.hardware_profile(family, overrides),
+            **({"torch_device": registry.torch_device(hardware)} if registry.torch_device(hardware) else {}),
+            **({"methods": _methods(spec, model_class, methods)} if methods is not None else {}),
+            **({"hw_compat_override": overrides} if overrides else {}),
         }
+        return self.classifications.put(key, stamp, result) if self.classifications else result
+
+    def _load_seconds(self, model: str, kind: str) -> tuple[float | None, str]:
+        """Seconds to load `model` on `kind` in fp32: the median of its measured load times;
+        else its fp32 weight bytes at the median seconds per weight byte of the models measured
+        on `kind` (loading is dominated by materialising the weights); else None."""
+        own = [r["load_time_s"] for r in self._measured_configs(model, kind, "inference").values()
+               if r["precision"] == "fp32" and r.get("load_time_s")]
+        if own:
+            return statistics.median(own), f"median of {len(own)} measured load(s) of {model} on {kind}"
+        if self._rows is None:
+            database = self.selector.predictor.paths.database
+            self._rows = store.read_ok_measurements(database) if database.exists() else []
+        by_model: dict[str, list[float]] = {}
+        for r in self._rows:
+            if r["device_kind"] == kind and r["precision"] == "fp32" and r.get("load_time_s"):
+                by_model.setdefault(r["model"], []).append(r["load_time_s"])
+        rates = {}
+        for name, seconds in by_model.items():
+            try:
+                rates[name] = statistics.median(seconds) / weight_bytes(resolve_model(name), "fp32")
+            except UnknownModelError:
+                continue  # a model no longer resolvable says nothing about this one's weights
+        if not rates:
+            return None, f"no load time of {model} or of any model measured on {kind}"
+        rate = statistics.median(rates.values())
+        return rate * weight_bytes(resolve_model(model), "fp32"), \
+            f"{model}'s fp32 weights at the median load rate of {len(rates)} model(s) measured on {kind}"
+
+    def recommended_timeout(self, placements: dict[str, str]) -> tuple[int | None, str]:
+        """The resource pool's idle timeout in minutes for models placed as `placements` says
+        (model -> kind). A model freed after T idle minutes is re-loaded at most once per T, so
+        re-loading takes at most load time / T of the pool's time; T = load / RELOAD_SHARE keeps
+        that at most 1% for the slowest-loading model, rounded up to a whole minute. None when a
+        model's load time is neither measured nor derivable from measurements on its kind."""
+        loads = {}
+        for model, kind in placements.items():
+            seconds, basis = self._load_seconds(model, kind)
+            if seconds is None:
+                return None, f"no timeout: {basis}"
+            loads[model] = (seconds, basis)
+        slowest = max(loads, key=lambda m: loads[m][0])
+        seconds, basis = loads[slowest]
+        minutes = max(1, math.ceil(seconds / RELOAD_SHARE / 60))
+        return minutes, (f"{slowest} loads slowest, {seconds:.2f} s ({basis}); freeing idle models after {minutes} min keeps "
+                         f"re-loading under {RELOAD_SHARE:.0%} of the pool's time")
 
     def get_optimal_resource_pool_config(self, models: list[str]) -> dict[str, Any]:
-        """Memory to hold every model at once on each one's recommended hardware, and whether
-        that forces a low-memory mode on this machine."""
+        """Memory to hold every model at once on each one's recommended hardware, whether that
+        forces a low-memory mode on this machine, and the idle timeout (`recommended_timeout`)."""
         per_model = {m: self.classify_model(m) for m in models}
         total_mb = sum(c["resource_requirements"]["recommended_memory_mb"] for c in per_model.values())
         max_mb = max(c["resource_requirements"]["recommended_memory_mb"] for c in per_model.values())
@@ -105,11 +312,13 @@ class HardwareAwareModelClassifier:
         available_mb = (cpu.get("memory_available_bytes") or cpu.get("memory_total_bytes") or 0) / MB
         hardware = [c["recommended_hardware"] for c in per_model.values()]
         preferred = max(set(hardware), key=hardware.count)
+        timeout, timeout_basis = self.recommended_timeout({c["model_name"]: c["recommended_hardware"] for c in per_model.values()})
         return {
             "models": {m: {k: c[k] for k in ("family", "recommended_hardware", "resource_requirements")} for m, c in per_model.items()},
             "resource_requirements": {"max_memory_mb": max_mb, "total_memory_mb": total_mb, "system_available_mb": round(available_mb)},
             "resource_pool_config": {"low_memory_mode": bool(available_mb) and total_mb > available_mb,
-                                     "reason": f"all models together need {total_mb} MB of {available_mb:.0f} MB available"},
+                                     "reason": f"all models together need {total_mb} MB of {available_mb:.0f} MB available",
+                                     "recommended_timeout_mins": timeout, "timeout_basis": timeout_basis},
             "hardware_recommendations": {"preferred_hardware": preferred,
                                          "torch_device": registry.torch_device(preferred) or preferred},
         }
@@ -138,13 +347,29 @@ class HardwareAwareModelClassifier:
         ranked.sort(key=lambda m: m["predicted_latency_ms"])
         return {"task": task, "hardware_constraints": hardware_constraints or [], "recommendations": ranked[:limit]}
 
-    def get_compatible_models_for_hardware(self, models: list[str], hardware: str) -> list[str]:
-        """The models whose family is compatible with `hardware` and that can be predicted there."""
+    def get_compatible_models_for_hardware(self, models: list[str], hardware: str) -> ModelList:
+        """The models whose family is compatible with `hardware` and that can be predicted there.
+        A name that resolves to no model is left out, logged, and listed in `.excluded`."""
         if hardware not in registry.kind_names():
             raise SelectionError(f"unknown hardware {hardware}; known: {', '.join(registry.kind_names())}")
-        out = []
+        out, excluded = [], {}
         for m in models:
-            family = classify_spec(resolve_model(m)).family or "unknown"
+            try:
+                family = classify_spec(resolve_model(m)).family or "unknown"
+            except UnknownModelError as exc:
+                excluded[m] = str(exc)
+                log.warning("left out of the %s compatibility list: %s", hardware, exc)
+                continue
             if self.hardware_profile(family)[hardware]["compatible"]:
                 out.append(m)
-        return out
+        return ModelList(out, excluded)
+
+
+def get_hardware_aware_model_classification(model_name: str, model_class: str | None = None, tasks: list[str] | None = None,
+                                            methods: list[str] | None = None, hw_compat_override: dict[str, Any] | None = None,
+                                            **classifier_options: Any) -> dict[str, Any]:
+    """Spec 003's one-call form: `HardwareAwareModelClassifier(**classifier_options)
+    .classify_model(...)`, for a caller that classifies once (a new classifier detects hardware
+    and loads the predictor each time; keep one classifier for many models)."""
+    return HardwareAwareModelClassifier(**classifier_options).classify_model(
+        model_name, model_class, tasks, methods=methods, hw_compat_override=hw_compat_override)
