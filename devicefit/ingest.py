@@ -281,3 +281,22 @@ def ingest_path(path: Path, raw_dir: Path) -> list[IngestResult]:
     prepared = [_prepare(f) for f in files]
     return [IngestResult(key, write_landing(raw_dir, key, document), len(document["results"]), fmt)
             for document, fmt, key in prepared]
+
+
+def store_results_document(document: dict[str, Any], database: str | Path):
+    """Store a results document (one `devicefit benchmark` run) in the DuckDB file `database`:
+    landed beside it as `devicefit ingest` lands a file, then loaded, so the rows are validated
+    and stored once however often this is called. Returns the load report; LandingFileError or
+    store.StoreError say why nothing was stored."""
+    import tempfile
+
+    from devicefit.landing import load_landing_files
+    from devicefit.paths import DataPaths
+    from devicefit.results_io import write_json_atomic
+
+    paths = DataPaths.of_database(database)
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / f"benchmark-{document['run_id']}.json"
+        write_json_atomic(source, document)
+        ingest_path(source, paths.raw)
+    return load_landing_files(paths.database, paths.raw)

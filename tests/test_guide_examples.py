@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.cli import app  # the console script: devicefit.cli plus `run` and `worker`
 from devicefit.cli.guides import SCRIPTS, translate
 from devicefit.cli.spellings import join_list_values
+from pipelines.cli import app  # the console script: devicefit.cli plus `run` and `worker`
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = Path(__import__("os").environ.get("DEVICEFIT_SPEC_DIR") or ROOT.parent / "shared" / "spec")

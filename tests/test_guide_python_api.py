@@ -339,3 +339,31 @@ def test_the_api_prefix_serves_the_same_routes(server):
     # The OpenAPI document lists each route once.
     with urllib.request.urlopen(server + "/openapi.json", timeout=30) as resp:
         assert not any(p.startswith("/api/") for p in json.loads(resp.read())["paths"])
+
+
+def test_the_benchmark_runner_measures_on_the_hardware_the_selector_chooses_here(tmp_path, monkeypatch):
+    """002 L310-319: runner = EnhancedHardwareBenchmarkRunner(); result = runner.run_benchmark(
+    model_name="bert-base-uncased", model_family="embedding"). Here with bert-tiny and a short
+    timing cap: the suite measures real models, briefly."""
+    from devicefit import store
+    from devicefit.benchmark_runner import BenchmarkRunnerError, EnhancedHardwareBenchmarkRunner
+
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(tmp_path / "data"))  # nothing trained there: the selector answers cold
+    runner = EnhancedHardwareBenchmarkRunner(database=tmp_path / "bench.duckdb")
+    result = runner.run_benchmark(model_name="bert-tiny", model_family="embedding", batch_sizes=(1, 2), max_time_s=1.0)
+    assert result["hardware"] == result["selection"]["primary_recommendation"]  # measured where the selector chose
+    assert result["hardware"] in ("cpu", "openvino") and [r["batch_size"] for r in result["results"]] == [1, 2]
+    assert all(r["status"] == "ok" and r["p50_ms"] > 0 for r in result["results"]), result["results"]
+    with store.opened(tmp_path / "bench.duckdb", read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM measurements WHERE run_id = ?", [result["run_id"]]).fetchone()[0] == 2
+    with pytest.raises(BenchmarkRunnerError, match="classifies as embedding, not vision"):
+        runner.run_benchmark(model_name="bert-tiny", model_family="vision")
+
+
+def test_the_selectors_compatibility_matrix_is_what_it_reads(measured, artifact):
+    """002 L494: print(json.dumps(selector.compatibility_matrix, indent=2))"""
+    from devicefit.select.selector import HardwareSelector
+
+    selector = HardwareSelector(benchmark_dir=measured.root, record=False)
+    assert selector.compatibility_matrix is selector.compatibility
+    json.dumps(selector.compatibility_matrix, indent=2)

@@ -85,26 +85,16 @@ def _results_table(results) -> Table:
 
 
 def _store_rows(document: dict, database: Path) -> None:
-    """`benchmark --database FILE`: the rows land beside that store as a results document and are
-    loaded through the same validated path as `devicefit ingest` (stored once, however often)."""
-    import tempfile
-
+    """`benchmark --database FILE`: stored as `devicefit ingest` stores a file (once, however often)."""
     from devicefit import store
-    from devicefit.ingest import ingest_path
-    from devicefit.landing import LandingFileError, load_landing_files
-    from devicefit.paths import DataPaths
-    from devicefit.results_io import write_json_atomic
+    from devicefit.ingest import store_results_document
+    from devicefit.landing import LandingFileError
 
-    paths = DataPaths.of_database(database)
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / f"benchmark-{document['run_id']}.json"
-        write_json_atomic(source, document)
-        try:
-            ingest_path(source, paths.raw)
-            report = load_landing_files(paths.database, paths.raw)
-        except (LandingFileError, store.StoreError) as exc:
-            fail(f"rows not stored in {paths.database}: {exc}", 1)
-    err.print(f"stored {report.rows_loaded} rows in {paths.database}")
+    try:
+        report = store_results_document(document, database)
+    except (LandingFileError, store.StoreError) as exc:
+        fail(f"rows not stored in {database}: {exc}", 1)
+    err.print(f"stored {report.rows_loaded} rows in {database}")
 
 
 @app.command(rich_help_panel=PANEL)

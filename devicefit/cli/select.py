@@ -8,8 +8,22 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from devicefit.cli.common import (AS_JSON, BATCH_SIZE, BENCHMARK_DIR, DEBUG, MODE, MODEL, PRECISION, app, classifier, console, csv_list,
-                                  debug_logging, fail, int_list, select_errors)
+from devicefit.cli.common import (
+    AS_JSON,
+    BATCH_SIZE,
+    BENCHMARK_DIR,
+    DEBUG,
+    MODE,
+    PRECISION,
+    app,
+    classifier,
+    console,
+    csv_list,
+    debug_logging,
+    fail,
+    int_list,
+    select_errors,
+)
 
 PANEL = "Select"
 

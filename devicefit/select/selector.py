@@ -97,6 +97,11 @@ class HardwareSelector:
             compatibility = json.loads(matrix_path.read_text())
         self.compatibility = compatibility
 
+    @property
+    def compatibility_matrix(self) -> dict[str, Any] | None:
+        """The published compatibility matrix this selector reads (spec 002's debugging name)."""
+        return self.compatibility
+
     def availability(self, kind: str) -> tuple[bool, str | None]:
         """Whether `kind` can be chosen without the caller declaring it: this host has a device
         of it (its detection), or the fleet does (a registered device, as the published

@@ -211,9 +211,9 @@ def test_every_alias_names_a_catalog_model():
 
 
 def test_a_registered_model_wins_over_an_alias_and_the_server_takes_aliases_not_paths(tiny_models, tmp_path):
-    from models.registry import ModelNames
-
     from dataclasses import replace
+
+    from models.registry import ModelNames
 
     names = ModelNames({"bert": replace(resolve_model(str(tiny_models["text"])), name="bert")})
     assert names.resolve("bert").source == "local"  # the operator's own "bert"
