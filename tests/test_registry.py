@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,8 @@ matrix = compatibility_matrix(con, detect_hardware(probe=False).to_json())
 out["matrix_kinds"] = matrix["hardware_types"]
 out["matrix_entry"] = matrix["model_families"]["embedding"]["hardware_compatibility"]["fakeaccel"]
 schema = create_app().openapi()["components"]["schemas"]
-out["api_kind_enum"] = schema["SelectRequest"]["properties"]["available_hardware"]["anyOf"][0]["items"]["enum"]
+# The API takes a kind or a torch device string of one ("cuda:0"): its pattern names every kind.
+out["api_kind_pattern"] = schema["SelectRequest"]["properties"]["available_hardware"]["anyOf"][0]["items"]["pattern"]
 policy = TimingPolicy(ci_target=0.05, min_iterations=5, max_time_s=0.5, warmup_min_iterations=2, warmup_max_time_s=0.3)
 rows = run_sweep([BenchmarkConfig(model="bert-tiny", device="fakeaccel:0", backend="fake", policy=policy),
                   BenchmarkConfig(model="bert-tiny", device="fakeaccel:0", backend="fake", mode="training", policy=policy)],
@@ -62,7 +64,8 @@ def test_a_plugin_backend_appears_everywhere_kinds_are_enumerated_and_measures(t
     assert out["partition_configs"] == [["fake", "fakeaccel:0", "fp32", "inference"]]  # inference-only: no training configs
     assert "fakeaccel" in out["matrix_kinds"]
     assert out["matrix_entry"]["source"] == "declared_unmeasured" and "fake" in out["matrix_entry"]["declared_by"]
-    assert "fakeaccel" in out["api_kind_enum"] and "cpu" in out["api_kind_enum"]
+    pattern = re.compile(out["api_kind_pattern"])
+    assert all(pattern.fullmatch(k) for k in ("fakeaccel", "fakeaccel:0", "cpu", "cuda:1")) and not pattern.fullmatch("tpu")
     (ok, skipped) = out["rows"]
     assert ok[:3] == ["ok", "fake", "fakeaccel:0"] and ok[4] is True and ok[5] == "fake accelerator (this host's CPU)"
     assert skipped[0] == "skipped" and "does not run training" in skipped[3]

@@ -176,12 +176,15 @@ class HardwareAwareModelClassifier:
             self._measured[key] = measured_configs(self.selector.predictor.paths.database, model, kind, mode)
         return self._measured[key]
 
-    def _peak_mb(self, model: str, kind: str, batch: int, mode: str) -> tuple[float, float, str]:
+    def _peak_mb(self, spec, kind: str, batch: int, mode: str) -> tuple[float, float, str]:
         """(peak MB, upper bound MB, basis) at one batch size: measured when it was, else predicted."""
+        model = spec.name
         row = self._measured_configs(model, kind, mode).get((batch, "fp32"))
         if row is not None:
             return row["peak_rss_bytes"] / MB, row["peak_rss_bytes"] / MB, "measured"
-        p = self.selector.predictor.predict_performance(model, None, kind, batch, None, mode, "fp32")["predictions"][kind]
+        # A local model is predicted by its path: its name is a directory's, which nothing resolves.
+        reference = str(spec.path) if spec.source == "local" and spec.path else model
+        p = self.selector.predictor.predict_performance(reference, None, kind, batch, None, mode, "fp32")["predictions"][kind]
         if p["memory_usage"] is None:
             raise SelectionError(f"no measurement and no prediction of {model} on {kind}: {p['detail']}")
         upper = p["memory_interval"][1] if p["memory_interval"] else p["memory_usage"]
@@ -200,8 +203,8 @@ class HardwareAwareModelClassifier:
             return {"min_memory_mb": round(peak_mb), "recommended_memory_mb": round(peak_mb), "batch_size": batch, **common,
                     "basis": {"min_memory_mb": f"peak on {hardware}, {OVERRIDE_EVIDENCE}",
                               "recommended_memory_mb": f"peak on {hardware}, {OVERRIDE_EVIDENCE}", **basis}}
-        low, _, low_basis = self._peak_mb(spec.name, hardware, 1, mode)
-        peak, upper, peak_basis = self._peak_mb(spec.name, hardware, batch, mode)
+        low, _, low_basis = self._peak_mb(spec, hardware, 1, mode)
+        peak, upper, peak_basis = self._peak_mb(spec, hardware, batch, mode)
         return {"min_memory_mb": round(low), "recommended_memory_mb": round(max(upper, low)), "batch_size": batch, **common,
                 "basis": {"min_memory_mb": f"peak at batch 1, {low_basis}",
                           "recommended_memory_mb": f"peak at batch {batch} ({peak:.0f} MB), upper interval bound, {peak_basis}", **basis}}
@@ -240,7 +243,8 @@ class HardwareAwareModelClassifier:
         verdict = classify(spec.name, spec.config, model_class or spec.architecture, tasks or list(spec.tasks))
         family = verdict.family or "unknown"
         selector = CallerCompatibility(self.selector, {k: v["compatible"] for k, v in overrides.items()}) if overrides else self.selector
-        selection = selector.select_hardware(family, spec.name, batch_size)
+        # By the name the caller gave: a local model directory is found by its path, not its name.
+        selection = selector.select_hardware(family, model_name, batch_size)
         hardware = selection["primary_recommendation"]
         peak = (overrides.get(hardware, {}).get("memory_usage") or {}).get("peak")
         result = {
@@ -249,7 +253,7 @@ class HardwareAwareModelClassifier:
             "recommended_hardware": hardware, "fallback_hardware": selection["fallback_options"],
             "selection_explanation": selection["explanation"],
             "recommended_template": template_for_family(family), "template_available": template_file(template_for_family(family)).exists(),
-            "resource_requirements": self.resource_requirements(spec.name, hardware, peak_mb=peak),
+            "resource_requirements": self.resource_requirements(model_name, hardware, peak_mb=peak),
             "hardware_profile": self.hardware_profile(family, overrides),
             **({"torch_device": registry.torch_device(hardware)} if registry.torch_device(hardware) else {}),
             **({"methods": _methods(spec, model_class, methods)} if methods is not None else {}),

@@ -143,7 +143,7 @@ class HardwareSelector:
             raise SelectionError(f"unknown hardware {', '.join(unknown)}; known: {', '.join(registry.kind_names())}")
         declared = available_hardware is not None
         candidates = list(available_hardware) if declared else list(registry.kind_names())
-        perf = self.predictor.predict_performance(spec.name, family, candidates, batch_size, sequence_length, mode, precision)
+        perf = self.predictor.predict_performance(model_name, family, candidates, batch_size, sequence_length, mode, precision)
         specs = self.predictor.predictor.specs
         scores: dict[str, dict[str, Any]] = {}
         for kind in candidates:

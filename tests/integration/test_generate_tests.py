@@ -42,11 +42,13 @@ def test_the_generated_tests_pass_here_and_skip_absent_hardware(generated):
         assert "cuda is absent here:" in run.stdout and "mps is absent here:" in run.stdout
 
 
-def test_without_a_predictor_the_family_classifier_decides_and_the_file_says_so(tmp_path):
+def test_without_a_trained_predictor_the_cold_start_decides_and_the_file_says_so(tmp_path):
+    """Before any training run the classification answers cold (devicefit.predict.cold_start):
+    the file names that predictor and the static_rule figures that chose its hardware."""
     result = generate_test("bert-tiny", tmp_path / "out", benchmark_dir=tmp_path / "no-data")
     text = result.path.read_text()
-    assert result.template == "hf_embedding_template.py" and "family classifier only" in text
-    assert "no hardware-aware classification" in text
+    assert result.template == "hf_embedding_template.py" and "predictor cold-start" in result.classification_source
+    assert "chosen by hardware-aware classification (predictor cold-start)" in text and "static_rule" in text
 
 
 def test_bad_requests_are_refused_with_the_reason(tmp_path):
