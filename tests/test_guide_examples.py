@@ -144,3 +144,19 @@ def test_the_translation_table_is_what_the_readme_says():
     readme = (ROOT / "README.md").read_text()
     for script in SCRIPTS:
         assert re.search(re.escape(script), readme), f"README does not list {script}"
+
+
+def test_a_script_the_guides_do_not_use_is_refused_and_arguments_are_never_a_shell(tmp_path, monkeypatch):
+    """`devicefit guide` translates argument lists, token by token: nothing reaches a shell, and
+    an unknown script or a flag set no rule takes is refused by name."""
+    from devicefit.cli.guides import UnknownGuideCommand
+
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(app, ["guide", "rm -rf /.py", "--model", "bert"])
+    assert out.exit_code == 2 and "is not a script of the guides" in out.output
+    with pytest.raises(UnknownGuideCommand, match="no devicefit command matches"):
+        translate("hardware_model_integration.py", ["--hw", "cuda"])  # neither --model, --task nor --resource-config
+    argv = translate("hardware_model_predictor.py", ["--model", "bert; touch PWNED", "--hardware", "cpu"])
+    assert argv == ["predict", "--model", "bert; touch PWNED", "--hardware", "cpu"]  # one token, a model name
+    out = CliRunner().invoke(app, ["guide", "hardware_model_predictor.py", "--model", "bert; touch PWNED"])
+    assert out.exit_code != 0 and "Unknown model" in out.output and not (tmp_path / "PWNED").exists()

@@ -138,10 +138,11 @@ class PerformancePredictor:
             lat, tp = (float(x) for x in reconcile(lat, tp, r.batch_size))
             mem = self.baselines.memory_bytes(r.point, r.batch_size, r.precision, r.mode, device) * math.exp(raw["memory"][j])
             q = self.half_width
+            mem, mem_interval, floored = _at_least_resident(mem, _interval(mem, q["memory"]), r)
             out[index[j]] = Prediction(lat, tp, mem, _interval(lat, q["latency"]), _interval(tp, q["throughput"]),
-                                       _interval(mem, q["memory"]), "trained_predictor",
+                                       mem_interval, "trained_predictor",
                                        f"per-operator roofline fitted on {device} x LightGBM residual, trained on {self.artifact['rows']} "
-                                       f"measurements of {len(self.artifact['models'])} models",
+                                       f"measurements of {len(self.artifact['models'])} models" + floored,
                                        self.level)
 
     def _fallback(self, r: Request) -> Prediction:
@@ -163,19 +164,37 @@ class PerformancePredictor:
         cal = self.artifact["efficiency"].get("|".join((r.kind, r.backend, r.precision, r.mode)))
         if cal:
             lat = roof * math.exp(cal["latency"])
-            mem = mem_ref * math.exp(cal["memory"])
+            mem, mem_interval, floored = _at_least_resident(mem_ref * math.exp(cal["memory"]), _interval(mem_ref * math.exp(cal["memory"]),
+                                                                                                      cal["memory_spread"]), r)
             return Prediction(lat, r.batch_size * 1e3 / lat, mem, _interval(lat, cal["latency_spread"]),
-                              _interval(r.batch_size * 1e3 / lat, cal["latency_spread"]), _interval(mem, cal["memory_spread"]),
+                              _interval(r.batch_size * 1e3 / lat, cal["latency_spread"]), mem_interval,
                               "roofline_calibrated",
                               f"outside the trained domain: roofline on {spec.name} ({spec.source}) x efficiency measured on {cal['n']} rows of "
-                              f"{r.kind}/{r.backend}/{r.precision}/{r.mode}", self.level)
+                              f"{r.kind}/{r.backend}/{r.precision}/{r.mode}" + floored, self.level)
         lat = roof / STATIC_EFFICIENCY
         spread = math.log(STATIC_INTERVAL_FACTOR)
-        return Prediction(lat, r.batch_size * 1e3 / lat, mem_ref, _interval(lat, spread), _interval(r.batch_size * 1e3 / lat, spread),
-                          _interval(mem_ref, spread), "static_rule",
+        mem, mem_interval, _ = _at_least_resident(mem_ref, _interval(mem_ref, spread), r)
+        return Prediction(lat, r.batch_size * 1e3 / lat, mem, _interval(lat, spread), _interval(r.batch_size * 1e3 / lat, spread),
+                          mem_interval, "static_rule",
                           f"{'cold start, no trained predictor yet, for' if self.artifact.get('cold_start') else 'nothing measured on'} "
                           f"{r.kind}/{r.precision}/{r.mode}: roofline on {spec.name} ({spec.source}) at an "
                           f"assumed {STATIC_EFFICIENCY:.0%} of peak; memory = process baseline + weights", None)
+
+
+def _at_least_resident(mem: float, interval: tuple[float, float] | None, r: Request) -> tuple[float, tuple[float, float] | None, str]:
+    """The memory answer, never below the bytes the model keeps resident: its weights at the
+    request's precision (x TRAINING_WEIGHT_COPIES in training: weights, gradients, optimizer
+    states). A fit trained on small models extrapolates below that for a 7B one (it said 21 GB
+    for Falcon-7B in fp32, whose weights alone are 27.7 GB); the floor is physics, not a fit."""
+    from devicefit.predict.features import TRAINING_WEIGHT_COPIES
+
+    resident = r.point.weight_bytes[r.precision] * (TRAINING_WEIGHT_COPIES if r.mode == "training" else 1)
+    if mem >= resident and (interval is None or interval[0] >= resident):
+        return mem, interval, ""
+    raised = None if interval is None else (max(interval[0], resident), max(interval[1], resident))
+    if mem >= resident:  # only the interval's lower end reached below the weights
+        return mem, raised, ""
+    return resident, raised, f"; memory raised to the resident weights' {resident / 2**30:.1f} GiB (the fit extrapolated below them)"
 
 
 def _interval(value: float, log_half_width: float | None) -> tuple[float, float] | None:

@@ -51,3 +51,21 @@ def test_the_api_answers_on_an_empty_data_directory(tmp_path):
         assert status == 200, body
         for kind in ("cpu", "cuda"):
             _static(body["predictions"][kind])
+
+
+def test_a_memory_answer_is_never_below_the_models_resident_weights(measured, artifact):
+    """The session's predictor is trained on models up to ~0.1B parameters; asked about 7B ones it
+    must not answer less memory than their weights take (fp32: 4 bytes each; training: x the
+    copies of weights, gradients and optimizer states)."""
+    from devicefit.predict.api import HardwareModelPredictor
+    from devicefit.predict.features import TRAINING_WEIGHT_COPIES
+    from models.analysis import parameter_count
+    from models.resolve import resolve_model
+
+    api = HardwareModelPredictor(benchmark_dir=measured.root, record=False)
+    for model in ("falcon-7b", "llama-2-7b"):
+        weights = 4 * parameter_count(resolve_model(model))
+        for mode, copies in (("inference", 1), ("training", TRAINING_WEIGHT_COPIES)):
+            for kind, p in api.predict_performance(model, hardware=["cpu", "cuda"], mode=mode)["predictions"].items():
+                assert p["memory_usage"] * 2**20 >= copies * weights * 0.999, (model, mode, kind, p)
+                assert p["memory_interval"] is None or p["memory_interval"][0] * 2**20 >= copies * weights * 0.999
