@@ -44,8 +44,13 @@ def _expected_load_experts_forward(self, hidden_states, top_k_index, top_k_weigh
     for e in range(self.num_experts):
         up_weight = self.gate_up_proj[e] if getattr(self, "has_gate", True) else self.up_proj[e]
         h = x @ up_weight if getattr(self, "is_transposed", False) else torch.nn.functional.linear(x, up_weight)
-        h = self._apply_gate(h) if getattr(self, "has_gate", True) and hasattr(self, "_apply_gate") else \
-            (self.act_fn(h.chunk(2, dim=-1)[0]) * h.chunk(2, dim=-1)[1] if getattr(self, "has_gate", True) else self.act_fn(h))
+        if not getattr(self, "has_gate", True):
+            h = self.act_fn(h)
+        elif hasattr(self, "_apply_gate"):
+            h = self._apply_gate(h)
+        else:
+            gate, up = h.chunk(2, dim=-1)
+            h = self.act_fn(gate) * up
         h = h @ self.down_proj[e] if getattr(self, "is_transposed", False) else torch.nn.functional.linear(h, self.down_proj[e])
         out[:load] += h
     return out

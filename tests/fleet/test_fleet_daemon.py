@@ -31,7 +31,7 @@ from pipelines import dispatch
 from tests.fleet.postgres_server import postgres_url  # noqa: F401  (the fixture)
 from tests.fleet.redis_server import redis_url  # noqa: F401  (the fixture)
 from tests.fleet.test_celery_dispatch import DEVICEFIT, TINY, Worker, _cpu_fingerprint, _rows
-from tests.pipelines.test_daemon_loop import CHAIN, SEED, SENSOR, _sensor_ticks
+from tests.pipelines.test_daemon_loop import SEED, SENSOR, _sensor_ticks, chain_rebuilt_since
 
 ROOT = Path(__file__).resolve().parents[2]
 MULTIHOST = ROOT / "dagster_home" / "multihost" / "dagster.yaml"
@@ -135,14 +135,7 @@ def test_the_daemon_sends_the_schedules_run_to_its_device_and_the_rebuild_to_the
             assert measured.status == dg.DagsterRunStatus.SUCCESS, measured.status
             assert measured.tags[dispatch.WORKER_TAG] == node_name(device)  # the device's worker executed it
 
-            def chain_done() -> bool:
-                for name in CHAIN:
-                    event = instance.get_latest_materialization_event(dg.AssetKey(name))
-                    if event is None or event.timestamp < submitted:
-                        return False
-                return True
-
-            _wait(chain_done, 600, "the derived chain was not rebuilt", procs + workers)
+            _wait(lambda: chain_rebuilt_since(instance, submitted), 600, "the derived chain was not rebuilt", procs + workers)
             derived = [r for r in instance.get_runs() if r.run_id != run.run_id]
             assert derived and all(r.tags.get(dispatch.QUEUE_TAG) == dispatch.WRITER_QUEUE for r in derived), \
                 [(r.job_name, r.tags.get(dispatch.QUEUE_TAG)) for r in derived]

@@ -26,6 +26,15 @@ CHAIN = ("benchmark_results", "aggregated_results", "compatibility_matrix", "tra
          "selection_map", "benchmark_reports", "regression_report")
 
 
+def chain_rebuilt_since(instance: dg.DagsterInstance, since: float) -> bool:
+    """Every asset of CHAIN materialized at or after `since` (a time.time())."""
+    for key in CHAIN:
+        event = instance.get_latest_materialization_event(dg.AssetKey(key))
+        if event is None or event.timestamp < since:
+            return False
+    return True
+
+
 def _sensor_ticks(instance: dg.DagsterInstance) -> int:
     states = [s for s in instance.all_instigator_state() if s.name == SENSOR]
     return sum(len(instance.get_ticks(s.instigator_origin_id, s.selector_id)) for s in states)
@@ -67,14 +76,7 @@ def test_the_daemon_rebuilds_the_chain_after_a_partition_lands(tmp_path):
         assert result.success
         landed = time.time()
 
-        def chain_done() -> bool:
-            for key in CHAIN:
-                event = instance.get_latest_materialization_event(dg.AssetKey(key))
-                if event is None or event.timestamp < landed:
-                    return False
-            return True
-
-        _wait(chain_done, 420, "the chain did not materialize", daemon, log)
+        _wait(lambda: chain_rebuilt_since(instance, landed), 420, "the chain did not materialize", daemon, log)
         runs = instance.get_runs()
         automated = [r for r in runs if r.tags.get("dagster/sensor_name") == SENSOR or "dagster/from_automation_condition" in str(r.tags)]
         assert automated, [r.tags for r in runs]
