@@ -149,10 +149,22 @@ def register(app) -> None:
     """Adds `devicefit guide` to the command group."""
     @app.command("guide", rich_help_panel="Guides", context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
                  help="Run a command of the guides as written, minus `python`: `devicefit guide hardware_model_predictor.py --model "
-                      "bert --hardware cuda cpu`. Prints the devicefit command it runs (devicefit/cli/guides.py holds the table).")
-    def guide(ctx: typer.Context, script: str = typer.Argument(..., help="The guide's script, e.g. hardware_selector.py.")) -> None:
+                      "bert --hardware cuda cpu`. Prints the devicefit command it runs (devicefit/cli/guides.py holds the table). "
+                      "`devicefit guide --modules-path` prints the directory that makes the guides' Python imports work as written "
+                      "(`PYTHONPATH=\"$(devicefit guide --modules-path)\" python example.py`).")
+    def guide(ctx: typer.Context,
+              script: str = typer.Argument(None, help="The guide's script, e.g. hardware_selector.py."),
+              modules_path: bool = typer.Option(False, "--modules-path", help="Print the directory of the guides' module names "
+                                                "(hardware_selector, resource_pool, ...) for PYTHONPATH, and exit.")) -> None:
         from devicefit.cli.common import err
 
+        if modules_path:
+            from devicefit.guide_modules import modules_path as path
+
+            typer.echo(str(path()))
+            raise typer.Exit(0)
+        if script is None:
+            raise UnknownGuideCommand(f"name the guide's script (one of {', '.join(sorted(SCRIPTS))}), or pass --modules-path")
         argv = translate(script, list(ctx.args))
         err.print(f"devicefit {' '.join(argv)}", soft_wrap=True, highlight=False, markup=False)
         code = ctx.find_root().command.main(args=argv, prog_name="devicefit", standalone_mode=False)

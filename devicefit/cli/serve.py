@@ -109,3 +109,23 @@ def generate_tests(
         console.print(f"  validated: ran once on {result.validation['device']}, first output {result.validation['first_output_shape']} "
                       f"{result.validation['dtype']}")
     console.print(f"run it: .venv/bin/python -m pytest {result.path}")
+
+
+@app.command("export-templates", rich_help_panel=PANEL)
+def export_templates(
+    directory: Path = typer.Argument(Path("templates"), help="Where to copy them (the integration guide loads ./templates)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite templates there that differ from devicefit's."),
+) -> None:
+    """Copy the test templates under the names `recommended_template` gives (hf_<family>_template.py,
+    and the base they extend), for the integration guide's own Jinja2 code (spec 003): they render
+    with a plain jinja2.Environment and the guide's variables (model_name, model_family,
+    recommended_hardware, torch_device, ...) as well as with `devicefit generate-tests`."""
+    from devicefit.testgen.naming import TemplateExportError
+    from devicefit.testgen.naming import export_templates as export
+
+    try:
+        written = export(directory, force=force)
+    except TemplateExportError as exc:
+        fail(str(exc))
+    for path in written:
+        console.print(f"wrote {path}")

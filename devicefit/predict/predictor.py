@@ -2,8 +2,9 @@
 link answered (`source`):
 
 1. `trained_predictor` - the LightGBM regressors, only for a hardware kind, family, precision,
-   mode and backend the training data contained; a kind answers for its device in the artifact's
-   `devices` (this machine's, when it measured the kind);
+   mode and backend the training data contained, and a model within PARAMS_EXTRAPOLATION of the
+   parameter range trained on; a kind answers for its device in the artifact's `devices` (this
+   machine's, when it measured the kind);
 2. `roofline_calibrated` - the device's roofline times the efficiency measured on that kind
    (same backend, precision and mode);
 3. `static_rule` - the roofline at an assumed fraction of peak, for a kind with a spec but no
@@ -27,6 +28,7 @@ from devicefit.predict.validation_report import ValidationReport
 STATIC_EFFICIENCY = 0.25  # fraction of roofline speed assumed when nothing was measured on a kind
 STATIC_INTERVAL_FACTOR = 4.0  # x/÷ around a static-rule prediction
 STATIC_PROCESS_BASELINE = 500 * 2**20  # bytes of a Python process with torch loaded, when none was measured
+PARAMS_EXTRAPOLATION = 2.0  # how far beyond the trained parameter range the trained link still answers
 
 
 @dataclass
@@ -106,23 +108,36 @@ class PerformancePredictor:
     def version(self) -> str:
         return self.artifact.get("version", self.artifact["trained_at"])
 
-    def _in_domain(self, r: Request) -> bool:
+    def _outside_domain(self, r: Request) -> str | None:
+        """Why the trained link may not answer `r` (None: it may). Beside the categories and the
+        device's fits, the model's size: the boosters correct the roofline by residuals learnt on
+        models of the trained size range, and their intervals were validated there; a model
+        PARAMS_EXTRAPOLATION times beyond it (a 7B model against a 0.15B largest) is answered by
+        the roofline links, which say so."""
         device = self._device(r)
         roofline = self.baselines.roofline.get(f"{device}|{r.backend}")
         memory = self.baselines.memory.get(device)
-        return (r.kind in self.domain["device_kind"] and r.point.family in self.domain["family"]
+        if not (r.kind in self.domain["device_kind"] and r.point.family in self.domain["family"]
                 and all(v in self.categories[c] for c, v in (("precision", r.precision), ("mode", r.mode), ("backend", r.backend)))
                 and roofline is not None and roofline.covers(r.precision, r.mode)
-                and memory is not None and memory.covers(r.precision, r.mode))
+                and memory is not None and memory.covers(r.precision, r.mode)):
+            return f"nothing trained on {r.kind}/{r.point.family}/{r.backend}/{r.precision}/{r.mode}"
+        low, high = self.domain.get("params") or (0, math.inf)
+        if not low / PARAMS_EXTRAPOLATION <= r.point.params <= high * PARAMS_EXTRAPOLATION:
+            return (f"{r.point.name} has {r.point.params / 1e9:.3g}B parameters, outside the {low / 1e9:.3g}-{high / 1e9:.3g}B "
+                    f"trained on (x{PARAMS_EXTRAPOLATION:g} either side)")
+        return None
 
     def predict(self, requests: list[Request]) -> list[Prediction]:
         out: list[Prediction | None] = [None] * len(requests)
-        trained = [i for i, r in enumerate(requests) if self.boosters and self._in_domain(r) and self._device(r) in self.specs]
+        outside = [self._outside_domain(r) if self.boosters and self._device(r) in self.specs else "no trained predictor"
+                   for r in requests]
+        trained = [i for i, why in enumerate(outside) if why is None]
         if trained:
             self._predict_trained([requests[i] for i in trained], trained, out)
         for i, r in enumerate(requests):
             if out[i] is None:
-                out[i] = self._fallback(r)
+                out[i] = self._fallback(r, outside[i])
         return out  # type: ignore[return-value]
 
     def _predict_trained(self, requests: list[Request], index: list[int], out: list) -> None:
@@ -145,7 +160,7 @@ class PerformancePredictor:
                                        f"measurements of {len(self.artifact['models'])} models" + floored,
                                        self.level)
 
-    def _fallback(self, r: Request) -> Prediction:
+    def _fallback(self, r: Request, outside: str | None = None) -> Prediction:
         from benchmark_runners import registry
 
         backend = registry.backends().get(r.backend)
@@ -169,7 +184,7 @@ class PerformancePredictor:
             return Prediction(lat, r.batch_size * 1e3 / lat, mem, _interval(lat, cal["latency_spread"]),
                               _interval(r.batch_size * 1e3 / lat, cal["latency_spread"]), mem_interval,
                               "roofline_calibrated",
-                              f"outside the trained domain: roofline on {spec.name} ({spec.source}) x efficiency measured on {cal['n']} rows of "
+                              f"outside the trained domain ({outside or 'not trained'}): roofline on {spec.name} ({spec.source}) x efficiency measured on {cal['n']} rows of "
                               f"{r.kind}/{r.backend}/{r.precision}/{r.mode}" + floored, self.level)
         lat = roof / STATIC_EFFICIENCY
         spread = math.log(STATIC_INTERVAL_FACTOR)

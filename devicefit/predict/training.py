@@ -396,6 +396,13 @@ def default_devices(data: TrainingData, local_host: str | None) -> dict[str, str
     return out
 
 
+def parameter_range(data: TrainingData) -> list[int]:
+    """The smallest and largest parameter count trained on: the size range the boosters and
+    their validated intervals describe (the predictor answers further out from the roofline)."""
+    params = [round(math.exp(f["log_params"])) for f in data.features]
+    return [min(params), max(params)]
+
+
 def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: str | None = None) -> dict[str, Any]:
     """Fit on every usable row, validate by held-out groups, return the artifact (JSON-able).
     `specs` per device (or per kind, for kinds measured on one device); `local_host` is this
@@ -415,7 +422,8 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: 
         "format": ARTIFACT_FORMAT,
         "trained_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "rows": len(data), "models": sorted(set(data.models)), "skipped": data.skipped, "contended_rows_used": data.contended_kept,
-        "domain": {"device_kind": sorted(set(data.kinds)), "device": sorted(set(data.devices)), "family": sorted(set(data.families))},
+        "domain": {"device_kind": sorted(set(data.kinds)), "device": sorted(set(data.devices)), "family": sorted(set(data.families)),
+                   "params": parameter_range(data)},
         "devices": default_devices(data, local_host),
         "categories": categories, "numeric": list(NUMERIC),
         "process_baseline": data.process_baseline,

@@ -17,12 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmark_runners import registry
 from devicefit.errors import DevicefitError
 from devicefit.testgen.literals import python_docstring, python_literal, safe_file_stem
-from devicefit.testgen.naming import TEMPLATE_DIR, template_file, template_for_family
+from devicefit.testgen.naming import FAMILY_NAMES, TEMPLATE_DIR, template_file, template_for_family
 
-FAMILIES = ("embedding", "text_generation", "vision", "audio", "multimodal")
+FAMILIES = FAMILY_NAMES
 GENERATED_BATCH = 2
 log = logging.getLogger("devicefit.testgen")
 
@@ -116,7 +115,7 @@ def generate_test(model: str, output_dir: str | Path = "generated_tests", device
         model_source=f"{spec.source} model {spec.name}", modality=modality)
     content = _environment().get_template(template_file(template).name).render(
         docstring=docstring, model_ref=str(spec.path) if spec.source == "local" else spec.name, family=family,
-        recommended_hardware=recommended, forced_device=device, kinds=list(dict.fromkeys([*registry.torch_kinds(), under_test])),
+        recommended_hardware=recommended, forced_device=device,
         batch_size=GENERATED_BATCH, timeout=float(timeout), clear_cache=clear_cache, debug=debug)
     _check_source(content, docstring, template)
     out = Path(output_dir)

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from devicefit.errors import DevicefitError
+
 TEMPLATE_DIR = Path(__file__).parent / "templates"
+# The families a template covers (each has hf_<family>_template.py.j2).
+FAMILY_NAMES = ("embedding", "text_generation", "vision", "audio", "multimodal")
 
 
 def template_file(template_name: str) -> Path:
@@ -15,3 +19,29 @@ def template_file(template_name: str) -> Path:
 
 def template_for_family(family: str) -> str:
     return f"hf_{family}_template.py"
+
+
+class TemplateExportError(DevicefitError, ValueError):
+    """A template copy that would overwrite a different file."""
+
+
+def export_templates(directory: str | Path, force: bool = False) -> list[Path]:
+    """Copy the templates under the names the classification gives (`hf_embedding_template.py`,
+    ...) and the base they extend, into `directory`: the guide's own code (spec 003) loads
+    `classification["recommended_template"]` from `./templates` with a plain Jinja2 environment.
+    A file already there with other content is kept (a user's edited template) unless `force`."""
+    out = Path(directory)
+    copies = {source.name: source for source in TEMPLATE_DIR.glob("base*.j2")}
+    copies.update({template_file(name).name.removesuffix(".j2"): template_file(name)
+                   for name in (template_for_family(f) for f in FAMILY_NAMES)})
+    clashes = [name for name, source in copies.items()
+               if (out / name).exists() and (out / name).read_bytes() != source.read_bytes()]
+    if clashes and not force:
+        raise TemplateExportError(f"{out} already holds other versions of {', '.join(sorted(clashes))}; "
+                                  "kept as they are (pass --force to overwrite them)")
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, source in sorted(copies.items()):
+        (out / name).write_bytes(source.read_bytes())
+        written.append(out / name)
+    return written

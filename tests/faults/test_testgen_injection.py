@@ -56,3 +56,25 @@ def test_a_hostile_model_directory_generates_an_inert_test(tmp_path, tiny_models
                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert not (tmp_path / "PWNED").exists() and not (out / "PWNED").exists()
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def test_a_hostile_name_rendered_by_the_guides_plain_jinja2_code_stays_a_literal(tmp_path):
+    """The integration guide renders the exported templates itself, with a plain
+    jinja2.Environment (no python_literal filter): values then go through Jinja's tojson, which
+    must keep a hostile name inert too."""
+    import jinja2
+
+    from devicefit.testgen.naming import export_templates
+
+    export_templates(tmp_path / "templates")
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(tmp_path / "templates"))
+    for family in ("embedding", "text_generation", "vision", "audio", "multimodal"):
+        source = environment.get_template(f"hf_{family}_template.py").render(
+            model_name=PAYLOAD, model_family=PAYLOAD, model_subfamily=PAYLOAD, recommended_hardware=PAYLOAD,
+            resource_requirements={PAYLOAD: PAYLOAD}, torch_device=PAYLOAD)
+        tree = ast.parse(source)
+        assert PAYLOAD in ast.get_docstring(tree, clean=False)
+        for node in tree.body[1:]:
+            assert isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.FunctionDef)), ast.dump(node)[:200]
+        constants = {n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign)}
+        assert ast.literal_eval(constants["MODEL"]) == PAYLOAD == ast.literal_eval(constants["RECOMMENDED"])

@@ -1,8 +1,13 @@
 """Generated tests for one model of each family really run with pytest here: the CPU tests
 pass, absent hardware skips with detection's reason, and each file records its template and
 where its recommendation and requirements came from."""
+import ast
+import os
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -69,3 +74,59 @@ def test_generate_tests_cli(tmp_path, measured, artifact):
     assert out.exit_code == 0, out.output
     text = (tmp_path / "test_hf_bert_tiny.py").read_text()
     assert "POOL.clear()" in text and "idle_timeout_s=30.0" in text and 'DEVICE_UNDER_TEST = "cpu"' in text
+
+
+# --- The integration guide's own Jinja2 code (spec 003 L247), run as written ------------------
+
+GUIDE_BLOCK = Path(__file__).resolve().parents[1] / "guide_examples" / "integration_guide_L247.py"
+SPEC = Path(os.environ.get("DEVICEFIT_SPEC_DIR") or Path(__file__).resolve().parents[2].parent / "shared" / "spec")
+
+
+def test_the_kept_block_is_the_guides_own():
+    guide = SPEC / "003_integration_guide.md"
+    if not guide.exists():
+        pytest.skip(f"the guides are not beside this checkout ({SPEC}): the kept copy is used as it is")
+    lines = guide.read_text().splitlines(keepends=True)
+    assert lines[246].startswith("from hardware_model_integration import") and lines[245].strip() == "```python"
+    end = next(i for i in range(246, len(lines)) if lines[i].strip() == "```")
+    assert "".join(lines[246:end]) == GUIDE_BLOCK.read_text()
+
+
+def test_the_guides_template_code_runs_as_written_and_its_test_passes(tmp_path):
+    """`devicefit export-templates` puts the templates in ./templates under the names
+    `recommended_template` gives; the guide's block, unchanged, with only the guide modules on
+    PYTHONPATH (an empty data directory: the classification answers from the cold start), renders
+    the embedding template with a plain jinja2.Environment and its own variables; the file it
+    writes is a pytest file that passes here."""
+    from devicefit.guide_modules import modules_path
+
+    exported = CliRunner().invoke(app, ["export-templates", str(tmp_path / "templates")])
+    assert exported.exit_code == 0, exported.output
+    shutil.copyfile(GUIDE_BLOCK, tmp_path / "example.py")
+    env = {**os.environ, "PYTHONPATH": str(modules_path()), "DEVICEFIT_DATA_DIR": str(tmp_path / "data")}
+    run = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == "Generated hardware-aware test file: test_hf_bert_base_uncased.py"
+    written = tmp_path / "generated_tests" / "test_hf_bert_base_uncased.py"
+    tree = ast.parse(written.read_text())
+    assert "bert-base-uncased (embedding" in ast.get_docstring(tree) and "rendered from devicefit's template" in ast.get_docstring(tree)
+    constants = {n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign)}
+    assert ast.literal_eval(constants["MODEL"]) == "bert-base-uncased" and ast.literal_eval(constants["FAMILY"]) == "embedding"
+    tested = subprocess.run([sys.executable, "-m", "pytest", str(written), "-q", "-rs", "-p", "no:cacheprovider"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    passed = re.search(r"\b(\d+) passed", tested.stdout)
+    assert tested.returncode == 0 and passed and int(passed.group(1)) >= 2, tested.stdout[-3000:]  # cpu forward + pooled reuse
+
+
+def test_export_keeps_an_edited_template_unless_forced(tmp_path):
+    from devicefit.testgen.naming import TEMPLATE_DIR
+
+    target = tmp_path / "templates"
+    assert CliRunner().invoke(app, ["export-templates", str(target)]).exit_code == 0
+    assert CliRunner().invoke(app, ["export-templates", str(target)]).exit_code == 0  # same content: nothing lost
+    (target / "hf_vision_template.py").write_text("{# my edits #}\n")
+    refused = CliRunner().invoke(app, ["export-templates", str(target)])
+    assert refused.exit_code != 0 and "hf_vision_template.py" in refused.output and "--force" in refused.output
+    assert (target / "hf_vision_template.py").read_text() == "{# my edits #}\n"
+    assert CliRunner().invoke(app, ["export-templates", str(target), "--force"]).exit_code == 0
+    assert (target / "hf_vision_template.py").read_bytes() == (TEMPLATE_DIR / "hf_vision_template.py.j2").read_bytes()

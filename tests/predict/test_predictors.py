@@ -87,6 +87,24 @@ def test_fallback_chain_labels_every_source(artifact):
     assert browser.source == "unavailable" and browser.latency_ms is None
 
 
+def test_a_model_far_beyond_the_trained_sizes_is_answered_by_the_roofline_links_and_says_why(artifact):
+    """The boosters were fitted and their intervals validated on models of at most a few hundred
+    million parameters; Llama-2-7B is ~50x the largest, so the trained link must not answer it
+    with those intervals. The calibrated roofline does, naming the size range."""
+    from devicefit.predict.predictor import PARAMS_EXTRAPOLATION
+
+    predictor = PerformancePredictor(artifact)
+    low, high = artifact["domain"]["params"]
+    assert 0 < low < high and {round(p) for p in (low, high)} <= {model_point(resolve_model(m)).params for m in MODELS}
+    big = model_point(resolve_model("llama-2-7b"))
+    assert big.params > high * PARAMS_EXTRAPOLATION
+    inside, outside = predictor.predict([Request(model_point(resolve_model(MODELS[0])), 1, "fp32", "inference", "cpu"),
+                                         Request(big, 1, "fp32", "inference", "cpu")])
+    assert inside.source == "trained_predictor"
+    assert outside.source == "roofline_calibrated" and outside.latency_ms > 0
+    assert "llama-2-7b has 6.74B parameters, outside the" in outside.detail and "B trained on (x2 either side)" in outside.detail
+
+
 def test_throughput_and_latency_agree_exactly(artifact):
     predictor = PerformancePredictor(artifact)
     point = model_point(resolve_model("distilbert-base-uncased"))

@@ -1,0 +1,4 @@
+"""Guide name (000) for devicefit.client."""
+from devicefit.client import HardwareSelectionClient
+
+__all__ = ["HardwareSelectionClient"]
