@@ -12,7 +12,7 @@ export DAGSTER_HOME ?= $(CURDIR)/dagster_home
 HOST ?= 127.0.0.1
 UI_PORT ?= 3000
 
-.PHONY: run test test-slow install ui serve report fleet-deps clean
+.PHONY: run test test-slow install install-browser ui serve report fleet-deps clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,8 +22,24 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The browser kinds (wasm, webgpu, webnn: onnxruntime-web in headless Chromium). Debian's chromium
+# with apt-get when missing and possible (root); onnxruntime-web with `npm ci` from the kept lock
+# file. Never fatal: where either cannot be installed, `devicefit detect` reports the browser
+# kinds unavailable with the reason and their tests skip saying so.
+WEB := benchmark_runners/browser/web
+$(WEB)/node_modules/.package-lock.json: $(WEB)/package-lock.json
+	@command -v npm >/dev/null && (cd $(WEB) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) || \
+	  echo "npm missing or npm ci failed: the browser kinds will report onnxruntime-web missing"
+
+install-browser: $(WEB)/node_modules/.package-lock.json
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null && \
+	    echo "installed chromium for the browser kinds and PNG export"; } || \
+	  echo "no Chromium and none installable here (needs root and apt-get): the browser kinds are reported unavailable"
+
 # Detect this machine, then materialize the quick profile through Dagster and print a summary.
-run: $(STAMP)
+run: $(STAMP) install-browser
 	$(VENV)/bin/devicefit detect
 	$(VENV)/bin/devicefit run --profile quick
 
@@ -57,7 +73,7 @@ fleet-deps:
 	  echo "postgresql or redis-server missing and not installable here (needs root and apt-get): install them with the system's package manager"
 
 # ruff first (pyflakes, import order; configured in pyproject.toml), then the suite.
-test: $(STAMP)
+test: $(STAMP) install-browser
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 

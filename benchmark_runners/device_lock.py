@@ -75,11 +75,22 @@ def physical_device(device: str) -> str:
     """The lock name of a config's device: "cpu" and "openvino:CPU" -> "cpu", "cuda" and
     "cuda:0" -> "cuda-0", "cuda:1" -> "cuda-1"."""
     kind, _, index = device.partition(":")
-    shared = registry.physical_kind(kind)
+    shared = registry.physical_kind(kind, software=_is_software(kind))
     name = shared if shared != kind else "cpu" if kind == "cpu" else f"{kind}-{index or '0'}"
     if not _NAME.fullmatch(name):  # it becomes a file name under the lock directory
         raise ValueError(f"not a device: {device!r}")
     return name
+
+
+def _is_software(kind: str) -> bool:
+    """Whether this host's detection found `kind`'s device to be software (WebGPU on SwiftShader),
+    for kinds that can be; read from the cached detection."""
+    if kind not in registry.kinds() or registry.kind(kind).software_runs_on is None:
+        return False
+    from benchmark_runners.hardware import detect_hardware
+
+    devices = detect_hardware(probe=False).platforms.get(kind)
+    return bool(devices and devices.devices and devices.devices[0].get("software"))
 
 
 _held: dict[str, tuple[int, int]] = {}  # lock name -> (fd, depth), this process's

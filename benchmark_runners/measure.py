@@ -47,8 +47,11 @@ class ConfigMeasurer:
         self.rss = PeakRSS()
         self._loaded_key: tuple | None = None
         self._loaded: PreparedModel | None = None
+        self._loaded_backend: str | None = None
 
     def _release(self) -> None:
+        if self._loaded is not None:
+            getattr(registry.backend(self._loaded_backend), "release", lambda _p: None)(self._loaded)
         self._loaded = None
         self._loaded_key = None
         import gc
@@ -67,19 +70,20 @@ class ConfigMeasurer:
             before = self.rss.current_bytes()
             prepared = backend.prepare(spec, config)
             prepared.memory.update(rss_before_load_bytes=before, rss_after_load_bytes=self.rss.current_bytes())
-            self._loaded, self._loaded_key = prepared, key
+            self._loaded, self._loaded_key, self._loaded_backend = prepared, key, config.backend
         return self._loaded
 
     @staticmethod
-    def _measure(step: TimedStep, config: BenchmarkConfig) -> tuple[Measurement, dict[str, Any]]:
+    def _measure(step: TimedStep, config: BenchmarkConfig, helpers: tuple[int, ...] = ()) -> tuple[Measurement, dict[str, Any]]:
         """The harness's measurement, with the share of the host's CPU that other processes used
-        meanwhile; a contended measurement is taken again once (benchmark_runners.contention)."""
+        meanwhile (`helpers`, the backend's own processes, are not others); a contended
+        measurement is taken again once (benchmark_runners.contention)."""
         attempts = 0
         while True:
             attempts += 1
-            before = contention.snapshot()
-            m = measure(step.run, clock_for(config.device), config.policy)
-            share = contention.other_cpu_share(before, contention.snapshot())
+            before = contention.snapshot(helpers)
+            m = measure(step.run, step.clock or clock_for(config.device), config.policy)
+            share = contention.other_cpu_share(before, contention.snapshot(helpers))
             contended = contention.is_contended(share)
             if not contended or attempts == 2:
                 return m, {"other_cpu_share": share, "contended": contended, "contention_attempts": attempts}
@@ -111,11 +115,16 @@ class ConfigMeasurer:
             self.rss.reset()
             device_memory_reset(config.device)
             with backend.measurement_context(prepared):
-                m, contention = self._measure(step, config)
+                # The optional hooks (backends.base.Backend has them; a plugin registered by shape may not).
+                helpers = getattr(backend, "helper_pids", lambda _p: [])(prepared)
+                m, contention = self._measure(step, config, tuple(helpers))
             row.update(contention)
             # The peaks are the timed work's: read before the output check allocates its copies.
             row.update(device_memory_peaks(config.device))
             row["peak_rss_bytes"] = self.rss.peak_bytes()
+            elsewhere = getattr(backend, "memory_after_timing", lambda _p: None)(prepared)
+            if elsewhere is not None:  # the model ran outside this process (a browser): its memory is there
+                row["peak_rss_bytes"], row["memory_method"] = elsewhere
             check = check_output(step.last_output() if step.last_output else backend.output(prepared, inputs))
             row["output_check"] = check.to_json()
             if check.problem:
@@ -139,6 +148,7 @@ class ConfigMeasurer:
         seq = sig.dims.get("seq_length")
         phases = {name: [ns / NS_PER_MS for ns in values] for name, values in m.phase_samples_ns.items()}
         phase_p50 = {name: summarize(values).p50_ms for name, values in phases.items()}
+        memory_method = row.pop("memory_method", None) or self.rss.method
         return BenchmarkResult.for_config(
             config, self.run_id, now_iso(), "ok", None,
             **row,
@@ -164,5 +174,5 @@ class ConfigMeasurer:
             loss_kind=prepared.loss_kind,
             rss_before_load_bytes=prepared.memory.get("rss_before_load_bytes"),
             rss_after_load_bytes=prepared.memory.get("rss_after_load_bytes"),
-            memory_method=self.rss.method,
+            memory_method=memory_method,
         )

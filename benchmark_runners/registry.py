@@ -63,6 +63,9 @@ class DeviceKind:
     # AMD GPUs as "cuda"): rows measured there are stored under that kind.
     addressed_as: str | None = None
     host_memory: bool = False  # its models live in the host's RAM (the CPU, Apple's unified memory)
+    # The kind whose device does the work when detection says this kind's device is software
+    # (WebGPU on SwiftShader's Vulkan runs on the CPU): its lock and fleet tag are then that kind's.
+    software_runs_on: str | None = None
     # The precisions it runs natively, best first: what searches over precision enumerate.
     native_precisions: tuple[str, ...] = ()
 
@@ -76,6 +79,7 @@ class DeviceKind:
 
 
 _PLATFORMS = "benchmark_runners.hardware.platforms"
+_BROWSER = "benchmark_runners.browser.detection"
 BUILTIN_KINDS = (
     DeviceKind("cpu", f"{_PLATFORMS}:detect_cpu", "the host CPU", "cpu", "cpu", probed=True, host_memory=True,
                native_precisions=("fp32", "bf16", "int8")),
@@ -90,13 +94,21 @@ BUILTIN_KINDS = (
     DeviceKind("openvino", f"{_PLATFORMS}:detect_openvino", "Intel OpenVINO runtime devices", "openvino:{name}", "cpu",
                shares_device_of="cpu", host_memory=True, native_precisions=("fp32", "bf16", "int8")),
     DeviceKind("qnn", f"{_PLATFORMS}:detect_qnn", "Qualcomm AI Engine Direct (QNN) NPUs"),
-    DeviceKind("webnn", f"{_PLATFORMS}:detect_webnn", "the browser's WebNN API"),
-    DeviceKind("webgpu", f"{_PLATFORMS}:detect_webgpu", "the browser's WebGPU API"),
+    # The browser kinds: onnxruntime-web in headless Chromium (benchmark_runners/browser). wasm
+    # runs on the CPU's cores; WebGPU on the adapter the browser gives (SwiftShader's software
+    # Vulkan, on the CPU, where there is no GPU: the fleet's concurrency tag says so per device).
+    DeviceKind("wasm", f"{_BROWSER}:detect_wasm", "WebAssembly (SIMD, threads) in the browser, through onnxruntime-web", "wasm",
+               shares_device_of="cpu", host_memory=True, native_precisions=("fp32", "int8")),
+    DeviceKind("webnn", f"{_BROWSER}:detect_webnn", "the browser's WebNN API, through onnxruntime-web", "webnn",
+               native_precisions=("fp32", "fp16")),
+    DeviceKind("webgpu", f"{_BROWSER}:detect_webgpu", "the browser's WebGPU API, through onnxruntime-web", "webgpu",
+               software_runs_on="cpu", native_precisions=("fp32", "fp16")),
 )
 # One entry per backend: "module:Class" of a benchmark_runners.backends.base.Backend subclass.
 BUILTIN_BACKENDS = (
     "benchmark_runners.backends.torch_backend:TorchBackend",
     "benchmark_runners.backends.openvino_backend:OpenVINOBackend",
+    "benchmark_runners.backends.browser_backend:BrowserBackend",
 )
 
 
@@ -245,9 +257,11 @@ def kind_of_device(device: str) -> str:
     return device.split(":")[0]
 
 
-def physical_kind(kind_name: str) -> str:
-    """The kind whose physical device a kind's measurements run on."""
-    return kinds().get(kind_name, DeviceKind(kind_name, "", "")).shares_device_of or kind_name
+def physical_kind(kind_name: str, software: bool = False) -> str:
+    """The kind whose physical device a kind's measurements run on; `software`: detection found
+    this kind's device to be a software one (see DeviceKind.software_runs_on)."""
+    k = kinds().get(kind_name, DeviceKind(kind_name, "", ""))
+    return k.shares_device_of or (k.software_runs_on if software else None) or kind_name
 
 
 def torch_device(kind_name: str) -> str | None:

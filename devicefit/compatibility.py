@@ -24,6 +24,12 @@ def performance_ratings(con, inventory: dict[str, Any] | None) -> dict[tuple[str
     probes = (inventory or {}).get("probes") or {}
     peaks = {registry.kind_of_device(d): p.get("matmul_gflops_best")
              for d, p in probes.items() if isinstance(p, dict) and p.get("matmul_gflops_best")}
+    from devicefit.predict.hardware_specs import runs_on_cpu
+
+    for kind, info in ((inventory or {}).get("platforms") or {}).items():  # wasm, software WebGPU: rated against the CPU they run on
+        devices = info.get("devices") or [{}]
+        if "cpu" in peaks and kind not in peaks and runs_on_cpu(kind, bool(devices[0].get("software"))):
+            peaks[kind] = peaks["cpu"]
     efficiencies: dict[tuple[str, str], list[float]] = {}
     for r in store.fp32_inference_gflops(con):
         if r["device_kind"] in peaks:

@@ -41,6 +41,14 @@ class SweepProfile:
     long_sequence_models: tuple[str, ...] = ()
     long_sequence_length: int = 512
     long_sequence_batch_sizes: tuple[int, ...] = (1, 4)
+    # Kinds measured on a subset of the models and batch sizes (the browser kinds: WebGPU on
+    # SwiftShader is ~100x slower than torch on the same CPU). A model named on the command line
+    # is measured on every kind.
+    kind_models: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    kind_batch_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def measures(self, kind: str, model: str) -> bool:
+        return kind not in self.kind_models or model in self.kind_models[kind]
 
     def precisions_for(self, kind: str, cpu_isa: list[str] | None = None) -> tuple[str, ...]:
         """The precisions this profile lists for a kind; a kind it does not name (a plugin's)
@@ -60,7 +68,7 @@ QUICK = SweepProfile(
     batch_sizes=(1, 4, 16),
     # OpenVINO: f32 and bf16 compile hints on the same CPU as torch (its int8 is in the full sweep).
     precisions={"cpu": ("fp32", "bf16", "int8"), "cuda": ("fp32", "fp16", "bf16"), "mps": ("fp32", "fp16"),
-                "openvino": ("fp32", "bf16")},
+                "openvino": ("fp32", "bf16"), "wasm": ("fp32", "int8"), "webgpu": ("fp32",), "webnn": ("fp32",)},
     training_models=("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "resnet-18"),
     training_batch_sizes=(1, 4, 16),
     # Caps, not targets: configs that converge stop earlier. Replayed over the 200 configs a
@@ -71,16 +79,25 @@ QUICK = SweepProfile(
     # agree within 3%: on the AMD VM's 160 quick rows that cut 9.0 to 8.3 min, p90 shift 0.2%.
     policy=TimingPolicy(max_time_s=2.0, warmup_max_time_s=1.0, cap_overrun=1.5, cap_agreement=0.03),
     long_sequence_models=("all-MiniLM-L6-v2", "gpt2"),
+    # The browser (onnxruntime-web in headless Chromium): one model per modality on wasm, the
+    # two smallest on WebGPU and WebNN, batches 1 and 4.
+    kind_models={"wasm": ("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "resnet-18", "whisper-tiny", "clip-vit-base-patch32"),
+                 "webgpu": ("bert-tiny", "mobilenet-v2"), "webnn": ("bert-tiny", "mobilenet-v2")},
+    kind_batch_sizes={"wasm": (1, 4), "webgpu": (1, 4), "webnn": (1, 4)},
 )
 FULL = SweepProfile(
     name="full",
     models=tuple(swept_catalog_names()),  # config-only models (7B-70B, ...) are measured when named
     batch_sizes=(1, 4, 16, 64),
     precisions={"cpu": ("fp32", "bf16", "int8"), "cuda": ("fp32", "fp16", "bf16", "int8"), "mps": ("fp32", "fp16", "bf16"),
-                "openvino": ("fp32", "bf16", "fp16", "int8")},
+                "openvino": ("fp32", "bf16", "fp16", "int8"), "wasm": ("fp32", "int8"), "webgpu": ("fp32", "fp16"),
+                "webnn": ("fp32", "fp16")},
     training_models=("bert-tiny", "all-MiniLM-L6-v2", "distilbert-base-uncased", "bert-base-uncased", "gpt2",
                      "t5-small", "mobilenet-v2", "resnet-50", "vit-base-patch16-224", "whisper-tiny"),
     training_batch_sizes=(1, 4, 16),
+    kind_models={"webgpu": ("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "efficientnet-b0", "resnet-18", "whisper-tiny"),
+                 "webnn": ("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "efficientnet-b0", "resnet-18", "whisper-tiny")},
+    kind_batch_sizes={"wasm": (1, 4, 16), "webgpu": (1, 4), "webnn": (1, 4)},
 )
 PROFILES = {p.name: p for p in (QUICK, FULL)}
 
@@ -181,9 +198,12 @@ class Selection:
 
     def partition_keys(self, inventory: dict, elsewhere: bool = False) -> list[str]:
         """Multi-partition keys "<device id>|<model>" (Dagster orders dimensions by name)."""
-        from devicefit.fleet.partitions import partition_key
+        from devicefit.fleet.partitions import partition_key, split_device_id
 
-        return [partition_key(d, name) for d in self.device_ids(inventory, elsewhere) for name in self.model_names()]
+        profile = self.sweep_profile
+        named = bool(self.models)  # a model the user named is measured on every kind
+        return [partition_key(d, name) for d in self.device_ids(inventory, elsewhere) for name in self.model_names()
+                if named or profile.measures(split_device_id(d)[0].split("-", 1)[0], name)]
 
 
 def partition_configs(model: str, kind: str, selection: Selection, cpu_isa: list[str] | None = None) -> list[BenchmarkConfig]:
@@ -191,11 +211,11 @@ def partition_configs(model: str, kind: str, selection: Selection, cpu_isa: list
     profile = selection.sweep_profile
     device, backend = registry.partition_device(kind), registry.backend_of_kind(kind).name
     precisions = selection.precisions or profile.precisions_for(kind, cpu_isa)
-    sizes = selection.batch_sizes or profile.batch_sizes
+    sizes = selection.batch_sizes or profile.kind_batch_sizes.get(kind) or profile.batch_sizes
     configs = [BenchmarkConfig(model=model, device=device, backend=backend, precision=p, batch_size=b,
                                seq_length=profile.seq_length, policy=profile.policy)
                for p in precisions for b in sizes]
-    if model in profile.long_sequence_models and not selection.batch_sizes:
+    if model in profile.long_sequence_models and not selection.batch_sizes and kind not in profile.kind_models:
         configs += [replace(c, seq_length=profile.long_sequence_length, batch_size=b)
                     for c in configs if c.batch_size == sizes[0] for b in profile.long_sequence_batch_sizes]
     train = selection.training_mode if selection.training_mode is not None else model in profile.training_models

@@ -59,7 +59,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
     from assets.partitions import add_partitions_for
     from benchmark_runners.hardware import detect_hardware
     from devicefit.fleet.inventory import registered_devices
-    from devicefit.fleet.partitions import device_tag, dispatched_device_tags, host_of_inventory, resolve_local, split_partition_key
+    from devicefit.fleet.partitions import device_tag, dispatched_device_tags, host_of_inventory, is_software_device, resolve_local, split_partition_key
     from devicefit.paths import DataPaths
     from pipelines import dispatch, run_guard
     from pipelines.definitions import defs
@@ -78,7 +78,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
                                       set(instance.get_dynamic_partitions("devices")))
     else:  # the embedded default: every partition measured here, in-process; another host's device is refused
         targets = {key: resolve_local(split_partition_key(key)[0], hardware) for key in partition_keys}
-        tags = {key: device_tag(t.kind, host) for key, t in targets.items()}
+        tags = {key: device_tag(t.kind, host, is_software_device(t.kind, hardware)) for key, t in targets.items()}
     outcome = PipelineRun()
     owner = run_guard.owner_tags()
     quiet = {"console": {"config": {"log_level": "WARNING"}}}  # the summary says what matters

@@ -14,7 +14,7 @@ def test_detect_json_lists_every_kind_with_probe():
     out = devicefit("detect", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert set(data["platforms"]) == {"cpu", "cuda", "rocm", "mps", "openvino", "qnn", "webnn", "webgpu"}
+    assert set(data["platforms"]) == {"cpu", "cuda", "rocm", "mps", "openvino", "qnn", "wasm", "webnn", "webgpu"}
     assert data["probes"]["cpu"]["matmul_gflops_best"] > 0
 
 

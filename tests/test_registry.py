@@ -124,13 +124,15 @@ def test_registrations_that_would_make_the_registry_inconsistent_are_refused():
 
 
 def test_derived_views_agree_with_the_builtin_backends():
-    assert registry.measurable_kinds() == ("cpu", "cuda", "rocm", "mps", "openvino")
-    assert registry.inference_only_kinds() == ("openvino",)
+    assert registry.measurable_kinds() == ("cpu", "cuda", "rocm", "mps", "openvino", "wasm", "webnn", "webgpu")
+    assert registry.inference_only_kinds() == ("openvino", "wasm", "webnn", "webgpu")
+    assert registry.backend_for_device("wasm").name == registry.declared_backend("webgpu") == "browser"
     assert registry.partition_device("openvino") == "openvino:CPU" and registry.partition_device("cuda") == "cuda:0"
     assert registry.backend_for_device("openvino:GPU.1").name == "openvino" and registry.backend_for_device("cuda:3").name == "torch"
-    assert registry.declared_backend("rocm") == "torch" and registry.declared_backend("webgpu") is None
+    assert registry.declared_backend("rocm") == "torch" and registry.declared_backend("qnn") is None
     assert registry.partition_device("rocm") == "rocm:0" and registry.backend_for_device("rocm:1").name == "torch"
     assert registry.physical_kind("openvino") == "cpu" and registry.torch_kinds() == ("cpu", "cuda", "rocm", "mps")
+    assert registry.physical_kind("wasm") == "cpu" and registry.physical_kind("webgpu", software=True) == "cpu" != registry.physical_kind("webgpu")
     with pytest.raises(registry.DeviceRegistryError, match="unknown device 'tpu:0'"):
         registry.backend_for_device("tpu:0")
 

@@ -72,6 +72,9 @@ class TimedStep:
     run: Callable[[IterationClock], None]
     amortize: int = 1
     last_output: Callable[[], Any] | None = None
+    # The step's own clock, where the time is taken elsewhere (the browser page's
+    # performance.now()); None: the device's clock (benchmark_runners.timers.clock_for).
+    clock: IterationClock | None = None
 
     def __post_init__(self):
         if not isinstance(self.amortize, int) or self.amortize < 1:
@@ -136,6 +139,20 @@ class Backend(ABC):
         """The model's first output for these inputs (a tensor or an array), computed outside
         the timing, for the validity check every measured row gets (`output_check`) when the
         step does not keep its own (`TimedStep.last_output`)."""
+
+    def release(self, prepared: PreparedModel) -> None:
+        """Free what the prepared model holds outside this process (a browser page's session);
+        called when the worker drops it. In-process objects need nothing: they are collected."""
+
+    def helper_pids(self, prepared: PreparedModel) -> list[int]:
+        """Processes besides the worker that do the timed work (the browser's): their CPU time is
+        the measurement's own, not contention. None here: the worker does it all."""
+        return []
+
+    def memory_after_timing(self, prepared: PreparedModel) -> tuple[int, str] | None:
+        """(bytes, method) of the memory the model's run occupies where this process's RSS does
+        not see it (the browser's processes); None: the worker's own peak RSS is the figure."""
+        return None
 
     def measurement_context(self, prepared: PreparedModel) -> ContextManager:
         """Entered around warm-up and timing (torch: inference_mode)."""

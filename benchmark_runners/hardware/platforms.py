@@ -195,24 +195,6 @@ def detect_qnn() -> PlatformInfo:
     return PlatformInfo("qnn", False, f"Qualcomm AI Engine Direct (QNN) SDK not found: {why}")
 
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "microsoft-edge")
-
-
-def _detect_browser_api(kind: str, api: str) -> PlatformInfo:
-    browser = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
-    found = f"a browser is installed at {browser}" if browser else "no Chromium/Chrome/Edge is on PATH"
-    return PlatformInfo(kind, False, f"{api} runs inside a browser and devicefit has no browser runner, so nothing can be measured here ({found})",
-                        details={"browser": browser})
-
-
-def detect_webnn() -> PlatformInfo:
-    return _detect_browser_api("webnn", "WebNN")
-
-
-def detect_webgpu() -> PlatformInfo:
-    return _detect_browser_api("webgpu", "WebGPU")
-
-
 def detect_platforms() -> dict[str, PlatformInfo]:
     from benchmark_runners import registry
 

@@ -135,12 +135,19 @@ def host_of_inventory(inventory: dict[str, Any]) -> str | None:
     return devices[0].get("fingerprint") if isinstance(devices[0], dict) else None
 
 
-def device_tag(kind: str, host: str | None) -> str:
+def device_tag(kind: str, host: str | None, software: bool = False) -> str:
     """The run tag value that keeps one benchmark per physical device at a time (dagster.yaml's
-    limit on devicefit/device): the physical kind on its host, so OpenVINO's CPU plugin and every
-    constraint profile of a CPU wait for each other, and two hosts' CPUs do not."""
-    physical = registry.physical_kind(kind)
+    limit on devicefit/device): the physical kind on its host, so OpenVINO's CPU plugin, wasm,
+    WebGPU on a software adapter (`software`) and every constraint profile of a CPU wait for each
+    other, and two hosts' CPUs do not."""
+    physical = registry.physical_kind(kind, software=software)
     return f"{physical}@{host}" if host else physical
+
+
+def is_software_device(kind: str, inventory: dict[str, Any]) -> bool:
+    """Whether a host's detection found its `kind` device to be software (WebGPU on SwiftShader)."""
+    devices = ((inventory.get("platforms") or {}).get(kind) or {}).get("devices") or []
+    return bool(devices and isinstance(devices[0], dict) and devices[0].get("software"))
 
 
 @dataclass(frozen=True)
@@ -150,10 +157,11 @@ class ScheduledDevice:
     device_id: str
     kind: str
     host: str | None  # the host's CPU fingerprint
+    software: bool = False  # a software device (WebGPU on SwiftShader): its tag is the CPU's
 
     @property
     def tag(self) -> str:
-        return device_tag(self.kind, self.host)
+        return device_tag(self.kind, self.host, self.software)
 
 
 def schedulable_devices(registered: list[dict[str, Any]], inventory: dict[str, Any], dispatch: bool = False) -> list[ScheduledDevice]:
@@ -169,13 +177,14 @@ def schedulable_devices(registered: list[dict[str, Any]], inventory: dict[str, A
             continue
         try:
             target = resolve_local(str(d.get("id")), inventory)
-            out.setdefault(target.device_id, ScheduledDevice(target.device_id, target.kind, host))
+            out.setdefault(target.device_id, ScheduledDevice(target.device_id, target.kind, host, is_software_device(target.kind, inventory)))
         except (DeviceUnavailable, BadProfile):
             if dispatch:
                 out.setdefault(str(d["id"]), ScheduledDevice(str(d["id"]), str(d["kind"]), d.get("host_fingerprint")))
     for device_id in local_device_ids(inventory):
         if device_id not in out:
-            out[device_id] = ScheduledDevice(device_id, resolve_local(device_id, inventory).kind, host)
+            kind = resolve_local(device_id, inventory).kind
+            out[device_id] = ScheduledDevice(device_id, kind, host, is_software_device(kind, inventory))
     return list(out.values())
 
 
@@ -192,7 +201,7 @@ def dispatched_device_tags(partition_keys: list[str], inventory: dict[str, Any],
         device = split_partition_key(key)[0]
         try:
             target = resolve_local(device, inventory)
-            out[key] = device_tag(target.kind, host_of_inventory(inventory))
+            out[key] = device_tag(target.kind, host_of_inventory(inventory), is_software_device(target.kind, inventory))
         except DeviceUnavailable:
             if device not in partitioned and device not in known:
                 raise DeviceUnavailable(f"device {device} is neither on this host nor registered: start `devicefit worker --device "

@@ -74,7 +74,23 @@ def device_specs(inventory: dict) -> dict[str, DeviceSpec]:
         cpu = specs["cpu"]  # OpenVINO's CPU plugin runs on the probed CPU: same peaks, its own fitted efficiency
         specs["openvino"] = DeviceSpec("openvino", f"OpenVINO CPU plugin on {cpu.name}", cpu.peak_gflops, cpu.bandwidth_gbs,
                                        f"{cpu.source} (the CPU OpenVINO runs on)", cpu.memory_gb)
+    for kind, info in platforms.items():  # wasm, and WebGPU on a software adapter: the CPU does the work
+        devices = info.get("devices") or [{}]
+        if kind not in specs and info.get("available") and "cpu" in specs and runs_on_cpu(kind, bool(devices[0].get("software"))):
+            specs[kind] = on_cpu(kind, specs["cpu"])
     return specs
+
+
+def runs_on_cpu(kind: str, software: bool = False) -> bool:
+    """Whether a kind's measurements run on the host CPU's cores (beside the CPU itself): wasm,
+    WebGPU on a software adapter. OpenVINO's CPU plugin is its own case (its devices have names)."""
+    return kind != "cpu" and kind in registry.kind_names() and registry.physical_kind(kind, software=software) == "cpu" and kind != "openvino"
+
+
+def on_cpu(kind: str, cpu: DeviceSpec) -> DeviceSpec:
+    """The CPU probe's peaks for a kind that runs on that CPU, labelled so (its efficiency there is
+    its own, fitted from its rows)."""
+    return DeviceSpec(kind, f"{kind} on {cpu.name}", cpu.peak_gflops, cpu.bandwidth_gbs, f"{cpu.source} (the CPU {kind} runs on)", cpu.memory_gb)
 
 
 def device_key(kind: str, host: str | None) -> str:
@@ -126,6 +142,9 @@ def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, 
             if cpu:
                 spec = DeviceSpec(kind, f"OpenVINO CPU plugin on {cpu.name}", cpu.peak_gflops, cpu.bandwidth_gbs,
                                   f"{cpu.source} (the CPU OpenVINO runs on)")
+        if spec is None and host and runs_on_cpu(kind, _software_row(r)):
+            cpu = spec_from_probe("cpu", host[0], host[1])
+            spec = on_cpu(kind, cpu) if cpu else None
         spec = spec or published_spec(kind, r.get("device_name"))
         if spec:
             specs[device] = spec
@@ -138,3 +157,16 @@ def training_specs(rows: list[dict], hardware: list[tuple], inventory: dict) -> 
     and this machine's host fingerprint, whose devices answer predictions asked by kind."""
     cpu = ((inventory.get("platforms") or {}).get("cpu") or {}).get("devices") or [{}]
     return {**device_specs(inventory), **measured_device_specs(rows, hardware)}, cpu[0].get("fingerprint")
+
+
+def _software_row(row: dict) -> bool:
+    """Whether a row was measured on a software device (its backend_config says so)."""
+    import json
+
+    config = row.get("backend_config")
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return False
+    return bool(isinstance(config, dict) and config.get("software_adapter"))

@@ -46,8 +46,8 @@ def test_system_endpoints(server):
     assert health["status"] == "healthy" and health["database_connected"]
     assert {"hardware_selection", "hardware_prediction", "duckdb", "fastapi"} <= set(health["available_components"])
     status, detect = call(server, "/hardware/detect")
-    assert status == 200 and detect["hardware"]["cpu"] is True and detect["hardware"]["webgpu"] is False
-    assert {"cpu", "cuda", "rocm", "mps", "openvino", "webnn", "webgpu"} <= set(detect["hardware"])
+    assert status == 200 and detect["hardware"]["cpu"] is True and detect["hardware"]["qnn"] is False
+    assert {"cpu", "cuda", "rocm", "mps", "openvino", "wasm", "webnn", "webgpu"} <= set(detect["hardware"])
 
 
 def test_hardware_select_example(server):

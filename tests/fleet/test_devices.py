@@ -56,8 +56,8 @@ def test_device_ids_are_the_hardware_fingerprint_plus_the_profile(inventory):
         local_device("cpu", inventory, index=-1)  # never the last device by Python's negative indexing
     with pytest.raises(DeviceUnavailable, match="no cpu device 1 on this host"):
         local_device("cpu", inventory, index=1)
-    with pytest.raises(DeviceUnavailable, match="no webgpu device 0 on this host"):
-        local_device("webgpu", inventory)
+    with pytest.raises(DeviceUnavailable, match="no qnn device 0 on this host"):
+        local_device("qnn", inventory)
     with pytest.raises(Exception, match="unknown hardware 'tpu9'"):
         local_device("tpu9", inventory)
 

@@ -20,8 +20,13 @@ def test_run_materializes_a_tiny_selection_and_records_dagster_runs(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Best precision per config" in out.stdout and "compatibility matrix:" in out.stdout
     con = store.connect(DataPaths(tmp_path / "data").database, read_only=True)
-    # torch on the CPU and OpenVINO's CPU plugin, one row each
-    assert sorted(con.execute("SELECT backend FROM measurements WHERE status = 'ok'").fetchall()) == [("openvino",), ("torch",)]
+    # torch on the CPU and OpenVINO's CPU plugin, one row each; a model named with --model is
+    # measured on every kind, so the browser's too where Chromium is here (wasm, WebGPU)
+    from benchmark_runners.browser.chromium import unavailable_reason
+
+    ok = [r[0] for r in con.execute("SELECT backend || '/' || device_kind FROM measurements WHERE status = 'ok'").fetchall()]
+    assert sorted(b for b in ok if not b.startswith("browser/")) == ["openvino/openvino", "torch/cpu"]
+    assert ("browser/wasm" in ok) == (unavailable_reason() is None), ok
     con.close()
     assert any(home.rglob("*.db"))  # the runs are in the instance's SQLite storage, for the UI
     from dagster import DagsterInstance, DagsterRunStatus

@@ -197,7 +197,7 @@ def test_memory_constrained_search_prefers_measurements_and_respects_the_cap(mea
     with pytest.raises(MemorySearchError, match="nothing fits 1 MB"):
         memory_constrained_search("bert-tiny", "cpu", 1, predictor=predictor, batch_sizes=(1,))
     with pytest.raises(MemorySearchError, match="no devicefit backend"):
-        memory_constrained_search("bert-tiny", "webnn", 1024, predictor=predictor)
+        memory_constrained_search("bert-tiny", "qnn", 1024, predictor=predictor)
 
 
 def test_hardware_aware_classification_and_resource_pool(selector):

@@ -1,0 +1,104 @@
+"""Catalog models as ONNX files for onnxruntime-web, from the same torch module the torch backend
+measures (the same seeded weights: models.loading.build), with torch's fp32 output kept beside.
+
+The export is torch.onnx.export's TorchScript exporter through the OpenVINO backend's wrapper
+(inputs by name, no key/value cache, the first output), opset 17, the batch axis dynamic so one
+file serves every batch size of a config's shape. int8 is onnxruntime's dynamic quantization of
+that file (weights int8 per channel, activations quantized at run time), where the Python package
+onnxruntime is installed. Files are cached under <data>/cache/onnx by everything that shapes them.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+OPSET = 17
+# The operators int8 quantizes: the matrix products, as the torch backend's dynamic int8 does (its
+# Linear layers). Quantizing mobilenet-v2's convolutions too moved its output by 28% of its scale.
+INT8_OPS = ("MatMul", "Gemm")
+
+
+@dataclass
+class Exported:
+    onnx: Path
+    reference: Path  # torch's fp32 output for `example` (.npy)
+    example: dict[str, Any]  # the batch-1 inputs (numpy) the reference was computed on
+    source: str  # "exported from torch" | "disk cache"
+    seconds: float
+    weights_recipe: str
+    adaptations: list[str]
+    recipe: str
+
+
+def _cache_dir() -> Path:
+    from benchmark_runners.paths import data_dir
+
+    return data_dir() / "cache" / "onnx"
+
+
+def quantization_unavailable() -> str | None:
+    try:
+        import onnxruntime.quantization  # noqa: F401
+    except ImportError as exc:
+        return f"int8 needs onnxruntime's quantization tools (the Python package onnxruntime), not installed ({exc})"
+    return None
+
+
+def export(spec, config) -> Exported:
+    """The ONNX file for this model and config shape (batch dynamic) at the config's precision."""
+    import numpy as np
+    import torch
+    import transformers
+
+    from benchmark_runners.backends.openvino_backend import NamedInputs
+    from models.inputs import input_signature
+    from models.loading import WEIGHT_SEED, build, weights_kind
+    from models.tensors import make_inputs
+
+    example = make_inputs(input_signature(spec, 1, config.seq_length, config.image_size, config.audio_seconds), "cpu")
+    identity = {"model": spec.name, "config": spec.config, "path": str(spec.path) if spec.path else None, "weights": weights_kind(spec),
+                "weight_seed": WEIGHT_SEED, "inputs": {k: list(v.shape)[1:] for k, v in example.items()}, "opset": OPSET,
+                "torch": torch.__version__, "transformers": transformers.__version__,
+                "recipe": hashlib.sha256(inspect.getsource(NamedInputs).encode() + inspect.getsource(export).encode()).hexdigest()[:12]}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    base = _cache_dir() / f"{spec.name.replace('/', '_')}-{key}"
+    fp32, reference, meta = base.with_suffix(".onnx"), base.with_suffix(".reference.npy"), base.with_suffix(".json")
+    started = time.perf_counter()
+    example_np = {k: v.numpy() for k, v in example.items()}
+    if fp32.exists() and reference.exists() and meta.exists():
+        cached = json.loads(meta.read_text())
+        source, weights_recipe, adaptations = "disk cache", cached["weights_recipe"], cached["adaptations"]
+    else:
+        built = build(spec, torch.float32)
+        wrapper = NamedInputs(built.model, list(example))
+        names = list(example)
+        fp32.parent.mkdir(parents=True, exist_ok=True)
+        tmp = fp32.with_name(f".{fp32.name}.tmp")
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tracer warnings: shapes other than batch are fixed per file
+            output = wrapper(*example.values()).float().numpy()
+            torch.onnx.export(wrapper, tuple(example.values()), str(tmp), input_names=names, output_names=["output"], opset_version=OPSET,
+                              dynamo=False, dynamic_axes={**{n: {0: "batch"} for n in names}, "output": {0: "batch"}})
+        np.save(reference, output)
+        tmp.replace(fp32)
+        source, weights_recipe, adaptations = "exported from torch", built.weights_recipe, wrapper.adaptations
+        meta.write_text(json.dumps({"identity": identity, "weights_recipe": weights_recipe, "adaptations": adaptations}, default=str))
+        del wrapper, built
+    onnx_file, recipe = fp32, "fp32 ONNX (torch.onnx.export, TorchScript exporter, opset 17, batch dynamic)"
+    if config.precision == "int8":
+        onnx_file = base.with_name(base.name + "-int8-dynamic-matmul").with_suffix(".onnx")
+        if not onnx_file.exists():
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            tmp = onnx_file.with_name(f".{onnx_file.name}.tmp")
+            quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=list(INT8_OPS))
+            tmp.replace(onnx_file)
+        recipe = ("int8 ONNX: onnxruntime quantize_dynamic of the fp32 export, MatMul/Gemm only (weights int8 per channel, activations "
+                  "quantized at run time; convolutions stay fp32, as torch's dynamic int8 of Linear layers)")
+    return Exported(onnx_file, reference, example_np, source, time.perf_counter() - started, weights_recipe, adaptations, recipe)
