@@ -131,7 +131,7 @@ class BrowserBackend(Backend):
             options["deviceType"] = device.get("device_type", "cpu")
         loaded = browser.call("load", url, PROVIDERS[config.device], options, LOAD_TIMEOUT_S * 1e3, timeout_s=LOAD_TIMEOUT_S + WATCHDOG_GRACE_S)
         scratch = Path(tempfile.mkdtemp(prefix="devicefit-browser-"))
-        state = {"browser": browser, "scratch": scratch, "urls": [url], "inputs_key": None}
+        state = {"browser": browser, "scratch": scratch, "urls": [url]}
         backend_config = {
             "browser": f"Chromium {browser.version}", "executable": browser.executable, "flags": browser.flags,
             "execution_provider": PROVIDERS[config.device], "provider_options": options, "onnxruntime_web": loaded.get("ortVersion"),

@@ -47,6 +47,15 @@ def is_software_adapter(webgpu: dict[str, Any]) -> bool:
                 or adapter.get("architecture", "").lower() in ("swiftshader", "llvmpipe", "lavapipe", "warp"))
 
 
+def _host_cpu() -> str:
+    """The CPU the browser's wasm (and a software WebGPU adapter) runs on, by name: part of the
+    device's name, so two hosts' wasm devices are two devices."""
+    from benchmark_runners.hardware.platforms import detect_cpu
+
+    devices = detect_cpu().devices
+    return devices[0].get("name", "the host CPU") if devices else "the host CPU"
+
+
 def _browser_devices(caps: dict[str, Any]) -> dict[str, Any]:
     page = caps["page"]
     return {"browser": caps["browser"], "onnxruntime_web": page.get("ortVersion"), "cross_origin_isolated": page.get("crossOriginIsolated"),
@@ -58,7 +67,8 @@ def detect_wasm() -> PlatformInfo:
     if not caps["available"]:
         return PlatformInfo("wasm", False, caps["reason"])
     details = _browser_devices(caps)
-    name = f"WebAssembly SIMD in Chromium {caps['browser']} (onnxruntime-web {details['onnxruntime_web']}, runs on the CPU)"
+    name = (f"WebAssembly SIMD in Chromium {caps['browser']} (onnxruntime-web {details['onnxruntime_web']}) on {_host_cpu()}, "
+            f"{details['hardware_concurrency']} threads")
     return PlatformInfo("wasm", True, None, "browser", [{"index": 0, "name": name, **details}], {"executable": caps["executable"]})
 
 
@@ -72,7 +82,7 @@ def detect_webgpu() -> PlatformInfo:
     adapter = webgpu["adapter"]
     software = is_software_adapter(webgpu)
     label = " ".join(filter(None, [adapter.get("vendor"), adapter.get("architecture"), adapter.get("description")])) or "unnamed adapter"
-    name = f"WebGPU {label} in Chromium {caps['browser']}" + (" (software Vulkan on the CPU, no GPU)" if software else "")
+    name = f"WebGPU {label} in Chromium {caps['browser']}" + (f" (software Vulkan on {_host_cpu()}, no GPU)" if software else "")
     device = {"index": 0, "name": name, "adapter": adapter, "software": software, "features": webgpu["features"], "limits": webgpu["limits"],
               **_browser_devices(caps)}
     details = {"executable": caps["executable"], "software_fallback": bool(webgpu.get("software_fallback")),
