@@ -156,14 +156,12 @@ class Browser:
             raise BrowserUnavailable(reason)
         from benchmark_runners.browser.server import StaticServer
 
-        self.software_webgpu = software_webgpu
         self.flags = [*BASE_FLAGS, *API_FLAGS, *(SOFTWARE_WEBGPU_FLAGS if software_webgpu else ())]
         # An inert switch naming this browser's processes, so a watchdog kills this one only
         # (another Browser, or the report's PNG export, may run Chromium beside it).
         self.marker = f"--devicefit-browser={secrets.token_hex(8)}"
         self.executable = chromium_path()
         self.server = StaticServer()
-        self.page_errors: list[str] = []
         self._browser = None
         self.alive = False
         try:
@@ -179,7 +177,6 @@ class Browser:
                                                timeout=START_TIMEOUT_S * 1e3)
         self.version = self._browser.version
         self.page = self._browser.new_page()
-        self.page.on("pageerror", lambda exc: self.page_errors.append(str(exc)))
         self.page.goto(self.server.origin + "/page.html", timeout=START_TIMEOUT_S * 1e3)
         self.page.wait_for_function("() => window.devicefit !== undefined && typeof ort !== 'undefined'", timeout=START_TIMEOUT_S * 1e3)
 
@@ -206,11 +203,10 @@ class Browser:
         try:
             return _on_playwright_thread(lambda: self.page.evaluate(f"(args) => devicefit.{function}(...args)", list(args)))
         except PlaywrightError as exc:
-            if fired.is_set():
-                self.close()
-                raise BrowserTimeout(f"the page's {function} did not answer within {timeout_s:g} s; the browser was killed") from None
-            # A page that threw may be left in any state: the next call gets a fresh browser.
+            # A killed page, or one that threw, may be left in any state: the next call gets a fresh browser.
             self.close()
+            if fired.is_set():
+                raise BrowserTimeout(f"the page's {function} did not answer within {timeout_s:g} s; the browser was killed") from None
             message = str(exc).split("\n")[0].removeprefix("Error: ").removeprefix("Page.evaluate: ")
             raise BrowserPageError(f"the page's {function} failed: {message}") from None
         finally:

@@ -15,7 +15,7 @@ def browser_capabilities() -> dict[str, Any]:
     """{"available": bool, "reason", "browser", "executable", "flags", "page": the page's detect()}.
     WebGPU is asked first with the GPU adapters; where none answers, again on SwiftShader, with
     `webgpu.software_fallback` and the first answer's reason kept."""
-    from benchmark_runners.browser.chromium import Browser, BrowserUnavailable, unavailable_reason
+    from benchmark_runners.browser.chromium import Browser, unavailable_reason
 
     reason = unavailable_reason()
     if reason:
@@ -37,7 +37,7 @@ def browser_capabilities() -> dict[str, Any]:
             fallback.update(software_fallback=True, hardware_reason=page["webgpu"]["reason"], flags=software.flags)
             page["webgpu"] = fallback
         return out
-    except (BrowserUnavailable, Exception) as exc:  # noqa: BLE001 - a browser that will not start is a reason, not a crash
+    except Exception as exc:  # noqa: BLE001 - a browser that will not start is a reason, not a crash
         return {"available": False, "reason": f"headless Chromium did not start or answer: {type(exc).__name__}: {str(exc).splitlines()[0]}"}
 
 

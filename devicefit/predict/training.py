@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
 from devicefit.errors import DevicefitError
+from devicefit.predict.domain import parameter_range, thinly_measured, without_devices
 from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of, row_device
 from devicefit.predict.memory_model import MemoryModel, fit_memory_model
@@ -396,38 +397,6 @@ def default_devices(data: TrainingData, local_host: str | None) -> dict[str, str
     return out
 
 
-def parameter_range(data: TrainingData) -> list[int]:
-    """The smallest and largest parameter count trained on: the size range the boosters and
-    their validated intervals describe (the predictor answers further out from the roofline)."""
-    params = [round(math.exp(f["log_params"])) for f in data.features]
-    return [min(params), max(params)]
-
-
-def thinly_measured(data: TrainingData) -> dict[str, str]:
-    """Devices measured on at most half as many models as the best-covered one (the browser kinds
-    in the quick profile: 6 and 2 models against the CPU's 12), with the reason. Leave-one-model-
-    out on so few models does not validate a residual fit (wasm held out at 50% latency MAPE,
-    software WebGPU at 91%, while the CPU's rows stay at 12%), so their rows calibrate the
-    roofline link of their kind instead, and the trained link does not answer for them."""
-    per_device: dict[str, set[str]] = {}
-    for device, model in zip(data.devices, data.models):
-        per_device.setdefault(device, set()).add(model)
-    most = max((len(m) for m in per_device.values()), default=0)
-    return {d: f"{len(m)} models measured on {d}, at most half of the {most} of the best-covered device: answered by the calibrated "
-               "roofline, not trained on" for d, m in per_device.items() if len(m) <= most / 2}
-
-
-def _without(data: TrainingData, devices: dict[str, str]) -> TrainingData:
-    keep = np.asarray([d not in devices for d in data.devices], dtype=bool)
-    pick = lambda values: [v for v, k in zip(values, keep) if k]  # noqa: E731
-    skipped = dict(data.skipped)
-    for device, reason in devices.items():
-        skipped[reason] = int(sum(1 for d in data.devices if d == device))
-    return replace(data, features=pick(data.features), actual={t: v[keep] for t, v in data.actual.items()},
-                   memory_reference=data.memory_reference[keep], points=pick(data.points), models=pick(data.models),
-                   kinds=pick(data.kinds), devices=pick(data.devices), families=pick(data.families), skipped=skipped)
-
-
 def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: str | None = None) -> dict[str, Any]:
     """Fit on every usable row, validate by held-out groups, return the artifact (JSON-able).
     `specs` per device (or per kind, for kinds measured on one device); `local_host` is this
@@ -435,7 +404,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: 
     specs = specs_per_device(rows, specs)
     every = training_data(rows, specs)
     thin = thinly_measured(every)
-    data = _without(every, thin) if thin else every
+    data = without_devices(every, thin) if thin else every
     if len(set(data.models)) < MIN_MODELS:
         raise InsufficientData(f"need measurements of at least {MIN_MODELS} models to train and validate; have {len(set(data.models))} "
                          f"({len(data)} usable rows; skipped: {data.skipped or 'none'})")

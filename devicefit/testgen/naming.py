@@ -31,9 +31,14 @@ def export_templates(directory: str | Path, force: bool = False) -> list[Path]:
     `classification["recommended_template"]` from `./templates` with a plain Jinja2 environment.
     A file already there with other content is kept (a user's edited template) unless `force`."""
     out = Path(directory)
+    if out.exists() and not out.is_dir():
+        raise TemplateExportError(f"{out} is a file, not a directory: nothing written")
     copies = {source.name: source for source in TEMPLATE_DIR.glob("base*.j2")}
     copies.update({template_file(name).name.removesuffix(".j2"): template_file(name)
                    for name in (template_for_family(f) for f in FAMILY_NAMES)})
+    blocked = [name for name in copies if (out / name).exists() and not (out / name).is_file()]
+    if blocked:
+        raise TemplateExportError(f"{out} holds directories named {', '.join(sorted(blocked))}, where templates go: nothing written")
     clashes = [name for name, source in copies.items()
                if (out / name).exists() and (out / name).read_bytes() != source.read_bytes()]
     if clashes and not force:

@@ -130,3 +130,16 @@ def test_export_keeps_an_edited_template_unless_forced(tmp_path):
     assert (target / "hf_vision_template.py").read_text() == "{# my edits #}\n"
     assert CliRunner().invoke(app, ["export-templates", str(target), "--force"]).exit_code == 0
     assert (target / "hf_vision_template.py").read_bytes() == (TEMPLATE_DIR / "hf_vision_template.py.j2").read_bytes()
+
+
+def test_export_refuses_a_file_as_its_directory_and_a_directory_in_a_templates_place(tmp_path):
+    target = tmp_path / "templates"
+    target.write_text("my notes")
+    refused = CliRunner().invoke(app, ["export-templates", str(target)])
+    assert refused.exit_code != 0 and "is a file, not a directory" in refused.output and target.read_text() == "my notes"
+    target.unlink()
+    (target / "hf_audio_template.py").mkdir(parents=True)
+    for force in ([], ["--force"]):
+        refused = CliRunner().invoke(app, ["export-templates", str(target), *force])
+        assert refused.exit_code != 0 and "directories named hf_audio_template.py" in refused.output
+        assert not (target / "hf_vision_template.py").exists()
