@@ -9,6 +9,7 @@ from typing import Any
 from benchmark_runners import contention, registry
 from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.environment import process_environment
+from benchmark_runners.generation import cache_element_bytes, generation_figures, generation_reason, kv_cache, request_shape
 from benchmark_runners.harness import Measurement, measure
 from benchmark_runners.memory import PeakRSS, device_memory_peaks, device_memory_reset, release_free_heap
 from benchmark_runners.output_check import check_output
@@ -100,9 +101,16 @@ class ConfigMeasurer:
                        model_source=spec.source, family=classify_spec(spec).family,
                        architecture=spec.architecture, parameters=parameter_count(spec),
                        weights=weights_kind(spec), weight_bytes=weight_bytes(spec, config.precision))
-            sig = input_signature(spec, config.batch_size, config.seq_length, config.image_size, config.audio_seconds)
+            seq_length = config.seq_length
+            if config.mode == "generation":
+                reason = generation_reason(spec)
+                if reason:
+                    return BenchmarkResult.for_config(config, self.run_id, now_iso(), "skipped", reason, "unsupported", **row)
+                shape = request_shape(spec, config.seq_length, config.new_tokens)
+                seq_length = shape.signature_seq_length
+            sig = input_signature(spec, config.batch_size, seq_length, config.image_size, config.audio_seconds)
             row["input"] = sig.describe()
-            row["forward_flops_per_sample"] = flops_per_sample(spec, config.seq_length, config.image_size, config.audio_seconds)
+            row["forward_flops_per_sample"] = flops_per_sample(spec, seq_length, config.image_size, config.audio_seconds)
             backend = registry.backend(config.backend)
             reason = backend.unsupported_reason(spec, config)
             if reason:
@@ -129,6 +137,8 @@ class ConfigMeasurer:
             row["output_check"] = check.to_json()
             if check.problem:
                 raise InvalidOutput(f"the model's output is not a real computation's: {check.problem}")
+            if config.mode == "generation":
+                row.update(self._generation_row(spec, config, prepared, sig, step, m))
             if step.amortize != 1:  # a step that runs N batches in flight: a sample is one batch
                 m.samples_ns = [ns / step.amortize for ns in m.samples_ns]
                 m.warmup_ns = [ns / step.amortize for ns in m.warmup_ns]
@@ -139,6 +149,18 @@ class ConfigMeasurer:
                     else "exception")
             return BenchmarkResult.for_config(config, self.run_id, now_iso(), "failed", describe_exception(exc), code, **row)
         return self._ok_row(config, prepared, sig, m, row)
+
+    @staticmethod
+    def _generation_row(spec, config: BenchmarkConfig, prepared: PreparedModel, sig, step: TimedStep,
+                        m: Measurement) -> dict[str, Any]:
+        """TTFT, TPOT, decode rate of the timed requests (the step's token timer saw the cold call
+        and the warm-up too: the timed ones are the last), and the KV cache from the config."""
+        shape = request_shape(spec, config.seq_length, config.new_tokens)
+        timed = step.token_timings()[-len(m.samples_ns):]
+        figures = generation_figures(timed, config.batch_size, shape.prompt_tokens, shape.new_tokens)
+        cache = kv_cache(spec.config, config.batch_size, shape.prompt_tokens or 0, shape.new_tokens,
+                         cache_element_bytes(prepared.input_float_dtype), sig.dims.get("audio_frames", 0) // 2 or None)
+        return {**figures, "kv_cache_bytes": cache.total_bytes, "kv_cache": cache.to_json()}
 
     def _ok_row(self, config, prepared: PreparedModel, sig, m, row: dict[str, Any]) -> BenchmarkResult:
         samples_ms = [ns / NS_PER_MS for ns in m.samples_ns]
@@ -164,7 +186,8 @@ class ConfigMeasurer:
             stop_reason=m.stop_reason,
             ci_target=config.policy.ci_target,
             throughput_samples_per_s=throughput,
-            tokens_per_s=throughput * seq if seq and sig.modality in ("text", "text_seq2seq") else None,
+            forward_tokens_per_s=(throughput * seq if seq and config.mode == "inference" and sig.modality in ("text", "text_seq2seq")
+                                  else None),
             load_time_s=prepared.load_time_s,
             first_inference_ms=m.first_iteration_ns / NS_PER_MS,
             forward_ms=phase_p50.get("forward"),

@@ -13,7 +13,9 @@ from benchmark_runners.constraints import ISA_CAPS, profile_slug
 from benchmark_runners.harness import TimingPolicy
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
-MODES = ("inference", "training")
+# inference: one forward pass per sample; training: forward, backward and optimizer step;
+# generation: one request of prompt + new tokens, greedy with the KV cache (generation.py).
+MODES = ("inference", "training", "generation")
 STATUSES = ("ok", "skipped", "failed")
 # Why a row was skipped or failed, as a code to filter on; `error` says it in words.
 REASON_CODES = (
@@ -47,6 +49,9 @@ class BenchmarkConfig:
     # An instruction-set cap (constraints.ISA_CAPS: "avx2", "avx512"): measured in a worker
     # started with the cap's environment, as an older fleet host would run. None: the CPU's own.
     isa: str | None = None
+    # generation: the tokens each request generates (None: generation.DEFAULT_NEW_TOKENS); the
+    # prompt is seq_length (None: generation.DEFAULT_PROMPT_TOKENS). Counted in the key only when set.
+    new_tokens: int | None = None
     timeout_s: float = 600.0  # per config, load included
     policy: TimingPolicy = field(default_factory=TimingPolicy)
 
@@ -69,6 +74,14 @@ class BenchmarkConfig:
             problems.append(f"unknown ISA cap {self.isa!r} (known: {', '.join(ISA_CAPS)})")
         elif self.isa is not None and registry.kind_of_device(self.device) != "cpu":
             problems.append(f"an ISA cap applies to torch on the CPU, not to {self.device}")
+        if self.new_tokens is not None:
+            from benchmark_runners.generation import MIN_NEW_TOKENS
+
+            if self.mode != "generation":
+                problems.append(f"new tokens apply to the generation scenario, not to {self.mode}")
+            elif not isinstance(self.new_tokens, int) or isinstance(self.new_tokens, bool) or self.new_tokens < MIN_NEW_TOKENS:
+                problems.append(f"new tokens must be an integer of at least {MIN_NEW_TOKENS} (one decode step), "
+                                f"got {self.new_tokens!r}")
         if self.timeout_s <= 0:
             problems.append(f"timeout must be positive, got {self.timeout_s}")
         if problems:
@@ -98,9 +111,9 @@ class BenchmarkConfig:
 
     def key(self) -> str:
         """Identifies the configuration (not the run): same key, comparable measurements. A
-        field added later (isa) counts only when set, so configs measured before keep their keys."""
+        field added later (isa, new_tokens) counts only when set, so configs measured before keep their keys."""
         ident = {k: v for k, v in self.to_json().items()
-                 if k not in ("timeout_s", "policy") and not (k == "isa" and v is None)}
+                 if k not in ("timeout_s", "policy") and not (k in ("isa", "new_tokens") and v is None)}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -180,7 +193,22 @@ class BenchmarkResult:
     ci_high_ms: float | None = None
     ci_rel_half_width: float | None = None
     throughput_samples_per_s: float | None = None  # batch * iterations / total timed time
-    tokens_per_s: float | None = None  # text models: throughput * sequence length
+    # Inference rows of text models: throughput * sequence length, the tokens one forward pass
+    # over the whole sequence processes per second (for a decoder, a prefill rate). Never a
+    # generation rate: that is decode_tokens_per_s, in generation rows.
+    forward_tokens_per_s: float | None = None
+    # generation rows (benchmark_runners/generation.py): samples are whole requests
+    prompt_tokens: int | None = None  # None for a prompt that is not tokens (Whisper's audio)
+    new_tokens: int | None = None
+    ttft_ms: float | None = None  # time to first token, p50 over requests (prefill included)
+    ttft_p90_ms: float | None = None
+    tpot_p50_ms: float | None = None  # time per output token: the per-step gaps' median over all requests
+    tpot_p90_ms: float | None = None
+    decode_tokens_per_s: float | None = None  # batch x (new - 1) x requests / their decode time
+    prefill_tokens_per_s: float | None = None  # batch x prompt / TTFT p50
+    token_times_ms: list[list[float]] | None = None  # per timed request, each token's time from its start
+    kv_cache_bytes: int | None = None  # computed from the config (generation.kv_cache), at the request's end
+    kv_cache: dict[str, Any] | None = None  # its terms: layers, kv heads, head dim, positions, bytes per element
     load_time_s: float | None = None
     first_inference_ms: float | None = None
     # training phases (p50 ms, and all samples)
@@ -206,6 +234,8 @@ class BenchmarkResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "BenchmarkResult":
         known = {f.name for f in fields(cls)}
+        if "tokens_per_s" in data and "forward_tokens_per_s" not in data:  # rows written before the rename
+            data = {**data, "forward_tokens_per_s": data["tokens_per_s"]}
         return cls(**{k: v for k, v in data.items() if k in known})
 
     @classmethod

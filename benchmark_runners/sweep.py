@@ -26,7 +26,7 @@ from benchmark_runners.environment import host_environment
 from benchmark_runners.hardware import HardwareInventory, PlatformInfo, detect_hardware
 from benchmark_runners.measure import now_iso
 from benchmark_runners.memory_guard import memory_refusal
-from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
+from benchmark_runners.records import MODES, BenchmarkConfig, BenchmarkResult
 from benchmark_runners.worker import LIFELINE_ENV, PRELOAD_ENV
 from benchmark_runners.zygote import ForkServer
 
@@ -60,7 +60,7 @@ def _group(configs: Iterable[BenchmarkConfig]) -> list[list[tuple[int, Benchmark
     groups: dict[tuple, list[tuple[int, BenchmarkConfig]]] = {}
     for i, c in enumerate(configs):
         groups.setdefault((c.model, c.backend, c.device, c.threads, c.isa), []).append((i, c))
-    order = {"inference": 0, "training": 1}
+    order = {mode: i for i, mode in enumerate(MODES)}
     return [sorted(g, key=lambda ic: (order[ic[1].mode], ic[1].precision, ic[1].batch_size, ic[1].seq_length or 0))
             for g in groups.values()]
 

@@ -221,7 +221,8 @@ def optimum_to_document(config: Any, report: Any, source: str, digest: str) -> d
     row = BenchmarkResult.for_config(
         cfg, f"optimum-{digest[:12]}", datetime.now(timezone.utc).isoformat(timespec="seconds"), "ok", None,
         **stats, samples_ms=samples_ms, iterations=len(samples_ms), stop_reason="external",
-        throughput_samples_per_s=float(throughput), tokens_per_s=float(throughput) * seq if seq and mode == "inference" else None,
+        throughput_samples_per_s=float(throughput),
+        forward_tokens_per_s=float(throughput) * seq if seq and mode == "inference" else None,
         load_time_s=load_latency.values[0] * load_scale if load_latency is not None else None,
         peak_rss_bytes=_mb_to_bytes(memory.max_ram),
         device_allocated_peak_bytes=_mb_to_bytes(memory.max_allocated),

@@ -29,6 +29,8 @@ INT64_MAX = 2**63 - 1
 REQUIRED_RESULT_FIELDS = ("run_id", "config_key", "status", "model", "backend", "device", "precision", "mode",
                           "batch_size", "timestamp")
 RESULT_FIELDS = frozenset(f.name for f in fields(BenchmarkResult))
+# Fields that older versions wrote under another name: accepted, and read under the new one.
+RENAMED_RESULT_FIELDS = {"tokens_per_s": "forward_tokens_per_s"}
 MAX_ERRORS_SHOWN = 3
 MAX_SUPERSEDED = 4  # the older partitions a document replaces (devicefit.landing.superseded_landing)
 
@@ -185,7 +187,18 @@ class ResultRow(_Strict):
     ci_high_ms: Double | None = None
     ci_rel_half_width: Double | None = None
     throughput_samples_per_s: NonNegativeDouble | None = None
-    tokens_per_s: NonNegativeDouble | None = None
+    forward_tokens_per_s: NonNegativeDouble | None = None
+    prompt_tokens: PositiveInt32 | None = None
+    new_tokens: PositiveInt32 | None = None
+    ttft_ms: NonNegativeDouble | None = None
+    ttft_p90_ms: NonNegativeDouble | None = None
+    tpot_p50_ms: NonNegativeDouble | None = None
+    tpot_p90_ms: NonNegativeDouble | None = None
+    decode_tokens_per_s: NonNegativeDouble | None = None
+    prefill_tokens_per_s: NonNegativeDouble | None = None
+    token_times_ms: list[list[NonNegativeDouble]] | None = None
+    kv_cache_bytes: ByteCount | None = None
+    kv_cache: JsonObject | None = None
     load_time_s: NonNegativeDouble | None = None
     first_inference_ms: NonNegativeDouble | None = None
     forward_ms: Double | None = None
@@ -201,6 +214,20 @@ class ResultRow(_Strict):
     device_reserved_peak_bytes: ByteCount | None = None
     environment: EnvironmentInfo = Field(default_factory=EnvironmentInfo)
     policy: JsonObject = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_fields(cls, data: Any) -> Any:
+        """Files written before the rename carry `tokens_per_s`: the forward-pass rate, by its
+        name now. A file carrying both names is ambiguous and refused by field name."""
+        if not isinstance(data, dict):
+            return data
+        for old, new in RENAMED_RESULT_FIELDS.items():
+            if old in data:
+                if new in data:
+                    raise ValueError(f"{old} and {new} are the same figure (its old and new name): give one")
+                data = {(new if k == old else k): v for k, v in data.items()}
+        return data
 
 
 class HardwareDevice(_Open):
@@ -259,7 +286,7 @@ def _check_row(row: Any, where: str) -> dict[str, Any]:
     missing = [k for k in REQUIRED_RESULT_FIELDS if row.get(k) is None or row.get(k) == ""]
     if missing:
         raise LandingFileError(f"{where} lacks {', '.join(missing)}")
-    unknown = sorted(map(str, set(row) - RESULT_FIELDS))
+    unknown = sorted(map(str, set(row) - RESULT_FIELDS - set(RENAMED_RESULT_FIELDS)))
     if unknown:
         raise LandingFileError(f"{where} has unknown fields {', '.join(unknown)}")
     try:

@@ -75,6 +75,9 @@ class TimedStep:
     # The step's own clock, where the time is taken elsewhere (the browser page's
     # performance.now()); None: the device's clock (benchmark_runners.timers.clock_for).
     clock: IterationClock | None = None
+    # The generation scenario's per-token times of every request the step ran, cold call and
+    # warm-up included (benchmark_runners.generation.RequestTiming); None for other modes.
+    token_timings: Callable[[], list[Any]] | None = None
 
     def __post_init__(self):
         if not isinstance(self.amortize, int) or self.amortize < 1:

@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmark_runners import registry
 from benchmark_runners.backends.base import Backend, PreparedModel, TimedStep
+from benchmark_runners.generation import TokenTimer, logits_processor, request_shape
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
 from models.analysis import flop_count_per_sample
@@ -81,6 +82,24 @@ class TorchState:
     autocast_dtype: Any = None
     optimizer: Any = None
     scaler: Any = None
+    generation: Any = None  # the generation scenario's transformers GenerationConfig
+
+
+def generation_config(model, spec: ModelSpec, config: BenchmarkConfig):
+    """Greedy decoding with the KV cache, to exactly N new tokens (min_new_tokens ==
+    max_new_tokens, so an early end-of-sequence token cannot shorten a request), as
+    optimum-benchmark and the LLM-Perf leaderboard run it. Recorded in the row's backend_config."""
+    import copy
+
+    from transformers import GenerationConfig
+
+    new = request_shape(spec, config.seq_length, config.new_tokens).new_tokens
+    generation = copy.deepcopy(getattr(model, "generation_config", None) or GenerationConfig())
+    eos = generation.eos_token_id
+    pad = generation.pad_token_id if generation.pad_token_id is not None else (eos[0] if isinstance(eos, list) else eos)
+    generation.update(max_new_tokens=new, min_new_tokens=new, do_sample=False, num_beams=1, use_cache=True,
+                      max_length=None, pad_token_id=pad if pad is not None else 0)
+    return generation
 
 
 class TorchBackend(Backend):
@@ -125,7 +144,7 @@ class TorchBackend(Backend):
         # torch's name for the device: a ROCm GPU ("rocm:0") is "cuda:0" to torch's HIP build.
         device, precision, mode = registry.torch_device_string(config.device), config.precision, config.mode
         started = time.perf_counter()
-        cast = mode == "inference" and precision in ("fp16", "bf16")
+        cast = mode in ("inference", "generation") and precision in ("fp16", "bf16")
         built = build(spec, _torch_dtype(precision) if cast else torch.float32)
         model = built.model
         backend_config: dict[str, Any] | None = None
@@ -158,11 +177,16 @@ class TorchBackend(Backend):
             model.train()
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
             recipe += "; AdamW"
+        generation = None
+        if mode == "generation":
+            generation = generation_config(model, spec, config)
+            backend_config = {**(backend_config or {}), "generation": generation.to_diff_dict()}
+            recipe += "; greedy generation with the KV cache"
         synchronize(device)
         return PreparedModel(
             handle=model, device=device, precision=precision, mode=mode, recipe=recipe,
             load_time_s=time.perf_counter() - started, input_float_dtype=_torch_dtype(precision) if cast else torch.float32,
-            backend_config=backend_config, state=TorchState(autocast_dtype, optimizer, scaler),
+            backend_config=backend_config, state=TorchState(autocast_dtype, optimizer, scaler, generation),
             weights_recipe=built.weights_recipe, denormal_policy=set_denormal_policy(device),
         )
 
@@ -179,7 +203,7 @@ class TorchBackend(Backend):
     def measurement_context(self, prepared: PreparedModel):
         import torch
 
-        return torch.inference_mode() if prepared.mode == "inference" else contextlib.nullcontext()
+        return torch.inference_mode() if prepared.mode in ("inference", "generation") else contextlib.nullcontext()
 
     def make_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:
         model = prepared.handle
@@ -194,7 +218,33 @@ class TorchBackend(Backend):
                 kept[0] = model(**inputs)
 
             return TimedStep(inference_step, last_output=lambda: kept[0][0])
+        if prepared.mode == "generation":
+            return self._generation_step(prepared, inputs)
         return TimedStep(self._training_step(prepared, inputs))
+
+    @staticmethod
+    def _generation_step(prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:
+        """One request: generate() over the prompt to the fixed length, every token timed as it
+        comes (benchmark_runners.generation.TokenTimer). The decoder's own inputs are generate()'s
+        to make (the start token), so a seq2seq signature's decoder_input_ids are left out."""
+        model, config = prepared.handle, prepared.state.generation
+        timer = TokenTimer(None if prepared.device == "cpu" else (lambda: synchronize(prepared.device)))
+        processors = [logits_processor(timer)]
+        prompt = {k: v for k, v in inputs.items() if k != "decoder_input_ids"}
+        new = config.max_new_tokens
+
+        def generation_step(clock: IterationClock) -> None:
+            timer.begin()
+            out = model.generate(**prompt, generation_config=config, logits_processor=processors)
+            timer.end()
+            if len(timer.requests[-1].token_ns) != new:
+                raise RuntimeError(f"generate() produced {len(timer.requests[-1].token_ns)} tokens instead of {new}")
+            del out
+
+        # No last_output: the scores generate() hands a logits processor are already processed
+        # (the end-of-sequence token at -inf until the fixed length), so the output check runs
+        # one forward over the prompt instead (`output`), outside the timing.
+        return TimedStep(generation_step, token_timings=lambda: timer.requests)
 
     def _training_step(self, prepared: PreparedModel, inputs: dict[str, Any]):
         import torch

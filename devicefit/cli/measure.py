@@ -72,6 +72,11 @@ def _results_table(results) -> Table:
             note = r.stop_reason or ""
             if r.mode == "training":
                 note = f"fwd {r.forward_ms:.1f} / bwd {r.backward_ms:.1f} / opt {r.optimizer_ms:.1f} ms; {note}"
+            elif r.mode == "generation":  # p50 is a whole request's; these are what a user of the model waits for
+                prompt = f"{r.prompt_tokens} prompt" if r.prompt_tokens else "audio prompt"
+                note = (f"{prompt} + {r.new_tokens} new: TTFT {r.ttft_ms:.1f} ms, TPOT {r.tpot_p50_ms:.2f} ms "
+                        f"(p90 {r.tpot_p90_ms:.2f}), decode {r.decode_tokens_per_s:.1f} tok/s, "
+                        f"KV cache {r.kv_cache_bytes / 2**20:.1f} MiB; {note}")
             if r.contended:
                 note = f"[yellow]contended: other processes used {r.other_cpu_share:.0%} of the CPU[/]; {note}"
             table.add_row(r.model, r.device, r.precision, r.mode, str(r.batch_size), "[green]ok[/]",
@@ -103,8 +108,12 @@ def benchmark(
     device: str = typer.Option("cpu", "--device", "--hardware", help="Device(s), comma-separated: " + "; ".join(f"{b.device_help} ({b.name})" for b in registry.backends().values()) + "."),
     batch_sizes: str = typer.Option("1", "--batch-sizes", "--batch-size", help="Comma-separated batch sizes, e.g. 1,8."),
     precision: str = typer.Option("fp32", "--precision", help="Comma-separated: fp32, fp16, bf16, int8."),
-    mode: str = typer.Option("inference", "--mode", help="inference, training, or inference,training."),
-    seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models (default 128, capped at the model's limit)."),
+    mode: str = typer.Option("inference", "--mode", "--scenario", help="inference (one forward pass), training, generation "
+                             "(a request of prompt + new tokens: TTFT, TPOT, decode tokens/s), or several, comma-separated."),
+    seq_length: Optional[int] = typer.Option(None, "--seq-length", "--prompt-tokens", help="Tokens per sample for text models (default 128, "
+                                             "capped at the model's limit); in the generation scenario, the prompt (default 256)."),
+    new_tokens: Optional[int] = typer.Option(None, "--new-tokens", help="Generation scenario: tokens each request generates, "
+                                             "every request the same length (default 64)."),
     ci_target: float = typer.Option(0.02, "--ci-target", help="Stop when the median's 95% CI half-width is within this fraction."),
     max_time: float = typer.Option(30.0, "--max-time", help="Cap on timed seconds per config."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds per config (load included) before its worker is killed."),
@@ -171,16 +180,25 @@ def benchmark(
         if other:
             fail(f"--model-family {model_family}: {'; '.join(other)}")
     sizes = int_list(batch_sizes, "--batch-sizes")
+    modes = csv_list(mode, "--mode")
+    if new_tokens is not None and "generation" not in modes:
+        fail("--new-tokens applies to the generation scenario: add --mode generation")
+    from benchmark_runners.generation import generation_reason, request_shape
+
     try:
         policy = TimingPolicy(ci_target=ci_target, max_time_s=max_time)
         configs = [
             BenchmarkConfig(model=name, device=dev, backend=registry.backend_for_device(dev).name, precision=p,
-                            mode=m, batch_size=b, seq_length=seq_length, threads=threads, isa=isa, timeout_s=timeout, policy=policy)
-            for name in model_names for dev in csv_list(device, "--device") for m in csv_list(mode, "--mode")
+                            mode=m, batch_size=b, seq_length=seq_length, threads=threads, isa=isa, timeout_s=timeout, policy=policy,
+                            new_tokens=new_tokens if m == "generation" else None)
+            for name in model_names for dev in csv_list(device, "--device") for m in modes
             for p in csv_list(precision, "--precision") for b in sizes
         ]
         for spec in specs:  # impossible sizes are caught here, before any worker starts
-            input_signature(spec, sizes[0], seq_length)
+            if "generation" in modes and not generation_reason(spec):
+                request_shape(spec, seq_length, new_tokens)
+            if modes != ["generation"]:
+                input_signature(spec, sizes[0], seq_length)
     except ValueError as exc:
         fail(str(exc))
 

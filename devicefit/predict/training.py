@@ -118,6 +118,11 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
     data = TrainingData([], {t: [] for t in TARGETS}, [], [], [], [], [], [], process_baseline, specs)
     measured_clean = {_config_of(r) for r in rows if r.get("status") == "ok" and not r.get("contended")}
     for r in rows:
+        if r.get("mode") == "generation":
+            # A sample is a whole request of prompt + new tokens: its targets are TTFT and TPOT,
+            # not a forward pass's latency; the forward-pass targets never learn from it.
+            data.skipped["generation_scenario"] = data.skipped.get("generation_scenario", 0) + 1
+            continue
         if r.get("status") != "ok" or not r.get("mean_ms") or not r.get("throughput_samples_per_s") or not r.get("peak_rss_bytes"):
             data.skipped["incomplete"] = data.skipped.get("incomplete", 0) + 1
             continue

@@ -135,6 +135,10 @@ class HardwareSelector:
             if task_type not in TASK_MODES:
                 raise SelectionError(f"unknown task_type '{task_type}'; known: {', '.join(TASK_MODES)}")
             mode = TASK_MODES[task_type]
+        if mode not in self.config.selection_criteria:
+            raise SelectionError(f"selection runs on {' or '.join(self.config.selection_criteria)} figures; mode '{mode}' "
+                                 "has no criteria" + (" (the generation scenario is measured with devicefit benchmark "
+                                                      "--mode generation, and not yet selected on)" if mode == "generation" else ""))
         spec = resolve_model(model_name)
         family = model_family or classify_spec(spec).family or "unknown"
         parameters = parameter_count(spec)

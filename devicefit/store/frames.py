@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # Per-iteration sample lists (timed, warm-up, per phase): the predictors read each row's summary
 # figures (p50, mean, throughput, peak memory), never its samples, which are most of a row's bytes.
-TRAINING_EXCLUDED = ("samples_ms", "warmup_ms", "phase_samples_ms")
+TRAINING_EXCLUDED = ("samples_ms", "warmup_ms", "phase_samples_ms", "token_times_ms")
 
 
 def aggregate_frame(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:

@@ -175,6 +175,27 @@ MIGRATIONS[15] = ["ALTER TABLE sample_history ADD COLUMN IF NOT EXISTS device_pr
                   """UPDATE sample_history SET device_profile = m.device_profile FROM measurements m
                      WHERE m.run_id = sample_history.run_id AND m.config_key = sample_history.config_key
                        AND m.device_profile IS NOT NULL"""]
+# The generation scenario (benchmark_runners/generation.py), and the forward-pass rate by its
+# name: `tokens_per_s` was one forward pass over the whole sequence, which for a decoder is a
+# prefill rate, hundreds of times the rate it generates at. DuckDB refuses to alter a table that
+# an index depends on, and refuses to drop and recreate one in a single transaction, so the
+# natural-key index is dropped here and recreated by the next migration.
+def _rename_forward_rate(con) -> None:
+    columns = {c for (c,) in con.execute("SELECT column_name FROM information_schema.columns "
+                                         "WHERE table_name = 'measurements'").fetchall()}
+    if "tokens_per_s" in columns and "forward_tokens_per_s" not in columns:
+        con.execute("DROP INDEX IF EXISTS measurements_natural_key")
+        con.execute("ALTER TABLE measurements RENAME COLUMN tokens_per_s TO forward_tokens_per_s")
+
+
+MIGRATIONS[16] = [
+    _rename_forward_rate,
+    *(f"ALTER TABLE measurements ADD COLUMN IF NOT EXISTS {column}" for column in (
+        "prompt_tokens INTEGER", "new_tokens INTEGER", "ttft_ms DOUBLE", "ttft_p90_ms DOUBLE", "tpot_p50_ms DOUBLE",
+        "tpot_p90_ms DOUBLE", "decode_tokens_per_s DOUBLE", "prefill_tokens_per_s DOUBLE", "token_times_ms JSON",
+        "kv_cache_bytes BIGINT", "kv_cache JSON")),
+]
+MIGRATIONS[17] = [MIGRATIONS[7][0].replace("CREATE UNIQUE INDEX", "CREATE UNIQUE INDEX IF NOT EXISTS")]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, then 15's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended", "device_profile")
 SCHEMA_VERSION = max(MIGRATIONS)
@@ -183,6 +204,6 @@ RESERVED_TABLES = frozenset({*(m.group(1) for steps in MIGRATIONS.values() for s
                                for m in re.finditer(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", step)),
                              "prediction_errors"})
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
-JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config", "output_check"}
+JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config", "output_check", "token_times_ms", "kv_cache"}
 DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hostname", "host_fingerprint", "device_id")
 MEASUREMENT_COLUMNS = [*DERIVED_COLUMNS, *(f.name for f in fields(BenchmarkResult))]
