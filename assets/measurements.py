@@ -21,10 +21,12 @@ class SweepConfig(dg.Config):
     batch_sizes: list[int] = Field(default_factory=list, description="override the profile's batch sizes")
     precisions: list[str] = Field(default_factory=list, description="override: fp32, fp16, bf16, int8")
     training_mode: bool | None = Field(default=None, description="true: also train; false: inference only; null: profile")
+    generation_mode: bool | None = Field(default=None, description="true: also the generation scenario for every model that "
+                                                                   "generates; false: none; null: profile")
 
     def selection(self) -> Selection:
         return Selection(profile=self.profile, batch_sizes=tuple(self.batch_sizes), precisions=tuple(self.precisions),
-                         training_mode=self.training_mode)
+                         training_mode=self.training_mode, generation_mode=self.generation_mode)
 
 
 @dg.asset(

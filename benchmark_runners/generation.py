@@ -235,3 +235,30 @@ def generation_figures(requests: list[RequestTiming], batch_size: int, prompt_to
         "prefill_tokens_per_s": batch_size * prompt_tokens / (ttft_p50 / 1e3) if prompt_tokens else None,
         "token_times_ms": [[ns / NS_PER_MS for ns in r.token_ns] for r in requests],
     }
+
+
+def memory_breakdown(spec, shape: RequestShape, batch_size: int, element_bytes: int, weight_bytes: int | None,
+                     cache: KVCache, prefill_cache: KVCache, process_bytes: int | None,
+                     measured_peak_bytes: int | None) -> dict[str, Any]:
+    """The request's memory in named parts beside the measured peak (the analytic estimators'
+    split: weights, KV cache, activations), all in bytes:
+    - process: the worker's RSS before the model was built (interpreter, libraries);
+    - weights: the model's weights at the row's precision;
+    - kv_cache: the cache at the request's end, from the config (kv_cache);
+    - activations: the prefill's peak live activations (models.op_profile's meta-device trace of
+      the forward generate() runs first: logits of the last position only where the model keeps
+      that few), less the prompt's keys and values that trace holds, which kv_cache counts; at
+      half precision half the traced fp32 bytes.
+    `measured_over_estimate` is the measured peak RSS over their sum."""
+    from models.op_profile import prefill_peak_activation_bytes
+
+    first, per_sample = prefill_peak_activation_bytes(spec, shape.signature_seq_length)
+    traced = (first + per_sample * (batch_size - 1)) * element_bytes / 4
+    activations = max(int(traced) - prefill_cache.total_bytes, 0)
+    parts = {"process_bytes": process_bytes, "weights_bytes": weight_bytes, "kv_cache_bytes": cache.total_bytes,
+             "activation_bytes": activations}
+    estimate = sum(v for v in parts.values() if v) if None not in parts.values() else None
+    return {**parts, "estimated_peak_bytes": estimate, "measured_peak_bytes": measured_peak_bytes,
+            "measured_over_estimate": measured_peak_bytes / estimate if estimate and measured_peak_bytes else None,
+            "activation_method": "meta-device trace of the prefill forward (models.op_profile.prefill_peak_activation_bytes), "
+                                 "the prompt's cache taken out"}

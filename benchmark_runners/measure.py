@@ -9,7 +9,14 @@ from typing import Any
 from benchmark_runners import contention, registry
 from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.environment import process_environment
-from benchmark_runners.generation import cache_element_bytes, generation_figures, generation_reason, kv_cache, request_shape
+from benchmark_runners.generation import (
+    cache_element_bytes,
+    generation_figures,
+    generation_reason,
+    kv_cache,
+    memory_breakdown,
+    request_shape,
+)
 from benchmark_runners.harness import Measurement, measure
 from benchmark_runners.memory import PeakRSS, device_memory_peaks, device_memory_reset, release_free_heap
 from benchmark_runners.output_check import check_output
@@ -138,7 +145,7 @@ class ConfigMeasurer:
             if check.problem:
                 raise InvalidOutput(f"the model's output is not a real computation's: {check.problem}")
             if config.mode == "generation":
-                row.update(self._generation_row(spec, config, prepared, sig, step, m))
+                row.update(self._generation_row(spec, config, prepared, sig, step, m, row))
             if step.amortize != 1:  # a step that runs N batches in flight: a sample is one batch
                 m.samples_ns = [ns / step.amortize for ns in m.samples_ns]
                 m.warmup_ns = [ns / step.amortize for ns in m.warmup_ns]
@@ -152,15 +159,20 @@ class ConfigMeasurer:
 
     @staticmethod
     def _generation_row(spec, config: BenchmarkConfig, prepared: PreparedModel, sig, step: TimedStep,
-                        m: Measurement) -> dict[str, Any]:
+                        m: Measurement, row: dict[str, Any]) -> dict[str, Any]:
         """TTFT, TPOT, decode rate of the timed requests (the step's token timer saw the cold call
-        and the warm-up too: the timed ones are the last), and the KV cache from the config."""
+        and the warm-up too: the timed ones are the last), the KV cache from the config, and the
+        memory's parts beside the measured peak."""
         shape = request_shape(spec, config.seq_length, config.new_tokens)
         timed = step.token_timings()[-len(m.samples_ns):]
         figures = generation_figures(timed, config.batch_size, shape.prompt_tokens, shape.new_tokens)
-        cache = kv_cache(spec.config, config.batch_size, shape.prompt_tokens or 0, shape.new_tokens,
-                         cache_element_bytes(prepared.input_float_dtype), sig.dims.get("audio_frames", 0) // 2 or None)
-        return {**figures, "kv_cache_bytes": cache.total_bytes, "kv_cache": cache.to_json()}
+        element = cache_element_bytes(prepared.input_float_dtype)
+        encoder = sig.dims.get("audio_frames", 0) // 2 or None  # Whisper's encoder halves the mel frames
+        cache = kv_cache(spec.config, config.batch_size, shape.prompt_tokens or 0, shape.new_tokens, element, encoder)
+        prefill_cache = kv_cache(spec.config, config.batch_size, shape.prompt_tokens or 0, 1, element, encoder)
+        breakdown = memory_breakdown(spec, shape, config.batch_size, element, row.get("weight_bytes"), cache, prefill_cache,
+                                     prepared.memory.get("rss_before_load_bytes"), row.get("peak_rss_bytes"))
+        return {**figures, "kv_cache_bytes": cache.total_bytes, "kv_cache": cache.to_json(), "memory_breakdown": breakdown}
 
     def _ok_row(self, config, prepared: PreparedModel, sig, m, row: dict[str, Any]) -> BenchmarkResult:
         samples_ms = [ns / NS_PER_MS for ns in m.samples_ns]

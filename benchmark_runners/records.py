@@ -209,6 +209,8 @@ class BenchmarkResult:
     token_times_ms: list[list[float]] | None = None  # per timed request, each token's time from its start
     kv_cache_bytes: int | None = None  # computed from the config (generation.kv_cache), at the request's end
     kv_cache: dict[str, Any] | None = None  # its terms: layers, kv heads, head dim, positions, bytes per element
+    # process, weights, KV cache and activations beside the measured peak (generation.memory_breakdown)
+    memory_breakdown: dict[str, Any] | None = None
     load_time_s: float | None = None
     first_inference_ms: float | None = None
     # training phases (p50 ms, and all samples)

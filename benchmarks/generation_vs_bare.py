@@ -47,6 +47,8 @@ def bare_loop(model_name: str, batch_size: int, prompt: int | None, new: int, re
     pad = model.generation_config.pad_token_id
     pad = pad if pad is not None else (eos[0] if isinstance(eos, list) else eos) or 0
     kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, num_beams=1, pad_token_id=pad)
+    if model.config.is_encoder_decoder and model.generation_config.decoder_start_token_id is None:
+        kw["decoder_start_token_id"] = getattr(model.config, "decoder_start_token_id", None) or pad  # T5 starts from its padding token
     samples = []
     with torch.inference_mode():
         for _ in range(2):

@@ -199,6 +199,7 @@ class ResultRow(_Strict):
     token_times_ms: list[list[NonNegativeDouble]] | None = None
     kv_cache_bytes: ByteCount | None = None
     kv_cache: JsonObject | None = None
+    memory_breakdown: JsonObject | None = None
     load_time_s: NonNegativeDouble | None = None
     first_inference_ms: NonNegativeDouble | None = None
     forward_ms: Double | None = None

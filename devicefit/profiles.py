@@ -46,6 +46,11 @@ class SweepProfile:
     # is measured on every kind.
     kind_models: dict[str, tuple[str, ...]] = field(default_factory=dict)
     kind_batch_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # Models also measured in the generation scenario (fp32, the scenario's default prompt and
+    # new tokens) on the kinds whose backend generates: what calibrates the decode efficiency
+    # that predicts TPOT for the models too large to measure (devicefit/predict/generation.py).
+    generation_models: tuple[str, ...] = ()
+    generation_batch_sizes: tuple[int, ...] = (1,)
 
     def measures(self, kind: str, model: str) -> bool:
         return kind not in self.kind_models or model in self.kind_models[kind]
@@ -79,6 +84,9 @@ QUICK = SweepProfile(
     # agree within 3%: on the AMD VM's 160 quick rows that cut 9.0 to 8.3 min, p90 shift 0.2%.
     policy=TimingPolicy(max_time_s=2.0, warmup_max_time_s=1.0, cap_overrun=1.5, cap_agreement=0.03),
     long_sequence_models=("all-MiniLM-L6-v2", "gpt2"),
+    # Two requests of 256 + 64 tokens fill gpt2's 2-s cap on the Xeon (TPOT from 126 decode
+    # steps); about 15 s for both models.
+    generation_models=("gpt2", "t5-small"),
     # The browser (onnxruntime-web in headless Chromium), batches 1 and 4, within make run's
     # 12 minutes: one text and two vision models on wasm, bert-tiny on WebGPU (on a software
     # adapter mobilenet-v2 alone took 29 s), the two smallest on WebNN. On the Xeon's make run of
@@ -99,6 +107,8 @@ FULL = SweepProfile(
     training_models=("bert-tiny", "all-MiniLM-L6-v2", "distilbert-base-uncased", "bert-base-uncased", "gpt2",
                      "t5-small", "mobilenet-v2", "resnet-50", "vit-base-patch16-224", "whisper-tiny"),
     training_batch_sizes=(1, 4, 16),
+    generation_models=("gpt2", "gpt2-medium", "qwen2.5-0.5b", "t5-small", "whisper-tiny"),
+    generation_batch_sizes=(1, 4),
     kind_models={"webgpu": ("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "efficientnet-b0", "resnet-18", "whisper-tiny"),
                  "webnn": ("bert-tiny", "all-MiniLM-L6-v2", "mobilenet-v2", "efficientnet-b0", "resnet-18", "whisper-tiny")},
     kind_batch_sizes={"wasm": (1, 4, 16), "webgpu": (1, 4), "webnn": (1, 4)},
@@ -134,6 +144,8 @@ class Selection:
     batch_sizes: tuple[int, ...] = ()
     precisions: tuple[str, ...] = ()
     training_mode: bool | None = None  # None: the profile's training models; True: train every model; False: none
+    # None: the profile's generation models; True: every model that generates; False: none
+    generation_mode: bool | None = None
 
     def __post_init__(self):
         if self.profile not in PROFILES:
@@ -210,6 +222,16 @@ class Selection:
                 if named or profile.measures(split_device_id(d)[0].split("-", 1)[0], name)]
 
 
+def _generates(model: str) -> bool:
+    from benchmark_runners.generation import generation_reason
+    from models.resolve import resolve_model
+
+    try:
+        return generation_reason(resolve_model(model)) is None
+    except Exception:  # an unknown or broken model: its inference configs report why
+        return False
+
+
 def partition_configs(model: str, kind: str, selection: Selection, cpu_isa: list[str] | None = None) -> list[BenchmarkConfig]:
     """Every config one (model, hardware) partition measures under `selection`."""
     profile = selection.sweep_profile
@@ -227,4 +249,8 @@ def partition_configs(model: str, kind: str, selection: Selection, cpu_isa: list
     if train:
         train_sizes = selection.batch_sizes or profile.training_batch_sizes
         configs += [replace(configs[0], mode="training", precision="fp32", batch_size=b) for b in train_sizes]
+    generate = selection.generation_mode if selection.generation_mode is not None else model in profile.generation_models
+    if generate and "generation" in registry.backend_of_kind(kind).modes and kind not in profile.kind_models and _generates(model):
+        configs += [replace(configs[0], mode="generation", precision="fp32", batch_size=b, seq_length=None)
+                    for b in selection.batch_sizes or profile.generation_batch_sizes]
     return configs

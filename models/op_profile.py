@@ -234,9 +234,10 @@ def _fused_attention_mode():
     return FusedAttention()
 
 
-def _trace(spec: ModelSpec, signature: InputSignature, training: bool = False):
+def _trace(spec: ModelSpec, signature: InputSignature, training: bool = False, extra: dict | None = None):
     """One forward pass on meta. With `training`, autograd records the graph, so the tensors
-    it saves for the backward pass stay alive exactly as they would in a training step."""
+    it saves for the backward pass stay alive exactly as they would in a training step.
+    `extra`: further keyword arguments of the forward (generation's prefill: logits_to_keep)."""
     import torch
 
     from models.loading import meta_model
@@ -249,7 +250,7 @@ def _trace(spec: ModelSpec, signature: InputSignature, training: bool = False):
     weights = {_storage_key(p) for p in model.parameters()} | {_storage_key(b) for b in model.buffers()}
     tracer = _tracer_class()(weights)
     with _fused_attention_mode(), tracer, torch.set_grad_enabled(training):
-        out = model(**inputs)
+        out = model(**inputs, **(extra or {}))
     del out
     return tracer
 
@@ -289,6 +290,37 @@ def op_profile(spec: ModelSpec, seq_length: int | None = None) -> OpProfile:
             peak_activation_bytes=(float(one.peak), float(max(two.peak - one.peak, 0))))
 
     return _profiles.get(trace_key(spec, seq_length), compute)
+
+
+_prefill_peaks: BoundedCache[tuple[float, float]] = BoundedCache(TRACE_CACHE_SIZE)
+
+
+def prefill_peak_activation_bytes(spec: ModelSpec, prompt_tokens: int | None) -> tuple[float, float]:
+    """Peak live activations of a generation request's prefill, as generate() runs it: (batch 1,
+    extra per added sample). The forward over the prompt keeps the logits of its last position
+    only where the model supports it (logits_to_keep=1, what generate() passes); an
+    encoder-decoder's decoder runs its start token. The cache is on, as generate() runs it, so
+    the peak holds the prompt's keys and values too: the caller, who counts the cache from the
+    config (generation.kv_cache), takes them out. Later decode steps run one position and need
+    far less."""
+    import dataclasses
+    import inspect
+
+    from models.inputs import TensorSpec, model_class
+
+    accepts = set(inspect.signature(model_class(spec).forward).parameters)
+    extra = {"logits_to_keep": 1} if "logits_to_keep" in accepts else {}
+
+    def signature(batch: int) -> InputSignature:
+        sig = input_signature(spec, batch, prompt_tokens)
+        inputs = {k: (TensorSpec((batch, 1), v.kind, v.high) if k == "decoder_input_ids" else v) for k, v in sig.inputs.items()}
+        return dataclasses.replace(sig, inputs=inputs)
+
+    def compute() -> tuple[float, float]:
+        one, two = _trace(spec, signature(1), extra=extra).peak, _trace(spec, signature(2), extra=extra).peak
+        return (float(one), float(max(two - one, 0)))
+
+    return _prefill_peaks.get(("prefill",) + trace_key(spec, prompt_tokens), compute)
 
 
 def is_traced(spec: ModelSpec, seq_length: int | None = None, training: bool = False) -> bool:

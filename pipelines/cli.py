@@ -30,6 +30,8 @@ def run_command(
     batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", "--batch-size", help="Override the profile's batch sizes."),
     precision: Optional[str] = typer.Option(None, "--precision", help="Override the profile's precisions."),
     training_mode: Optional[bool] = typer.Option(None, "--training-mode/--no-training-mode", help="Train every model / none (default: the profile's)."),
+    generation_mode: Optional[bool] = typer.Option(None, "--generation/--no-generation", help="The generation scenario (TTFT, TPOT) for "
+                                                   "every model that generates / none (default: the profile's, gpt2 and t5-small in quick)."),
     compare: bool = typer.Option(False, "--compare", help="Then print the comparative analysis (spec 004) of the models measured: "
                                                           "the fastest hardware per config and its margin."),
 ) -> None:
@@ -49,7 +51,8 @@ def run_command(
             hardware=tuple(csv_list(hardware, "--hardware")) if hardware else (),
             categories=tuple(csv_list(category, "--category")) if category else (), all_models=all_models, limit=limit,
             batch_sizes=tuple(int_list(batch_sizes, "--batch-sizes")) if batch_sizes else (),
-            precisions=tuple(csv_list(precision, "--precision")) if precision else (), training_mode=training_mode)
+            precisions=tuple(csv_list(precision, "--precision")) if precision else (), training_mode=training_mode,
+            generation_mode=generation_mode)
         inventory = detect_hardware()
         dispatching = dispatch.broker_url() is not None  # then other hosts' workers measure their own devices
         keys = selection.partition_keys(inventory.to_json(), elsewhere=dispatching)

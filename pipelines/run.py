@@ -108,7 +108,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
         execute("inventory_job", run_config=dg.RunConfig(loggers=quiet))
         config = dg.RunConfig(loggers=quiet, ops={"measurements": SweepConfig(
             profile=selection.profile, batch_sizes=list(selection.batch_sizes), precisions=list(selection.precisions),
-            training_mode=selection.training_mode)})
+            training_mode=selection.training_mode, generation_mode=selection.generation_mode)})
         if broker:
             for i, key in enumerate(partition_keys):
                 if on_partition:

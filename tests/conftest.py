@@ -99,7 +99,9 @@ def measured(tmp_path_factory):
 
     paths = DataPaths(tmp_path_factory.mktemp("predict-data"))
     inventory = detect_hardware()
-    selection = Selection(batch_sizes=(1, 2), precisions=("fp32",), training_mode=False)
+    # The forward-pass predictors' data; the generation scenario's rows are tested apart
+    # (tests/predict/test_generation_predictions.py).
+    selection = Selection(batch_sizes=(1, 2), precisions=("fp32",), training_mode=False, generation_mode=False)
     for model in PREDICTION_MODELS:
         measure_partition(local_partition(model), selection, inventory, paths)
     load_landing_files(paths.database, paths.raw)

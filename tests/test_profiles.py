@@ -19,3 +19,15 @@ def test_quick_covers_every_family_with_two_models_per_vision_regime():
     families = {classify_spec(resolve_model(m)).family for m in QUICK.models}
     assert families == {"embedding", "text_generation", "vision", "audio", "multimodal"}
     assert {"resnet-18", "resnet-50", "mobilenet-v2", "efficientnet-b0"} <= set(QUICK.models)
+
+
+def test_quick_measures_gpt2_and_t5_in_the_generation_scenario_where_the_backend_generates():
+    generation = [c for c in partition_configs("gpt2", "cpu", Selection(), cpu_isa=[]) if c.mode == "generation"]
+    assert [(c.precision, c.batch_size, c.seq_length, c.new_tokens) for c in generation] == [("fp32", 1, None, None)]
+    assert any(c.mode == "generation" for c in partition_configs("t5-small", "cpu", Selection(), cpu_isa=[]))
+    assert not any(c.mode == "generation" for c in partition_configs("bert-tiny", "cpu", Selection(), cpu_isa=[]))
+    assert not any(c.mode == "generation" for c in partition_configs("gpt2", "openvino", Selection()))  # inference only
+    assert not any(c.mode == "generation" for c in partition_configs("gpt2", "cpu", Selection(generation_mode=False), cpu_isa=[]))
+    # True: every model that generates, never one that cannot.
+    assert any(c.mode == "generation" for c in partition_configs("whisper-tiny", "cpu", Selection(generation_mode=True), cpu_isa=[]))
+    assert not any(c.mode == "generation" for c in partition_configs("resnet-18", "cpu", Selection(generation_mode=True), cpu_isa=[]))

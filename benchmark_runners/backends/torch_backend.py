@@ -99,6 +99,10 @@ def generation_config(model, spec: ModelSpec, config: BenchmarkConfig):
     pad = generation.pad_token_id if generation.pad_token_id is not None else (eos[0] if isinstance(eos, list) else eos)
     generation.update(max_new_tokens=new, min_new_tokens=new, do_sample=False, num_beams=1, use_cache=True,
                       max_length=None, pad_token_id=pad if pad is not None else 0)
+    if getattr(model.config, "is_encoder_decoder", False) and generation.decoder_start_token_id is None:
+        # T5 starts its decoder from the padding token; a catalog config may leave that implicit.
+        start = getattr(model.config, "decoder_start_token_id", None)
+        generation.decoder_start_token_id = start if start is not None else generation.pad_token_id
     return generation
 
 

@@ -20,7 +20,10 @@ def predict(
     family: Optional[str] = typer.Option(None, "--family", help="Model family to report (default: classified)."),
     batch_size: int = BATCH_SIZE,
     seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models (default 128, capped at the model's limit)."),
-    mode: str = MODE,
+    mode: str = typer.Option("inference", "--mode", "--scenario", help="inference, training, or generation (TTFT, time per "
+                             "output token, decode tokens/s and the KV cache of a request of --seq-length prompt tokens, "
+                             "default 256, and --new-tokens)."),
+    new_tokens: Optional[int] = typer.Option(None, "--new-tokens", help="Generation: tokens each request generates (default 64)."),
     precision: str = PRECISION,
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds (default: every kind devicefit knows)."),
     database: Optional[Path] = typer.Option(None, "--database", help="DuckDB file: the store itself, its directory holding predictors/ (--benchmark-dir wins)."),
@@ -79,6 +82,14 @@ def predict(
                 for path in api.visualize_matrix(matrix, output_dir):
                     console.print(f"  figure: {path}")
             return
+        if mode == "generation":
+            from models.resolve import resolve_model
+
+            result = api.predict_generation_performance(resolve_model(model), family, kinds, kinds, batch_size, seq_length, precision, new_tokens)
+            _print_generation(result, as_json)
+            return
+        if new_tokens is not None:
+            fail("--new-tokens applies to the generation scenario: add --mode generation")
         result = api.predict_performance(model, family, kinds, batch_size, seq_length, mode, precision)
         ranked = [hw for hw in kinds if result["predictions"][hw]["latency"] is not None]
         if ranked:
@@ -120,6 +131,36 @@ def predict(
         console.print(f"distributed training on {d['gpu_count']} GPU(s): {d['distributed_strategy']}, "
                       f"{d['estimated_memory']['per_gpu_gb']:.1f} of {d['max_memory_gb']:g} GB per GPU ({d['max_memory_source']})"
                       + ("" if d["fits"] else ", does not fit") + "; `devicefit distributed` shows the breakdown")
+
+
+def _print_generation(result: dict, as_json: bool) -> None:
+    """`predict --mode generation`: per device TTFT, TPOT, decode tokens/s and the KV cache, each
+    with the link that answered it."""
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    first = next(iter(result["predictions"].values()))
+    prompt = f"{first['prompt_tokens']} prompt tokens" if first["prompt_tokens"] else "its audio window"
+    table = Table(title=f"{result['model_name']} ({result['model_family']}), generation: {prompt} + {first['new_tokens']} new, "
+                        f"batch {result['batch_size']}, {result['precision']} - predictor {result['predictor_version']}")
+    for col in ("hardware", "TTFT ms", "TPOT ms", "decode tok/s", "request ms", "KV cache MiB", "TTFT source", "TPOT source"):
+        table.add_column(col, justify="left" if col == "hardware" or "source" in col else "right")
+
+    def fmt(value, digits=1):
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    for hw, e in result["predictions"].items():
+        table.add_row(hw, fmt(e["ttft_ms"]), fmt(e.get("tpot_ms"), 2), fmt(e.get("decode_tokens_per_s")), fmt(e.get("request_ms")),
+                      fmt(e["kv_cache_mb"]), e["ttft_source"] or "-", e["tpot_source"])
+    console.print(table)
+    for hw, e in result["predictions"].items():
+        console.print(f"  {hw}: TPOT: {e['tpot_detail']}")
+        if e["ttft_source"] != "trained_predictor":
+            console.print(f"  {hw}: TTFT: {e['ttft_detail']}")
+    kv = first["kv_cache"]
+    console.print(f"KV cache ({first['kv_cache_source']}): {kv['layers']} layers x 2 x {kv['kv_heads']} KV heads x "
+                  f"{kv['head_dim']} x {kv['self_positions']} positions x batch {kv['batch_size']} x {kv['bytes_per_element']} B"
+                  + (f" + cross-attention over {kv['cross_positions']} positions" if kv["cross_positions"] else ""))
 
 
 def _distributed_plan(model: str, gpu_count: int, batch_size: int, seq_length: Optional[int], mode: str) -> dict:

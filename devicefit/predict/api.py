@@ -155,6 +155,8 @@ class HardwareModelPredictor:
         hardware = [hardware] if isinstance(hardware, str) else list(hardware)
         kinds = [registry.kind_of_device(hw) for hw in hardware]
         spec = resolve_model(model_name)
+        if mode == "generation":
+            return self.predict_generation_performance(spec, model_family, hardware, kinds, batch_size, sequence_length, precision)
         preds = self._predict(self._requests(model_name, kinds, [batch_size], [precision], mode, sequence_length), "api")
         point = model_point(spec, sequence_length)
         return {
@@ -163,6 +165,39 @@ class HardwareModelPredictor:
             "predictions": {hw: self._entry(p) for hw, p in zip(hardware, preds)},
             "predictor_version": self.predictor.version(),
         }
+
+    def predict_generation_performance(self, spec, model_family: str | None, hardware: list[str], kinds: list[str], batch_size: int,
+                            prompt: int | None, precision: str, new_tokens: int | None = None) -> dict[str, Any]:
+        """The generation scenario per device (devicefit/predict/generation.py): TTFT from the
+        forward-pass chain at the prompt's length, TPOT from the decode roofline calibrated on
+        measured generation rows, the KV cache from the config. `latency` is the whole request
+        (TTFT + (N - 1) x TPOT), `throughput` decode tokens/s, `memory_usage` the forward pass's
+        memory at the prompt plus the whole KV cache."""
+        from benchmark_runners.generation import generation_reason, request_shape
+        from devicefit.predict.generation import predict_generation
+        from devicefit.predict.hardware_specs import published_spec
+
+        reason = generation_reason(spec)
+        if reason:
+            raise ValueError(reason)
+        shape = request_shape(spec, prompt, new_tokens)
+        point = model_point(spec, shape.signature_seq_length)
+        forward = self._predict([Request(point, batch_size, precision, "inference", k) for k in kinds], "api")
+        calibration = self.predictor.artifact.get("generation") or {}
+        predictions = {}
+        for hw, kind, pred in zip(hardware, kinds, forward):
+            device = self.predictor.specs.get(self.predictor.device_of(kind)) or self.predictor.specs.get(kind) or published_spec(kind)
+            backend = Request(point, batch_size, precision, "inference", kind).backend
+            entry = predict_generation(spec, kind, backend, device, batch_size, precision, prompt, new_tokens,
+                                       {"latency": pred.latency_ms, "source": pred.source, "detail": pred.detail}, calibration)
+            memory = None if pred.memory_bytes is None else pred.memory_bytes / MB + entry["kv_cache_mb"]
+            predictions[hw] = {**entry, "latency": entry.get("request_ms"), "throughput": entry.get("decode_tokens_per_s"),
+                               "memory_usage": memory, "source": entry["tpot_source"], "detail": entry["tpot_detail"],
+                               "memory_detail": "the forward pass's memory at the prompt's length (its source: "
+                                                f"{pred.source}) plus the whole KV cache"}
+        return {"model_name": spec.name, "model_family": model_family or point.family, "batch_size": batch_size,
+                "sequence_length": shape.prompt_tokens, "mode": "generation", "precision": precision,
+                "predictions": predictions, "predictor_version": self.predictor.version()}
 
     def predict_optimal_hardware(self, model_name: str, model_family: str | None = None, batch_size: int = 1,
                                  sequence_length: int | None = None, mode: str = "inference", precision: str = "fp32",

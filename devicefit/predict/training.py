@@ -402,6 +402,13 @@ def default_devices(data: TrainingData, local_host: str | None) -> dict[str, str
     return out
 
 
+def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str, Any]:
+    """The generation scenario's decode efficiency and its held-out check (predict/generation.py)."""
+    from devicefit.predict.generation import calibrate_generation as calibrate
+
+    return calibrate(rows, specs)
+
+
 def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: str | None = None) -> dict[str, Any]:
     """Fit on every usable row, validate by held-out groups, return the artifact (JSON-able).
     `specs` per device (or per kind, for kinds measured on one device); `local_host` is this
@@ -430,6 +437,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: 
         "categories": categories, "numeric": list(NUMERIC),
         "process_baseline": data.process_baseline,
         "efficiency": calibrate_efficiency(every),
+        "generation": calibrate_generation(rows, specs),
         "baseline": baselines.to_json(),
         "validation": validation.to_json(),
         "specs": {k: vars(s) for k, s in specs.items()},

@@ -193,7 +193,7 @@ MIGRATIONS[16] = [
     *(f"ALTER TABLE measurements ADD COLUMN IF NOT EXISTS {column}" for column in (
         "prompt_tokens INTEGER", "new_tokens INTEGER", "ttft_ms DOUBLE", "ttft_p90_ms DOUBLE", "tpot_p50_ms DOUBLE",
         "tpot_p90_ms DOUBLE", "decode_tokens_per_s DOUBLE", "prefill_tokens_per_s DOUBLE", "token_times_ms JSON",
-        "kv_cache_bytes BIGINT", "kv_cache JSON")),
+        "kv_cache_bytes BIGINT", "kv_cache JSON", "memory_breakdown JSON")),
 ]
 MIGRATIONS[17] = [MIGRATIONS[7][0].replace("CREATE UNIQUE INDEX", "CREATE UNIQUE INDEX IF NOT EXISTS")]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, then 15's).
@@ -204,6 +204,6 @@ RESERVED_TABLES = frozenset({*(m.group(1) for steps in MIGRATIONS.values() for s
                                for m in re.finditer(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", step)),
                              "prediction_errors"})
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
-JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config", "output_check", "token_times_ms", "kv_cache"}
+JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config", "output_check", "token_times_ms", "kv_cache", "memory_breakdown"}
 DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hostname", "host_fingerprint", "device_id")
 MEASUREMENT_COLUMNS = [*DERIVED_COLUMNS, *(f.name for f in fields(BenchmarkResult))]

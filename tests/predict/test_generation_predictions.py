@@ -1,0 +1,125 @@
+"""Generation predicted for models too large to measure here: TTFT from the forward-pass chain,
+TPOT from the decode roofline calibrated on measured generation rows, the KV cache from the
+config; each figure labelled with what produced it."""
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from devicefit.cli import app
+from devicefit.predict.generation import STATIC_DECODE_EFFICIENCY, calibrate_generation, decode_roofline, predict_generation
+from devicefit.predict.hardware_specs import DeviceSpec
+from models.resolve import resolve_model
+
+runner = CliRunner()
+CPU = DeviceSpec("cpu", "test CPU", 300.0, 25.0, "measured_probe")
+
+
+def _row(model: str, tpot_ms: float, batch: int = 1) -> dict:
+    return {"mode": "generation", "status": "ok", "model": model, "device_kind": "cpu", "backend": "torch", "precision": "fp32",
+            "batch_size": batch, "prompt_tokens": None if model == "whisper-tiny" else 256, "new_tokens": 64,
+            "tpot_p50_ms": tpot_ms, "host_fingerprint": "cpu-test"}
+
+
+def test_the_decode_roofline_reads_the_weights_and_the_mean_cache():
+    spec = resolve_model("gpt2")
+    roof = decode_roofline(spec, 1, "fp32", 256, 64, CPU)
+    weights = 124_439_808 * 4
+    per_position = 12 * 2 * 12 * 64 * 4
+    assert roof.bytes_per_step == pytest.approx(weights + per_position * (319 - 63 / 2))
+    assert roof.ms == pytest.approx(roof.bytes_per_step / 25e9 * 1e3)  # memory bound at batch 1
+    assert decode_roofline(spec, 1, "bf16", 256, 64, CPU).bytes_per_step < roof.bytes_per_step * 0.51
+
+
+def test_calibration_is_the_measured_over_roofline_ratio_and_is_validated_leaving_each_model_out():
+    specs = {"cpu@cpu-test": CPU}
+    models = ("gpt2", "qwen2.5-0.5b", "t5-small")
+    # Every model measured at exactly twice its roofline: calibrated 2x, and each held-out model
+    # is predicted from the others without error.
+    rows = [_row(m, 2 * decode_roofline(resolve_model(m), b, "fp32", 256, 64, CPU).ms, b) for m in models for b in (1, 4)]
+    rows.append({**_row("gpt2", 1.0), "mode": "inference"})  # a forward-pass row is not a decode rate
+    cal = calibrate_generation(rows, specs)
+    entry = cal["decode_efficiency"]["cpu|torch|fp32"]
+    assert entry["log_ratio"] == pytest.approx(math.log(2)) and entry["n"] == 6 and entry["models"] == sorted(models)
+    assert cal["validation"]["tpot_mape"] == pytest.approx(0, abs=1e-9) and cal["validation"]["rows"] == 6
+    # gpt2 measured at 3x its roofline, the others at 2x. Held out, gpt2 is predicted at 2x (1/3
+    # off); qwen and t5 each at the median of the others' logs, sqrt(3 x 2) = 2.449x (22% off).
+    rows[0]["tpot_p50_ms"] *= 1.5
+    rows[1]["tpot_p50_ms"] *= 1.5
+    expected = (2 * (1 / 3) + 4 * (math.sqrt(6) / 2 - 1)) / 6
+    assert calibrate_generation(rows, specs)["validation"]["tpot_mape"] == pytest.approx(expected)
+
+
+def test_a_7b_model_gets_calibrated_tpot_and_its_kv_cache_by_hand():
+    spec = resolve_model("llama-2-7b")  # 32 layers, 32 heads of 128 (no grouped KV)
+    cal = {"decode_efficiency": {"cpu|torch|fp32": {"log_ratio": math.log(1.5), "n": 6, "spread": 0.05,
+                                                    "models": ["gpt2", "qwen2.5-0.5b", "t5-small"]}}}
+    ttft = {"latency": 1234.0, "source": "roofline_calibrated", "detail": "forward pass at 256 tokens"}
+    out = predict_generation(spec, "cpu", "torch", CPU, 1, "fp32", None, None, ttft, cal)
+    assert out["kv_cache"]["total_bytes"] == 32 * 2 * 32 * 128 * (256 + 63) * 1 * 4
+    assert out["tpot_source"] == "roofline_calibrated" and "6 generation rows" in out["tpot_detail"]
+    assert out["tpot_ms"] == pytest.approx(1.5 * decode_roofline(spec, 1, "fp32", None, None, CPU).ms)
+    assert out["tpot_ms"] > 26.9e9 / 25e9 * 1e3  # at least the fp32 weights read once per token
+    assert out["request_ms"] == pytest.approx(1234.0 + 63 * out["tpot_ms"])
+    assert out["decode_tokens_per_s"] == pytest.approx(1e3 / out["tpot_ms"])
+    static = predict_generation(spec, "cpu", "torch", CPU, 1, "fp32", None, None, ttft, {})
+    assert static["tpot_source"] == "static_rule" and "assumed" in static["tpot_detail"]
+    assert static["tpot_ms"] == pytest.approx(decode_roofline(spec, 1, "fp32", None, None, CPU).ms / STATIC_DECODE_EFFICIENCY)
+
+
+def test_predict_answers_the_generation_scenario_on_an_empty_data_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(tmp_path / "empty"))
+    out = runner.invoke(app, ["predict", "--model", "llama-2-7b", "--hardware", "cpu,cuda", "--scenario", "generation", "--json"])
+    assert out.exit_code == 0, out.output
+    answer = json.loads(out.stdout)
+    assert answer["mode"] == "generation" and answer["sequence_length"] == 256
+    for kind in ("cpu", "cuda"):
+        p = answer["predictions"][kind]
+        assert p["ttft_source"] == "static_rule" and p["tpot_source"] == "static_rule"
+        assert p["ttft_ms"] > 0 and p["tpot_ms"] > 0 and p["kv_cache"]["total_bytes"] == 32 * 2 * 32 * 128 * 319 * 4
+    assert answer["predictions"]["cuda"]["tpot_ms"] < answer["predictions"]["cpu"]["tpot_ms"]  # HBM against DDR
+    table = runner.invoke(app, ["predict", "--model", "llama-2-7b", "--hardware", "cpu", "--mode", "generation", "--new-tokens", "32"])
+    assert table.exit_code == 0, table.output
+    assert "256 prompt tokens + 32 new" in table.output and "TPOT" in table.output
+    refused = runner.invoke(app, ["predict", "--model", "bert-base-uncased", "--mode", "generation"])
+    assert refused.exit_code != 0 and "does not generate" in refused.output
+    refused = runner.invoke(app, ["predict", "--model", "gpt2", "--new-tokens", "8"])
+    assert refused.exit_code != 0 and "generation scenario" in refused.output
+
+
+def test_training_calibrates_the_decode_efficiency_from_real_generation_rows(measured):
+    """The session's forward-pass rows plus real t5-small generation rows: the artifact's
+    `generation` section calibrates cpu|torch|fp32 on them, and a 7B model's TPOT on this CPU
+    is then answered by the calibrated link, naming the rows."""
+    from benchmark_runners.hardware import detect_hardware
+    from benchmark_runners.measure import ConfigMeasurer
+    from benchmark_runners.records import BenchmarkConfig
+    from devicefit import store
+    from devicefit.predict.hardware_specs import device_specs, row_device
+    from devicefit.predict.training import train
+    from tests.conftest import FAST_POLICY
+
+    rows = store.rows_of(store.training_frame(store.connect(measured.database, read_only=True)))
+    host = rows[0]
+    measurer = ConfigMeasurer("gen-run", {}, {"cpu": {"name": host["device_name"], "fingerprint": host["hardware_fingerprint"]}})
+    generated = []
+    for batch in (1, 2):
+        r = measurer.run(BenchmarkConfig("t5-small", mode="generation", batch_size=batch, seq_length=32, new_tokens=8,
+                                         policy=FAST_POLICY)).to_json()
+        assert r["status"] == "ok", r["error"]
+        generated.append({**r, "device_kind": "cpu", "host_fingerprint": host["host_fingerprint"],
+                          "hostname": host.get("hostname")})
+    assert {row_device(g) for g in generated} == {row_device(host)}
+    artifact = train([*rows, *generated], device_specs(detect_hardware().to_json()), host["host_fingerprint"])
+    assert artifact["skipped"].get("generation_scenario") == 2  # never a forward-pass target
+    entry = artifact["generation"]["decode_efficiency"]["cpu|torch|fp32"]
+    assert entry["n"] == 2 and entry["models"] == ["t5-small"] and math.isfinite(entry["log_ratio"])
+    assert artifact["generation"]["validation"]["tpot_mape"] is None  # one model: nothing to hold out against
+    from devicefit.predict.predictor import PerformancePredictor
+
+    predictor = PerformancePredictor(artifact)
+    device = predictor.specs.get(predictor.device_of("cpu"))
+    out = predict_generation(resolve_model("llama-2-7b"), "cpu", "torch", device, 1, "fp32", None, None,
+                             {"latency": 1.0, "source": "x", "detail": "x"}, artifact["generation"])
+    assert out["tpot_source"] == "roofline_calibrated" and "2 generation rows of cpu/torch/fp32 (t5-small)" in out["tpot_detail"]
