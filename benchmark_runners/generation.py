@@ -30,6 +30,7 @@ from benchmark_runners.stats import percentile
 DEFAULT_PROMPT_TOKENS = 256
 DEFAULT_NEW_TOKENS = 64
 MIN_NEW_TOKENS = 2  # one decode step at least, or there is no time per output token
+MAX_NEW_TOKENS = 32768  # and as many prompt tokens: beyond any catalog model's positions
 
 
 def generation_reason(spec) -> str | None:
@@ -70,7 +71,12 @@ def request_shape(spec, seq_length: int | None, new_tokens: int | None) -> Reque
     """The defaults filled in and checked against the model's position limit: a request whose
     prompt and new tokens together exceed what the decoder can hold is impossible (ValueError)."""
     cfg = spec.config
-    new = new_tokens or DEFAULT_NEW_TOKENS
+    new = DEFAULT_NEW_TOKENS if new_tokens is None else new_tokens
+    if not isinstance(new, int) or isinstance(new, bool) or not MIN_NEW_TOKENS <= new <= MAX_NEW_TOKENS:
+        raise ValueError(f"new tokens must be an integer from {MIN_NEW_TOKENS} (one decode step) to {MAX_NEW_TOKENS}, got {new!r}")
+    if seq_length is not None and (not isinstance(seq_length, int) or isinstance(seq_length, bool)
+                                   or not 1 <= seq_length <= MAX_NEW_TOKENS):
+        raise ValueError(f"the prompt must be an integer from 1 to {MAX_NEW_TOKENS} tokens, got {seq_length!r}")
     limit = decoder_limit(cfg)
     if "num_mel_bins" in cfg:  # Whisper: the prompt is the 30-s audio window; the decoder generates
         if seq_length is not None:
@@ -78,7 +84,7 @@ def request_shape(spec, seq_length: int | None, new_tokens: int | None) -> Reque
         if limit is not None and new + 1 > limit:
             raise ValueError(f"{spec.name}'s decoder holds at most {limit} positions; {new} new tokens after the start token is impossible")
         return RequestShape(None, new, None)
-    prompt = seq_length or DEFAULT_PROMPT_TOKENS
+    prompt = DEFAULT_PROMPT_TOKENS if seq_length is None else seq_length
     if cfg.get("is_encoder_decoder"):
         needed, what = new + 1, f"{new} new tokens after the start token"
     else:
@@ -93,7 +99,8 @@ class KVCache:
     """The KV cache at the end of a request, computed from the config. Per decoder layer the
     cache holds a key and a value (2) of kv_heads x head_dim per position and sequence:
     bytes = layers x 2 x kv_heads x head_dim x positions x batch x bytes per element.
-    Self-attention holds the positions the decoder has run (prompt + N - 1 for a decoder-only
+    Grouped-query and multi-query attention (Falcon-7B's `multi_query`) hold fewer KV heads than
+    query heads. Self-attention holds the positions the decoder has run (prompt + N - 1 for a decoder-only
     model: the last token is never fed back; the start token + N - 1 for an encoder-decoder);
     an encoder-decoder adds its cross-attention cache over the encoder's positions."""
 
@@ -127,7 +134,10 @@ def kv_cache(cfg: dict[str, Any], batch_size: int, prompt_tokens: int, new_token
     hidden = _first(cfg, "d_model", "hidden_size", "n_embd")
     if not layers or not heads or not hidden:
         raise ValueError("the config names no decoder layer count, head count or hidden size: no KV-cache figure")
-    kv_heads = _first(cfg, "num_key_value_heads") or heads
+    if cfg.get("multi_query") and not cfg.get("new_decoder_architecture"):
+        kv_heads = 1  # Falcon-7B: one key/value head shared by all query heads
+    else:
+        kv_heads = _first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv") or heads
     head_dim = _first(cfg, "head_dim", "d_kv") or hidden // heads
     per_position = layers * 2 * kv_heads * head_dim * batch_size * bytes_per_element
     if encoder_decoder:
@@ -249,15 +259,22 @@ def memory_breakdown(spec, shape: RequestShape, batch_size: int, element_bytes: 
       the forward generate() runs first: logits of the last position only where the model keeps
       that few), less the prompt's keys and values that trace holds, which kv_cache counts; at
       half precision half the traced fp32 bytes.
-    `measured_over_estimate` is the measured peak RSS over their sum."""
+    `measured_over_estimate` is the measured peak over their sum: on a GPU the allocator's peak
+    against weights, cache and activations (process_bytes None: the host's RSS is not that
+    memory), on the CPU the peak RSS against all four."""
     from models.op_profile import prefill_peak_activation_bytes
 
-    first, per_sample = prefill_peak_activation_bytes(spec, shape.signature_seq_length)
+    try:
+        first, per_sample = prefill_peak_activation_bytes(spec, shape.signature_seq_length)
+    except Exception as exc:  # a model the meta-device trace cannot run: the timed row stands without it
+        return {"activation_bytes": None, "estimated_peak_bytes": None, "measured_peak_bytes": measured_peak_bytes,
+                "activation_method": f"not traced: {type(exc).__name__}: {str(exc)[:200]}"}
     traced = (first + per_sample * (batch_size - 1)) * element_bytes / 4
     activations = max(int(traced) - prefill_cache.total_bytes, 0)
     parts = {"process_bytes": process_bytes, "weights_bytes": weight_bytes, "kv_cache_bytes": cache.total_bytes,
              "activation_bytes": activations}
-    estimate = sum(v for v in parts.values() if v) if None not in parts.values() else None
+    known = weight_bytes is not None
+    estimate = sum(v for v in parts.values() if v is not None) if known else None
     return {**parts, "estimated_peak_bytes": estimate, "measured_peak_bytes": measured_peak_bytes,
             "measured_over_estimate": measured_peak_bytes / estimate if estimate and measured_peak_bytes else None,
             "activation_method": "meta-device trace of the prefill forward (models.op_profile.prefill_peak_activation_bytes), "

@@ -3,6 +3,7 @@ model across batch sizes), build inputs, run the harness, turn samples into a re
 from __future__ import annotations
 
 import traceback
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -116,6 +117,8 @@ class ConfigMeasurer:
                 shape = request_shape(spec, config.seq_length, config.new_tokens)
                 seq_length = shape.signature_seq_length
             sig = input_signature(spec, config.batch_size, seq_length, config.image_size, config.audio_seconds)
+            if config.mode == "generation":  # the new tokens are part of the input: rows of other lengths never aggregate together
+                sig = replace(sig, dims={**sig.dims, "new_tokens": shape.new_tokens})
             row["input"] = sig.describe()
             row["forward_flops_per_sample"] = flops_per_sample(spec, seq_length, config.image_size, config.audio_seconds)
             backend = registry.backend(config.backend)
@@ -170,8 +173,10 @@ class ConfigMeasurer:
         encoder = sig.dims.get("audio_frames", 0) // 2 or None  # Whisper's encoder halves the mel frames
         cache = kv_cache(spec.config, config.batch_size, shape.prompt_tokens or 0, shape.new_tokens, element, encoder)
         prefill_cache = kv_cache(spec.config, config.batch_size, shape.prompt_tokens or 0, 1, element, encoder)
+        on_gpu = row.get("device_allocated_peak_bytes") is not None
         breakdown = memory_breakdown(spec, shape, config.batch_size, element, row.get("weight_bytes"), cache, prefill_cache,
-                                     prepared.memory.get("rss_before_load_bytes"), row.get("peak_rss_bytes"))
+                                     None if on_gpu else prepared.memory.get("rss_before_load_bytes"),
+                                     row["device_allocated_peak_bytes"] if on_gpu else row.get("peak_rss_bytes"))
         return {**figures, "kv_cache_bytes": cache.total_bytes, "kv_cache": cache.to_json(), "memory_breakdown": breakdown}
 
     def _ok_row(self, config, prepared: PreparedModel, sig, m, row: dict[str, Any]) -> BenchmarkResult:

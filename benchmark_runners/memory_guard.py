@@ -50,7 +50,19 @@ def memory_refusal(config: BenchmarkConfig, inventory: HardwareInventory) -> str
     if free is None:
         return None
     try:
-        floor = memory_floor(resolve_model(config.model), config.batch_size, config.precision, config.mode, config.seq_length)
+        spec = resolve_model(config.model)
+        if config.mode == "generation":  # the prefill's forward at the prompt, and the cache the request grows
+            from dataclasses import replace
+
+            from benchmark_runners.generation import kv_cache, request_shape
+
+            shape = request_shape(spec, config.seq_length, config.new_tokens)
+            floor = memory_floor(spec, config.batch_size, config.precision, "inference", shape.signature_seq_length)
+            cache = kv_cache(spec.config, config.batch_size, shape.prompt_tokens or 0, shape.new_tokens,
+                             2 if config.precision in ("fp16", "bf16") else 4, spec.config.get("max_source_positions"))
+            floor = replace(floor, activation_bytes=floor.activation_bytes + cache.total_bytes)
+        else:
+            floor = memory_floor(spec, config.batch_size, config.precision, config.mode, config.seq_length)
     except (LookupError, ValueError, RuntimeError, NotImplementedError) as exc:
         # An unknown model (the worker reports it) or a model the meta-device trace cannot run:
         # measure without the guard, and say so.

@@ -163,7 +163,8 @@ class Backend(ABC):
 
     def loaded_key(self, config: "BenchmarkConfig") -> tuple:
         """Configs with the same key share one prepared model."""
-        key = (config.model, config.backend, config.device, config.precision, config.mode)
+        # new_tokens: a generation model's settings (max_new_tokens) are set when it is prepared
+        key = (config.model, config.backend, config.device, config.precision, config.mode, config.new_tokens)
         if self.reload_per_batch:
             key += (config.batch_size, config.seq_length, config.image_size, config.audio_seconds, config.threads)
         return key

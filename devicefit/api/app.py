@@ -84,6 +84,20 @@ def _model_input(spec, sequence_length: int | None) -> None:
         raise ModelInputError(f"sequence_length: {exc}") from None
 
 
+def _generation_input(spec, prompt: int | None, new_tokens: int | None) -> int | None:
+    """422 for a model that does not generate, or a request longer than its positions; else the
+    sequence length its prefill is traced at."""
+    from benchmark_runners.generation import generation_reason, request_shape
+
+    reason = generation_reason(spec)
+    if reason:
+        raise ModelInputError(f"mode generation: {reason}")
+    try:
+        return request_shape(spec, prompt, new_tokens).signature_seq_length
+    except ValueError as exc:
+        raise ModelInputError(f"sequence_length/new_tokens: {exc}") from None
+
+
 def _measured_model_name(lookup, name: str, registered: list[str]) -> str:
     """The snapshot's, catalog's or registry's spelling of `name` (any case, or a catalog model's
     Hugging Face id); an unknown name is a 404 naming close matches. Never treated as a path on
@@ -254,8 +268,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @router.post("/performance/predict", response_model=s.PredictResponse)
     async def predict(req: s.PredictRequest) -> dict[str, Any]:
         spec = state.names().resolve(req.model_name)
-        _model_input(spec, req.sequence_length)
         hardware = [req.hardware] if isinstance(req.hardware, str) else list(dict.fromkeys(req.hardware))
+        if req.mode == "generation":
+            from benchmark_runners import registry
+
+            prompt = _generation_input(spec, req.sequence_length, req.new_tokens)
+            return await state.answer_async("predict", req, spec, prompt, "inference",
+                                            lambda selector: selector.predictor.predict_generation_performance(
+                                                spec, req.model_family, hardware, [registry.kind_of_device(h) for h in hardware],
+                                                req.batch_size, req.sequence_length, req.precision, req.new_tokens))
+        if req.new_tokens is not None:
+            raise ModelInputError("new_tokens: applies to mode generation")
+        _model_input(spec, req.sequence_length)
         return await state.answer_async("predict", req, spec, req.sequence_length, req.mode,
                                         lambda selector: selector.predictor.predict_performance(
                                             spec.name, req.model_family, hardware, req.batch_size, req.sequence_length, req.mode,

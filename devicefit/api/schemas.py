@@ -28,6 +28,7 @@ TaskType = Literal["classification", "generation", "embedding", "speech_recognit
 MAX_BATCH_SIZE = 4096
 MAX_SEQUENCE_LENGTH = 32768
 MAX_BATCH_MODELS = 50  # models per /hardware/batch request
+MAX_NEW_TOKENS = 32768  # benchmark_runners.generation.MAX_NEW_TOKENS
 
 
 def _gpu_count(value: Any) -> Any:
@@ -146,11 +147,13 @@ class PredictRequest(Request):
     sequence_length: Optional[int] = SequenceLength
     mode: Mode = "inference"
     precision: Precision = "fp32"
+    new_tokens: Optional[int] = Field(None, ge=2, le=MAX_NEW_TOKENS, description="mode generation: tokens each request "
+                                                                               "generates (default 64); sequence_length is the prompt (default 256)")
 
 
 class HardwarePrediction(Response):
-    throughput: Optional[float]
-    latency: Optional[float]
+    throughput: Optional[float]  # generation: decode tokens/s
+    latency: Optional[float]  # generation: the whole request, TTFT + (N - 1) x TPOT
     memory_usage: Optional[float]
     source: str
     detail: str
@@ -158,6 +161,21 @@ class HardwarePrediction(Response):
     throughput_interval: Optional[list[float]]
     latency_interval: Optional[list[float]]
     memory_interval: Optional[list[float]]
+    # mode generation (devicefit/predict/generation.py), each figure with the link that answered it
+    prompt_tokens: Optional[int] = None
+    new_tokens: Optional[int] = None
+    ttft_ms: Optional[float] = None
+    ttft_source: Optional[str] = None
+    ttft_detail: Optional[str] = None
+    tpot_ms: Optional[float] = None
+    tpot_source: Optional[str] = None
+    tpot_detail: Optional[str] = None
+    decode_tokens_per_s: Optional[float] = None
+    request_ms: Optional[float] = None
+    kv_cache_mb: Optional[float] = None
+    kv_cache: Optional[dict[str, Any]] = None
+    kv_cache_source: Optional[str] = None
+    memory_detail: Optional[str] = None
 
 
 class PredictResponse(Response):

@@ -70,6 +70,9 @@ def predict(
     if not generate_matrix and not model:
         fail("--model is required (or --generate-matrix)")
     try:
+        if mode == "generation" and (generate_matrix or distributed):
+            fail("--mode generation answers per device with TTFT and TPOT; --generate-matrix and --distributed are for "
+                 "inference and training")
         api = HardwareModelPredictor(database_path=database, benchmark_dir=benchmark_dir, config_path=config)
         if generate_matrix:
             models = [{"name": model, **({"family": family} if family else {})}] if model else None
@@ -139,7 +142,11 @@ def _print_generation(result: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(result, indent=2))
         return
-    first = next(iter(result["predictions"].values()))
+    first = next((e for e in result["predictions"].values() if e["source"] != "unavailable"), None)
+    if first is None:
+        for hw, e in result["predictions"].items():
+            console.print(f"{hw}: unavailable: {e['detail']}")
+        raise typer.Exit(1)
     prompt = f"{first['prompt_tokens']} prompt tokens" if first["prompt_tokens"] else "its audio window"
     table = Table(title=f"{result['model_name']} ({result['model_family']}), generation: {prompt} + {first['new_tokens']} new, "
                         f"batch {result['batch_size']}, {result['precision']} - predictor {result['predictor_version']}")
@@ -149,11 +156,15 @@ def _print_generation(result: dict, as_json: bool) -> None:
     def fmt(value, digits=1):
         return "-" if value is None else f"{value:.{digits}f}"
 
-    for hw, e in result["predictions"].items():
+    answered = {hw: e for hw, e in result["predictions"].items() if e["source"] != "unavailable"}
+    for hw, e in answered.items():
         table.add_row(hw, fmt(e["ttft_ms"]), fmt(e.get("tpot_ms"), 2), fmt(e.get("decode_tokens_per_s")), fmt(e.get("request_ms")),
                       fmt(e["kv_cache_mb"]), e["ttft_source"] or "-", e["tpot_source"])
     console.print(table)
     for hw, e in result["predictions"].items():
+        if hw not in answered:
+            console.print(f"  {hw}: unavailable: {e['detail']}")
+            continue
         console.print(f"  {hw}: TPOT: {e['tpot_detail']}")
         if e["ttft_source"] != "trained_predictor":
             console.print(f"  {hw}: TTFT: {e['ttft_detail']}")

@@ -188,10 +188,17 @@ class HardwareModelPredictor:
         for hw, kind, pred in zip(hardware, kinds, forward):
             device = self.predictor.specs.get(self.predictor.device_of(kind)) or self.predictor.specs.get(kind) or published_spec(kind)
             backend = Request(point, batch_size, precision, "inference", kind).backend
+            refused = registry.backends()[backend].declared_reason(precision, "generation")
+            if refused:
+                predictions[hw] = {"throughput": None, "latency": None, "memory_usage": None, "source": "unavailable",
+                                   "detail": f"{kind}: {refused}", "interval_level": None, "throughput_interval": None,
+                                   "latency_interval": None, "memory_interval": None}
+                continue
             entry = predict_generation(spec, kind, backend, device, batch_size, precision, prompt, new_tokens,
                                        {"latency": pred.latency_ms, "source": pred.source, "detail": pred.detail}, calibration)
             memory = None if pred.memory_bytes is None else pred.memory_bytes / MB + entry["kv_cache_mb"]
             predictions[hw] = {**entry, "latency": entry.get("request_ms"), "throughput": entry.get("decode_tokens_per_s"),
+                               "interval_level": None, "throughput_interval": None, "latency_interval": None, "memory_interval": None,
                                "memory_usage": memory, "source": entry["tpot_source"], "detail": entry["tpot_detail"],
                                "memory_detail": "the forward pass's memory at the prompt's length (its source: "
                                                 f"{pred.source}) plus the whole KV cache"}

@@ -4,6 +4,8 @@ generation rows measured.
 
 - **TTFT**: the prefill is one forward pass over the prompt, so it is answered by the forward-pass
   predictor at the prompt's length (its chain link named: trained, calibrated roofline or static).
+  For an encoder-decoder that forward pass also runs the decoder over as many positions, where
+  a real prefill runs its start token only: an overestimate, which the detail says.
 - **TPOT**: a decode step reads every weight once and the KV cache so far, and computes about
   2 x active parameters x batch FLOPs: memory-bandwidth bound wherever the batch is small. Its
   roofline (`decode_roofline`, bytes at the mean context of the request) times the decode
@@ -45,16 +47,36 @@ def cache_for(spec: ModelSpec, batch: int, precision: str, prompt: int | None, n
     return kv_cache(spec.config, batch, shape.prompt_tokens or 0, shape.new_tokens, 2 if precision in HALF else 4, encoder)
 
 
+_decoder_shares: dict[tuple, float] = {}
+
+
+def decoder_share(spec: ModelSpec) -> float:
+    """The share of an encoder-decoder's parameters a decode step uses: all but the encoder's,
+    which ran once in the prefill (T5, Whisper). 1 for a decoder-only model."""
+    if not spec.config.get("is_encoder_decoder"):
+        return 1.0
+    key = (spec.name, spec.source, str(spec.path))
+    if key not in _decoder_shares:
+        from models.loading import meta_model
+
+        params = dict(meta_model(spec).named_parameters())  # shared (tied) tensors once
+        encoder = sum(p.numel() for name, p in params.items() if ".encoder." in f".{name}" or name.startswith("encoder."))
+        _decoder_shares[key] = 1 - encoder / sum(p.numel() for p in params.values())
+    return _decoder_shares[key]
+
+
 def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | None, new: int | None,
                     device: DeviceSpec) -> DecodeRoofline:
-    """The lower bound on one decode step: reading the weights and, on average over the request,
-    half the self-attention cache grown during decode plus the prompt's (or cross-attention's)."""
+    """The lower bound on one decode step: reading the weights it uses (an encoder-decoder's
+    decoder only) and, on average over the request, half the self-attention cache grown during
+    decode plus the prompt's (or cross-attention's)."""
     cache = cache_for(spec, batch, precision, prompt, new)
     new_positions = request_shape(spec, prompt, new).new_tokens - 1
     per_position = cache.self_bytes / cache.self_positions if cache.self_positions else 0.0
     mean_cache = cache.total_bytes - per_position * new_positions / 2
-    moved = float(weight_bytes(spec, precision)) + mean_cache
-    flops = 2.0 * active_parameter_count(spec) * batch
+    share = decoder_share(spec)
+    moved = float(weight_bytes(spec, precision)) * share + mean_cache
+    flops = 2.0 * active_parameter_count(spec) * share * batch
     return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device))
 
 
@@ -115,6 +137,9 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
                            "kv_cache_mb": cache.total_bytes / 2**20, "kv_cache": cache.to_json(),
                            "kv_cache_source": "config arithmetic (benchmark_runners.generation.kv_cache)",
                            "ttft_ms": ttft.get("latency"), "ttft_source": ttft.get("source"), "ttft_detail": ttft.get("detail")}
+    if spec.config.get("is_encoder_decoder") and out["ttft_ms"] is not None:
+        out["ttft_detail"] = (f"{out['ttft_detail']}; the forward pass at the prompt's length also runs the decoder over as many "
+                              "positions, where a prefill runs its start token: an overestimate for an encoder-decoder")
     if device is None:
         return {**out, "tpot_ms": None, "decode_tokens_per_s": None, "tpot_source": "unavailable",
                 "tpot_detail": f"no measurement and no published spec for {kind}: no bandwidth to bound a decode step"}

@@ -165,8 +165,8 @@ class PerformancePredictor:
 
         if r.mode == "generation":  # a request of prompt + new tokens is not a forward pass: no roofline of one stands in
             return Prediction(None, None, None, None, None, None, "unavailable",
-                              f"{r.kind}/{r.precision}/generation: no TTFT/TPOT predictor is trained yet; the generation "
-                              "scenario is measured (devicefit benchmark --mode generation), not predicted", self.level)
+                              f"{r.kind}/{r.precision}/generation: this chain predicts forward passes; the generation scenario "
+                              "is answered per device by predict --mode generation (TTFT, TPOT, KV cache)", self.level)
         backend = registry.backends().get(r.backend)
         refused = backend.declared_reason(r.precision, r.mode) if backend is not None else None
         if refused:  # OpenVINO does not train: no roofline stands in for a run that cannot happen

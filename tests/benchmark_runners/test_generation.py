@@ -169,3 +169,39 @@ def test_a_landing_row_of_an_older_version_loads_its_rate_under_the_new_name():
     assert ResultRow.model_validate({**base, "tokens_per_s": 99.0}).forward_tokens_per_s == 99.0
     with pytest.raises(ValueError, match="same figure"):
         ResultRow.model_validate({**base, "tokens_per_s": 99.0, "forward_tokens_per_s": 98.0})
+
+
+def test_multi_query_attention_holds_one_kv_head_and_bounds_are_enforced():
+    falcon = resolve_model("falcon-7b").config  # multi_query: 71 query heads share one key/value head
+    assert kv_cache(falcon, 1, 256, 64, 2).kv_heads == 1
+    assert kv_cache(falcon, 1, 256, 64, 2).total_bytes == 32 * 2 * 1 * 64 * 319 * 2
+    spec = resolve_model("t5-small")  # no position limit: the bounds are devicefit's
+    for new in (0, 1, -5, 10**9):
+        with pytest.raises(ValueError, match="new tokens"):
+            request_shape(spec, None, new)
+    with pytest.raises(ValueError, match="prompt"):
+        request_shape(spec, 0, None)
+
+
+def test_configs_differing_only_in_new_tokens_are_distinct_inputs_and_models(measurer, tiny_models):
+    """A worker that measured 4 new tokens must not reuse that generation setting for 6, and
+    the two rows are different inputs to the store (the aggregates never mix them)."""
+    from benchmark_runners.backends.torch_backend import TorchBackend
+
+    short, long = (config(tiny_models["causal"], mode="generation", seq_length=8, new_tokens=n) for n in (4, 6))
+    assert TorchBackend().loaded_key(short) != TorchBackend().loaded_key(long)
+    a, b = measurer.run(short), measurer.run(long)
+    assert a.status == b.status == "ok", (a.error, b.error)
+    assert [len(t) for t in a.token_times_ms] == [4] * a.iterations and [len(t) for t in b.token_times_ms] == [6] * b.iterations
+    assert a.input["dims"]["new_tokens"] == 4 and b.input["dims"]["new_tokens"] == 6
+
+
+def test_the_memory_breakdown_names_its_parts_and_compares_them_with_the_peak(measurer, tiny_models):
+    r = measurer.run(config(tiny_models["causal"], mode="generation", batch_size=2, seq_length=16, new_tokens=4))
+    assert r.status == "ok", r.error
+    b = r.memory_breakdown
+    assert b["weights_bytes"] == r.weight_bytes and b["kv_cache_bytes"] == r.kv_cache_bytes
+    assert b["process_bytes"] == r.rss_before_load_bytes and b["activation_bytes"] >= 0
+    assert b["estimated_peak_bytes"] == b["process_bytes"] + b["weights_bytes"] + b["kv_cache_bytes"] + b["activation_bytes"]
+    assert b["measured_peak_bytes"] == r.peak_rss_bytes
+    assert b["measured_over_estimate"] == pytest.approx(r.peak_rss_bytes / b["estimated_peak_bytes"])

@@ -123,3 +123,25 @@ def test_training_calibrates_the_decode_efficiency_from_real_generation_rows(mea
     out = predict_generation(resolve_model("llama-2-7b"), "cpu", "torch", device, 1, "fp32", None, None,
                              {"latency": 1.0, "source": "x", "detail": "x"}, artifact["generation"])
     assert out["tpot_source"] == "roofline_calibrated" and "2 generation rows of cpu/torch/fp32 (t5-small)" in out["tpot_detail"]
+
+
+def test_the_api_answers_generation_with_its_figures_and_refuses_what_cannot_generate(tmp_path):
+    from devicefit.api.app import Settings, create_app
+    from tests.api.server import call, running
+
+    with running(create_app(Settings(benchmark_dir=tmp_path / "empty", warm_models=()))) as base:
+        status, body = call(base, "/performance/predict", {"model_name": "gpt2", "hardware": ["cpu", "openvino"],
+                                                           "mode": "generation", "new_tokens": 32})
+        assert status == 200, body
+        cpu = body["predictions"]["cpu"]
+        assert cpu["tpot_source"] == "static_rule" and cpu["tpot_ms"] > 0 and cpu["ttft_ms"] > 0
+        assert cpu["new_tokens"] == 32 and cpu["kv_cache"]["self_positions"] == 256 + 31
+        assert cpu["latency"] == pytest.approx(cpu["ttft_ms"] + 31 * cpu["tpot_ms"])
+        assert body["predictions"]["openvino"]["source"] == "unavailable"  # its backend does not generate
+        for payload, why in (({"model_name": "bert-base-uncased", "mode": "generation"}, "does not generate"),
+                             ({"model_name": "gpt2", "mode": "generation", "sequence_length": 1000}, "1024 positions"),
+                             ({"model_name": "gpt2", "new_tokens": 8}, "mode generation")):
+            status, body = call(base, "/performance/predict", payload)
+            assert status == 422 and why in json.dumps(body), (payload, status, body)
+        status, _ = call(base, "/performance/predict", {"model_name": "gpt2", "mode": "generation", "new_tokens": 1})
+        assert status == 422

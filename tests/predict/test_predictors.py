@@ -267,13 +267,11 @@ def test_rows_timed_under_contention_are_counted_not_learned_from(measured):
     calm = [dict(r, contended=False) for r in rows]  # this suite may itself run beside a busy process
     twin = dict(calm[0], contended=True, other_cpu_share=0.5, run_id="busy-run")
     data = training.training_data([*calm, twin], specs)
-    generation = sum(r["mode"] == "generation" for r in calm)  # requests, not forward passes: never these targets
-    assert data.skipped == {"contended (a clean measurement of the config exists)": 1,
-                            **({"generation_scenario": generation} if generation else {})} and data.contended_kept == 0
-    assert len(data) == len(calm) - generation
+    assert data.skipped == {"contended (a clean measurement of the config exists)": 1} and data.contended_kept == 0
+    assert len(data) == len(calm)
     # A config measured only under contention is used (there is nothing better) and counted.
     alone = training.training_data([twin, *calm[1:]], specs)
-    assert alone.contended_kept == 1 and len(alone) == len(calm) - generation
+    assert alone.contended_kept == 1 and len(alone) == len(calm)
 
 
 def test_two_cpus_are_two_devices_each_scored_against_its_own_probe(measured):
