@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 import time
 
@@ -82,6 +83,14 @@ def main() -> int:
             print(f"  {t} leave-one-device-out (trained on the other devices only): "
                   + ", ".join(f"{k} {m.mape:.1%} (median {m.median_ape:.1%}, n={m.n})"
                               for k, m in v.leave_one_hardware_out_per_device.items()))
+    generation = artifact.get("generation") or {}
+    gv = generation.get("validation") or {}
+    if gv.get("rows"):
+        print(f"generation TPOT, decode roofline x calibrated efficiency, {gv['method']}: MAPE "
+              f"{gv['tpot_mape']:.1%} over {gv['rows']} rows of {', '.join(gv['models'])}")
+    for key, cal in (generation.get("decode_efficiency") or {}).items():
+        print(f"  decode efficiency {key}: measured TPOT = {math.exp(cal['log_ratio']):.2f} x roofline "
+              f"(n={cal['n']}: {', '.join(cal['models'])})")
     predictor = PerformancePredictor(artifact)
 
     specs = variant_specs(100)

@@ -9,9 +9,13 @@ generation rows measured.
 - **TPOT**: a decode step reads every weight once and the KV cache so far, and computes about
   2 x active parameters x batch FLOPs: memory-bandwidth bound wherever the batch is small. Its
   roofline (`decode_roofline`, bytes at the mean context of the request) times the decode
-  efficiency measured on this device kind, backend and precision (the median of measured TPOT
-  over roofline across its generation rows: `roofline_calibrated`, with how many rows and
-  models), or an assumed STATIC_DECODE_EFFICIENCY where none was measured (`static_rule`).
+  efficiency measured on this device kind, backend, precision and batch size (the median of
+  measured TPOT over roofline across its generation rows: `roofline_calibrated`, with how many
+  rows and models; the nearest measured batch where this one is not), or an assumed
+  STATIC_DECODE_EFFICIENCY where none was measured (`static_rule`). Per batch size, because
+  small-batch decode is not bandwidth-bound alone: on the Xeon, batch 4 ran at 2.9x the
+  roofline for gpt2, qwen2.5-0.5b and t5-small alike, batch 1 at 1.3-2.1x (its GEMMs of 4 rows
+  reach a fraction of the probed peak).
 - **KV cache**: from the config (benchmark_runners.generation.kv_cache), exact arithmetic.
 
 The calibration is validated leave-one-model-out (`calibrate_generation`): each measured model's
@@ -80,8 +84,20 @@ def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | N
     return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device))
 
 
-def _key(kind: str, backend: str, precision: str) -> str:
-    return "|".join((kind, backend, precision))
+def _key(kind: str, backend: str, precision: str, batch: int) -> str:
+    return "|".join((kind, backend, precision, f"b{batch}"))
+
+
+def nearest_calibration(calibration: dict[str, Any], kind: str, backend: str, precision: str,
+                        batch: int) -> tuple[int, dict[str, Any]] | None:
+    """The decode efficiency measured at this batch size, else at the nearest one measured
+    (log distance) on the same kind, backend and precision: (its batch, its entry)."""
+    prefix = "|".join((kind, backend, precision, "b"))
+    measured = {int(k[len(prefix):]): v for k, v in (calibration.get("decode_efficiency") or {}).items() if k.startswith(prefix)}
+    if not measured:
+        return None
+    nearest = min(measured, key=lambda b: (abs(math.log(b / batch)), b))
+    return nearest, measured[nearest]
 
 
 def _ratios(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], specs_of_models: dict[str, ModelSpec]):
@@ -94,7 +110,8 @@ def _ratios(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], specs_of_m
                 or device is None):
             continue
         roof = decode_roofline(spec, r["batch_size"], r["precision"], r.get("prompt_tokens"), r.get("new_tokens"), device)
-        out.append((_key(r["device_kind"], r["backend"], r["precision"]), r["model"], math.log(r["tpot_p50_ms"] / roof.ms)))
+        out.append((_key(r["device_kind"], r["backend"], r["precision"], r["batch_size"]), r["model"],
+                    math.log(r["tpot_p50_ms"] / roof.ms)))
     return out
 
 
@@ -144,12 +161,14 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
         return {**out, "tpot_ms": None, "decode_tokens_per_s": None, "tpot_source": "unavailable",
                 "tpot_detail": f"no measurement and no published spec for {kind}: no bandwidth to bound a decode step"}
     roof = decode_roofline(spec, batch, precision, prompt, new, device)
-    cal = (calibration.get("decode_efficiency") or {}).get(_key(kind, backend, precision))
-    if cal:
+    found = nearest_calibration(calibration, kind, backend, precision, batch)
+    if found:
+        at, cal = found
         tpot, source = roof.ms * math.exp(cal["log_ratio"]), "roofline_calibrated"
         detail = (f"decode roofline on {device.name} ({device.source}): {roof.bytes_per_step / 1e9:.2f} GB read per step at "
                   f"{device.bandwidth_gbs:.0f} GB/s, x the decode efficiency measured on {cal['n']} generation rows of "
-                  f"{kind}/{backend}/{precision} ({', '.join(cal['models'])})")
+                  f"{kind}/{backend}/{precision} at batch {at} ({', '.join(cal['models'])})"
+                  + ("" if at == batch else f"; batch {batch} itself is not measured"))
     else:
         tpot, source = roof.ms / STATIC_DECODE_EFFICIENCY, "static_rule"
         detail = (f"nothing measured in the generation scenario on {kind}/{backend}/{precision}: decode roofline on {device.name} "

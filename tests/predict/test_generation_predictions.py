@@ -40,8 +40,9 @@ def test_calibration_is_the_measured_over_roofline_ratio_and_is_validated_leavin
     rows = [_row(m, 2 * decode_roofline(resolve_model(m), b, "fp32", 256, 64, CPU).ms, b) for m in models for b in (1, 4)]
     rows.append({**_row("gpt2", 1.0), "mode": "inference"})  # a forward-pass row is not a decode rate
     cal = calibrate_generation(rows, specs)
-    entry = cal["decode_efficiency"]["cpu|torch|fp32"]
-    assert entry["log_ratio"] == pytest.approx(math.log(2)) and entry["n"] == 6 and entry["models"] == sorted(models)
+    assert sorted(cal["decode_efficiency"]) == ["cpu|torch|fp32|b1", "cpu|torch|fp32|b4"]  # per batch size
+    for entry in cal["decode_efficiency"].values():
+        assert entry["log_ratio"] == pytest.approx(math.log(2)) and entry["n"] == 3 and entry["models"] == sorted(models)
     assert cal["validation"]["tpot_mape"] == pytest.approx(0, abs=1e-9) and cal["validation"]["rows"] == 6
     # gpt2 measured at 3x its roofline, the others at 2x. Held out, gpt2 is predicted at 2x (1/3
     # off); qwen and t5 each at the median of the others' logs, sqrt(3 x 2) = 2.449x (22% off).
@@ -53,8 +54,10 @@ def test_calibration_is_the_measured_over_roofline_ratio_and_is_validated_leavin
 
 def test_a_7b_model_gets_calibrated_tpot_and_its_kv_cache_by_hand():
     spec = resolve_model("llama-2-7b")  # 32 layers, 32 heads of 128 (no grouped KV)
-    cal = {"decode_efficiency": {"cpu|torch|fp32": {"log_ratio": math.log(1.5), "n": 6, "spread": 0.05,
-                                                    "models": ["gpt2", "qwen2.5-0.5b", "t5-small"]}}}
+    cal = {"decode_efficiency": {"cpu|torch|fp32|b1": {"log_ratio": math.log(1.5), "n": 6, "spread": 0.05,
+                                                       "models": ["gpt2", "qwen2.5-0.5b", "t5-small"]},
+                                 "cpu|torch|fp32|b4": {"log_ratio": math.log(3.0), "n": 3, "spread": 0.05,
+                                                       "models": ["gpt2", "qwen2.5-0.5b", "t5-small"]}}}
     ttft = {"latency": 1234.0, "source": "roofline_calibrated", "detail": "forward pass at 256 tokens"}
     out = predict_generation(spec, "cpu", "torch", CPU, 1, "fp32", None, None, ttft, cal)
     assert out["kv_cache"]["total_bytes"] == 32 * 2 * 32 * 128 * (256 + 63) * 1 * 4
@@ -63,6 +66,10 @@ def test_a_7b_model_gets_calibrated_tpot_and_its_kv_cache_by_hand():
     assert out["tpot_ms"] > 26.9e9 / 25e9 * 1e3  # at least the fp32 weights read once per token
     assert out["request_ms"] == pytest.approx(1234.0 + 63 * out["tpot_ms"])
     assert out["decode_tokens_per_s"] == pytest.approx(1e3 / out["tpot_ms"])
+    # Batch 8 is not measured: the nearest measured batch (4) answers, and says so.
+    eight = predict_generation(spec, "cpu", "torch", CPU, 8, "fp32", None, None, ttft, cal)
+    assert eight["tpot_ms"] == pytest.approx(3.0 * decode_roofline(spec, 8, "fp32", None, None, CPU).ms)
+    assert "at batch 4" in eight["tpot_detail"] and "batch 8 itself is not measured" in eight["tpot_detail"]
     static = predict_generation(spec, "cpu", "torch", CPU, 1, "fp32", None, None, ttft, {})
     assert static["tpot_source"] == "static_rule" and "assumed" in static["tpot_detail"]
     assert static["tpot_ms"] == pytest.approx(decode_roofline(spec, 1, "fp32", None, None, CPU).ms / STATIC_DECODE_EFFICIENCY)
@@ -90,7 +97,7 @@ def test_predict_answers_the_generation_scenario_on_an_empty_data_directory(tmp_
 
 def test_training_calibrates_the_decode_efficiency_from_real_generation_rows(measured):
     """The session's forward-pass rows plus real t5-small generation rows: the artifact's
-    `generation` section calibrates cpu|torch|fp32 on them, and a 7B model's TPOT on this CPU
+    `generation` section calibrates cpu|torch|fp32 per batch size on them, and a 7B model's TPOT on this CPU
     is then answered by the calibrated link, naming the rows."""
     from benchmark_runners.hardware import detect_hardware
     from benchmark_runners.measure import ConfigMeasurer
@@ -113,8 +120,8 @@ def test_training_calibrates_the_decode_efficiency_from_real_generation_rows(mea
     assert {row_device(g) for g in generated} == {row_device(host)}
     artifact = train([*rows, *generated], device_specs(detect_hardware().to_json()), host["host_fingerprint"])
     assert artifact["skipped"].get("generation_scenario") == 2  # never a forward-pass target
-    entry = artifact["generation"]["decode_efficiency"]["cpu|torch|fp32"]
-    assert entry["n"] == 2 and entry["models"] == ["t5-small"] and math.isfinite(entry["log_ratio"])
+    entry = artifact["generation"]["decode_efficiency"]["cpu|torch|fp32|b1"]
+    assert entry["n"] == 1 and entry["models"] == ["t5-small"] and math.isfinite(entry["log_ratio"])
     assert artifact["generation"]["validation"]["tpot_mape"] is None  # one model: nothing to hold out against
     from devicefit.predict.predictor import PerformancePredictor
 
@@ -122,7 +129,7 @@ def test_training_calibrates_the_decode_efficiency_from_real_generation_rows(mea
     device = predictor.specs.get(predictor.device_of("cpu"))
     out = predict_generation(resolve_model("llama-2-7b"), "cpu", "torch", device, 1, "fp32", None, None,
                              {"latency": 1.0, "source": "x", "detail": "x"}, artifact["generation"])
-    assert out["tpot_source"] == "roofline_calibrated" and "2 generation rows of cpu/torch/fp32 (t5-small)" in out["tpot_detail"]
+    assert out["tpot_source"] == "roofline_calibrated" and "1 generation rows of cpu/torch/fp32 at batch 1 (t5-small)" in out["tpot_detail"]
 
 
 def test_the_api_answers_generation_with_its_figures_and_refuses_what_cannot_generate(tmp_path):
