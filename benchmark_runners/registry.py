@@ -68,6 +68,10 @@ class DeviceKind:
     software_runs_on: str | None = None
     # The precisions it runs natively, best first: what searches over precision enumerate.
     native_precisions: tuple[str, ...] = ()
+    # The host queues its kernels and goes on while the device runs them (CUDA, ROCm, MPS): an
+    # eager loop's dispatch overlaps the device's work instead of adding to it, so a step takes
+    # the longer of the two (devicefit.predict.generation).
+    asynchronous: bool = False
 
     def device_id(self, device: dict[str, Any]) -> str:
         if self.device_format is None:
@@ -84,13 +88,13 @@ BUILTIN_KINDS = (
     DeviceKind("cpu", f"{_PLATFORMS}:detect_cpu", "the host CPU", "cpu", "cpu", probed=True, host_memory=True,
                native_precisions=("fp32", "bf16", "int8")),
     DeviceKind("cuda", f"{_PLATFORMS}:detect_cuda", "NVIDIA GPUs through CUDA", "cuda:{index}", "cuda:0", probed=True,
-               native_precisions=("fp32", "fp16", "bf16", "int8")),
+               native_precisions=("fp32", "fp16", "bf16", "int8"), asynchronous=True),
     # ROCm: devicefit names its devices "rocm:N" (rows, partitions, predictor specs of its own);
     # torch's ROCm build addresses the same GPUs as "cuda:N" through HIP (torch_device_string).
     DeviceKind("rocm", f"{_PLATFORMS}:detect_rocm", "AMD GPUs through ROCm (HIP)", "rocm:{index}", "rocm:0", probed=True,
-               native_precisions=("fp32", "fp16", "bf16")),
+               native_precisions=("fp32", "fp16", "bf16"), asynchronous=True),
     DeviceKind("mps", f"{_PLATFORMS}:detect_mps", "Apple GPUs through Metal Performance Shaders", "mps", "mps", probed=True,
-               host_memory=True, native_precisions=("fp32", "fp16")),
+               host_memory=True, native_precisions=("fp32", "fp16"), asynchronous=True),
     DeviceKind("openvino", f"{_PLATFORMS}:detect_openvino", "Intel OpenVINO runtime devices", "openvino:{name}", "cpu",
                shares_device_of="cpu", host_memory=True, native_precisions=("fp32", "bf16", "int8")),
     DeviceKind("qnn", f"{_PLATFORMS}:detect_qnn", "Qualcomm AI Engine Direct (QNN) NPUs"),

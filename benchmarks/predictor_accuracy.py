@@ -86,11 +86,16 @@ def main() -> int:
     generation = artifact.get("generation") or {}
     gv = generation.get("validation") or {}
     if gv.get("rows"):
-        print(f"generation TPOT, decode roofline x calibrated efficiency, {gv['method']}: MAPE "
+        print(f"generation TPOT, device roofline x fitted ratio against the host's kernel dispatch, {gv['method']}: MAPE "
               f"{gv['tpot_mape']:.1%} over {gv['rows']} rows of {', '.join(gv['models'])}")
+        for group, v in (gv.get("per_group") or {}).items():
+            print(f"  {group}: MAPE {v['tpot_mape']:.1%} (n={v['rows']})")
+    for group, line in (generation.get("dispatch") or {}).items():
+        print(f"  host line {group}: {line['step_ms']:.2f} ms per step + {line['us_per_kernel']:.1f} us per kernel, "
+              f"{'the longer of host and device' if line['asynchronous'] else 'added to the device'} (n={line['n']})")
     for key, cal in (generation.get("decode_efficiency") or {}).items():
-        print(f"  decode efficiency {key}: measured TPOT = {math.exp(cal['log_ratio']):.2f} x roofline "
-              f"(n={cal['n']}: {', '.join(cal['models'])})")
+        print(f"  device ratio {key}: {math.exp(cal['log_ratio']):.2f} x roofline (n={cal['n']}, device-bound "
+              f"{cal.get('device_bound_rows', '?')}: {', '.join(cal['models'])})")
     predictor = PerformancePredictor(artifact)
 
     specs = variant_specs(100)

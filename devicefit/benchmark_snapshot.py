@@ -23,8 +23,10 @@ SNAPSHOT_NAME = "benchmarks.json"
 #: Columns of `aggregates` carried into the snapshot, in the order a reader sees them.
 COLUMNS = ("model", "family", "backend", "device_kind", "device_name", "hardware_fingerprint", "device_profile", "hostname", "precision",
            "mode", "batch_size", "input_dims", "seq_length", "runs", "rows", "p50_ms", "p95_ms",
-           "throughput_samples_per_s", "peak_rss_bytes", "worst_ci_rel_half_width", "speedup_vs_cpu_fp32",
-           "is_best_precision", "last_measured")
+           "throughput_samples_per_s", "peak_rss_bytes", "device_reserved_peak_bytes", "worst_ci_rel_half_width", "speedup_vs_cpu_fp32",
+           "is_best_precision", "last_measured",
+           # the generation scenario's (None on forward-pass rows)
+           "ttft_ms", "tpot_p50_ms", "tpot_p90_ms", "decode_tokens_per_s", "kv_cache_bytes")
 
 
 class SnapshotError(DevicefitError, RuntimeError):

@@ -237,13 +237,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @router.post("/hardware/select", response_model=s.SelectResponse)
     async def select(req: s.SelectRequest) -> dict[str, Any]:
         spec = state.names().resolve(req.model_name)
-        _model_input(spec, req.sequence_length)
         mode = TASK_MODES.get(req.task_type, req.mode) if req.task_type else req.mode
+        traced = _generation_input(spec, req.sequence_length, req.new_tokens) if mode == "generation" else req.sequence_length
+        if mode != "generation":
+            _model_input(spec, req.sequence_length)
         # Torch device strings (cuda:0) name their kinds; the selector chooses among kinds.
         available = list(dict.fromkeys(map(kind_of_device, req.available_hardware))) if req.available_hardware else None
-        return await state.answer_async("select", req, spec, req.sequence_length, mode, lambda selector: selector.select_hardware(
+        return await state.answer_async("select", req, spec, traced, mode, lambda selector: selector.select_hardware(
             req.model_family, spec.name, req.batch_size, req.sequence_length, req.mode, req.precision,
-            available, req.task_type, req.distributed, req.gpu_count, req.max_latency_ms))
+            available, req.task_type, req.distributed, req.gpu_count, req.max_latency_ms, req.new_tokens, req.max_tpot_ms,
+            req.max_ttft_ms))
 
     @router.post("/hardware/batch", response_model=s.BatchResponse)
     def batch(req: s.BatchRequest) -> dict[str, Any]:
@@ -273,7 +276,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             from benchmark_runners import registry
 
             prompt = _generation_input(spec, req.sequence_length, req.new_tokens)
-            return await state.answer_async("predict", req, spec, prompt, "inference",
+            return await state.answer_async("predict", req, spec, prompt, "generation",
                                             lambda selector: selector.predictor.predict_generation_performance(
                                                 spec, req.model_family, hardware, [registry.kind_of_device(h) for h in hardware],
                                                 req.batch_size, req.sequence_length, req.precision, req.new_tokens))

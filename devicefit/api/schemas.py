@@ -80,7 +80,11 @@ class SelectRequest(Request):
     task_type: Optional[TaskType] = None
     distributed: bool = False
     gpu_count: GpuCount = 1
-    max_latency_ms: Optional[float] = Field(None, gt=0)
+    max_latency_ms: Optional[float] = Field(None, gt=0, description="mode generation: the whole request")
+    new_tokens: Optional[int] = Field(None, ge=2, le=MAX_NEW_TOKENS, description="mode generation: tokens each request generates "
+                                      "(default 64); sequence_length is then the prompt (default 256)")
+    max_tpot_ms: Optional[float] = Field(None, gt=0, description="mode generation: bound on the predicted time per output token")
+    max_ttft_ms: Optional[float] = Field(None, gt=0, description="mode generation: bound on the predicted time to first token")
 
 
 class SelectResponse(Response):
@@ -92,6 +96,7 @@ class SelectResponse(Response):
     sequence_length: Optional[int]
     precision: str
     mode: str
+    new_tokens: Optional[int] = None  # mode generation
     primary_recommendation: str
     fallback_options: list[str]
     compatible_hardware: list[str]
@@ -286,10 +291,17 @@ class BenchmarkRow(Response):
     p95_ms: Optional[float]
     throughput_samples_per_s: Optional[float]
     peak_rss_bytes: Optional[int]
+    device_reserved_peak_bytes: Optional[float] = Field(None, description="a GPU's own memory: the caching allocator's reserved peak")
     worst_ci_rel_half_width: Optional[float]
     speedup_vs_cpu_fp32: Optional[float]
     is_best_precision: Optional[bool]
     last_measured: Optional[str]
+    # mode generation (p50_ms is then the whole request): absent from a forward-pass row
+    ttft_ms: Optional[float] = None
+    tpot_p50_ms: Optional[float] = None
+    tpot_p90_ms: Optional[float] = None
+    decode_tokens_per_s: Optional[float] = None
+    kv_cache_bytes: Optional[float] = None
 
 
 class BenchmarksResponse(Response):

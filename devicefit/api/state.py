@@ -132,10 +132,11 @@ class ServiceState:
                            compute: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
         """`answer`, on the event loop when the model's traces are cached (the usual case: work
         of ~0.3 ms), in the thread pool when one is still needed (an unusual sequence length),
-        so one slow trace never stalls every other request."""
+        so one slow trace never stalls every other request. The generation scenario also traces
+        a decode step (models.op_profile.decode_step_ops): always the thread pool."""
         from models.op_profile import is_traced
 
-        if is_traced(spec, sequence_length, training=mode == "training"):
+        if mode != "generation" and is_traced(spec, sequence_length, training=mode == "training"):
             return self.answer(endpoint, request, compute)
         return await run_in_threadpool(self.answer, endpoint, request, compute)
 

@@ -13,7 +13,6 @@ from devicefit.cli.common import (
     BATCH_SIZE,
     BENCHMARK_DIR,
     DEBUG,
-    MODE,
     PRECISION,
     app,
     classifier,
@@ -67,12 +66,20 @@ def select_command(
                                                                         "directory (--model-name: spec 002's spelling)."),
     family: Optional[str] = typer.Option(None, "--family", "--model-family", help="Model family (default: classified)."),
     batch_size: int = BATCH_SIZE,
-    seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Tokens per sample for text models."),
-    mode: str = MODE,
+    seq_length: Optional[int] = typer.Option(None, "--seq-length", "--prompt-tokens", "--context-length",
+                                             help="Tokens per sample for text models; in the generation scenario, the prompt (default 256)."),
+    mode: str = typer.Option("inference", "--mode", "--scenario", help="inference, training or generation (TTFT, TPOT, decode tokens/s)."),
     precision: str = PRECISION,
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds you have (default: what is detected here), or registered device ids (devicefit devices list) to choose among those devices, with measured and predicted figures."),
-    task: Optional[str] = typer.Option(None, "--task", help="classification, generation, embedding, speech_recognition, fine_tuning, training."),
-    max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", help="Exclude hardware predicted slower than this."),
+    task: Optional[str] = typer.Option(None, "--task", help="classification, generation (selected on generation figures), embedding, "
+                                                          "speech_recognition, fine_tuning, training."),
+    max_latency_ms: Optional[float] = typer.Option(None, "--max-latency-ms", help="Exclude hardware predicted slower than this "
+                                                   "(in the generation scenario: the whole request)."),
+    new_tokens: Optional[int] = typer.Option(None, "--new-tokens", help="Generation scenario: tokens each request generates (default 64)."),
+    max_tpot_ms: Optional[float] = typer.Option(None, "--max-tpot-ms", help="Generation scenario: exclude hardware whose predicted time "
+                                                "per output token exceeds this."),
+    max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="Generation scenario: exclude hardware whose predicted time "
+                                                "to first token exceeds this."),
     distributed: bool = typer.Option(False, "--distributed", help="Training across --gpu-count GPUs (memory per GPU from the distributed plan)."),
     gpu_count: int = typer.Option(1, "--gpu-count", help="GPUs for --distributed."),
     config: Optional[Path] = typer.Option(None, "--config", help="Selection config JSON (spec 002) over the shipped defaults."),
@@ -97,11 +104,15 @@ def select_command(
                  "give kinds, or registered device ids (devicefit devices list)")
         if task or distributed:
             fail("--task and --distributed choose among kinds; with device ids give --mode and --batch-size")
+        if mode == "generation" or new_tokens or max_tpot_ms or max_ttft_ms:
+            fail("the generation scenario chooses among kinds (--hardware cpu,cuda); registered device ids are chosen on "
+                 "forward-pass figures")
         return _select_devices(model, wanted, batch_size, seq_length, mode, precision, max_latency_ms, config, benchmark_dir, as_json)
     try:
         selector = HardwareSelector(benchmark_dir=benchmark_dir, config_path=config)
         kwargs = dict(available_hardware=csv_list(hardware, "--hardware") if hardware else None, distributed=distributed,
-                      gpu_count=gpu_count, max_latency_ms=max_latency_ms, sequence_length=seq_length, precision=precision)
+                      gpu_count=gpu_count, max_latency_ms=max_latency_ms, sequence_length=seq_length, precision=precision,
+                      new_tokens=new_tokens, max_tpot_ms=max_tpot_ms, max_ttft_ms=max_ttft_ms)
         if task:
             result = selector.select_hardware_for_task(family, model, task, batch_size, **kwargs)
         else:
@@ -111,9 +122,13 @@ def select_command(
     if as_json:
         print(json.dumps(result, indent=2))
         return
+    scenario = (f"generation, {result['sequence_length'] or 'audio'} prompt + {result['new_tokens']} new tokens"
+                if result["mode"] == "generation" else result["mode"])
     console.print(f"[bold]{result['model_name']}[/] ({result['model_family']}, {result['model_size'] / 1e6:.1f}M parameters, "
-                  f"{result['model_size_category']}), batch {batch_size}, {result['precision']}, {result['mode']}")
+                  f"{result['model_size_category']}), batch {batch_size}, {result['precision']}, {scenario}")
     console.print(f"primary: [bold green]{result['primary_recommendation']}[/]; fallbacks: {', '.join(result['fallback_options']) or 'none'}")
+    if result["mode"] == "generation":
+        return _generation_table(result)
     table = Table()
     for col in ("hardware", "score", "latency ms", "throughput /s", "memory MiB", "source", "excluded"):
         table.add_column(col)
@@ -122,6 +137,23 @@ def select_command(
         table.add_row(hw, f"{s['score']:.2f}" if "score" in s else "-", f"{p['latency']:.1f}" if p["latency"] else "-",
                       f"{p['throughput']:.1f}" if p["throughput"] else "-", f"{p['memory_mb']:.0f}" if p["memory_mb"] else "-",
                       p["source"], s["excluded"] or "")
+    console.print(table)
+    console.print(result["explanation"])
+
+
+def _generation_table(result: dict) -> None:
+    table = Table()
+    for col in ("hardware", "score", "TPOT ms", "TTFT ms", "decode tok/s", "request ms", "memory MiB", "KV cache MiB", "TPOT by",
+                "excluded"):
+        table.add_column(col)
+
+    def cell(value, digits: int = 1) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    for hw, s in result["all_scores"].items():
+        p = s["predictions"]
+        table.add_row(hw, cell(s.get("score"), 2), cell(p["tpot_ms"], 2), cell(p["ttft_ms"]), cell(p["throughput"]), cell(p["latency"]),
+                      cell(p["memory_mb"], 0), cell(p["kv_cache_mb"]), p["tpot_source"] or p["source"], s["excluded"] or "")
     console.print(table)
     console.print(result["explanation"])
 

@@ -6,20 +6,28 @@ generation rows measured.
   predictor at the prompt's length (its chain link named: trained, calibrated roofline or static).
   For an encoder-decoder that forward pass also runs the decoder over as many positions, where
   a real prefill runs its start token only: an overestimate, which the detail says.
-- **TPOT**: a decode step reads every weight once and the KV cache so far, and computes about
-  2 x active parameters x batch FLOPs: memory-bandwidth bound wherever the batch is small. Its
-  roofline (`decode_roofline`, bytes at the mean context of the request) times the decode
-  efficiency measured on this device kind, backend, precision and batch size (the median of
-  measured TPOT over roofline across its generation rows: `roofline_calibrated`, with how many
-  rows and models; the nearest measured batch where this one is not), or an assumed
-  STATIC_DECODE_EFFICIENCY where none was measured (`static_rule`). Per batch size, because
-  small-batch decode is not bandwidth-bound alone: on the Xeon, batch 4 ran at 2.9x the
-  roofline for gpt2, qwen2.5-0.5b and t5-small alike, batch 1 at 1.3-2.1x (its GEMMs of 4 rows
-  reach a fraction of the probed peak).
+- **TPOT**: a decode step has two costs.
+  - *Device*: it reads every weight once and the KV cache so far, and computes about
+    2 x active parameters x batch FLOPs: memory-bandwidth bound wherever the batch is small. Its
+    roofline (`decode_roofline`, bytes at the mean context of the request) times a ratio
+    measured per device kind, backend, precision and batch size (the nearest measured batch
+    where this one is not): on the Xeon, batch 1 ran at 1.3-2.1x the roofline, batch 4 at 2.9x
+    (its GEMMs of 4 rows reach a fraction of the probed peak).
+  - *Host*: generate()'s eager loop dispatches every kernel of the step from Python
+    (`models.op_profile.decode_step_ops` counts them on meta) plus a fixed per-step cost. On an
+    H200 that is the whole story for small models: gpt2 takes 4.7 ms a token for 235 kernels
+    against a 0.1 ms bandwidth roofline, qwen2.5-0.5b 12.6 ms for 929.
+  On an asynchronous kind (`DeviceKind.asynchronous`: CUDA, ROCm, MPS) the host queues kernels
+  while the device runs them, so a step takes the longer of the two; on a CPU the same cores do
+  both, so they add. The host line (ms per step, us per kernel) is fitted per kind and backend,
+  the device ratio per kind|backend|precision|batch, together, by least squares on log TPOT;
+  a weak prior holds a ratio the rows cannot see (every row host-bound) at
+  1 / STATIC_DECODE_EFFICIENCY. Where nothing was measured on the kind: the device roofline at
+  STATIC_DECODE_EFFICIENCY (`static_rule`), no host term, labelled.
 - **KV cache**: from the config (benchmark_runners.generation.kv_cache), exact arithmetic.
 
 The calibration is validated leave-one-model-out (`calibrate_generation`): each measured model's
-TPOT predicted from the other models' rows alone, MAPE in the artifact.
+TPOT predicted from a fit to the other models' rows alone, MAPE in the artifact.
 """
 from __future__ import annotations
 
@@ -28,14 +36,18 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark_runners import registry
 from benchmark_runners.generation import DEFAULT_NEW_TOKENS, KVCache, kv_cache, request_shape
 from devicefit.predict.features import roofline_ms
 from devicefit.predict.hardware_specs import DeviceSpec, row_device
 from models.analysis import active_parameter_count, weight_bytes
 from models.catalog import ModelSpec
+from models.op_profile import decode_step_ops
 
 STATIC_DECODE_EFFICIENCY = 0.5  # no generation row on the kind: half the bandwidth roofline, labelled
+PRIOR_WEIGHT = 0.2  # pull of a device ratio towards 1 / STATIC_DECODE_EFFICIENCY, against 1 per measured row
 HALF = ("fp16", "bf16")
+
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,7 @@ class DecodeRoofline:
     bytes_per_step: float  # weights at the precision + the KV cache at the request's mean context
     flops_per_step: float  # 2 x active parameters x batch
     ms: float
+    kernels: int  # launched per step by generate()'s eager loop (models.op_profile.decode_step_ops)
 
 
 def cache_for(spec: ModelSpec, batch: int, precision: str, prompt: int | None, new: int | None) -> KVCache:
@@ -71,9 +84,9 @@ def decoder_share(spec: ModelSpec) -> float:
 
 def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | None, new: int | None,
                     device: DeviceSpec) -> DecodeRoofline:
-    """The lower bound on one decode step: reading the weights it uses (an encoder-decoder's
-    decoder only) and, on average over the request, half the self-attention cache grown during
-    decode plus the prompt's (or cross-attention's)."""
+    """The device's lower bound on one decode step: reading the weights it uses (an
+    encoder-decoder's decoder only) and, on average over the request, half the self-attention
+    cache grown during decode plus the prompt's (or cross-attention's)."""
     cache = cache_for(spec, batch, precision, prompt, new)
     new_positions = request_shape(spec, prompt, new).new_tokens - 1
     per_position = cache.self_bytes / cache.self_positions if cache.self_positions else 0.0
@@ -81,17 +94,32 @@ def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | N
     share = decoder_share(spec)
     moved = float(weight_bytes(spec, precision)) * share + mean_cache
     flops = 2.0 * active_parameter_count(spec) * share * batch
-    return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device))
+    return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device), decode_step_ops(spec))
 
 
 def _key(kind: str, backend: str, precision: str, batch: int) -> str:
     return "|".join((kind, backend, precision, f"b{batch}"))
 
 
+def _group(key: str) -> str:
+    return "|".join(key.split("|")[:2])  # kind|backend: what shares one host line
+
+
+def is_asynchronous(kind: str) -> bool:
+    known = registry.kinds().get(kind)
+    return bool(known and known.asynchronous)
+
+
+def step_ms(device_ms: float, kernels: int, dispatch: dict[str, Any] | None, asynchronous: bool) -> tuple[float, float]:
+    """(the step's time, the host's share of it) from the device's time and the host line."""
+    host = (dispatch["step_ms"] + kernels * dispatch["us_per_kernel"] / 1e3) if dispatch else 0.0
+    return (max(device_ms, host) if asynchronous else device_ms + host), host
+
+
 def nearest_calibration(calibration: dict[str, Any], kind: str, backend: str, precision: str,
                         batch: int) -> tuple[int, dict[str, Any]] | None:
-    """The decode efficiency measured at this batch size, else at the nearest one measured
-    (log distance) on the same kind, backend and precision: (its batch, its entry)."""
+    """The device ratio measured at this batch size, else at the nearest one measured (log
+    distance) on the same kind, backend and precision: (its batch, its entry)."""
     prefix = "|".join((kind, backend, precision, "b"))
     measured = {int(k[len(prefix):]): v for k, v in (calibration.get("decode_efficiency") or {}).items() if k.startswith(prefix)}
     if not measured:
@@ -100,24 +128,69 @@ def nearest_calibration(calibration: dict[str, Any], kind: str, backend: str, pr
     return nearest, measured[nearest]
 
 
-def _ratios(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], specs_of_models: dict[str, ModelSpec]):
-    """(key, model, log(measured TPOT / roofline)) per usable generation row."""
+@dataclass(frozen=True)
+class _Point:
+    key: str
+    model: str
+    roofline_ms: float
+    kernels: int
+    measured_ms: float
+
+
+def _points(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], models: dict[str, ModelSpec]) -> list[_Point]:
     out = []
     for r in rows:
-        spec = specs_of_models.get(r.get("model"))
+        spec = models.get(r.get("model"))
         device = specs.get(row_device(r)) or specs.get(r.get("device_kind"))
         if (r.get("mode") != "generation" or r.get("status") != "ok" or not r.get("tpot_p50_ms") or spec is None
                 or device is None):
             continue
         roof = decode_roofline(spec, r["batch_size"], r["precision"], r.get("prompt_tokens"), r.get("new_tokens"), device)
-        out.append((_key(r["device_kind"], r["backend"], r["precision"], r["batch_size"]), r["model"],
-                    math.log(r["tpot_p50_ms"] / roof.ms)))
+        out.append(_Point(_key(r["device_kind"], r["backend"], r["precision"], r["batch_size"]), r["model"], roof.ms,
+                          roof.kernels, r["tpot_p50_ms"]))
     return out
 
 
+def _fit(points: list[_Point], asynchronous: bool) -> tuple[dict[str, float], dict[str, float]]:
+    """One kind|backend's host line and device ratios: least squares on log TPOT, from a
+    device-bound and a host-bound start (the max of an asynchronous kind is not convex), the
+    better kept. Returns ({key: log ratio}, {"step_ms", "us_per_kernel"})."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    keys = sorted({p.key for p in points})
+    index = {k: i for i, k in enumerate(keys)}
+    roof = np.array([p.roofline_ms for p in points])
+    kernels = np.array([p.kernels for p in points], dtype=float)
+    measured = np.log([p.measured_ms for p in points])
+    which = np.array([index[p.key] for p in points])
+    prior = math.log(1 / STATIC_DECODE_EFFICIENCY)
+
+    def residuals(x):
+        device = roof * np.exp(x[which])
+        host = x[-2] + kernels * x[-1] / 1e3
+        total = np.maximum(device, host) if asynchronous else device + host
+        return np.concatenate([np.log(total) - measured, PRIOR_WEIGHT * (x[:-2] - prior)])
+
+    ratios = [statistics.median(float(np.log(p.measured_ms / p.roofline_ms)) for p in points if p.key == k) for k in keys]
+    per_kernel = float(np.median([p.measured_ms / max(p.kernels, 1) for p in points])) * 1e3
+    low = [math.log(0.25)] * len(keys) + [0.0, 0.0]
+    high = [math.log(1e4)] * len(keys) + [1e4, 1e4]
+    starts = [ratios + [0.0, 0.0], [prior] * len(keys) + [0.0, per_kernel]]
+    best = min((least_squares(residuals, np.clip(x0, low, high), bounds=(low, high)) for x0 in starts), key=lambda f: f.cost)
+    x = best.x
+    return {k: float(x[index[k]]) for k in keys}, {"step_ms": float(x[-2]), "us_per_kernel": float(x[-1])}
+
+
+def _predict_point(p: _Point, ratios: dict[str, float], dispatch: dict[str, float], asynchronous: bool) -> float:
+    ratio = ratios.get(p.key, math.log(1 / STATIC_DECODE_EFFICIENCY))
+    return step_ms(p.roofline_ms * math.exp(ratio), p.kernels, dispatch, asynchronous)[0]
+
+
 def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str, Any]:
-    """Decode efficiency per kind|backend|precision from the measured generation rows, and its
-    leave-one-model-out validation: each model's TPOT predicted from the other models' rows."""
+    """Host line per kind|backend and device ratio per kind|backend|precision|batch from the
+    measured generation rows, and their leave-one-model-out validation: each model's TPOT
+    predicted from a fit to the other models' rows."""
     from models.resolve import resolve_model
 
     models: dict[str, ModelSpec] = {}
@@ -126,22 +199,36 @@ def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec
             models[name] = resolve_model(name)
         except Exception:  # a local model directory gone since: its rows cannot be recomputed
             continue
-    ratios = _ratios(rows, specs, models)
-    calibration = {}
-    for key in sorted({k for k, _, _ in ratios}):
-        logs = [x for k, _, x in ratios if k == key]
-        calibration[key] = {"log_ratio": statistics.median(logs), "n": len(logs),
-                            "spread": statistics.median(abs(x - statistics.median(logs)) for x in logs),
-                            "models": sorted({m for k, m, _ in ratios if k == key})}
-    errors = []
-    for held in sorted({m for _, m, _ in ratios}):
-        for key, model, x in ratios:
-            others = [y for k, m, y in ratios if k == key and m != held]
-            if model == held and others:
-                errors.append(abs(math.exp(statistics.median(others) - x) - 1))  # |predicted - measured| / measured
-    validation = {"tpot_mape": statistics.mean(errors) if errors else None, "rows": len(errors),
-                  "models": sorted({m for _, m, _ in ratios}), "method": "leave one model out"}
-    return {"decode_efficiency": calibration, "validation": validation}
+    points = _points(rows, specs, models)
+    efficiency: dict[str, Any] = {}
+    dispatch: dict[str, Any] = {}
+    for group in sorted({_group(p.key) for p in points}):
+        mine = [p for p in points if _group(p.key) == group]
+        asynchronous = is_asynchronous(group.split("|")[0])
+        ratios, line = _fit(mine, asynchronous)
+        dispatch[group] = {**line, "asynchronous": asynchronous, "n": len(mine), "models": sorted({p.model for p in mine})}
+        for key, log_ratio in ratios.items():
+            at = [p for p in mine if p.key == key]
+            device_bound = [p for p in at if p.roofline_ms * math.exp(log_ratio) >= step_ms(0.0, p.kernels, line, True)[1]]
+            efficiency[key] = {"log_ratio": log_ratio, "n": len(at), "models": sorted({p.model for p in at}),
+                               # rows where the device, not the host, set the step: 0 means the
+                               # ratio is the prior's, not a measurement's
+                               "device_bound_rows": len(device_bound)}
+    errors: dict[str, list[float]] = {}
+    for held in sorted({p.model for p in points}):
+        for group in sorted({_group(p.key) for p in points if p.model == held}):
+            others = [p for p in points if _group(p.key) == group and p.model != held]
+            if not others:
+                continue
+            asynchronous = is_asynchronous(group.split("|")[0])
+            ratios, line = _fit(others, asynchronous)
+            errors.setdefault(group, []).extend(abs(_predict_point(p, ratios, line, asynchronous) / p.measured_ms - 1)
+                                                for p in points if p.model == held and _group(p.key) == group)
+    every = [e for group in errors.values() for e in group]
+    validation = {"tpot_mape": statistics.mean(every) if every else None, "rows": len(every),
+                  "per_group": {g: {"tpot_mape": statistics.mean(e), "rows": len(e)} for g, e in errors.items()},
+                  "models": sorted({p.model for p in points}), "method": "leave one model out"}
+    return {"decode_efficiency": efficiency, "dispatch": dispatch, "validation": validation}
 
 
 def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceSpec | None, batch: int, precision: str,
@@ -162,20 +249,34 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
                 "tpot_detail": f"no measurement and no published spec for {kind}: no bandwidth to bound a decode step"}
     roof = decode_roofline(spec, batch, precision, prompt, new, device)
     found = nearest_calibration(calibration, kind, backend, precision, batch)
-    if found:
-        at, cal = found
-        tpot, source = roof.ms * math.exp(cal["log_ratio"]), "roofline_calibrated"
-        detail = (f"decode roofline on {device.name} ({device.source}): {roof.bytes_per_step / 1e9:.2f} GB read per step at "
-                  f"{device.bandwidth_gbs:.0f} GB/s, x the decode efficiency measured on {cal['n']} generation rows of "
-                  f"{kind}/{backend}/{precision} at batch {at} ({', '.join(cal['models'])})"
-                  + ("" if at == batch else f"; batch {batch} itself is not measured"))
+    line = (calibration.get("dispatch") or {}).get(f"{kind}|{backend}")
+    asynchronous = line["asynchronous"] if line else is_asynchronous(kind)
+    roof_text = (f"decode roofline on {device.name} ({device.source}): {roof.bytes_per_step / 1e9:.2f} GB read per step at "
+                 f"{device.bandwidth_gbs:.0f} GB/s = {roof.ms:.3f} ms")
+    if found or line:
+        if found:
+            at, cal = found
+            ratio = math.exp(cal["log_ratio"])
+            ratio_text = (f"x {ratio:.2f}, the device ratio fitted on {cal['n']} generation rows of {kind}/{backend}/{precision} "
+                          f"at batch {at} ({', '.join(cal['models'])})" + ("" if at == batch else f"; batch {batch} itself is not measured")
+                          + ("" if cal.get("device_bound_rows", 1) else "; none of them device-bound, so the ratio is the prior's"))
+        else:
+            ratio = 1 / STATIC_DECODE_EFFICIENCY
+            ratio_text = f"x {ratio:.1f} (an assumed {STATIC_DECODE_EFFICIENCY:.0%} of it: {precision} not measured on {kind}/{backend})"
+        tpot, host = step_ms(roof.ms * ratio, roof.kernels, line, asynchronous)
+        device_ms = roof.ms * ratio
+        host_text = (f"; host: {roof.kernels} kernels x {line['us_per_kernel']:.1f} us + {line['step_ms']:.2f} ms per step = "
+                     f"{host:.2f} ms, fitted on {line['n']} generation rows of {kind}/{backend} ({', '.join(line['models'])}); "
+                     + ("the longer of the two, the host queueing while the device runs: "
+                        + ("host" if host > device_ms else "device") + "-bound" if asynchronous else "the two add, on the same cores")
+                     ) if line else ""
+        source, detail = "roofline_calibrated", f"{roof_text} {ratio_text} = {device_ms:.3f} ms{host_text}"
     else:
         tpot, source = roof.ms / STATIC_DECODE_EFFICIENCY, "static_rule"
-        detail = (f"nothing measured in the generation scenario on {kind}/{backend}/{precision}: decode roofline on {device.name} "
-                  f"({device.source}), {roof.bytes_per_step / 1e9:.2f} GB read per step, at an assumed "
-                  f"{STATIC_DECODE_EFFICIENCY:.0%} of its bandwidth")
+        detail = (f"nothing measured in the generation scenario on {kind}/{backend}: {roof_text}, at an assumed "
+                  f"{STATIC_DECODE_EFFICIENCY:.0%} of its bandwidth; the host's dispatch of {roof.kernels} kernels per step is not counted")
     out.update(tpot_ms=tpot, tpot_source=source, tpot_detail=detail,
-               decode_tokens_per_s=batch * 1e3 / tpot, decode_roofline_ms=roof.ms)
+               decode_tokens_per_s=batch * 1e3 / tpot, decode_roofline_ms=roof.ms, decode_kernels=roof.kernels)
     if out["ttft_ms"] is not None:
         out["request_ms"] = out["ttft_ms"] + (out["new_tokens"] - 1) * tpot
     return out

@@ -22,6 +22,7 @@ from typing import Any
 
 from devicefit.predict.features import ModelPoint, feature_row, memory_reference_bytes, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec
+from devicefit.predict.memory_model import device_memory_kind
 from devicefit.predict.training import TARGETS, Baselines, reconcile
 from devicefit.predict.validation_report import ValidationReport
 
@@ -178,7 +179,8 @@ class PerformancePredictor:
                               f"no measurement and no published spec for {r.device or r.kind}: nothing to predict from", self.level)
         f = feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, spec)
         roof = math.exp(f["log_roofline_ms"])
-        mem_ref = memory_reference_bytes(r.point, r.precision, r.mode, self.artifact["process_baseline"].get(r.kind, STATIC_PROCESS_BASELINE),
+        unmeasured_baseline = 0.0 if device_memory_kind(r.kind) else STATIC_PROCESS_BASELINE  # a card's allocator holds tensors only
+        mem_ref = memory_reference_bytes(r.point, r.precision, r.mode, self.artifact["process_baseline"].get(r.kind, unmeasured_baseline),
                                          r.batch_size)
         cal = self.artifact["efficiency"].get("|".join((r.kind, r.backend, r.precision, r.mode)))
         if cal:

@@ -25,7 +25,7 @@ from devicefit.errors import DevicefitError
 from devicefit.predict.domain import parameter_range, thinly_measured, without_devices
 from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of, row_device
-from devicefit.predict.memory_model import MemoryModel, fit_memory_model
+from devicefit.predict.memory_model import MemoryModel, device_memory_kind, fit_memory_model, memory_target
 from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline, transfer_roofline
 from devicefit.predict.validation_report import ErrorMetrics, TargetValidation, ValidationReport
 from models.catalog import UnknownModelError
@@ -112,7 +112,9 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
     specs = specs_per_device(rows, specs)
     baselines: dict[str, list[float]] = {}
     for r in rows:
-        if r.get("rss_before_load_bytes"):
+        if device_memory_kind(r.get("device_kind") or ""):
+            baselines.setdefault(r["device_kind"], []).append(0.0)  # the card's allocator holds tensors only
+        elif r.get("rss_before_load_bytes"):
             baselines.setdefault(r["device_kind"], []).append(float(r["rss_before_load_bytes"]))
     process_baseline = {k: statistics.median(v) for k, v in baselines.items()}
     data = TrainingData([], {t: [] for t in TARGETS}, [], [], [], [], [], [], process_baseline, specs)
@@ -123,7 +125,7 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
             # not a forward pass's latency; the forward-pass targets never learn from it.
             data.skipped["generation_scenario"] = data.skipped.get("generation_scenario", 0) + 1
             continue
-        if r.get("status") != "ok" or not r.get("mean_ms") or not r.get("throughput_samples_per_s") or not r.get("peak_rss_bytes"):
+        if r.get("status") != "ok" or not r.get("mean_ms") or not r.get("throughput_samples_per_s") or not memory_target(r):
             data.skipped["incomplete"] = data.skipped.get("incomplete", 0) + 1
             continue
         if r.get("contended"):
@@ -151,7 +153,7 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
         baseline = process_baseline.get(r["device_kind"], 0.0)
         data.memory_reference.append(memory_reference_bytes(point, r["precision"], r["mode"], baseline, r["batch_size"]))
         # Mean latency per batch: throughput is batch / mean, so the two targets agree physically.
-        actual = {"latency": r["mean_ms"], "throughput": r["throughput_samples_per_s"], "memory": r["peak_rss_bytes"]}
+        actual = {"latency": r["mean_ms"], "throughput": r["throughput_samples_per_s"], "memory": memory_target(r)}
         data.features.append(feats)
         for t in TARGETS:
             data.actual[t].append(float(actual[t]))

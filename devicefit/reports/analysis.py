@@ -24,15 +24,20 @@ def _column_prefix(label: str) -> str:
 def comparative_analysis(aggregates: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
     """(columns, rows): one row per (model, mode, precision, batch, input); per hardware
     `<hw>_p50_ms`, `<hw>_samples_per_s`, `<hw>_peak_mib`, `<hw>_speedup_vs_cpu_fp32`, `<hw>_runs`;
-    then the fastest hardware and its margin over the next."""
+    where the generation scenario was measured also `<hw>_ttft_ms`, `<hw>_tpot_ms` (median) and
+    `<hw>_decode_tokens_per_s` (empty on forward-pass rows, whose p50 is one pass, where a
+    generation row's is the whole request); then the fastest hardware and its margin over the next."""
     labels = sorted({hardware_label(r) for r in aggregates}, key=lambda h: (h != "cpu", h))
     by_config: dict[tuple, dict[str, dict[str, Any]]] = {}
     for r in aggregates:
         by_config.setdefault(tuple(r.get(c) for c in CONFIG_COLUMNS), {})[hardware_label(r)] = r
+    generation = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_p50_ms", "decode_tokens_per_s": "decode_tokens_per_s"} \
+        if any(r.get("mode") == "generation" for r in aggregates) else {}
     columns = list(CONFIG_COLUMNS)
     for h in labels:
         p = _column_prefix(h)
         columns += [f"{p}_p50_ms", f"{p}_samples_per_s", f"{p}_peak_mib", f"{p}_speedup_vs_cpu_fp32", f"{p}_runs"]
+        columns += [f"{p}_{c}" for c in generation]
     columns += ["fastest_hardware", "fastest_margin"]
     rows = []
     for config in sorted(by_config, key=lambda c: tuple("" if v is None else str(v).zfill(6) if isinstance(v, int) else str(v) for v in c)):
@@ -45,6 +50,8 @@ def comparative_analysis(aggregates: list[dict[str, Any]]) -> tuple[list[str], l
             row[f"{p}_peak_mib"] = None if r is None or r.get("peak_rss_bytes") is None else r["peak_rss_bytes"] / MIB
             row[f"{p}_speedup_vs_cpu_fp32"] = None if r is None else r.get("speedup_vs_cpu_fp32")
             row[f"{p}_runs"] = None if r is None else r["runs"]
+            for column, field in generation.items():
+                row[f"{p}_{column}"] = None if r is None else r.get(field)
         ranked = sorted(per_hw.items(), key=lambda kv: kv[1]["p50_ms"])
         row["fastest_hardware"] = ranked[0][0]
         row["fastest_margin"] = ranked[1][1]["p50_ms"] / ranked[0][1]["p50_ms"] if len(ranked) > 1 else None

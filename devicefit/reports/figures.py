@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from devicefit.reports.data import ReportData, hardware_label
+from devicefit.reports.generation_figures import generation_latency, memory_breakdown
 
 MIB = 2**20
 
@@ -282,4 +283,6 @@ FIGURES: dict[str, tuple[Callable[[ReportData], Any], str]] = {
     "training_vs_inference": (training_vs_inference, "Training step time against inference latency for the same config."),
     "predicted_vs_measured": (predicted_vs_measured, "The predictor's held-out predictions against measurements, with intervals."),
     "roofline": (roofline, "Achieved compute against operational intensity under the device's probed peaks."),
+    "generation_latency": (generation_latency, "Generation: time to first token and time per output token per device."),
+    "generation_memory": (memory_breakdown, "Generation: weights, KV cache, activations and the process against the measured peak."),
 }

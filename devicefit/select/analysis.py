@@ -10,20 +10,22 @@ from typing import Any
 from benchmark_runners import registry
 from devicefit.benchmark_snapshot import MeasuredLookup
 from devicefit.predict.api import MB
+from devicefit.predict.memory_model import device_memory_kind, memory_target
 from devicefit.select.selector import HardwareSelector, SelectionError
 from models.inputs import input_signature
 from models.resolve import resolve_model
 
 
 def measured_entry(row: dict[str, Any], prediction: dict[str, Any]) -> dict[str, Any]:
-    memory = row.get("peak_rss_bytes")
+    memory = memory_target(row)
     where = row.get("device_name") or row["device_kind"]
     ci = row.get("worst_ci_rel_half_width")
     return {"throughput": row.get("throughput_samples_per_s"), "latency": row.get("p50_ms"),
             "memory_usage": None if memory is None else memory / MB, "source": "measured",
             "detail": f"median p50 over {row['runs']} run(s) on {where} ({row.get('hostname')}), {row['backend']}, "
                       f"last measured {row.get('last_measured')}" + ("" if ci is None else f", 95% CI ±{100 * ci:.1f}%")
-                      + "; memory is peak process RSS",
+                      + ("; memory is the GPU allocator's reserved peak" if device_memory_kind(row["device_kind"])
+                         else "; memory is peak process RSS"),
             "interval_level": None, "throughput_interval": None, "latency_interval": None, "memory_interval": None,
             "prediction": prediction}
 

@@ -18,6 +18,9 @@ IMPORTANCE = {"low": 0.5, "medium": 1.0, "high": 1.5}  # multiplies the weight t
 CRITERIA = {
     "inference": ("latency_weight", "throughput_weight", "memory_weight", "compatibility_weight"),
     "training": ("throughput_weight", "convergence_weight", "memory_weight", "compatibility_weight"),
+    # The generation scenario: time per output token, time to first token, decode tokens/s, the
+    # memory with the whole KV cache (devicefit/predict/generation.py).
+    "generation": ("tpot_weight", "ttft_weight", "throughput_weight", "memory_weight", "compatibility_weight"),
 }
 FACTORS = ("cost_factor", "availability_factor", "power_factor")
 SIZE_KEYS = ("small", "medium", "large")

@@ -19,6 +19,7 @@ from devicefit import store
 from devicefit.predict.api import MB
 from devicefit.predict.features import model_point
 from devicefit.predict.hardware_specs import row_device, spec_from_probe
+from devicefit.predict.memory_model import memory_target
 from devicefit.predict.predictor import Request
 from devicefit.select.selector import HardwareSelector, SelectionError
 from models.classifier import classify_spec
@@ -67,7 +68,7 @@ def _measured(con, model: str, device: dict[str, Any], batch_size: int, precisio
         return None
     r = min(rows, key=lambda r: (r.get("seq_length") or 0) != 128)  # the default input first
     return {"latency": r["p50_ms"], "throughput": r["throughput_samples_per_s"],
-            "memory_mb": None if r.get("peak_rss_bytes") is None else r["peak_rss_bytes"] / MB,
+            "memory_mb": None if memory_target(r) is None else memory_target(r) / MB,
             "runs": r["runs"], "worst_ci_rel_half_width": r.get("worst_ci_rel_half_width"),
             "last_measured": str(r.get("last_measured")), "seq_length": r.get("seq_length"), "source": "measured"}
 

@@ -10,6 +10,7 @@ from benchmark_runners import registry
 from devicefit import store
 from devicefit.errors import DevicefitError
 from devicefit.predict.api import MB, HardwareModelPredictor
+from devicefit.predict.memory_model import memory_target
 from models.resolve import resolve_model
 
 SEARCH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -52,8 +53,7 @@ def memory_constrained_search(model: str, kind: str, cap_mb: float, mode: str = 
             row = measured.get((b, precision))
             if row is not None:
                 candidates.append({"batch_size": b, "precision": precision, "basis": "measured",
-                                   "memory_mb": row["peak_rss_bytes"] / MB if kind == "cpu" or not row.get("device_allocated_peak_bytes")
-                                   else row["device_allocated_peak_bytes"] / MB,
+                                   "memory_mb": memory_target(row) / MB,
                                    "throughput": row["throughput_samples_per_s"], "latency_ms": row["mean_ms"]})
                 continue
             p = predictor.predict_performance(spec.name, None, kind, b, None, mode, precision)["predictions"][kind]

@@ -23,6 +23,7 @@ from benchmark_runners import registry
 from devicefit import store
 from devicefit.errors import DevicefitError
 from devicefit.predict.api import MB
+from devicefit.predict.memory_model import memory_target
 from devicefit.results_io import write_json_atomic
 from devicefit.select.memory_search import measured_configs
 from devicefit.select.selector import TASK_MODES, HardwareSelector, SelectionError
@@ -181,7 +182,7 @@ class HardwareAwareModelClassifier:
         model = spec.name
         row = self._measured_configs(model, kind, mode).get((batch, "fp32"))
         if row is not None:
-            return row["peak_rss_bytes"] / MB, row["peak_rss_bytes"] / MB, "measured"
+            return memory_target(row) / MB, memory_target(row) / MB, "measured"
         # A local model is predicted by its path: its name is a directory's, which nothing resolves.
         reference = str(spec.path) if spec.source == "local" and spec.path else model
         p = self.selector.predictor.predict_performance(reference, None, kind, batch, None, mode, "fp32")["predictions"][kind]

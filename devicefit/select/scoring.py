@@ -19,28 +19,27 @@ SOURCE_CONFIDENCE = {"trained_predictor": 1.0, "roofline_calibrated": 0.75, "sta
 
 def score_candidates(config: SelectionConfig, predictions: dict[str, dict[str, Any]], mode: str,
                      family: str) -> dict[str, dict[str, Any]]:
-    """`predictions`: per hardware kind, `latency` (ms), `throughput`, `memory_mb` and `source`.
-    Returns per kind its `score`, `relative_scores`, the `weights` used, `preference` and
-    `preference_factors`. A criterion some candidate has no figure for (a memory prediction
-    can be absent) is left out for all of them, and so is absent from `weights`."""
+    """`predictions`: per hardware kind, `latency` (ms), `throughput`, `memory_mb` and `source`;
+    in the generation scenario also `tpot_ms` and `ttft_ms`. Returns per kind its `score`,
+    `relative_scores`, the `weights` used, `preference` and `preference_factors`. A criterion
+    some candidate has no figure for (a memory prediction can be absent) is left out for all of
+    them, and so is absent from `weights`."""
     if not predictions:
         return {}
     pred = predictions.values()
-    best = {"latency": min(p["latency"] for p in pred), "throughput": max(p["throughput"] for p in pred)}
-    memory_known = all(p.get("memory_mb") for p in pred)
-    if memory_known:
-        best["memory"] = min(p["memory_mb"] for p in pred)
+    lower_is_better = {"latency_weight": "latency", "memory_weight": "memory_mb", "tpot_weight": "tpot_ms", "ttft_weight": "ttft_ms"}
+    best = {w: min(p[f] for p in pred) for w, f in lower_is_better.items() if all(p.get(f) for p in pred)}
+    best_throughput = max(p["throughput"] for p in pred)
     weights = config.weights(mode, family)
     out: dict[str, dict[str, Any]] = {}
     for kind, p in predictions.items():
         components = {
-            "latency_weight": best["latency"] / p["latency"], "throughput_weight": p["throughput"] / best["throughput"],
+            "throughput_weight": p["throughput"] / best_throughput,
             "compatibility_weight": SOURCE_CONFIDENCE.get(p["source"], 0.0),
             # Convergence per step does not depend on the hardware at equal precision.
             "convergence_weight": 1.0,
         }
-        if memory_known:
-            components["memory_weight"] = best["memory"] / p["memory_mb"]
+        components.update({w: b / p[lower_is_better[w]] for w, b in best.items()})
         used = {w: v for w, v in weights.items() if w in components}
         base = sum(used[w] * components[w] for w in used) / sum(used.values())
         preference, factors = config.preference(kind)

@@ -3,7 +3,10 @@ recommendation per model-size category and mode, and per batch size.
 
 Each cell is answered by the selector for a real catalog model of that family and size
 category (named in the cell as `model`), never by a rule of thumb; a category the catalog has
-no model for is listed under `no_model` instead of being filled in.
+no model for is listed under `no_model` instead of being filled in. A text-generation model's
+inference cells are answered in the generation scenario (TPOT, TTFT, decode tokens/s at the
+default 256-token prompt and 64 new tokens), as its users run it; each cell names its
+`scenario`.
 """
 from __future__ import annotations
 
@@ -35,13 +38,26 @@ def representatives(selector: HardwareSelector) -> dict[str, dict[str, tuple[str
     return {f: {c: sorted(ms, key=lambda m: m[1])[len(ms) // 2] for c, ms in cats.items()} for f, cats in out.items()}
 
 
+def scenario(model: str, family: str, mode: str) -> str:
+    """The mode a cell is selected on: a text-generation model that generates is judged on its
+    generation figures, never on one forward pass."""
+    if mode == "inference" and family == "text_generation":
+        from benchmark_runners.generation import generation_reason
+        from models.resolve import resolve_model
+
+        if generation_reason(resolve_model(model)) is None:
+            return "generation"
+    return mode
+
+
 def _cell(selector: HardwareSelector, model: str, family: str, batch: int, mode: str, hardware: list[str]) -> dict[str, Any]:
+    mode = scenario(model, family, mode)
     try:
         r = selector.select_hardware(family, model, batch, mode=mode, available_hardware=hardware)
     except (SelectionError, ValueError) as exc:
-        return {"primary": None, "fallbacks": [], "model": model, "batch_size": batch, "reason": str(exc)}
+        return {"primary": None, "fallbacks": [], "model": model, "batch_size": batch, "scenario": mode, "reason": str(exc)}
     return {"primary": r["primary_recommendation"], "fallbacks": r["fallback_options"], "model": model, "batch_size": batch,
-            "prediction_source": r["prediction_source"],
+            "scenario": mode, "prediction_source": r["prediction_source"],
             "excluded": {k: s["excluded"] for k, s in r["all_scores"].items() if s["excluded"]}}
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_runners import registry
+from benchmark_runners.generation import request_shape
 from devicefit.errors import DevicefitError
 from devicefit.predict.api import HardwareModelPredictor
 from devicefit.select.config import SelectionConfig, load_config
@@ -23,7 +24,9 @@ from models.analysis import parameter_count
 from models.classifier import classify_spec
 from models.resolve import resolve_model
 
-TASK_MODES = {"classification": "inference", "generation": "inference", "embedding": "inference",
+# A generation task is answered on the generation scenario's figures (TTFT, TPOT, decode
+# tokens/s), as its users judge it, never on one forward pass.
+TASK_MODES = {"classification": "inference", "generation": "generation", "embedding": "inference",
               "speech_recognition": "inference", "fine_tuning": "training", "training": "training"}
 TASK_FAMILIES = {"classification": ("vision", "embedding", "audio", "multimodal"), "generation": ("text_generation",),
                  "embedding": ("embedding",), "speech_recognition": ("audio",), "fine_tuning": None, "training": None}
@@ -78,6 +81,21 @@ def device_memory_bytes(kind: str, inventory: dict[str, Any], spec) -> tuple[flo
     return None, "no memory figure"
 
 
+def _too_slow(p: dict[str, Any], max_latency_ms: float | None, max_tpot_ms: float | None,
+              max_ttft_ms: float | None) -> str | None:
+    """Why a candidate misses a latency bound (a figure the bound needs but nothing predicts
+    misses it too: a bound is a promise), or None."""
+    for bound, key, what in ((max_tpot_ms, "tpot_ms", "TPOT"), (max_ttft_ms, "ttft_ms", "TTFT"),
+                             (max_latency_ms, "latency", "latency" if "tpot_ms" not in p else "request latency")):
+        if bound is None:
+            continue
+        if p.get(key) is None:
+            return f"no {what} prediction to hold to the {bound:g} ms bound"
+        if p[key] > bound:
+            return f"{what} {p[key]:.1f} ms predicted > {bound:g} ms"
+    return None
+
+
 class HardwareSelector:
     def __init__(self, database_path: str | Path | None = None, benchmark_dir: str | Path | None = None,
                  config_path: str | Path | None = None, inventory: dict[str, Any] | None = None, record: bool = True,
@@ -127,8 +145,14 @@ class HardwareSelector:
     def select_hardware(self, model_family: str | None = None, model_name: str = "", batch_size: int = 1,
                         sequence_length: int | None = None, mode: str = "inference", precision: str = "fp32",
                         available_hardware: list[str] | None = None, task_type: str | None = None, distributed: bool = False,
-                        gpu_count: int = 1, max_latency_ms: float | None = None) -> dict[str, Any]:
-        """Spec 000's /hardware/select response, plus `all_scores` (spec 002) and the constraints."""
+                        gpu_count: int = 1, max_latency_ms: float | None = None, new_tokens: int | None = None,
+                        max_tpot_ms: float | None = None, max_ttft_ms: float | None = None) -> dict[str, Any]:
+        """Spec 000's /hardware/select response, plus `all_scores` (spec 002) and the constraints.
+
+        Mode `generation` (or task `generation`) selects on the generation scenario's figures:
+        `sequence_length` is the prompt (the context), `new_tokens` the tokens generated, and
+        `max_tpot_ms` / `max_ttft_ms` bound the time per output token and to the first token
+        (`max_latency_ms` then bounds the whole request)."""
         if batch_size < 1:
             raise SelectionError(f"batch_size must be a positive integer, got {batch_size}")
         if task_type is not None:
@@ -136,9 +160,12 @@ class HardwareSelector:
                 raise SelectionError(f"unknown task_type '{task_type}'; known: {', '.join(TASK_MODES)}")
             mode = TASK_MODES[task_type]
         if mode not in self.config.selection_criteria:
-            raise SelectionError(f"selection runs on {' or '.join(self.config.selection_criteria)} figures; mode '{mode}' "
-                                 "has no criteria" + (" (the generation scenario is measured with devicefit benchmark "
-                                                      "--mode generation, and not yet selected on)" if mode == "generation" else ""))
+            raise SelectionError(f"selection runs on {' or '.join(self.config.selection_criteria)} figures; mode '{mode}' has no criteria")
+        generation_only = [n for n, v in (("new_tokens", new_tokens), ("max_tpot_ms", max_tpot_ms), ("max_ttft_ms", max_ttft_ms))
+                           if v is not None]
+        if generation_only and mode != "generation":
+            raise SelectionError(f"{', '.join(generation_only)}: apply to mode generation (the generation scenario), "
+                                 f"not to mode {mode}")
         spec = resolve_model(model_name)
         family = model_family or classify_spec(spec).family or "unknown"
         parameters = parameter_count(spec)
@@ -147,7 +174,15 @@ class HardwareSelector:
             raise SelectionError(f"unknown hardware {', '.join(unknown)}; known: {', '.join(registry.kind_names())}")
         declared = available_hardware is not None
         candidates = list(available_hardware) if declared else list(registry.kind_names())
-        perf = self.predictor.predict_performance(model_name, family, candidates, batch_size, sequence_length, mode, precision)
+        generation = mode == "generation"
+        if generation:
+            try:
+                perf = self.predictor.predict_generation_performance(spec, model_family, candidates, candidates, batch_size,
+                                                                     sequence_length, precision, new_tokens)
+            except ValueError as exc:
+                raise SelectionError(f"mode generation: {exc}") from None
+        else:
+            perf = self.predictor.predict_performance(model_name, family, candidates, batch_size, sequence_length, mode, precision)
         specs = self.predictor.predictor.specs
         scores: dict[str, dict[str, Any]] = {}
         for kind in candidates:
@@ -155,6 +190,8 @@ class HardwareSelector:
             entry: dict[str, Any] = {"predictions": {"latency": p["latency"], "throughput": p["throughput"], "memory_mb": p["memory_usage"],
                                                      "source": p["source"], "latency_interval": p["latency_interval"]},
                                      "excluded": None}
+            if generation:
+                entry["predictions"].update({k: p.get(k) for k in ("tpot_ms", "ttft_ms", "kv_cache_mb", "tpot_source", "ttft_source")})
             scores[kind] = entry
             available, where = self.availability(kind)
             if not declared and not available:
@@ -167,7 +204,7 @@ class HardwareSelector:
             if not compatible:
                 _exclude(entry, "incompatible", evidence)
                 continue
-            if p["latency"] is None:
+            if (p.get("tpot_ms") if generation else p["latency"]) is None:
                 _exclude(entry, "incompatible", p["detail"])
                 continue
             capacity, capacity_source = device_memory_bytes(kind, self.inventory, specs.get(kind))
@@ -183,8 +220,9 @@ class HardwareSelector:
             if capacity is not None and need > capacity:
                 _exclude(entry, "does_not_fit", f"needs {need / 1e9:.1f} GB of {capacity / 1e9:.1f} GB ({capacity_source})")
                 continue
-            if max_latency_ms is not None and p["latency"] > max_latency_ms:
-                _exclude(entry, "too_slow", f"{p['latency']:.1f} ms predicted > {max_latency_ms:g} ms")
+            slow = _too_slow(p, max_latency_ms, max_tpot_ms, max_ttft_ms)
+            if slow:
+                _exclude(entry, "too_slow", slow)
                 continue
         feasible = [k for k in candidates if scores[k]["excluded"] is None]
         compatible = [k for k in candidates if (scores[k].get("exclusion") or {}).get("kind") not in INCOMPATIBLE_EXCLUSIONS]
@@ -199,6 +237,7 @@ class HardwareSelector:
             "model_family": family, "model_name": spec.name, "model_size": parameters,
             "model_size_category": self.config.size_category(parameters), "batch_size": batch_size,
             "sequence_length": perf["sequence_length"], "precision": precision, "mode": mode,
+            **({"new_tokens": request_shape(spec, sequence_length, new_tokens).new_tokens} if generation else {}),
             "primary_recommendation": primary, "fallback_options": ranked[1:], "compatible_hardware": compatible,
             "explanation": self._explain(ranked, candidates, scores),
             "prediction_source": scores[primary]["predictions"]["source"],
@@ -212,7 +251,12 @@ class HardwareSelector:
             p = s["predictions"]
             memory = f"fits {s['memory_needed_gb']:.1f} of {s['device_memory_gb']:.1f} GB" if s.get("device_memory_gb") else \
                 f"needs {s['memory_needed_gb']:.1f} GB"
-            return f"{k}: {p['latency']:.1f} ms predicted ({p['source']}), {p['throughput']:.1f} samples/s, {memory}, score {s['score']:.2f}"
+            if "tpot_ms" in p:
+                ttft = "TTFT unknown" if p["ttft_ms"] is None else f"TTFT {p['ttft_ms']:.1f} ms ({p['ttft_source']})"
+                speed = f"TPOT {p['tpot_ms']:.2f} ms ({p['tpot_source']}), {ttft}, {p['throughput']:.1f} tokens/s"
+            else:
+                speed = f"{p['latency']:.1f} ms predicted ({p['source']}), {p['throughput']:.1f} samples/s"
+            return f"{k}: {speed}, {memory}, score {s['score']:.2f}"
 
         parts = [figures(ranked[0])]
         parts += [f"vs {figures(k)}" for k in ranked[1:3]]

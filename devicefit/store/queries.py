@@ -40,7 +40,16 @@ WITH per_config AS (
            median(p50_ms) AS p50_ms, median(p95_ms) AS p95_ms,
            median(throughput_samples_per_s) AS throughput_samples_per_s,
            median(peak_rss_bytes) AS peak_rss_bytes, max(ci_rel_half_width) AS worst_ci_rel_half_width,
-           max(timestamp) AS last_measured
+           median(device_reserved_peak_bytes) AS device_reserved_peak_bytes,  -- a GPU's own memory (NULL on the host's)
+           max(timestamp) AS last_measured,
+           -- the generation scenario's figures (NULL for a forward pass) and its memory breakdown
+           median(ttft_ms) AS ttft_ms, median(tpot_p50_ms) AS tpot_p50_ms, median(tpot_p90_ms) AS tpot_p90_ms,
+           median(decode_tokens_per_s) AS decode_tokens_per_s, median(prefill_tokens_per_s) AS prefill_tokens_per_s,
+           median(kv_cache_bytes) AS kv_cache_bytes,
+           median(CAST(memory_breakdown->>'weights_bytes' AS DOUBLE)) AS breakdown_weights_bytes,
+           median(CAST(memory_breakdown->>'activation_bytes' AS DOUBLE)) AS breakdown_activation_bytes,
+           median(CAST(memory_breakdown->>'process_bytes' AS DOUBLE)) AS breakdown_process_bytes,
+           median(CAST(memory_breakdown->>'measured_peak_bytes' AS DOUBLE)) AS breakdown_measured_peak_bytes
     FROM measurements WHERE status = 'ok'
     GROUP BY model, backend, device_kind, coalesce(host_fingerprint, hostname) || coalesce('+' || device_profile, ''),
              precision, mode, batch_size, coalesce(input_dims, '{}')

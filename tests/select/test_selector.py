@@ -240,3 +240,38 @@ def test_the_selection_map_fills_large_and_xlarge_with_the_models_people_deploy(
     for cell in (large, xlarge):
         assert cell["primary"] in ("cpu", "cuda") or "no hardware satisfies" in cell["reason"], cell
     assert m["model_families"]["audio"]["model_sizes"]["large"]["inference"]["model"] == "whisper-large-v3"
+
+
+def test_generation_is_selected_on_tpot_and_ttft_with_their_bounds(selector):
+    """Mode (or task) generation ranks on the generation figures: TPOT, TTFT, decode tokens/s
+    and memory with the KV cache; --max-tpot-ms excludes a candidate with its predicted TPOT,
+    and the bounds are refused outside the generation scenario."""
+    r = selector.select_hardware(None, "gpt2", 1, 128, mode="generation", available_hardware=["cpu", "cuda"], new_tokens=16)
+    assert r["mode"] == "generation" and r["sequence_length"] == 128 and r["new_tokens"] == 16
+    for kind in ("cpu", "cuda"):
+        p = r["all_scores"][kind]["predictions"]
+        assert p["tpot_ms"] > 0 and p["throughput"] == pytest.approx(1e3 / p["tpot_ms"]) and p["kv_cache_mb"] > 0
+        assert {"tpot", "ttft", "throughput"} <= set(r["all_scores"][kind]["relative_scores"])
+    assert "TPOT" in r["explanation"] and "tokens/s" in r["explanation"]
+    tpot = {k: r["all_scores"][k]["predictions"]["tpot_ms"] for k in ("cpu", "cuda")}
+    slow, fast = sorted(tpot, key=tpot.get, reverse=True)
+    bound = (tpot[slow] + tpot[fast]) / 2
+    bounded = selector.select_hardware(None, "gpt2", 1, 128, mode="generation", available_hardware=["cpu", "cuda"], max_tpot_ms=bound)
+    assert bounded["primary_recommendation"] == fast
+    assert bounded["all_scores"][slow]["exclusion"]["kind"] == "too_slow" and "TPOT" in bounded["all_scores"][slow]["excluded"]
+    task = selector.select_hardware_for_task(None, "gpt2", "generation", 1, available_hardware=["cpu", "cuda"])
+    assert task["mode"] == "generation" and task["sequence_length"] == 256 and task["new_tokens"] == 64
+    with pytest.raises(SelectionError, match="max_tpot_ms: apply to mode generation"):
+        selector.select_hardware(None, "gpt2", 1, mode="inference", max_tpot_ms=50)
+    with pytest.raises(SelectionError, match="mode generation: .*"):
+        selector.select_hardware(None, "bert-tiny", 1, mode="generation")
+
+
+def test_the_selection_map_answers_text_generation_in_the_generation_scenario(selector):
+    from devicefit.select.selection_map import selection_map
+
+    m = selection_map(selector, ["text_generation", "embedding"], [1], ["cpu", "cuda"])
+    small = m["model_families"]["text_generation"]["model_sizes"]["small"]["inference"]
+    assert small["scenario"] == "generation" and m["model_families"]["text_generation"]["inference"]["batch_sizes"]["1"]["scenario"] == "generation"
+    assert m["model_families"]["text_generation"]["model_sizes"]["small"]["training"]["scenario"] == "training"
+    assert m["model_families"]["embedding"]["model_sizes"]["small"]["inference"]["scenario"] == "inference"

@@ -1,0 +1,22 @@
+"""Memory is learned and answered as what must fit on the device: the process's RSS where the
+model lives in the host's RAM, the GPU allocator's reserved peak on a card with its own memory
+(the H200 rows: host RSS 1.9 GB against 62 MB on the card for mobilenet-v2 at batch 1)."""
+import json
+from pathlib import Path
+
+from devicefit.predict.memory_model import device_memory_kind, memory_target
+
+H200 = Path(__file__).resolve().parents[2] / "benchmarks" / "datasets" / "h200-cuda" / "cuda_inference_cnn.json"
+
+
+def test_a_gpu_row_is_learned_by_its_card_memory_and_a_cpu_row_by_its_rss():
+    assert device_memory_kind("cuda") and device_memory_kind("rocm")
+    assert not any(device_memory_kind(k) for k in ("cpu", "openvino", "mps", "wasm", "webgpu", "unknown-kind"))
+    raw = json.loads(H200.read_text())["results"][0]
+    row = {**raw, "device_kind": raw["device"].split(":")[0]}  # as the store derives it
+    assert row["device_kind"] == "cuda" and row["device_reserved_peak_bytes"] < row["peak_rss_bytes"] / 10
+    assert memory_target(row) == row["device_reserved_peak_bytes"]
+    assert memory_target({**row, "device_kind": "cpu"}) == row["peak_rss_bytes"]
+    # a GPU row without the allocator's figure (an ingested file that lacks it) falls back to RSS
+    assert memory_target({**row, "device_reserved_peak_bytes": None}) == row["peak_rss_bytes"]
+    assert memory_target({"device_kind": "cpu"}) is None
