@@ -195,7 +195,8 @@ class HardwareModelPredictor:
                                    "latency_interval": None, "memory_interval": None}
                 continue
             entry = predict_generation(spec, kind, backend, device, batch_size, precision, prompt, new_tokens,
-                                       {"latency": pred.latency_ms, "source": pred.source, "detail": pred.detail}, calibration)
+                                       {"latency": pred.latency_ms, "source": pred.source, "detail": pred.detail}, calibration,
+                                       self.predictor.device_of(kind))
             memory = None if pred.memory_bytes is None else pred.memory_bytes / MB + entry["kv_cache_mb"]
             predictions[hw] = {**entry, "latency": entry.get("request_ms"), "throughput": entry.get("decode_tokens_per_s"),
                                "interval_level": None, "throughput_interval": None, "latency_interval": None, "memory_interval": None,

@@ -11,7 +11,7 @@ generation rows measured.
     2 x active parameters x batch FLOPs: memory-bandwidth bound wherever the batch is small. Its
     roofline (`decode_roofline`, bytes at the mean context of the request) times a ratio
     measured per device kind, backend, precision and batch size (the nearest measured batch
-    where this one is not): on the Xeon, batch 1 ran at 1.3-2.1x the roofline, batch 4 at 2.9x
+    where this one is not): on the AMD EPYC, batch 1 ran at 2.3x the roofline, batch 4 at 5.7x
     (its GEMMs of 4 rows reach a fraction of the probed peak).
   - *Host*: generate()'s eager loop dispatches every kernel of the step from Python
     (`models.op_profile.decode_step_ops` counts them on meta) plus a fixed per-step cost. On an
@@ -19,8 +19,9 @@ generation rows measured.
     against a 0.1 ms bandwidth roofline, qwen2.5-0.5b 12.6 ms for 929.
   On an asynchronous kind (`DeviceKind.asynchronous`: CUDA, ROCm, MPS) the host queues kernels
   while the device runs them, so a step takes the longer of the two; on a CPU the same cores do
-  both, so they add. The host line (ms per step, us per kernel) is fitted per kind and backend,
-  the device ratio per kind|backend|precision|batch, together, by least squares on log TPOT;
+  both, so they add. The host line (ms per step, us per kernel) is fitted per device (a kind
+  on one host) and backend, the device ratio per device|backend|precision|batch, together, by
+  least squares on log TPOT;
   a weak prior holds a ratio the rows cannot see (every row host-bound) at
   1 / STATIC_DECODE_EFFICIENCY. Where nothing was measured on the kind: the device roofline at
   STATIC_DECODE_EFFICIENCY (`static_rule`), no host term, labelled.
@@ -39,7 +40,7 @@ from typing import Any
 from benchmark_runners import registry
 from benchmark_runners.generation import DEFAULT_NEW_TOKENS, KVCache, kv_cache, request_shape
 from devicefit.predict.features import roofline_ms
-from devicefit.predict.hardware_specs import DeviceSpec, row_device
+from devicefit.predict.hardware_specs import DeviceSpec, kind_of, row_device
 from models.analysis import active_parameter_count, weight_bytes
 from models.catalog import ModelSpec
 from models.op_profile import decode_step_ops
@@ -97,12 +98,12 @@ def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | N
     return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device), decode_step_ops(spec))
 
 
-def _key(kind: str, backend: str, precision: str, batch: int) -> str:
-    return "|".join((kind, backend, precision, f"b{batch}"))
+def _key(device: str, backend: str, precision: str, batch: int) -> str:
+    return "|".join((device, backend, precision, f"b{batch}"))
 
 
 def _group(key: str) -> str:
-    return "|".join(key.split("|")[:2])  # kind|backend: what shares one host line
+    return "|".join(key.split("|")[:2])  # device|backend: what shares one host line
 
 
 def is_asynchronous(kind: str) -> bool:
@@ -116,11 +117,25 @@ def step_ms(device_ms: float, kernels: int, dispatch: dict[str, Any] | None, asy
     return (max(device_ms, host) if asynchronous else device_ms + host), host
 
 
-def nearest_calibration(calibration: dict[str, Any], kind: str, backend: str, precision: str,
+def calibrated_device(calibration: dict[str, Any], device: str, backend: str) -> str | None:
+    """The device whose generation rows answer for `device`: itself where it was measured in the
+    generation scenario, else the device of the same kind with the most rows (a host line and
+    ratios are one machine's: another CPU's are the best there is, and the detail names it).
+    Artifacts from before the per-device fit keyed the kind alone ("cpu|torch")."""
+    groups = {g.rsplit("|", 1)[0]: line for g, line in (calibration.get("dispatch") or {}).items() if g.endswith(f"|{backend}")}
+    groups.update({k.split("|")[0]: None for k in (calibration.get("decode_efficiency") or {})
+                   if k.split("|")[1] == backend and k.split("|")[0] not in groups})
+    if device in groups:
+        return device
+    same_kind = [g for g in groups if kind_of(g) == kind_of(device)]
+    return max(same_kind, key=lambda g: ((groups[g] or {}).get("n", 0), g)) if same_kind else None
+
+
+def nearest_calibration(calibration: dict[str, Any], device: str, backend: str, precision: str,
                         batch: int) -> tuple[int, dict[str, Any]] | None:
     """The device ratio measured at this batch size, else at the nearest one measured (log
-    distance) on the same kind, backend and precision: (its batch, its entry)."""
-    prefix = "|".join((kind, backend, precision, "b"))
+    distance) on the same device, backend and precision: (its batch, its entry)."""
+    prefix = "|".join((device, backend, precision, "b"))
     measured = {int(k[len(prefix):]): v for k, v in (calibration.get("decode_efficiency") or {}).items() if k.startswith(prefix)}
     if not measured:
         return None
@@ -146,7 +161,7 @@ def _points(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], models: di
                 or device is None):
             continue
         roof = decode_roofline(spec, r["batch_size"], r["precision"], r.get("prompt_tokens"), r.get("new_tokens"), device)
-        out.append(_Point(_key(r["device_kind"], r["backend"], r["precision"], r["batch_size"]), r["model"], roof.ms,
+        out.append(_Point(_key(row_device(r), r["backend"], r["precision"], r["batch_size"]), r["model"], roof.ms,
                           roof.kernels, r["tpot_p50_ms"]))
     return out
 
@@ -188,9 +203,10 @@ def _predict_point(p: _Point, ratios: dict[str, float], dispatch: dict[str, floa
 
 
 def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str, Any]:
-    """Host line per kind|backend and device ratio per kind|backend|precision|batch from the
-    measured generation rows, and their leave-one-model-out validation: each model's TPOT
-    predicted from a fit to the other models' rows."""
+    """Host line per device|backend and device ratio per device|backend|precision|batch from
+    the measured generation rows (a device is a kind on one host: two CPUs, or two hosts
+    driving GPUs, dispatch at their own pace), and their leave-one-model-out validation per
+    device: each model's TPOT predicted from a fit to the other models' rows."""
     from models.resolve import resolve_model
 
     models: dict[str, ModelSpec] = {}
@@ -204,7 +220,7 @@ def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec
     dispatch: dict[str, Any] = {}
     for group in sorted({_group(p.key) for p in points}):
         mine = [p for p in points if _group(p.key) == group]
-        asynchronous = is_asynchronous(group.split("|")[0])
+        asynchronous = is_asynchronous(kind_of(group.split("|")[0]))
         ratios, line = _fit(mine, asynchronous)
         dispatch[group] = {**line, "asynchronous": asynchronous, "n": len(mine), "models": sorted({p.model for p in mine})}
         for key, log_ratio in ratios.items():
@@ -220,7 +236,7 @@ def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec
             others = [p for p in points if _group(p.key) == group and p.model != held]
             if not others:
                 continue
-            asynchronous = is_asynchronous(group.split("|")[0])
+            asynchronous = is_asynchronous(kind_of(group.split("|")[0]))
             ratios, line = _fit(others, asynchronous)
             errors.setdefault(group, []).extend(abs(_predict_point(p, ratios, line, asynchronous) / p.measured_ms - 1)
                                                 for p in points if p.model == held and _group(p.key) == group)
@@ -232,9 +248,11 @@ def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec
 
 
 def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceSpec | None, batch: int, precision: str,
-                       prompt: int | None, new: int | None, ttft: dict[str, Any], calibration: dict[str, Any]) -> dict[str, Any]:
+                       prompt: int | None, new: int | None, ttft: dict[str, Any], calibration: dict[str, Any],
+                       device_id: str | None = None) -> dict[str, Any]:
     """One kind's generation answer. `ttft` is the forward-pass prediction at the prompt's length
-    (latency, source, detail); `calibration` is the artifact's `generation` section."""
+    (latency, source, detail); `calibration` is the artifact's `generation` section; `device_id`
+    the measured device the kind is answered for (`PerformancePredictor.device_of`)."""
     shape = request_shape(spec, prompt, new)
     cache = cache_for(spec, batch, precision, prompt, new)
     out: dict[str, Any] = {"prompt_tokens": shape.prompt_tokens, "new_tokens": shape.new_tokens or DEFAULT_NEW_TOKENS,
@@ -248,8 +266,11 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
         return {**out, "tpot_ms": None, "decode_tokens_per_s": None, "tpot_source": "unavailable",
                 "tpot_detail": f"no measurement and no published spec for {kind}: no bandwidth to bound a decode step"}
     roof = decode_roofline(spec, batch, precision, prompt, new, device)
-    found = nearest_calibration(calibration, kind, backend, precision, batch)
-    line = (calibration.get("dispatch") or {}).get(f"{kind}|{backend}")
+    fitted = calibrated_device(calibration, device_id or kind, backend)
+    found = nearest_calibration(calibration, fitted, backend, precision, batch) if fitted else None
+    line = (calibration.get("dispatch") or {}).get(f"{fitted}|{backend}") if fitted else None
+    elsewhere = "" if fitted in (device_id or kind, kind) else \
+        f"; the fit is {fitted}'s: {device_id or 'this ' + kind} has no generation rows of its own"
     asynchronous = line["asynchronous"] if line else is_asynchronous(kind)
     roof_text = (f"decode roofline on {device.name} ({device.source}): {roof.bytes_per_step / 1e9:.2f} GB read per step at "
                  f"{device.bandwidth_gbs:.0f} GB/s = {roof.ms:.3f} ms")
@@ -257,20 +278,20 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
         if found:
             at, cal = found
             ratio = math.exp(cal["log_ratio"])
-            ratio_text = (f"x {ratio:.2f}, the device ratio fitted on {cal['n']} generation rows of {kind}/{backend}/{precision} "
+            ratio_text = (f"x {ratio:.2f}, the device ratio fitted on {cal['n']} generation rows of {fitted}/{backend}/{precision} "
                           f"at batch {at} ({', '.join(cal['models'])})" + ("" if at == batch else f"; batch {batch} itself is not measured")
                           + ("" if cal.get("device_bound_rows", 1) else "; none of them device-bound, so the ratio is the prior's"))
         else:
             ratio = 1 / STATIC_DECODE_EFFICIENCY
-            ratio_text = f"x {ratio:.1f} (an assumed {STATIC_DECODE_EFFICIENCY:.0%} of it: {precision} not measured on {kind}/{backend})"
+            ratio_text = f"x {ratio:.1f} (an assumed {STATIC_DECODE_EFFICIENCY:.0%} of it: {precision} not measured on {fitted}/{backend})"
         tpot, host = step_ms(roof.ms * ratio, roof.kernels, line, asynchronous)
         device_ms = roof.ms * ratio
         host_text = (f"; host: {roof.kernels} kernels x {line['us_per_kernel']:.1f} us + {line['step_ms']:.2f} ms per step = "
-                     f"{host:.2f} ms, fitted on {line['n']} generation rows of {kind}/{backend} ({', '.join(line['models'])}); "
+                     f"{host:.2f} ms, fitted on {line['n']} generation rows of {fitted}/{backend} ({', '.join(line['models'])}); "
                      + ("the longer of the two, the host queueing while the device runs: "
                         + ("host" if host > device_ms else "device") + "-bound" if asynchronous else "the two add, on the same cores")
                      ) if line else ""
-        source, detail = "roofline_calibrated", f"{roof_text} {ratio_text} = {device_ms:.3f} ms{host_text}"
+        source, detail = "roofline_calibrated", f"{roof_text} {ratio_text} = {device_ms:.3f} ms{host_text}{elsewhere}"
     else:
         tpot, source = roof.ms / STATIC_DECODE_EFFICIENCY, "static_rule"
         detail = (f"nothing measured in the generation scenario on {kind}/{backend}: {roof_text}, at an assumed "

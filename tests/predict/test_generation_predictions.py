@@ -40,16 +40,17 @@ def test_calibration_is_the_measured_over_roofline_ratio_and_is_validated_leavin
     rows = [_row(m, 2 * decode_roofline(resolve_model(m), b, "fp32", 256, 64, CPU).ms, b) for m in models for b in (1, 4)]
     rows.append({**_row("gpt2", 1.0), "mode": "inference"})  # a forward-pass row is not a decode rate
     cal = calibrate_generation(rows, specs)
-    assert sorted(cal["decode_efficiency"]) == ["cpu|torch|fp32|b1", "cpu|torch|fp32|b4"]  # per batch size
+    # per device (a kind on one host) and batch size
+    assert sorted(cal["decode_efficiency"]) == ["cpu@cpu-test|torch|fp32|b1", "cpu@cpu-test|torch|fp32|b4"]
     for entry in cal["decode_efficiency"].values():
         assert entry["log_ratio"] == pytest.approx(math.log(2)) and entry["n"] == 3 and entry["models"] == sorted(models)
     assert cal["validation"]["tpot_mape"] == pytest.approx(0, abs=1e-4) and cal["validation"]["rows"] == 6
-    assert cal["dispatch"]["cpu|torch"]["asynchronous"] is False  # on a CPU, dispatch and compute add
+    assert cal["dispatch"]["cpu@cpu-test|torch"]["asynchronous"] is False  # on a CPU, dispatch and compute add
     # gpt2 measured at 3x its roofline, the others at 2x: held out, gpt2 is predicted from the
     # others' 2x, so it is a third too fast.
     rows[0]["tpot_p50_ms"] *= 1.5
     rows[1]["tpot_p50_ms"] *= 1.5
-    assert calibrate_generation(rows, specs)["validation"]["per_group"]["cpu|torch"]["tpot_mape"] > 0.05
+    assert calibrate_generation(rows, specs)["validation"]["per_group"]["cpu@cpu-test|torch"]["tpot_mape"] > 0.05
 
 
 def test_an_asynchronous_gpu_decodes_at_the_longer_of_host_dispatch_and_device_time():
@@ -66,19 +67,40 @@ def test_an_asynchronous_gpu_decodes_at_the_longer_of_host_dispatch_and_device_t
             assert roof.kernels > 50  # counted on meta: a step launches one kernel per layer op
             rows.append({**_row(m, max(1.5 * roof.ms, 2.0 + roof.kernels * 0.011), b), "device_kind": "cuda", "precision": "bf16"})
     cal = calibrate_generation(rows, specs)
-    line = cal["dispatch"]["cuda|torch"]
+    line = cal["dispatch"]["cuda@cpu-test|torch"]
     assert line["asynchronous"] is True and line["n"] == 8
     assert line["step_ms"] == pytest.approx(2.0, rel=0.02) and line["us_per_kernel"] == pytest.approx(11.0, rel=0.02)
     assert all(e["device_bound_rows"] == 0 for e in cal["decode_efficiency"].values())  # small models: host-bound
     assert cal["validation"]["tpot_mape"] < 0.01
     spec = resolve_model("llama-2-7b")
-    out = predict_generation(spec, "cuda", "torch", gpu, 1, "bf16", None, None, {"latency": None}, cal)
+    out = predict_generation(spec, "cuda", "torch", gpu, 1, "bf16", None, None, {"latency": None}, cal, "cuda@cpu-test")
     roof = decode_roofline(spec, 1, "bf16", None, None, gpu)
     host = line["step_ms"] + roof.kernels * line["us_per_kernel"] / 1e3
-    device = roof.ms * math.exp(cal["decode_efficiency"]["cuda|torch|bf16|b1"]["log_ratio"])
+    device = roof.ms * math.exp(cal["decode_efficiency"]["cuda@cpu-test|torch|bf16|b1"]["log_ratio"])
     assert out["tpot_ms"] == pytest.approx(max(host, device)) and out["decode_kernels"] == roof.kernels
     assert ("host-bound" if host > device else "device-bound") in out["tpot_detail"]
     assert "none of them device-bound" in out["tpot_detail"]  # the ratio is the prior's, and it says so
+    assert "no generation rows of its own" not in out["tpot_detail"]
+    # Another GPU host, with no generation rows: answered from this one's fit, and told so.
+    other = predict_generation(spec, "cuda", "torch", gpu, 1, "bf16", None, None, {"latency": None}, cal, "cuda@cpu-other")
+    assert other["tpot_ms"] == pytest.approx(out["tpot_ms"])
+    assert "the fit is cuda@cpu-test's: cuda@cpu-other has no generation rows of its own" in other["tpot_detail"]
+
+
+def test_two_cpus_get_their_own_host_lines():
+    """Two machines dispatch at their own pace: rows of two hosts built from two host lines give
+    each host its own line back, not one line through both."""
+    specs = {"cpu@host-a": CPU, "cpu@host-b": CPU}
+    rows = []
+    for host, step_ms in (("host-a", 2.0), ("host-b", 12.0)):
+        for m in ("gpt2", "gpt2-medium", "qwen2.5-0.5b", "t5-small"):
+            roof = decode_roofline(resolve_model(m), 1, "fp32", 256, 64, CPU)
+            rows.append({**_row(m, 1.5 * roof.ms + step_ms + roof.kernels * 0.01), "host_fingerprint": host})
+    cal = calibrate_generation(rows, specs)
+    # (the prior's pull on the device ratio, 2x where the rows were built at 1.5x, moves a CPU's
+    # fixed cost by a little: the two lines stay apart)
+    assert cal["dispatch"]["cpu@host-a|torch"]["step_ms"] < 5 < 9 < cal["dispatch"]["cpu@host-b|torch"]["step_ms"]
+    assert set(cal["validation"]["per_group"]) == {"cpu@host-a|torch", "cpu@host-b|torch"}
 
 
 def test_a_7b_model_gets_calibrated_tpot_and_its_kv_cache_by_hand():
@@ -126,7 +148,7 @@ def test_predict_answers_the_generation_scenario_on_an_empty_data_directory(tmp_
 
 def test_training_calibrates_the_decode_efficiency_from_real_generation_rows(measured):
     """The session's forward-pass rows plus real t5-small generation rows: the artifact's
-    `generation` section calibrates cpu|torch|fp32 per batch size on them, and a 7B model's TPOT on this CPU
+    `generation` section calibrates this CPU (cpu@<host>|torch|fp32) per batch size on them, and a 7B model's TPOT on this CPU
     is then answered by the calibrated link, naming the rows."""
     from benchmark_runners.hardware import detect_hardware
     from benchmark_runners.measure import ConfigMeasurer
@@ -149,7 +171,7 @@ def test_training_calibrates_the_decode_efficiency_from_real_generation_rows(mea
     assert {row_device(g) for g in generated} == {row_device(host)}
     artifact = train([*rows, *generated], device_specs(detect_hardware().to_json()), host["host_fingerprint"])
     assert artifact["skipped"].get("generation_scenario") == 2  # never a forward-pass target
-    entry = artifact["generation"]["decode_efficiency"]["cpu|torch|fp32|b1"]
+    entry = artifact["generation"]["decode_efficiency"][f"{row_device(host)}|torch|fp32|b1"]
     assert entry["n"] == 1 and entry["models"] == ["t5-small"] and math.isfinite(entry["log_ratio"])
     assert artifact["generation"]["validation"]["tpot_mape"] is None  # one model: nothing to hold out against
     from devicefit.predict.predictor import PerformancePredictor
@@ -157,8 +179,10 @@ def test_training_calibrates_the_decode_efficiency_from_real_generation_rows(mea
     predictor = PerformancePredictor(artifact)
     device = predictor.specs.get(predictor.device_of("cpu"))
     out = predict_generation(resolve_model("llama-2-7b"), "cpu", "torch", device, 1, "fp32", None, None,
-                             {"latency": 1.0, "source": "x", "detail": "x"}, artifact["generation"])
-    assert out["tpot_source"] == "roofline_calibrated" and "1 generation rows of cpu/torch/fp32 at batch 1 (t5-small)" in out["tpot_detail"]
+                             {"latency": 1.0, "source": "x", "detail": "x"}, artifact["generation"], predictor.device_of("cpu"))
+    assert out["tpot_source"] == "roofline_calibrated"
+    assert f"1 generation rows of {row_device(host)}/torch/fp32 at batch 1 (t5-small)" in out["tpot_detail"]
+    assert "no generation rows of its own" not in out["tpot_detail"]
 
 
 def test_the_api_answers_generation_with_its_figures_and_refuses_what_cannot_generate(tmp_path):
