@@ -80,7 +80,7 @@ class SelectRequest(Request):
     task_type: Optional[TaskType] = None
     distributed: bool = False
     gpu_count: GpuCount = 1
-    max_latency_ms: Optional[float] = Field(None, gt=0, description="mode generation: the whole request")
+    max_latency_ms: Optional[float] = Field(None, gt=0, description="ms per batch; in mode generation, the whole request")
     new_tokens: Optional[int] = Field(None, ge=2, le=MAX_NEW_TOKENS, description="mode generation: tokens each request generates "
                                       "(default 64); sequence_length is then the prompt (default 256)")
     max_tpot_ms: Optional[float] = Field(None, gt=0, description="mode generation: bound on the predicted time per output token")

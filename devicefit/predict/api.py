@@ -229,6 +229,9 @@ class HardwareModelPredictor:
                 raise ValueError("distributed=True and is_distributed=False contradict each other; is_distributed is "
                                  "spec 001's name for distributed: pass one")
             distributed = is_distributed
+        if mode == "generation":
+            raise ValueError("mode generation: rank hardware on TPOT and TTFT with HardwareSelector.select_hardware(mode="
+                             "'generation') (devicefit select --mode generation); predict_generation_performance gives the figures")
         hardware = list(dict.fromkeys(registry.kind_of_device(hw) for hw in available_hardware or registry.kind_names()))
         result = self.predict_performance(model_name, model_family, hardware, batch_size, sequence_length, mode, precision)
         preds = result["predictions"]

@@ -10,7 +10,7 @@ generation rows measured.
   - *Device*: it reads every weight once and the KV cache so far, and computes about
     2 x active parameters x batch FLOPs: memory-bandwidth bound wherever the batch is small. Its
     roofline (`decode_roofline`, bytes at the mean context of the request) times a ratio
-    measured per device kind, backend, precision and batch size (the nearest measured batch
+    fitted per device, backend, precision and batch size (the nearest measured batch
     where this one is not): on the AMD EPYC, batch 1 ran at 2.3x the roofline, batch 4 at 5.7x
     (its GEMMs of 4 rows reach a fraction of the probed peak).
   - *Host*: generate()'s eager loop dispatches every kernel of the step from Python
@@ -32,6 +32,7 @@ TPOT predicted from a fit to the other models' rows alone, MAPE in the artifact.
 """
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from typing import Any
 from benchmark_runners import registry
 from benchmark_runners.generation import DEFAULT_NEW_TOKENS, KVCache, kv_cache, request_shape
 from devicefit.predict.features import roofline_ms
-from devicefit.predict.hardware_specs import DeviceSpec, kind_of, row_device
+from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of, row_device
 from models.analysis import active_parameter_count, weight_bytes
 from models.catalog import ModelSpec
 from models.op_profile import decode_step_ops
@@ -48,6 +49,7 @@ from models.op_profile import decode_step_ops
 STATIC_DECODE_EFFICIENCY = 0.5  # no generation row on the kind: half the bandwidth roofline, labelled
 PRIOR_WEIGHT = 0.2  # pull of a device ratio towards 1 / STATIC_DECODE_EFFICIENCY, against 1 per measured row
 HALF = ("fp16", "bf16")
+log = logging.getLogger("devicefit.predict")
 
 
 
@@ -56,7 +58,7 @@ class DecodeRoofline:
     bytes_per_step: float  # weights at the precision + the KV cache at the request's mean context
     flops_per_step: float  # 2 x active parameters x batch
     ms: float
-    kernels: int  # launched per step by generate()'s eager loop (models.op_profile.decode_step_ops)
+    kernels: int | None  # launched per step by generate()'s eager loop (models.op_profile.decode_step_ops); None: not traceable
 
 
 def cache_for(spec: ModelSpec, batch: int, precision: str, prompt: int | None, new: int | None) -> KVCache:
@@ -95,7 +97,18 @@ def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | N
     share = decoder_share(spec)
     moved = float(weight_bytes(spec, precision)) * share + mean_cache
     flops = 2.0 * active_parameter_count(spec) * share * batch
-    return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device), decode_step_ops(spec))
+    return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device), decode_kernels(spec))
+
+
+def decode_kernels(spec: ModelSpec) -> int | None:
+    """The decode step's kernel count, or None where the meta trace cannot run a cached step
+    (a model whose cache generate() keeps in another form): then there is no host term, and the
+    detail says so, rather than no answer."""
+    try:
+        return decode_step_ops(spec)
+    except Exception as exc:  # a trace through arbitrary model code: any failure means "not counted"
+        log.info("decode step of %s not traced: %s", spec.name, exc)
+        return None
 
 
 def _key(device: str, backend: str, precision: str, batch: int) -> str:
@@ -113,7 +126,7 @@ def is_asynchronous(kind: str) -> bool:
 
 def step_ms(device_ms: float, kernels: int, dispatch: dict[str, Any] | None, asynchronous: bool) -> tuple[float, float]:
     """(the step's time, the host's share of it) from the device's time and the host line."""
-    host = (dispatch["step_ms"] + kernels * dispatch["us_per_kernel"] / 1e3) if dispatch else 0.0
+    host = (dispatch["step_ms"] + kernels * dispatch["us_per_kernel"] / 1e3) if dispatch and kernels is not None else 0.0
     return (max(device_ms, host) if asynchronous else device_ms + host), host
 
 
@@ -128,7 +141,8 @@ def calibrated_device(calibration: dict[str, Any], device: str, backend: str) ->
     if device in groups:
         return device
     same_kind = [g for g in groups if kind_of(g) == kind_of(device)]
-    return max(same_kind, key=lambda g: ((groups[g] or {}).get("n", 0), g)) if same_kind else None
+    # this machine's own device first (its unconstrained CPU for cpu@host+t1), then the most rows
+    return max(same_kind, key=lambda g: (host_of(g) == host_of(device), (groups[g] or {}).get("n", 0), g)) if same_kind else None
 
 
 def nearest_calibration(calibration: dict[str, Any], device: str, backend: str, precision: str,
@@ -161,13 +175,15 @@ def _points(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], models: di
                 or device is None):
             continue
         roof = decode_roofline(spec, r["batch_size"], r["precision"], r.get("prompt_tokens"), r.get("new_tokens"), device)
+        if roof.kernels is None:
+            continue  # no host term to fit it with
         out.append(_Point(_key(row_device(r), r["backend"], r["precision"], r["batch_size"]), r["model"], roof.ms,
                           roof.kernels, r["tpot_p50_ms"]))
     return out
 
 
 def _fit(points: list[_Point], asynchronous: bool) -> tuple[dict[str, float], dict[str, float]]:
-    """One kind|backend's host line and device ratios: least squares on log TPOT, from a
+    """One device|backend's host line and device ratios: least squares on log TPOT, from a
     device-bound and a host-bound start (the max of an asynchronous kind is not convex), the
     better kept. Returns ({key: log ratio}, {"step_ms", "us_per_kernel"})."""
     import numpy as np
@@ -198,7 +214,12 @@ def _fit(points: list[_Point], asynchronous: bool) -> tuple[dict[str, float], di
 
 
 def _predict_point(p: _Point, ratios: dict[str, float], dispatch: dict[str, float], asynchronous: bool) -> float:
-    ratio = ratios.get(p.key, math.log(1 / STATIC_DECODE_EFFICIENCY))
+    """A held-out row as `predict_generation` answers it: the ratio at its batch, else at the
+    nearest batch fitted, else the prior."""
+    device, backend, precision, batch = p.key.split("|")
+    found = nearest_calibration({"decode_efficiency": {k: {"log_ratio": v} for k, v in ratios.items()}}, device, backend,
+                                precision, int(batch[1:]))
+    ratio = found[1]["log_ratio"] if found else math.log(1 / STATIC_DECODE_EFFICIENCY)
     return step_ms(p.roofline_ms * math.exp(ratio), p.kernels, dispatch, asynchronous)[0]
 
 
@@ -286,16 +307,20 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
             ratio_text = f"x {ratio:.1f} (an assumed {STATIC_DECODE_EFFICIENCY:.0%} of it: {precision} not measured on {fitted}/{backend})"
         tpot, host = step_ms(roof.ms * ratio, roof.kernels, line, asynchronous)
         device_ms = roof.ms * ratio
-        host_text = (f"; host: {roof.kernels} kernels x {line['us_per_kernel']:.1f} us + {line['step_ms']:.2f} ms per step = "
-                     f"{host:.2f} ms, fitted on {line['n']} generation rows of {fitted}/{backend} ({', '.join(line['models'])}); "
-                     + ("the longer of the two, the host queueing while the device runs: "
-                        + ("host" if host > device_ms else "device") + "-bound" if asynchronous else "the two add, on the same cores")
-                     ) if line else ""
+        if line and roof.kernels is None:
+            host_text = "; the host's dispatch is not counted: the decode step could not be traced on meta"
+        else:
+            host_text = (f"; host: {roof.kernels} kernels x {line['us_per_kernel']:.1f} us + {line['step_ms']:.2f} ms per step = "
+                         f"{host:.2f} ms, fitted on {line['n']} generation rows of {fitted}/{backend} ({', '.join(line['models'])}); "
+                         + ("the longer of the two, the host queueing while the device runs: "
+                            + ("host" if host > device_ms else "device") + "-bound" if asynchronous else "the two add, on the same cores")
+                         ) if line else ""
         source, detail = "roofline_calibrated", f"{roof_text} {ratio_text} = {device_ms:.3f} ms{host_text}{elsewhere}"
     else:
         tpot, source = roof.ms / STATIC_DECODE_EFFICIENCY, "static_rule"
-        detail = (f"nothing measured in the generation scenario on {kind}/{backend}: {roof_text}, at an assumed "
-                  f"{STATIC_DECODE_EFFICIENCY:.0%} of its bandwidth; the host's dispatch of {roof.kernels} kernels per step is not counted")
+        kernels = "its" if roof.kernels is None else f"{roof.kernels}"
+        detail = (f"nothing measured in the generation scenario on {kind}/{backend}/{precision}: {roof_text}, at an assumed "
+                  f"{STATIC_DECODE_EFFICIENCY:.0%} of its bandwidth; the host's dispatch of {kernels} kernels per step is not counted")
     out.update(tpot_ms=tpot, tpot_source=source, tpot_detail=detail,
                decode_tokens_per_s=batch * 1e3 / tpot, decode_roofline_ms=roof.ms, decode_kernels=roof.kernels)
     if out["ttft_ms"] is not None:

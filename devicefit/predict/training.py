@@ -405,7 +405,8 @@ def default_devices(data: TrainingData, local_host: str | None) -> dict[str, str
 
 
 def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str, Any]:
-    """The generation scenario's decode efficiency and its held-out check (predict/generation.py)."""
+    """The generation scenario's TPOT fit (host line and device ratios per device) and its
+    held-out check (predict/generation.py)."""
     from devicefit.predict.generation import calibrate_generation as calibrate
 
     return calibrate(rows, specs)

@@ -22,7 +22,7 @@ def _label(r: dict[str, Any]) -> str:
 def _hover(r: dict[str, Any]) -> str:
     ci = r.get("worst_ci_rel_half_width")
     return (f"{r['model']} · {hardware_label(r)} · {r['precision']} · batch {r['batch_size']} · {r['input_dims']}<br>"
-            f"TTFT {r['ttft_ms']:.1f} ms, TPOT p50 {r['tpot_p50_ms']:.2f} ms (p90 {r.get('tpot_p90_ms') or 0:.2f}), "
+            f"TTFT {r.get('ttft_ms') or 0:.1f} ms, TPOT p50 {r['tpot_p50_ms']:.2f} ms (p90 {r.get('tpot_p90_ms') or 0:.2f}), "
             f"decode {r.get('decode_tokens_per_s') or 0:.1f} tokens/s<br>request p50 {r['p50_ms']:.1f} ms, {r['runs']} run(s)"
             + ("" if ci is None else f", 95% CI ±{100 * ci:.1f}%") + f", {r.get('device_name') or ''} ({r.get('hostname')})")
 
@@ -72,5 +72,5 @@ def memory_breakdown(data: ReportData):
     fig.add_scatter(name="measured peak", x=x, y=[r["breakdown_measured_peak_bytes"] / MIB for r in rows], mode="markers",
                     marker={"symbol": "diamond", "size": 11, "color": "black"}, hovertext=[_hover(r) for r in rows], hoverinfo="text+y")
     fig.update_layout(title="Generation memory: the estimate's parts against the measured peak (host RSS on a CPU, "
-                            "the allocator's peak on a GPU)", barmode="stack", yaxis_title="MiB", legend_title="part")
+                            "the allocator's allocated peak on a GPU)", barmode="stack", yaxis_title="MiB", legend_title="part")
     return fig

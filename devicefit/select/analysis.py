@@ -24,7 +24,8 @@ def measured_entry(row: dict[str, Any], prediction: dict[str, Any]) -> dict[str,
             "memory_usage": None if memory is None else memory / MB, "source": "measured",
             "detail": f"median p50 over {row['runs']} run(s) on {where} ({row.get('hostname')}), {row['backend']}, "
                       f"last measured {row.get('last_measured')}" + ("" if ci is None else f", 95% CI ±{100 * ci:.1f}%")
-                      + ("; memory is the GPU allocator's reserved peak" if device_memory_kind(row["device_kind"])
+                      + ("; memory is the GPU allocator's reserved peak"
+                         if device_memory_kind(row["device_kind"]) and row.get("device_reserved_peak_bytes") is not None
                          else "; memory is peak process RSS"),
             "interval_level": None, "throughput_interval": None, "latency_interval": None, "memory_interval": None,
             "prediction": prediction}

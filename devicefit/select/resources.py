@@ -196,6 +196,8 @@ class HardwareAwareModelClassifier:
         """`peak_mb`: the caller's own peak on `hardware` (hw_compat_override's
         memory_usage.peak), which replaces the measured or predicted one."""
         spec = resolve_model(model)
+        if mode == "generation":
+            return self._generation_requirements(spec, model, hardware)
         batch = self.selector.config.batch_size_thresholds["medium"] if mode == "inference" else 1
         cpu = (self.selector.inventory.get("platforms", {}).get("cpu", {}).get("devices") or [{}])[0]
         common = {"cpu_cores": cpu.get("physical_cores"), "disk_space_mb": round(weight_bytes(spec, "fp32") / MB)}
@@ -209,6 +211,20 @@ class HardwareAwareModelClassifier:
         return {"min_memory_mb": round(low), "recommended_memory_mb": round(max(upper, low)), "batch_size": batch, **common,
                 "basis": {"min_memory_mb": f"peak at batch 1, {low_basis}",
                           "recommended_memory_mb": f"peak at batch {batch} ({peak:.0f} MB), upper interval bound, {peak_basis}", **basis}}
+
+    def _generation_requirements(self, spec, model: str, hardware: str) -> dict[str, Any]:
+        """A generating model's memory: the forward pass at its prompt (measured or predicted) plus
+        the KV cache of the default request (256 prompt + 64 new tokens), batch 1 and 4."""
+        from devicefit.predict.generation import cache_for
+
+        out = self.resource_requirements(model, hardware, "inference")
+        low = out["min_memory_mb"] + cache_for(spec, 1, "fp32", None, None).total_bytes / MB
+        batch = self.selector.config.batch_size_thresholds["medium"]
+        high = out["recommended_memory_mb"] + cache_for(spec, batch, "fp32", None, None).total_bytes / MB
+        out.update(min_memory_mb=round(low), recommended_memory_mb=round(max(high, low)))
+        for key in ("min_memory_mb", "recommended_memory_mb"):
+            out["basis"][key] += "; plus the KV cache of a 256 + 64-token request (config arithmetic)"
+        return out
 
     def hardware_profile(self, family: str, overrides: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
         """Per kind: compatible with the family (measured, declared or no backend; the caller's
@@ -341,15 +357,23 @@ class HardwareAwareModelClassifier:
                 continue  # a Hugging Face task must be one the model serves; task types go by family
             try:
                 r = self.selector.select_hardware_for_task(None, name, task_type, 1, available_hardware=hardware)
-            except SelectionError:
+                best = r["all_scores"][r["primary_recommendation"]]["predictions"]
+                resources = self.resource_requirements(name, r["primary_recommendation"], r["mode"])
+            except (SelectionError, ValueError) as exc:
+                log.info("recommend %s: %s left out: %s", task, name, exc)
                 continue
-            best = r["all_scores"][r["primary_recommendation"]]["predictions"]
             verdict = classify_spec(spec)
-            ranked.append({"model_name": name, "family": verdict.family, "subfamily": verdict.subfamily,
-                           "confidence": verdict.confidence, "recommended_hardware": r["primary_recommendation"],
-                           "predicted_latency_ms": best["latency"], "prediction_source": best["source"],
-                           "resource_requirements": self.resource_requirements(name, r["primary_recommendation"], r["mode"])})
-        ranked.sort(key=lambda m: m["predicted_latency_ms"])
+            entry = {"model_name": name, "family": verdict.family, "subfamily": verdict.subfamily,
+                     "confidence": verdict.confidence, "recommended_hardware": r["primary_recommendation"],
+                     # generation: the whole default request (TTFT + (N - 1) x TPOT), TPOT beside it
+                     "predicted_latency_ms": best["latency"], "prediction_source": best["source"], "mode": r["mode"],
+                     "resource_requirements": resources}
+            if r["mode"] == "generation":
+                entry.update(predicted_tpot_ms=best["tpot_ms"], predicted_ttft_ms=best["ttft_ms"])
+            ranked.append(entry)
+        # Ranked by latency (a generation request's when the task generates); a candidate whose
+        # TTFT nothing predicts has no request latency and is ranked on TPOT after the others.
+        ranked.sort(key=lambda m: (m["predicted_latency_ms"] is None, m["predicted_latency_ms"] or m.get("predicted_tpot_ms") or 0))
         return {"task": task, "hardware_constraints": hardware_constraints or [], "recommendations": ranked[:limit]}
 
     def get_compatible_models_for_hardware(self, models: list[str], hardware: str) -> ModelList:

@@ -209,6 +209,9 @@ class HardwareSelector:
                 continue
             capacity, capacity_source = device_memory_bytes(kind, self.inventory, specs.get(kind))
             entry["device_memory_gb"], entry["device_memory_source"] = (None if capacity is None else capacity / 1e9), capacity_source
+            if p["memory_usage"] is None:  # generation: a TPOT can come from a published spec the forward chain lacks
+                _exclude(entry, "incompatible", f"no memory prediction: {p.get('memory_detail') or p['detail']}")
+                continue
             need = p["memory_usage"] * MB
             if distributed and mode == "training" and kind in ("cuda", "rocm") and capacity is not None:
                 from devicefit.select.distributed import plan_distributed_training

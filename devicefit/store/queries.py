@@ -218,12 +218,16 @@ def replace_served_predictions(con, source_file: str, rows: list[dict[str, Any]]
 PREDICTION_ERRORS_SQL = """
 CREATE OR REPLACE TABLE prediction_errors AS
 SELECT p.*, m.run_id AS measured_run_id, m.timestamp AS measured_at,
-       m.mean_ms AS measured_latency_ms, m.throughput_samples_per_s AS measured_throughput, m.peak_rss_bytes AS measured_memory_bytes,
+       m.mean_ms AS measured_latency_ms, m.throughput_samples_per_s AS measured_throughput, m.memory_bytes AS measured_memory_bytes,
        abs(p.latency_ms - m.mean_ms) / m.mean_ms AS latency_ape,
        abs(p.throughput - m.throughput_samples_per_s) / m.throughput_samples_per_s AS throughput_ape,
-       abs(p.memory_bytes - m.peak_rss_bytes) / m.peak_rss_bytes AS memory_ape
+       abs(p.memory_bytes - m.memory_bytes) / m.memory_bytes AS memory_ape
 FROM predictions p
-JOIN measurements m
+-- memory as predicted (devicefit.predict.memory_model.memory_target): a CUDA or ROCm card's
+-- allocator peak, the process's RSS elsewhere
+JOIN (SELECT *, CASE WHEN device_kind IN ('cuda', 'rocm') AND device_reserved_peak_bytes IS NOT NULL
+                     THEN device_reserved_peak_bytes ELSE peak_rss_bytes END AS memory_bytes
+      FROM measurements) m
   ON m.status = 'ok' AND m.model = p.model AND m.device_kind = p.device_kind AND m.backend = p.backend
  AND m.device_profile IS NULL  -- a prediction asked by kind is for the device as it is
  AND m.precision = p.precision AND m.mode = p.mode AND m.batch_size = p.batch_size

@@ -205,3 +205,33 @@ def test_the_api_answers_generation_with_its_figures_and_refuses_what_cannot_gen
             assert status == 422 and why in json.dumps(body), (payload, status, body)
         status, _ = call(base, "/performance/predict", {"model_name": "gpt2", "mode": "generation", "new_tokens": 1})
         assert status == 422
+
+
+def test_a_decode_step_that_cannot_be_traced_leaves_the_host_term_out_and_says_so(monkeypatch):
+    """A model whose cached step the meta trace cannot run still gets its device-side TPOT; its
+    rows are not fitted, and the answer says the host's dispatch is not counted."""
+    from devicefit.predict import generation
+
+    def untraceable(spec):
+        raise AttributeError("no past_key_values")
+
+    monkeypatch.setattr(generation, "decode_step_ops", untraceable)
+    spec = resolve_model("gpt2")
+    roof = decode_roofline(spec, 1, "fp32", 256, 64, CPU)
+    assert roof.kernels is None and roof.ms > 0
+    cal = {"dispatch": {"cpu@cpu-test|torch": {"step_ms": 5.0, "us_per_kernel": 10.0, "asynchronous": False, "n": 4, "models": ["x"]}},
+           "decode_efficiency": {"cpu@cpu-test|torch|fp32|b1": {"log_ratio": math.log(2), "n": 4, "models": ["x"]}}}
+    out = predict_generation(spec, "cpu", "torch", CPU, 1, "fp32", None, None, {"latency": None}, cal, "cpu@cpu-test")
+    assert out["tpot_ms"] == pytest.approx(2 * roof.ms) and "could not be traced" in out["tpot_detail"]
+    assert calibrate_generation([_row("gpt2", 30.0)], {"cpu@cpu-test": CPU})["dispatch"] == {}
+
+
+def test_a_held_out_model_alone_at_its_batch_is_validated_as_predicted():
+    """Leave-one-model-out scores a held-out row as a prediction answers it: a model measured
+    alone at batch 8 gets the batch-4 ratio fitted on the others (the nearest batch), not the prior."""
+    from devicefit.predict.generation import _Point, _predict_point
+
+    point = _Point("cpu@cpu-test|torch|fp32|b8", "gpt2-medium", 10.0, 300, 30.0)
+    line = {"step_ms": 0.0, "us_per_kernel": 0.0}
+    assert _predict_point(point, {"cpu@cpu-test|torch|fp32|b4": math.log(3)}, line, False) == pytest.approx(30.0)
+    assert _predict_point(point, {}, line, False) == pytest.approx(10.0 / STATIC_DECODE_EFFICIENCY)  # nothing fitted: the prior

@@ -20,3 +20,27 @@ def test_a_gpu_row_is_learned_by_its_card_memory_and_a_cpu_row_by_its_rss():
     # a GPU row without the allocator's figure (an ingested file that lacks it) falls back to RSS
     assert memory_target({**row, "device_reserved_peak_bytes": None}) == row["peak_rss_bytes"]
     assert memory_target({"device_kind": "cpu"}) is None
+
+
+def test_served_gpu_predictions_are_scored_against_the_card_memory():
+    """prediction_errors compares a served memory prediction with what it predicts: on a CUDA row
+    the allocator's reserved peak, not the process's RSS."""
+    import duckdb
+
+    from devicefit.store.queries import PREDICTION_ERRORS_SQL
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE measurements (status VARCHAR, model VARCHAR, device_kind VARCHAR, backend VARCHAR, device_profile VARCHAR, "
+                "precision VARCHAR, mode VARCHAR, batch_size INTEGER, seq_length INTEGER, timestamp TIMESTAMP, run_id VARCHAR, "
+                "mean_ms DOUBLE, throughput_samples_per_s DOUBLE, peak_rss_bytes BIGINT, device_reserved_peak_bytes BIGINT)")
+    con.execute("CREATE TABLE predictions (source_file VARCHAR, recorded_at TIMESTAMP, source VARCHAR, model VARCHAR, device_kind VARCHAR, "
+                "backend VARCHAR, precision VARCHAR, mode VARCHAR, batch_size INTEGER, seq_length INTEGER, latency_ms DOUBLE, "
+                "throughput DOUBLE, memory_bytes DOUBLE)")
+    for kind in ("cuda", "cpu"):
+        con.execute("INSERT INTO measurements VALUES ('ok', 'm', ?, 'torch', NULL, 'fp32', 'inference', 1, NULL, '2026-01-02', 'r', "
+                    "10, 100, 2000000000, 60000000)", [kind])
+        con.execute("INSERT INTO predictions VALUES ('f', '2026-01-01', 'trained_predictor', 'm', ?, 'torch', 'fp32', 'inference', 1, "
+                    "NULL, 10, 100, 60000000)", [kind])
+    con.execute(PREDICTION_ERRORS_SQL)
+    ape = dict(con.execute("SELECT device_kind, memory_ape FROM prediction_errors").fetchall())
+    assert ape["cuda"] == 0 and ape["cpu"] > 0.9
