@@ -24,7 +24,9 @@ generation rows measured.
   least squares on log TPOT;
   a weak prior holds a ratio the rows cannot see (every row host-bound) at
   1 / STATIC_DECODE_EFFICIENCY. Where nothing was measured on the kind: the device roofline at
-  STATIC_DECODE_EFFICIENCY (`static_rule`), no host term, labelled.
+  STATIC_DECODE_EFFICIENCY and the host line measured on the H200's host (STATIC_DISPATCH; the
+  EPYC's CPU fit had about the same cost per kernel, 11.8 us), combined as the kind combines
+  them (`static_rule`, labelled).
 - **KV cache**: from the config (benchmark_runners.generation.kv_cache), exact arithmetic.
 
 The calibration is validated leave-one-model-out (`calibrate_generation`): each measured model's
@@ -47,6 +49,9 @@ from models.catalog import ModelSpec
 from models.op_profile import decode_step_ops
 
 STATIC_DECODE_EFFICIENCY = 0.5  # no generation row on the kind: half the bandwidth roofline, labelled
+# No generation row on the device nor its kind: the host line fitted on the H200 host's rows
+# (benchmarks/datasets/h200-cuda, 2026-11-26; 20 rows of 5 models), named in the answer.
+STATIC_DISPATCH = {"step_ms": 1.57, "us_per_kernel": 12.9}
 PRIOR_WEIGHT = 0.2  # pull of a device ratio towards 1 / STATIC_DECODE_EFFICIENCY, against 1 per measured row
 HALF = ("fp16", "bf16")
 log = logging.getLogger("devicefit.predict")
@@ -317,10 +322,14 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
                          ) if line else ""
         source, detail = "roofline_calibrated", f"{roof_text} {ratio_text} = {device_ms:.3f} ms{host_text}{elsewhere}"
     else:
-        tpot, source = roof.ms / STATIC_DECODE_EFFICIENCY, "static_rule"
-        kernels = "its" if roof.kernels is None else f"{roof.kernels}"
+        device_ms = roof.ms / STATIC_DECODE_EFFICIENCY
+        (tpot, host), source = step_ms(device_ms, roof.kernels, STATIC_DISPATCH, asynchronous), "static_rule"
+        host_text = ("the host's dispatch is not counted: the decode step could not be traced on meta" if roof.kernels is None else
+                     f"host: {roof.kernels} kernels x {STATIC_DISPATCH['us_per_kernel']} us + {STATIC_DISPATCH['step_ms']} ms per step "
+                     f"= {host:.2f} ms, the line fitted on an H200 host's generation rows (not this machine's), "
+                     + ("the longer of the two" if asynchronous else "added"))
         detail = (f"nothing measured in the generation scenario on {kind}/{backend}/{precision}: {roof_text}, at an assumed "
-                  f"{STATIC_DECODE_EFFICIENCY:.0%} of its bandwidth; the host's dispatch of {kernels} kernels per step is not counted")
+                  f"{STATIC_DECODE_EFFICIENCY:.0%} of its bandwidth = {device_ms:.3f} ms; {host_text}")
     out.update(tpot_ms=tpot, tpot_source=source, tpot_detail=detail,
                decode_tokens_per_s=batch * 1e3 / tpot, decode_roofline_ms=roof.ms, decode_kernels=roof.kernels)
     if out["ttft_ms"] is not None:

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from devicefit.cli import app
-from devicefit.predict.generation import STATIC_DECODE_EFFICIENCY, calibrate_generation, decode_roofline, predict_generation
+from devicefit.predict.generation import STATIC_DECODE_EFFICIENCY, STATIC_DISPATCH, calibrate_generation, decode_roofline, predict_generation
 from devicefit.predict.hardware_specs import DeviceSpec
 from models.resolve import resolve_model
 
@@ -123,7 +123,11 @@ def test_a_7b_model_gets_calibrated_tpot_and_its_kv_cache_by_hand():
     assert "at batch 4" in eight["tpot_detail"] and "batch 8 itself is not measured" in eight["tpot_detail"]
     static = predict_generation(spec, "cpu", "torch", CPU, 1, "fp32", None, None, ttft, {})
     assert static["tpot_source"] == "static_rule" and "assumed" in static["tpot_detail"]
-    assert static["tpot_ms"] == pytest.approx(decode_roofline(spec, 1, "fp32", None, None, CPU).ms / STATIC_DECODE_EFFICIENCY)
+    # nothing measured: half the bandwidth roofline plus the H200 host's dispatch line (on a CPU the two add)
+    roof = decode_roofline(spec, 1, "fp32", None, None, CPU)
+    host = STATIC_DISPATCH["step_ms"] + roof.kernels * STATIC_DISPATCH["us_per_kernel"] / 1e3
+    assert static["tpot_ms"] == pytest.approx(roof.ms / STATIC_DECODE_EFFICIENCY + host)
+    assert "fitted on an H200 host's generation rows (not this machine's)" in static["tpot_detail"]
 
 
 def test_predict_answers_the_generation_scenario_on_an_empty_data_directory(tmp_path, monkeypatch):
