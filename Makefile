@@ -72,8 +72,9 @@ fleet-deps:
 	    echo "installed postgresql and redis-server"; } || \
 	  echo "postgresql or redis-server missing and not installable here (needs root and apt-get): install them with the system's package manager"
 
-# ruff first (pyflakes, import order; configured in pyproject.toml), then the suite.
-test: $(STAMP) install-browser
+# ruff first (pyflakes, import order; configured in pyproject.toml), then the suite. fleet-deps
+# installs Redis (and PostgreSQL) where apt-get can, so the Celery dispatch tests run for real.
+test: $(STAMP) install-browser fleet-deps
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
