@@ -182,7 +182,8 @@ class HardwareAwareModelClassifier:
         model = spec.name
         row = self._measured_configs(model, kind, mode).get((batch, "fp32"))
         if row is not None:
-            return memory_target(row) / MB, memory_target(row) / MB, "measured"
+            peak = memory_target(row) / MB
+            return peak, peak, "measured"
         # A local model is predicted by its path: its name is a directory's, which nothing resolves.
         reference = str(spec.path) if spec.source == "local" and spec.path else model
         p = self.selector.predictor.predict_performance(reference, None, kind, batch, None, mode, "fp32")["predictions"][kind]
@@ -214,7 +215,8 @@ class HardwareAwareModelClassifier:
 
     def _generation_requirements(self, spec, model: str, hardware: str) -> dict[str, Any]:
         """A generating model's memory: the forward pass at its prompt (measured or predicted) plus
-        the KV cache of the default request (256 prompt + 64 new tokens), batch 1 and 4."""
+        the KV cache of the default request (256 prompt + 64 new tokens), at batch 1 and at the
+        configuration's medium batch size."""
         from devicefit.predict.generation import cache_for
 
         out = self.resource_requirements(model, hardware, "inference")

@@ -10,6 +10,7 @@ itself with the numbers.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,9 @@ class HardwareSelector:
             mode = TASK_MODES[task_type]
         if mode not in self.config.selection_criteria:
             raise SelectionError(f"selection runs on {' or '.join(self.config.selection_criteria)} figures; mode '{mode}' has no criteria")
+        for name, bound in (("max_latency_ms", max_latency_ms), ("max_tpot_ms", max_tpot_ms), ("max_ttft_ms", max_ttft_ms)):
+            if bound is not None and not (isinstance(bound, (int, float)) and math.isfinite(bound) and bound > 0):
+                raise SelectionError(f"{name} must be a positive number of milliseconds, got {bound!r}")
         generation_only = [n for n, v in (("new_tokens", new_tokens), ("max_tpot_ms", max_tpot_ms), ("max_ttft_ms", max_ttft_ms))
                            if v is not None]
         if generation_only and mode != "generation":

@@ -265,6 +265,13 @@ def test_generation_is_selected_on_tpot_and_ttft_with_their_bounds(selector):
         selector.select_hardware(None, "gpt2", 1, mode="inference", max_tpot_ms=50)
     with pytest.raises(SelectionError, match="mode generation: .*"):
         selector.select_hardware(None, "bert-tiny", 1, mode="generation")
+    with pytest.raises(SelectionError, match="new tokens must be an integer"):
+        selector.select_hardware(None, "gpt2", 1, mode="generation", new_tokens=0)
+    with pytest.raises(SelectionError, match="holds at most 1024 positions"):
+        selector.select_hardware(None, "gpt2", 1, 1000, mode="generation", new_tokens=64)
+    for bad in (-5.0, 0.0, float("nan"), float("inf")):
+        with pytest.raises(SelectionError, match="max_tpot_ms must be a positive number"):
+            selector.select_hardware(None, "gpt2", 1, mode="generation", max_tpot_ms=bad)
 
 
 def test_the_selection_map_answers_text_generation_in_the_generation_scenario(selector):
