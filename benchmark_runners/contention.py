@@ -3,17 +3,24 @@
 On a 2-core machine one busy neighbour (an install, a second test run, a browser) can slow a
 tiny model forty-fold through OpenMP oversubscription, and the row would look as valid as any
 other. So the measuring process samples the host's CPU time around the timed phase: the busy
-time of all CPUs (`/proc/stat`, steal included: on a VM that is a neighbour too) minus its own
+time of the CPUs this process may run on (`/proc/stat`'s per-CPU lines for the CPUs in its
+affinity mask, steal included: on a VM that is a neighbour too) minus its own
 (`/proc/self/stat`, every thread of this process). What is left, as a share of the host's
 capacity over the same wall time, is what others used. Above CONTENDED_SHARE the config is
 measured again once; if the second measurement is contended too, the row keeps the flag
 `contended` and the figure, and consumers (predictor training, regression reports, tests that
 compare timings) leave it out or say why.
 
+Why the affinity mask and not the host: in a container pinned to 2 CPUs of a 64-CPU host,
+the host-wide line counts 62 CPUs no neighbour of ours can take, so one busy neighbour on our 2
+CPUs would read as 3% and pass unnoticed (it did, in CI). A neighbour on CPUs we cannot use does
+not slow us.
+
 Linux only; elsewhere the share is None ("not measured"), never a guess.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,19 +40,39 @@ class CpuSnapshot:
     own_ticks: int
 
 
-def _host_ticks() -> tuple[int, int] | None:
-    """(busy, total) clock ticks of all CPUs since boot: busy counts user, nice, system, irq,
-    softirq and steal; idle and iowait are not busy. guest time is already inside user."""
+def _usable_cpus() -> set[int] | None:
+    """The CPUs this process may be scheduled on (its affinity mask, which a container's cpuset
+    narrows); None where the platform does not say."""
     try:
-        line = _PROC_STAT.read_text().splitlines()[0]
-    except (OSError, IndexError):
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
         return None
-    parts = line.split()
-    if parts[0] != "cpu" or len(parts) < 9:
+
+
+def _host_ticks(cpus: set[int] | None = None) -> tuple[int, int] | None:
+    """(busy, total) clock ticks since boot of `cpus` (all CPUs when None or when /proc/stat has
+    no per-CPU line for them): busy counts user, nice, system, irq, softirq and steal; idle and
+    iowait are not busy. guest time is already inside user."""
+    try:
+        lines = _PROC_STAT.read_text().splitlines()
+    except OSError:
         return None
-    user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in parts[1:9])
-    busy = user + nice + system + irq + softirq + steal
-    return busy, busy + idle + iowait
+    per_cpu: dict[int, tuple[int, int]] = {}
+    whole: tuple[int, int] | None = None
+    for line in lines:
+        parts = line.split()
+        if not parts or not parts[0].startswith("cpu") or len(parts) < 9:
+            continue
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in parts[1:9])
+        busy = user + nice + system + irq + softirq + steal
+        ticks = (busy, busy + idle + iowait)
+        if parts[0] == "cpu":
+            whole = ticks
+        elif parts[0][3:].isdigit():
+            per_cpu[int(parts[0][3:])] = ticks
+    if cpus and cpus <= per_cpu.keys() and cpus != per_cpu.keys():
+        return sum(per_cpu[c][0] for c in cpus), sum(per_cpu[c][1] for c in cpus)
+    return whole
 
 
 def _ticks_of(stat: Path) -> int | None:
@@ -70,7 +97,7 @@ def _own_ticks(helpers: tuple[int, ...] = ()) -> int | None:
 
 
 def snapshot(helpers: tuple[int, ...] = ()) -> CpuSnapshot | None:
-    host, own = _host_ticks(), _own_ticks(helpers)
+    host, own = _host_ticks(_usable_cpus()), _own_ticks(helpers)
     if host is None or own is None:
         return None
     return CpuSnapshot(host[0], host[1], own)

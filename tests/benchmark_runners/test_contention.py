@@ -27,9 +27,10 @@ def test_the_share_is_the_host_busy_time_less_the_measuring_process_own():
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="contention is measured from /proc (Linux only)")
 def test_a_competing_process_marks_the_config_contended(tiny_models):
-    """One busy loop per CPU beside the measurement: every attempt is contended, so the config
-    is measured twice and the row says so with the figure (the timings are not asserted)."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    """One busy loop per CPU this process may use beside the measurement: every attempt is
+    contended, so the config is measured twice and the row says so with the figure (the timings
+    are not asserted). The loops inherit the affinity mask, so they land on the same CPUs."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(len(os.sched_getaffinity(0)))]
     try:
         measurer = ConfigMeasurer("test-run", {"suite": "pytest"}, {"cpu": {"name": "test cpu", "fingerprint": "cpu-test"}})
         row = measurer.run(BenchmarkConfig(model=str(tiny_models["text"]), policy=FAST_POLICY))
@@ -40,3 +41,29 @@ def test_a_competing_process_marks_the_config_contended(tiny_models):
     assert row.status == "ok", row.error
     assert row.contended is True and row.contention_attempts == 2
     assert row.other_cpu_share > CONTENDED_SHARE
+
+
+_STAT = """cpu  900 0 100 9000 0 0 0 0 0 0
+cpu0 300 0 0 700 0 0 0 0 0 0
+cpu1 200 0 100 700 0 0 0 0 0 0
+cpu2 200 0 0 3800 0 0 0 0 0 0
+cpu3 200 0 0 3800 0 0 0 0 0 0
+intr 1 2 3
+"""
+
+
+def test_only_the_cpus_this_process_may_use_are_counted(tmp_path, monkeypatch):
+    """In a container pinned to 2 CPUs of a bigger host, the host-wide line would dilute a
+    neighbour on our CPUs by every CPU we cannot use; the per-CPU lines of the mask are summed."""
+    stat = tmp_path / "stat"
+    stat.write_text(_STAT)
+    monkeypatch.setattr(contention, "_PROC_STAT", stat)
+    assert contention._host_ticks({0, 1}) == (600, 2000)
+    assert contention._host_ticks({2}) == (200, 4000)
+    # every CPU, no mask, or a mask /proc/stat does not list: the host-wide line
+    assert contention._host_ticks({0, 1, 2, 3}) == contention._host_ticks(None) == (1000, 10000)
+    assert contention._host_ticks({7}) == (1000, 10000)
+    stat.write_text("garbage")
+    assert contention._host_ticks({0}) is None
+    monkeypatch.setattr(contention, "_PROC_STAT", tmp_path / "absent")
+    assert contention.snapshot() is None
