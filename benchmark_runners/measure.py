@@ -59,13 +59,19 @@ class ConfigMeasurer:
         self._loaded_backend: str | None = None
 
     def _release(self) -> None:
+        self.close()
+        import gc
+
+        gc.collect()
+
+    def close(self) -> None:
+        """Give the loaded model back to its backend (a browser page's session and the scratch
+        files of its inputs). A worker calls it before it exits without the interpreter's
+        teardown, which would otherwise leave what the backend made outside the process."""
         if self._loaded is not None:
             getattr(registry.backend(self._loaded_backend), "release", lambda _p: None)(self._loaded)
         self._loaded = None
         self._loaded_key = None
-        import gc
-
-        gc.collect()
 
     def _prepared(self, backend: Backend, spec, config: BenchmarkConfig) -> PreparedModel:
         key = backend.loaded_key(config)

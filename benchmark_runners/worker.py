@@ -75,10 +75,13 @@ def main() -> int:
         protocol.write(json.dumps(message) + "\n")
         protocol.flush()
 
-    for index, config in enumerate(configs):
-        emit({"event": "start", "index": index})
-        result = measurer.run(config)
-        emit({"event": "result", "index": index, "result": result.to_json()})
+    try:
+        for index, config in enumerate(configs):
+            emit({"event": "start", "index": index})
+            result = measurer.run(config)
+            emit({"event": "result", "index": index, "result": result.to_json()})
+    finally:
+        measurer.close()  # os._exit below skips every cleanup the backend registered
     return 0
 
 

@@ -30,7 +30,9 @@ def measurer(tmp_path_factory):
     inventory = detect_hardware(refresh=True, probe=False)
     devices = {kind: {"name": (info.devices[0]["name"] if info.devices else kind), "fingerprint": None}
                for kind, info in inventory.platforms.items()}
-    yield ConfigMeasurer("test-browser", {}, devices)
+    measurer = ConfigMeasurer("test-browser", {}, devices)
+    yield measurer
+    measurer.close()
     from benchmark_runners.backends import browser_backend
 
     for browser in browser_backend._browsers.values():
@@ -68,6 +70,18 @@ def test_every_modality_runs_through_wasm_agreeing_with_torch(measurer, model):
     row = measurer.run(config(model, "wasm", batch=2 if model == "bert-tiny" else 1))  # one exported file serves every batch
     assert_ok_browser_row(row, "wasm")
     assert row.backend_config["wasm_threads"] >= 1
+
+
+def test_closing_the_measurer_gives_back_the_page_session_and_its_scratch_files(measurer):
+    """A worker exits without the interpreter's teardown: what it loaded last is given back by
+    close(), or each run leaves its input files in /tmp (it did, two directories a run)."""
+    row = measurer.run(config("bert-tiny", "wasm"))
+    assert row.status == "ok", row.error
+    scratch = measurer._loaded.state["scratch"]
+    assert scratch.is_dir() and any(scratch.iterdir())
+    measurer.close()
+    assert not scratch.exists() and measurer._loaded is None
+    measurer.close()  # twice is harmless
 
 
 def test_int8_is_a_quantized_onnx_model_that_still_agrees_with_torch(measurer):

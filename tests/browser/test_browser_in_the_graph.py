@@ -5,6 +5,8 @@ analysis (a wasm column). Skipped, with the reason, where the browser cannot run
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -30,10 +32,13 @@ def browser_run(tmp_path_factory):
     resources = devicefit_resources(str(root))
     instance = dg.DagsterInstance.ephemeral()
     assert dg.materialize(assets, selection="key:hardware_inventory", resources=resources, instance=instance).success
+    scratch_before = set(Path(tempfile.gettempdir()).glob("devicefit-browser-*"))
     for kind in ("cpu", "wasm"):
         key = local_partition("bert-tiny", kind, instance=instance)
         assert dg.materialize(assets, selection="key:measurements", partition_key=key, run_config=ONE,
                               resources=resources, instance=instance).success
+    # the worker gave its page back before exiting: no input files left behind in /tmp
+    assert set(Path(tempfile.gettempdir()).glob("devicefit-browser-*")) <= scratch_before
     assert dg.materialize(assets, selection="key:benchmark_results+", resources=resources, instance=instance).success
     return DataPaths(root)
 
