@@ -255,6 +255,24 @@ def test_png_export_where_chromium_is_present(tiny_run, tmp_path):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
 
 
+def test_a_png_export_failure_is_named_and_the_html_report_stands(tiny_run, tmp_path, monkeypatch):
+    """Every PNG comes from one kaleido call: when it fails, the index says why, no PNG is
+    claimed, and each figure's HTML is written all the same."""
+    import plotly.io as pio
+
+    from devicefit.reports import dashboard
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("Chromium crashed")
+
+    monkeypatch.setattr(dashboard, "png_unavailable_reason", lambda: None)
+    monkeypatch.setattr(pio, "write_images", broken)
+    out = dashboard.write_report(load_report_data(tiny_run[0]), tmp_path, png=True)
+    assert out.png_unavailable == "PNG export failed: RuntimeError: Chromium crashed"
+    assert out.png == {} and out.html and all(p.exists() for p in out.html.values())
+    assert "Chromium crashed" in out.index.read_text()
+
+
 def test_benchmark_compare_to_a_baseline_writes_the_ci_report(tiny_run, tmp_path):
     """Spec 004's CI flow: measure, compare with a baseline, write --output-ci, exit by the verdict.
 
