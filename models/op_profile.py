@@ -16,8 +16,8 @@ per-operator roofline does not.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
@@ -50,7 +50,9 @@ class OpProfile:
     """Per-operator demands of one forward pass, with batch-scaling built in.
 
     Arrays are per operator at batch 1; `activation_bytes` and `flops` scale with the batch,
-    `weight_bytes` do not. `peak_activation_bytes` is (at batch 1, extra per added sample)."""
+    `weight_bytes` do not. `peak_activation_bytes` is (at batch 1, extra per added sample); the
+    extra per sample takes a second trace at batch 2, run only when a batch above 1 asks for it
+    (a batch-1 figure, such as the catalog's or a selection cell's, needs one trace, not two)."""
 
     category: np.ndarray  # int8 codes, see CATEGORIES
     flops: np.ndarray
@@ -59,14 +61,20 @@ class OpProfile:
     output_rows: np.ndarray  # a GEMM's M (or a convolution's output pixels); scales with the batch
     inner_dimension: np.ndarray  # a GEMM's K (or a convolution's input channels per group x kernel area)
     transcendental_elements: np.ndarray  # elements a _TRANSCENDENTAL op evaluates (0 for others); scales with the batch
-    peak_activation_bytes: tuple[float, float]
+    peak_batch1_bytes: float
+    per_sample_peak: Callable[[], float] = field(repr=False, compare=False)  # cached by the caller
+
+    @property
+    def peak_activation_bytes(self) -> tuple[float, float]:
+        return self.peak_batch1_bytes, self.per_sample_peak()
+
+    def peak_activations(self, batch: int) -> float:
+        if batch == 1:
+            return self.peak_batch1_bytes
+        return self.peak_batch1_bytes + self.per_sample_peak() * (batch - 1)
 
     def at_batch(self, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self.flops * batch, self.weight_bytes, self.activation_bytes * batch
-
-    def peak_activations(self, batch: int) -> float:
-        first, per_sample = self.peak_activation_bytes
-        return first + per_sample * (batch - 1)
 
     def counts(self) -> dict[str, int]:
         return {name: int((self.category == i).sum()) for i, name in enumerate(CATEGORIES)}
@@ -259,6 +267,7 @@ def _trace(spec: ModelSpec, signature: InputSignature, training: bool = False, e
 TRACE_CACHE_SIZE = 256
 _profiles: BoundedCache[OpProfile] = BoundedCache(TRACE_CACHE_SIZE)
 _training_peaks: BoundedCache[tuple[float, float]] = BoundedCache(TRACE_CACHE_SIZE)
+_per_sample_peaks: BoundedCache[float] = BoundedCache(TRACE_CACHE_SIZE)
 
 
 def trace_key(spec: ModelSpec, seq_length: int | None) -> tuple:
@@ -278,18 +287,27 @@ def training_peak_activation_bytes(spec: ModelSpec, seq_length: int | None = Non
 
 
 def op_profile(spec: ModelSpec, seq_length: int | None = None) -> OpProfile:
-    """Traced at batch 1 and 2: per-operator figures from batch 1, and the per-sample growth of
-    peak activation memory from the difference (some buffers, such as masks, do not grow)."""
+    """Traced at batch 1 for the per-operator figures; the per-sample growth of peak activation
+    memory comes from a second trace at batch 2 (some buffers, such as masks, do not grow),
+    taken the first time a batch above 1 asks for it."""
+    key = trace_key(spec, seq_length)
+
+    def per_sample_peak() -> float:
+        def compute() -> float:
+            two = _trace(spec, input_signature(spec, 2, seq_length)).peak
+            return float(max(two - op_profile(spec, seq_length).peak_batch1_bytes, 0))
+
+        return _per_sample_peaks.get(key, compute)
+
     def compute() -> OpProfile:
         one = _trace(spec, input_signature(spec, 1, seq_length))
-        two = _trace(spec, input_signature(spec, 2, seq_length))
         rows = np.array(one.rows, dtype=np.float64).reshape(-1, 7)
         return OpProfile(
             category=rows[:, 0].astype(np.int8), flops=rows[:, 1], weight_bytes=rows[:, 2], activation_bytes=rows[:, 3],
             output_rows=rows[:, 4], inner_dimension=rows[:, 5], transcendental_elements=rows[:, 6],
-            peak_activation_bytes=(float(one.peak), float(max(two.peak - one.peak, 0))))
+            peak_batch1_bytes=float(one.peak), per_sample_peak=per_sample_peak)
 
-    return _profiles.get(trace_key(spec, seq_length), compute)
+    return _profiles.get(key, compute)
 
 
 _prefill_peaks: BoundedCache[tuple[float, float]] = BoundedCache(TRACE_CACHE_SIZE)

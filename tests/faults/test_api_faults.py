@@ -33,6 +33,7 @@ def _cold():
 
     op_profile._profiles.clear()
     op_profile._training_peaks.clear()
+    op_profile._per_sample_peaks.clear()
     features._points.clear()
 
 

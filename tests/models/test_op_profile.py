@@ -108,3 +108,26 @@ def test_transcendental_elements_are_the_exponential_activations_outputs():
     efficientnet = op_profile(resolve_model("efficientnet-b0"))
     assert (efficientnet.transcendental_elements > 0).sum() == 65  # 49 SiLU + 16 squeeze-excitation sigmoids
     assert np.all(efficientnet.transcendental_elements[efficientnet.category != 4] == 0)  # only element-wise ops
+
+
+def test_a_batch_1_figure_takes_one_trace_and_a_larger_batch_the_second(monkeypatch):
+    """The batch-2 trace only gives the per-sample growth of the peak: a batch-1 question (the
+    catalog, a selection cell at batch 1) never pays for it, and a later batch-4 question gets
+    the same figures an eager profile gave."""
+    from models import op_profile as module
+
+    spec = resolve_model("bert-tiny")
+    calls = []
+    real = module._trace
+    monkeypatch.setattr(module, "_trace", lambda s, sig, *a, **k: calls.append(sig.batch_size) or real(s, sig, *a, **k))
+    monkeypatch.setattr(module, "_profiles", module.BoundedCache(8))
+    monkeypatch.setattr(module, "_per_sample_peaks", module.BoundedCache(8))
+    prof = module.op_profile(spec)
+    one = prof.peak_activations(1)
+    assert calls == [1] and one > 0
+    four = prof.peak_activations(4)
+    assert calls == [1, 2]
+    first, per_sample = prof.peak_activation_bytes
+    assert first == one and per_sample > 0 and four == pytest.approx(one + 3 * per_sample)
+    prof.peak_activations(16)
+    assert calls == [1, 2]  # the growth is cached with the profile's key
