@@ -26,6 +26,25 @@ def _read_hwm_bytes() -> int | None:
     return int(m.group(1)) * 1024 if m else None
 
 
+def reset_process_hwm(pid: int) -> bool:
+    """Reset another process's peak-RSS mark (VmHWM) to its current RSS (`clear_refs` 5, Linux
+    4.0+; the same user or root); False where the kernel or permissions refuse."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def process_hwm_bytes(pid: int) -> int | None:
+    """Another process's peak RSS since start or its last reset (VmHWM); None if unreadable."""
+    try:
+        m = re.search(r"VmHWM:\s+(\d+)\s+kB", Path(f"/proc/{pid}/status").read_text())
+    except OSError:
+        return None
+    return int(m.group(1)) * 1024 if m else None
+
+
 def _can_reset_hwm() -> bool:
     try:
         _CLEAR_REFS.write_text("5")

@@ -202,17 +202,45 @@ class BrowserBackend(Backend):
     def helper_pids(self, prepared: PreparedModel) -> list[int]:
         return prepared.state["browser"].helper_pids()
 
+    def measurement_context(self, prepared: PreparedModel):
+        """Reset the kernel's peak-RSS mark (VmHWM) of every browser process before warm-up and
+        timing, so that after them each process's mark is its peak over the measured work:
+        a peak without a sampler taking a core from the page (benchmark_runners.memory)."""
+        from benchmark_runners.memory import reset_process_hwm
+
+        processes = prepared.state["browser"].processes()
+        prepared.state["hwm_reset"] = bool(processes) and all(reset_process_hwm(proc.pid) for proc in processes)
+        return super().measurement_context(prepared)
+
     def memory_after_timing(self, prepared: PreparedModel) -> tuple[int, str] | None:
-        """The unique memory (USS) of the browser's processes after timing: the page's session,
-        its tensors and, for WebGPU, the GPU process's buffers. Not a peak: sampling during the
-        timing would take a core from the measurement on a 2-core machine."""
+        """The browser's memory over the timed work: the page's session, its tensors and, for
+        WebGPU, the GPU process's buffers, in the browser's processes, not this one.
+
+        Each process counts its unique memory (USS, no shared library pages counted twice) after
+        timing, plus how far its resident set rose above where it ended (kernel VmHWM since the
+        reset, less the RSS after timing): its peak unique memory where its shared pages did not
+        change. Summed over processes it bounds the simultaneous peak from above (each process's
+        peak is counted, whenever it came). Where the mark could not be reset, the USS after
+        timing alone, named as such (not a peak)."""
+        from benchmark_runners.memory import process_hwm_bytes
+
+        peak_marks = prepared.state.get("hwm_reset", False)
         total = 0
         for process in prepared.state["browser"].processes():
             try:
-                total += process.memory_full_info().uss
+                info = process.memory_full_info()
             except Exception:  # noqa: BLE001 - a process that ended meanwhile
-                pass
-        return (total, "browser_uss_after_timing") if total else None
+                continue
+            total += info.uss
+            if peak_marks:
+                hwm = process_hwm_bytes(process.pid)
+                if hwm is None:
+                    peak_marks = False
+                else:
+                    total += max(hwm - info.rss, 0)
+        if not total:
+            return None
+        return total, ("browser_peak_uss_bound" if peak_marks else "browser_uss_after_timing")
 
     @staticmethod
     def release(prepared: PreparedModel) -> None:

@@ -219,6 +219,8 @@ def roofline(data: ReportData, traffic: Callable[[str, str], tuple[float, float]
             continue
         points += len(sel)
         label = device.get("name") or device["kind"]
+        if device["kind"] != "cpu" and device["kind"] not in label.lower():  # OpenVINO names its device "CPU"
+            label = f"{device['kind']} · {label}"
         fig.add_scatter(name=f"{label}: measured configs", mode="markers", x=[s[1] for s in sel], y=[s[2] for s in sel],
                         hovertext=[_hover(s[0]) + f"<br>{s[2]:.1f} GFLOP/s at {s[1]:.1f} FLOP/B" for s in sel], hoverinfo="text")
         peak, bandwidth = device.get("matmul_gflops_best"), device.get("memory_bandwidth_gbs_best")

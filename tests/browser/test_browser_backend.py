@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -61,7 +62,10 @@ def assert_ok_browser_row(row, device: str) -> None:
     assert config_["browser"].startswith("Chromium ") and config_["execution_provider"] == device
     assert config_["onnxruntime_web"] == "1.30.0" and "performance.now()" in config_["timer"]
     assert config_["output_agreement"]["within_tolerance"] and config_["output_agreement"]["relative_max_abs_diff"] <= 1e-3
-    assert row.memory_method == "browser_uss_after_timing" and row.peak_rss_bytes > 0
+    # a peak where the kernel lets the browser's peak marks be reset (Linux, same user or root)
+    assert row.memory_method in ("browser_peak_uss_bound", "browser_uss_after_timing") and row.peak_rss_bytes > 0
+    if Path("/proc/self/clear_refs").exists():
+        assert row.memory_method == "browser_peak_uss_bound"
     assert row.output_check["problem"] is None
 
 

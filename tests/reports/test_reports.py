@@ -70,6 +70,21 @@ def test_roofline_places_points_under_the_probed_roof(tiny_run):
     assert "GFLOP/s" in roof.name and "GB/s" in roof.name
 
 
+def test_roofline_names_a_device_by_its_kind_where_its_own_name_does_not():
+    """OpenVINO calls its device "CPU": beside torch's CPU the legend must say which is which."""
+    from devicefit.reports.data import ReportData
+
+    def row(fp, kind, backend):
+        return {"model": "m", "input_dims": "{}", "mode": "inference", "precision": "fp32", "batch_size": 1, "p50_ms": 2.0,
+                "hardware_fingerprint": fp, "device_kind": kind, "backend": backend, "throughput_samples_per_s": 500.0, "runs": 1}
+
+    data = ReportData([row("cpu-1", "cpu", "torch"), row("ov-1", "openvino", "openvino")],
+                      devices={"cpu-1": {"kind": "cpu", "name": "AMD EPYC"}, "ov-1": {"kind": "openvino", "name": "CPU"}},
+                      model_inputs={("m", "{}"): {"flops_per_sample": 1e9}})
+    fig = figures.roofline(data, traffic=lambda _m, _d: (1e6, 1e6))
+    assert sorted(t.name for t in fig.data) == ["AMD EPYC: measured configs", "openvino · CPU: measured configs"]
+
+
 def test_analysis_csv_has_a_row_per_config_with_speedups(tiny_run):
     paths, _, _ = tiny_run
     rows = list(csv.DictReader(open(paths.outputs / "comparative_analysis.csv")))
