@@ -83,6 +83,14 @@ def main() -> int:
             print(f"  {t} leave-one-device-out (trained on the other devices only): "
                   + ", ".join(f"{k} {m.mape:.1%} (median {m.median_ape:.1%}, n={m.n})"
                               for k, m in v.leave_one_hardware_out_per_device.items()))
+    ttft = artifact["validation"].get("ttft")
+    if ttft:
+        decoder = "" if ttft["decoder_only_mape"] is None else \
+            f"; decoder-only {ttft['decoder_only_mape']:.1%} (n={ttft['decoder_only_rows']})"
+        print(f"generation TTFT, the forward-pass predictor at the prompt's length, {ttft['method']}: MAPE {ttft['mape']:.1%} "
+              f"over {ttft['rows']} rows{decoder}")
+        for model, v in ttft["per_model"].items():
+            print(f"  {model}: MAPE {v['mape']:.1%} (n={v['rows']})")
     generation = artifact.get("generation") or {}
     gv = generation.get("validation") or {}
     if gv.get("rows"):
@@ -101,6 +109,8 @@ def main() -> int:
     specs = variant_specs(100)
     t0 = time.perf_counter()
     points = [model_point(s) for s in specs]
+    for point in points:  # the batch-2 trace (per-sample activation growth) is lazy: take it here, with the facts
+        point.inference_activation_bytes(2)
     facts_s = time.perf_counter() - t0
     requests = [Request(p, b, pr, "inference", hw) for p in points for hw in registry.kind_names()
                 for b in (1, 2, 4, 8, 16) for pr in ("fp32", "fp16", "int8")]

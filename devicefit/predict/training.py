@@ -263,29 +263,61 @@ def _fit(X: np.ndarray, y: np.ndarray):
     return lgb.train(LGB_PARAMS, dataset, num_boost_round=NUM_ROUNDS)
 
 
+@dataclass(frozen=True)
+class ExtraRequest:
+    """A forward pass outside the training rows, predicted by the fold that holds `group` out
+    (a generation row's prefill: the forward pass at its prompt's length)."""
+    group: str
+    point: ModelPoint
+    batch: int
+    precision: str
+    device: str
+    backend: str
+
+
 def held_out_predictions(data: TrainingData, groups: list[str], categories: dict[str, list[str]],
-                         specs: dict[str, DeviceSpec]) -> dict[str, np.ndarray]:
+                         specs: dict[str, DeviceSpec], extra: list[ExtraRequest] | None = None) -> dict[str, np.ndarray]:
     """Out-of-fold predictions (absolute units), leaving one group (a model, or a device) out
-    at a time: no row of the held-out group informs its fold's baseline or trees."""
+    at a time: no row of the held-out group informs its fold's baseline or trees. `extra`
+    requests get the served forward-pass latency of their group's fold (key "extra_latency";
+    NaN where the fold cannot answer them)."""
     X = to_matrix(data.features, categories)
     groups_arr = np.asarray(groups)
     out = {t: np.full(len(data), np.nan) for t in TARGETS}
-    for g in sorted(set(groups)):
+    extra = extra or []
+    extra_out = {t: np.full(len(extra), np.nan) for t in ("latency", "throughput")}
+    every_spec = {**specs, **data.specs}
+    # An extra request whose group has no training row is answered by a fit on every row (which
+    # never saw it either): the fold holding out the empty group.
+    unseen = sorted({e.group for e in extra} - set(groups))
+    for g in [*sorted(set(groups)), *unseen]:
         test = groups_arr == g
         if test.all():
             continue  # one group only: nothing to learn from
-        refs = references(data, fit_baselines(data, ~test, specs))
+        baselines = fit_baselines(data, ~test, specs)
+        refs = references(data, baselines)
+        mine = [(j, e) for j, e in enumerate(extra) if e.group == g and e.device in every_spec]
+        extra_refs = [baselines.latency_ms(e.point, e.batch, e.precision, "inference", e.device, e.backend) for _, e in mine]
+        mine = [(j, e, ref) for (j, e), ref in zip(mine, extra_refs) if ref]
+        extra_X = to_matrix([feature_row(e.point, e.batch, e.precision, "inference", e.backend, every_spec[e.device])
+                             for _, e, _ in mine], categories) if mine else None
         for t in TARGETS:
             usable = test & ~np.isnan(refs[t])
             train_rows = ~test & ~np.isnan(refs[t])
-            if not usable.any():
+            if not usable.any() and not (mine and t in extra_out):
                 continue
             y = np.log(data.actual[t] / refs[t])
             booster = _fit(X[train_rows], y[train_rows])
-            out[t][usable] = np.exp(booster.predict(X[usable])) * refs[t][usable]
+            if usable.any():
+                out[t][usable] = np.exp(booster.predict(X[usable])) * refs[t][usable]
+            if mine and t in extra_out:
+                ref = np.array([r if t == "latency" else e.batch * 1e3 / r for _, e, r in mine])
+                extra_out[t][[j for j, _, _ in mine]] = np.exp(booster.predict(extra_X)) * ref
     # Score what is served: latency and throughput reconciled as the predictor does.
     batch = np.exp([f["log_batch"] for f in data.features])
     out["latency"], out["throughput"] = reconcile(out["latency"], out["throughput"], batch)
+    if extra:
+        out["extra_latency"], _ = reconcile(extra_out["latency"], extra_out["throughput"], np.array([e.batch for e in extra]))
     return out
 
 
@@ -326,12 +358,68 @@ def nested_coverage(abs_log_residuals: np.ndarray, groups: list[str], level: flo
     return float(np.mean(hits)) if hits else float("nan")
 
 
-def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[str, DeviceSpec]) -> ValidationReport:
+def ttft_requests(rows: list[dict[str, Any]], data: TrainingData, categories: dict[str, list[str]]
+                  ) -> tuple[list[ExtraRequest], list[dict[str, Any]]]:
+    """The generation rows whose TTFT the leave-one-model-out folds can check: the device has a
+    spec and the forward pass at the prompt's length is inside the trained domain (else the
+    served answer is a fallback, not the predictor). A model with forward-pass rows is answered
+    by the fold that holds it out; one without, by a fit on every row. Contended rows are left
+    out. Returns the requests and, for each, what was measured."""
+    from benchmark_runners.generation import request_shape
+
+    specs = data.specs
+    requests, measured = [], []
+    for r in rows:
+        if r.get("mode") != "generation" or r.get("status") != "ok" or not r.get("ttft_ms") or r.get("contended"):
+            continue
+        device = row_device(r)
+        try:
+            spec = resolve_model(r.get("model_path") or r["model"])
+            shape = request_shape(spec, r.get("prompt_tokens"), r.get("new_tokens"))
+            point = model_point(spec, shape.signature_seq_length)
+        except (UnknownModelError, ValueError, FileNotFoundError):
+            continue
+        if (device not in specs or r["backend"] not in categories["backend"]
+                or r["precision"] not in categories["precision"] or r["device_kind"] not in categories["device_kind"]
+                or point.family not in categories["family"]):
+            continue
+        requests.append(ExtraRequest(point.name, point, r["batch_size"], r["precision"], device, r["backend"]))
+        measured.append({"model": point.name, "held_out": "its fold" if point.name in data.models else "never trained on", "device": device, "backend": r["backend"], "precision": r["precision"],
+                         "batch_size": r["batch_size"], "prompt_tokens": shape.prompt_tokens, "ttft_ms": float(r["ttft_ms"]),
+                         "encoder_decoder": bool(spec.config.get("is_encoder_decoder") or "num_mel_bins" in spec.config)})
+    return requests, measured
+
+
+def ttft_validation(measured: list[dict[str, Any]], predicted: np.ndarray) -> dict[str, Any] | None:
+    """MAPE of the served TTFT (the forward pass at the prompt's length) on held-out models:
+    overall, for decoder-only models (where the forward pass is the prefill) and per model. An
+    encoder-decoder's forward pass also runs its decoder over the prompt's length where a
+    prefill runs the start token only, so its figure is an overestimate, reported apart."""
+    rows = [{**m, "ttft_predicted_ms": float(p)} for m, p in zip(measured, predicted) if not np.isnan(p)]
+    if not rows:
+        return None
+
+    def mape(subset: list[dict[str, Any]]) -> float | None:
+        return statistics.mean(abs(r["ttft_predicted_ms"] - r["ttft_ms"]) / r["ttft_ms"] for r in subset) if subset else None
+
+    decoder_only = [r for r in rows if not r["encoder_decoder"]]
+    return {"method": "leave one model out: each generation row's TTFT against the forward pass at its prompt's length, "
+                      "predicted by the fold that held its model out (a model with no forward-pass rows: by the fit on every row, which never saw it)",
+            "mape": mape(rows), "rows": len(rows), "decoder_only_mape": mape(decoder_only), "decoder_only_rows": len(decoder_only),
+            "per_model": {m: {"mape": mape(sub), "rows": len(sub)} for m in sorted({r["model"] for r in rows})
+                          for sub in [[r for r in rows if r["model"] == m]]},
+            "held_out_rows": rows}
+
+
+def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[str, DeviceSpec],
+             rows: list[dict[str, Any]] | None = None) -> ValidationReport:
     """Leave-one-model-out, with its error per device; and leave-one-device-out when there are
     several devices (a held-out device is predicted through a same-kind device's transferred
-    baseline; a device whose kind no other device measured stays uncovered)."""
+    baseline; a device whose kind no other device measured stays uncovered). With the stored
+    `rows`, the generation rows' TTFT is checked in the same folds (`ttft_validation`)."""
     targets: dict[str, TargetValidation] = {}
-    oof = held_out_predictions(data, data.models, categories, specs)
+    extra, measured = ttft_requests(rows, data, categories) if rows else ([], [])
+    oof = held_out_predictions(data, data.models, categories, specs, extra)
     oof_kind = held_out_predictions(data, data.devices, categories, specs) if len(set(data.devices)) > 1 else None
     for t in TARGETS:
         ok = ~np.isnan(oof[t])
@@ -368,7 +456,8 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
          **{f"{t}_measured": float(data.actual[t][i]) for t in TARGETS},
          **{f"{t}_predicted": None if np.isnan(oof[t][i]) else float(oof[t][i]) for t in TARGETS}}
         for i, f in enumerate(data.features)]
-    return ValidationReport(INTERVAL_LEVEL, targets, held_out_rows)
+    ttft = ttft_validation(measured, oof["extra_latency"]) if extra else None
+    return ValidationReport(INTERVAL_LEVEL, targets, held_out_rows, ttft)
 
 
 def calibrate_efficiency(data: TrainingData) -> dict[str, dict[str, float]]:
@@ -428,7 +517,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: 
     baselines = fit_baselines(data, np.ones(len(data), dtype=bool), specs)
     refs = references(data, baselines)
     boosters = {t: _fit(X, np.log(data.actual[t] / refs[t])) for t in TARGETS}
-    validation = validate(data, categories, specs)
+    validation = validate(data, categories, specs, rows)
     return {
         "format": ARTIFACT_FORMAT,
         "trained_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

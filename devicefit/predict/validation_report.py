@@ -69,6 +69,9 @@ class ValidationReport:
     targets: dict[str, TargetValidation]
     # Each row's prediction from the fold that held its model out (predicted-vs-measured figures).
     held_out_rows: list[dict[str, Any]] = field(default_factory=list)
+    # The generation rows' TTFT against the forward pass at the prompt's length, as served,
+    # each model's rows from the fold that held it out (training.ttft_validation); no bar.
+    ttft: dict[str, Any] | None = None
 
     def within_bars(self) -> dict[str, bool]:
         return {t: v.within_bar for t, v in self.targets.items()}
@@ -76,7 +79,7 @@ class ValidationReport:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ValidationReport":
         return cls(data["level"], {t: TargetValidation.from_json(v) for t, v in data["targets"].items()},
-                   list(data.get("held_out_rows") or []))
+                   list(data.get("held_out_rows") or []), data.get("ttft"))
 
     @classmethod
     def of(cls, artifact: dict[str, Any]) -> "ValidationReport":
@@ -84,7 +87,8 @@ class ValidationReport:
         return cls.from_json(artifact["validation"])
 
     def to_json(self) -> dict[str, Any]:
-        return {"level": self.level, "targets": {t: v.to_json() for t, v in self.targets.items()}, "held_out_rows": self.held_out_rows}
+        out = {"level": self.level, "targets": {t: v.to_json() for t, v in self.targets.items()}, "held_out_rows": self.held_out_rows}
+        return out if self.ttft is None else {**out, "ttft": self.ttft}
 
 
 # Leave-one-device-out latency bar for a held-out CPU device (issue 17): a profile of a CPU (one

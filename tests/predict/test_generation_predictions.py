@@ -178,6 +178,14 @@ def test_training_calibrates_the_decode_efficiency_from_real_generation_rows(mea
     entry = artifact["generation"]["decode_efficiency"][f"{row_device(host)}|torch|fp32|b1"]
     assert entry["n"] == 1 and entry["models"] == ["t5-small"] and math.isfinite(entry["log_ratio"])
     assert artifact["generation"]["validation"]["tpot_mape"] is None  # one model: nothing to hold out against
+    # TTFT checked in the forward-pass folds: the fold that held t5-small out answers its
+    # generation rows at their prompt's length; an encoder-decoder is reported apart
+    ttft = artifact["validation"]["ttft"]
+    assert ttft["rows"] == 2 and set(ttft["per_model"]) == {"t5-small"} and ttft["per_model"]["t5-small"]["rows"] == 2
+    assert ttft["decoder_only_rows"] == 0 and ttft["decoder_only_mape"] is None and ttft["mape"] >= 0
+    for held_out, g in zip(ttft["held_out_rows"], generated):
+        assert held_out["held_out"] == "its fold" and held_out["encoder_decoder"] and held_out["prompt_tokens"] == 32
+        assert held_out["ttft_ms"] == g["ttft_ms"] and held_out["ttft_predicted_ms"] > 0
     from devicefit.predict.predictor import PerformancePredictor
 
     predictor = PerformancePredictor(artifact)

@@ -72,6 +72,27 @@ def test_grouped_cv_never_leaks_a_model_between_folds(measured, monkeypatch):
         assert all(log_params[model] not in seen for seen in fits)
 
 
+def test_extra_requests_are_answered_by_the_fold_that_held_their_model_out(measured, monkeypatch):
+    """The TTFT check's forward passes: a request of a measured model comes from the fold whose
+    trees never saw that model; one of a model with no rows, from the fit on every row (the
+    extra fold); a device without a spec gets no answer (NaN), never another device's."""
+    from devicefit.predict.features import model_point
+
+    specs = device_specs(detect_hardware().to_json())
+    data = training.training_data(rows_of(measured), specs)
+    device = data.devices[0]
+    extra = [training.ExtraRequest("bert-tiny", model_point(resolve_model("bert-tiny"), 64), 2, "fp32", device, "torch"),
+             training.ExtraRequest("gpt2", model_point(resolve_model("gpt2"), 64), 1, "fp32", device, "torch"),
+             training.ExtraRequest("gpt2", model_point(resolve_model("gpt2"), 64), 1, "fp32", "cpu@nowhere", "torch")]
+    folds: list[set] = []
+    real_baseline = training.fit_baselines
+    monkeypatch.setattr(training, "fit_baselines", lambda d, rows, s: folds.append(set(np.asarray(d.models)[rows])) or real_baseline(d, rows, s))
+    out = training.held_out_predictions(data, data.models, training.categories_of(data.features), specs, extra)
+    assert len(folds) == len(set(data.models)) + 1 and folds[-1] == set(data.models)  # the extra fold: every row
+    latency = out["extra_latency"]
+    assert latency[0] > 0 and latency[1] > 0 and np.isnan(latency[2])
+
+
 def test_fallback_chain_labels_every_source(artifact):
     predictor = PerformancePredictor(artifact)
     point = model_point(resolve_model("bert-base-uncased"))  # a model the predictor never saw
