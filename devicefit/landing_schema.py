@@ -246,6 +246,8 @@ class HardwareProbe(_Open):
     fingerprint: Text | None = None
     matmul_gflops_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     memory_bandwidth_gbs_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    cache_copy_gbs_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    tiny_kernel_us_median: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
 
 
 class HardwareInventory(_Open):

@@ -1,5 +1,14 @@
 """A short device probe: achieved matmul GFLOP/s and memory-copy bandwidth, measured, so the
-predictors and roofline views use what this device really does, not its datasheet."""
+predictors and roofline views use what this device really does, not its datasheet; and two
+figures of the small work most of a small model's kernels are: the throughput of copying a
+cache-resident buffer, and the time of one tiny kernel (the framework's dispatch included).
+
+Why the last two: carried from the AMD EPYC to the Xeon (and back) by the first two alone, the
+predictors' latency was off by a per-device factor (leave-one-device-out 44% and 24%; 12-15%
+once that factor is taken out), and scaling the per-kernel costs explained only part of it. A
+large-array copy reaches DRAM; what a 2-thread model's elementwise kernels see is the cache
+and the dispatch, which these measure, so a transfer can scale by them once both devices have
+them."""
 from __future__ import annotations
 
 import statistics
@@ -13,6 +22,11 @@ PROBE_SIZES = {
     "cuda": {"matmul_n": 8192, "copy_bytes": 2 * 2**30},
     "mps": {"matmul_n": 4096, "copy_bytes": 512 * 2**20},
 }
+# A 256 KiB buffer copied into another: 512 KiB, inside a core's L2 on current x86 CPUs (the
+# EPYC's 512 KiB, a Sapphire Rapids' 2 MiB) and any GPU's L2.
+CACHE_COPY_BYTES = 256 * 2**10
+TINY_KERNEL_ELEMENTS = 16
+CALLS_PER_SAMPLE = 200  # a tiny call takes microseconds: time a run of them, not one
 
 
 @dataclass
@@ -28,6 +42,12 @@ class ProbeResult:
     repetitions: int
     threads: int
     duration_s: float
+    # Copy throughput of a cache-resident buffer (bytes read + written per second, the dispatch of
+    # each copy included) and the time of one tiny elementwise kernel; None in probes taken
+    # before these were measured.
+    cache_copy_bytes: int | None = None
+    cache_copy_gbs_best: float | None = None
+    tiny_kernel_us_median: float | None = None
     # Share of the host's CPU other processes used during the probe (benchmark_runners.contention):
     # a probe beside a busy neighbour understates the peak (2.7x on the 2-core Xeon: a cached
     # 140 GFLOP/s against 380 idle), and every prediction scaled by it would inherit the error.
@@ -100,6 +120,22 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
     cp_times = _repeat(lambda dst=dst, src=src: dst.copy_(src), sync, budget_s)
     moved = 2.0 * elems * 4
     del src, dst
+    small_src = torch.ones(CACHE_COPY_BYTES // 4, device=device)
+    small_dst = torch.empty_like(small_src)
+
+    def copies(dst=small_dst, src=small_src) -> None:
+        for _ in range(CALLS_PER_SAMPLE):
+            dst.copy_(src)
+
+    cache_times = _repeat(copies, sync, budget_s / 4)
+    x = torch.ones(TINY_KERNEL_ELEMENTS, device=device)
+    y = torch.empty_like(x)
+
+    def tiny(x=x, y=y) -> None:
+        for _ in range(CALLS_PER_SAMPLE):
+            torch.add(x, x, out=y)
+
+    tiny_times = _repeat(tiny, sync, budget_s / 4)
     return ProbeResult(
         device=device,
         matmul_dtype="fp32",
@@ -112,4 +148,7 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
         repetitions=len(mm_times) + len(cp_times),
         threads=torch.get_num_threads(),
         duration_s=round(time.perf_counter() - started, 3),
+        cache_copy_bytes=CACHE_COPY_BYTES,
+        cache_copy_gbs_best=round(2.0 * CACHE_COPY_BYTES * CALLS_PER_SAMPLE / min(cache_times) / 1e9, 2),
+        tiny_kernel_us_median=round(statistics.median(tiny_times) / CALLS_PER_SAMPLE * 1e6, 3),
     )

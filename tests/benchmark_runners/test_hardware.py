@@ -49,6 +49,9 @@ def test_probe_measures_positive_figures_quickly():
     assert result.memory_bandwidth_gbs_best > 0.5
     assert result.matmul_gflops_best >= result.matmul_gflops_median
     assert result.duration_s < 3
+    # the small work: a cache-resident copy and a tiny kernel, each timed over a run of calls
+    assert result.cache_copy_bytes == 256 * 2**10 and result.cache_copy_gbs_best > 0.5
+    assert 0 < result.tiny_kernel_us_median < 1000
 
 
 def test_fingerprint_is_stable_and_ignores_volatile_fields():
