@@ -313,14 +313,10 @@ def op_profile(spec: ModelSpec, seq_length: int | None = None) -> OpProfile:
 _prefill_peaks: BoundedCache[tuple[float, float]] = BoundedCache(TRACE_CACHE_SIZE)
 
 
-def prefill_peak_activation_bytes(spec: ModelSpec, prompt_tokens: int | None) -> tuple[float, float]:
-    """Peak live activations of a generation request's prefill, as generate() runs it: (batch 1,
-    extra per added sample). The forward over the prompt keeps the logits of its last position
-    only where the model supports it (logits_to_keep=1, what generate() passes); an
-    encoder-decoder's decoder runs its start token. The cache is on, as generate() runs it, so
-    the peak holds the prompt's keys and values too: the caller, who counts the cache from the
-    config (generation.kv_cache), takes them out. Later decode steps run one position and need
-    far less."""
+def _prefill_request(spec: ModelSpec, prompt_tokens: int | None):
+    """(signature at a batch, extra forward arguments) of a generation request's prefill as
+    generate() runs it: the prompt, the logits of its last position only where the model takes
+    logits_to_keep, and an encoder-decoder's decoder over its start token alone."""
     import dataclasses
     import inspect
 
@@ -334,11 +330,50 @@ def prefill_peak_activation_bytes(spec: ModelSpec, prompt_tokens: int | None) ->
         inputs = {k: (TensorSpec((batch, 1), v.kind, v.high) if k == "decoder_input_ids" else v) for k, v in sig.inputs.items()}
         return dataclasses.replace(sig, inputs=inputs)
 
+    return signature, extra
+
+
+def prefill_peak_activation_bytes(spec: ModelSpec, prompt_tokens: int | None) -> tuple[float, float]:
+    """Peak live activations of a generation request's prefill, as generate() runs it: (batch 1,
+    extra per added sample). The forward over the prompt keeps the logits of its last position
+    only where the model supports it (logits_to_keep=1, what generate() passes); an
+    encoder-decoder's decoder runs its start token. The cache is on, as generate() runs it, so
+    the peak holds the prompt's keys and values too: the caller, who counts the cache from the
+    config (generation.kv_cache), takes them out. Later decode steps run one position and need
+    far less."""
+    signature, extra = _prefill_request(spec, prompt_tokens)
+
     def compute() -> tuple[float, float]:
-        one, two = _trace(spec, signature(1), extra=extra).peak, _trace(spec, signature(2), extra=extra).peak
+        one = prefill_profile(spec, prompt_tokens).peak_batch1_bytes
+        two = _trace(spec, signature(2), extra=extra).peak
         return (float(one), float(max(two - one, 0)))
 
     return _prefill_peaks.get(("prefill",) + trace_key(spec, prompt_tokens), compute)
+
+
+_prefill_profiles: BoundedCache[OpProfile] = BoundedCache(TRACE_CACHE_SIZE)
+
+
+def prefill_profile(spec: ModelSpec, prompt_tokens: int | None) -> OpProfile:
+    """The operators of a generation request's prefill (`_prefill_request`), traced at batch 1.
+
+    Why beside the forward pass's profile: the served TTFT is the forward-pass predictor at the
+    prompt's length, and that pass is not the prefill: it computes the logits of every position
+    (gpt2's head over 256 positions is a third of the pass) and an encoder-decoder's decoder
+    runs over as many positions as the prompt, where a prefill runs its start token. The two
+    profiles' roofline times give the factor between them (predict/generation.prefill_factor)."""
+    signature, extra = _prefill_request(spec, prompt_tokens)
+
+    def compute() -> OpProfile:
+        one = _trace(spec, signature(1), extra=extra)
+        rows = np.array(one.rows, dtype=np.float64).reshape(-1, 7)
+        return OpProfile(
+            category=rows[:, 0].astype(np.int8), flops=rows[:, 1], weight_bytes=rows[:, 2], activation_bytes=rows[:, 3],
+            output_rows=rows[:, 4], inner_dimension=rows[:, 5], transcendental_elements=rows[:, 6],
+            peak_batch1_bytes=float(one.peak),
+            per_sample_peak=lambda: prefill_peak_activation_bytes(spec, prompt_tokens)[1])
+
+    return _prefill_profiles.get(("prefill-profile",) + trace_key(spec, prompt_tokens), compute)
 
 
 def is_traced(spec: ModelSpec, seq_length: int | None = None, training: bool = False) -> bool:

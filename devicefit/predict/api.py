@@ -12,7 +12,7 @@ from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 from devicefit.predict import artifacts, served
 from devicefit.predict.artifacts import PredictorUnavailable
-from devicefit.predict.features import model_point
+from devicefit.predict.features import model_point, prefill_point
 from devicefit.predict.matrix import MB, prediction_matrix
 from devicefit.predict.predictor import PerformancePredictor, Prediction, Request
 from devicefit.predict.training import ARTIFACT_FORMAT, InsufficientData
@@ -174,7 +174,7 @@ class HardwareModelPredictor:
         (TTFT + (N - 1) x TPOT), `throughput` decode tokens/s, `memory_usage` the forward pass's
         memory at the prompt plus the whole KV cache."""
         from benchmark_runners.generation import generation_reason, request_shape
-        from devicefit.predict.generation import predict_generation
+        from devicefit.predict.generation import predict_generation, ttft_answer
         from devicefit.predict.hardware_specs import published_spec
 
         reason = generation_reason(spec)
@@ -182,6 +182,7 @@ class HardwareModelPredictor:
             raise ValueError(reason)
         shape = request_shape(spec, prompt, new_tokens)
         point = model_point(spec, shape.signature_seq_length)
+        prefill = prefill_point(spec, shape.signature_seq_length)
         forward = self._predict([Request(point, batch_size, precision, "inference", k) for k in kinds], "api")
         calibration = self.predictor.artifact.get("generation") or {}
         predictions = {}
@@ -195,8 +196,9 @@ class HardwareModelPredictor:
                                    "latency_interval": None, "memory_interval": None}
                 continue
             entry = predict_generation(spec, kind, backend, device, batch_size, precision, prompt, new_tokens,
-                                       {"latency": pred.latency_ms, "source": pred.source, "detail": pred.detail}, calibration,
-                                       self.predictor.device_of(kind))
+                                       ttft_answer(pred, self.predictor.prefill_factor(Request(point, batch_size, precision, "inference", kind),
+                                                                                       prefill)),
+                                       calibration, self.predictor.device_of(kind))
             memory = None if pred.memory_bytes is None else pred.memory_bytes / MB + entry["kv_cache_mb"]
             predictions[hw] = {**entry, "latency": entry.get("request_ms"), "throughput": entry.get("decode_tokens_per_s"),
                                "interval_level": None, "throughput_interval": None, "latency_interval": None, "memory_interval": None,

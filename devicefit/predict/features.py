@@ -14,7 +14,18 @@ from models.bounded_cache import BoundedCache
 from models.catalog import ModelSpec
 from models.classifier import classify_spec
 from models.memory_floor import TRAINING_WEIGHT_COPIES
-from models.op_profile import CONV, GROUPED_CONV, LINEAR, TRACE_CACHE_SIZE, VIEW, OpProfile, op_profile, trace_key, training_peak_activation_bytes
+from models.op_profile import (
+    CONV,
+    GROUPED_CONV,
+    LINEAR,
+    TRACE_CACHE_SIZE,
+    VIEW,
+    OpProfile,
+    op_profile,
+    prefill_profile,
+    trace_key,
+    training_peak_activation_bytes,
+)
 
 CATEGORICAL = ("family", "backend", "precision", "mode", "device_kind")
 NUMERIC = ("log_params", "log_flops_per_sample", "log_batch", "log_flops", "log_bytes_moved", "log_intensity",
@@ -52,23 +63,31 @@ class ModelPoint:
 _points: BoundedCache[ModelPoint] = BoundedCache(TRACE_CACHE_SIZE)  # one per traced (model, sequence length)
 
 
+def _point_of(spec: ModelSpec, profile: OpProfile, seq_length: int | None) -> ModelPoint:
+    from models.inputs import input_signature
+
+    seq = input_signature(spec, 1, seq_length).dims.get("seq_length") or 0
+    total = float(profile.flops.sum())
+
+    def share(category: int) -> float:
+        return float(profile.flops[profile.category == category].sum()) / total if total else 0.0
+
+    return ModelPoint(
+        spec.name, classify_spec(spec).family or "unknown", parameter_breakdown(spec).total, int(total), share(LINEAR),
+        int(seq), {p: weight_bytes(spec, p) for p in ("fp32", "fp16", "bf16", "int8")},
+        int((profile.category != VIEW).sum()), share(CONV), share(GROUPED_CONV), profile, spec, seq_length)
+
+
 def model_point(spec: ModelSpec, seq_length: int | None = None) -> ModelPoint:
-    def compute() -> ModelPoint:
-        from models.inputs import input_signature
+    return _points.get(trace_key(spec, seq_length), lambda: _point_of(spec, op_profile(spec, seq_length), seq_length))
 
-        profile = op_profile(spec, seq_length)
-        seq = input_signature(spec, 1, seq_length).dims.get("seq_length") or 0
-        total = float(profile.flops.sum())
 
-        def share(category: int) -> float:
-            return float(profile.flops[profile.category == category].sum()) / total if total else 0.0
-
-        return ModelPoint(
-            spec.name, classify_spec(spec).family or "unknown", parameter_breakdown(spec).total, int(total), share(LINEAR),
-            int(seq), {p: weight_bytes(spec, p) for p in ("fp32", "fp16", "bf16", "int8")},
-            int((profile.category != VIEW).sum()), share(CONV), share(GROUPED_CONV), profile, spec, seq_length)
-
-    return _points.get(trace_key(spec, seq_length), compute)
+def prefill_point(spec: ModelSpec, prompt_tokens: int | None = None) -> ModelPoint:
+    """A generation request's prefill (models.op_profile.prefill_profile) as a point the
+    per-operator roofline can time: what the forward pass at the prompt's length is scaled by
+    to answer TTFT."""
+    return _points.get(("prefill",) + trace_key(spec, prompt_tokens),
+                       lambda: _point_of(spec, prefill_profile(spec, prompt_tokens), prompt_tokens))
 
 
 def roofline_ms(flops: float, bytes_moved: float, spec: DeviceSpec) -> float:

@@ -3,9 +3,10 @@ KV cache, as the analytic estimators (gpu_poor, llm-analysis) split them, calibr
 generation rows measured.
 
 - **TTFT**: the prefill is one forward pass over the prompt, so it is answered by the forward-pass
-  predictor at the prompt's length (its chain link named: trained, calibrated roofline or static).
-  For an encoder-decoder that forward pass also runs the decoder over as many positions, where
-  a real prefill runs its start token only: an overestimate, which the detail says.
+  predictor at the prompt's length (its chain link named: trained, calibrated roofline or static),
+  scaled by the prefill's time over that pass's on the device's per-operator roofline
+  (`ttft_answer`): the prefill computes the last position's logits only, and an encoder-decoder's
+  decoder runs its start token where the forward pass runs it over the prompt's length.
 - **TPOT**: a decode step has two costs.
   - *Device*: it reads every weight once and the KV cache so far, and computes about
     2 x active parameters x batch FLOPs: memory-bandwidth bound wherever the batch is small. Its
@@ -273,6 +274,24 @@ def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec
     return {"decode_efficiency": efficiency, "dispatch": dispatch, "validation": validation}
 
 
+def ttft_answer(forward, factor: tuple[float, str] | None) -> dict[str, Any]:
+    """TTFT from the forward-pass prediction at the prompt's length (`forward`, a Prediction),
+    scaled by the prefill's time over that pass (`factor`, PerformancePredictor.prefill_factor):
+    the prefill computes the last position's logits only, and an encoder-decoder's decoder runs
+    its start token where the forward pass runs it over the prompt's length. Unscaled, and saying
+    so, where no factor exists."""
+    if forward.latency_ms is None:
+        return {"latency": None, "source": forward.source, "detail": forward.detail}
+    if factor is None:
+        return {"latency": forward.latency_ms, "source": forward.source,
+                "detail": f"{forward.detail}; the forward pass at the prompt's length, not scaled to the prefill (no roofline to scale by)"}
+    ratio, basis = factor
+    return {"latency": forward.latency_ms * ratio, "source": forward.source, "prefill_scaled": True,
+            "detail": f"the forward pass at the prompt's length ({forward.latency_ms:.3g} ms: {forward.detail}) x {ratio:.2f}, the "
+                      f"prefill's time over that pass's by {basis} (the prefill computes the last position's logits only, and an "
+                      "encoder-decoder's decoder runs its start token)"}
+
+
 def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceSpec | None, batch: int, precision: str,
                        prompt: int | None, new: int | None, ttft: dict[str, Any], calibration: dict[str, Any],
                        device_id: str | None = None) -> dict[str, Any]:
@@ -285,7 +304,7 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
                            "kv_cache_mb": cache.total_bytes / 2**20, "kv_cache": cache.to_json(),
                            "kv_cache_source": "config arithmetic (benchmark_runners.generation.kv_cache)",
                            "ttft_ms": ttft.get("latency"), "ttft_source": ttft.get("source"), "ttft_detail": ttft.get("detail")}
-    if spec.config.get("is_encoder_decoder") and out["ttft_ms"] is not None:
+    if spec.config.get("is_encoder_decoder") and out["ttft_ms"] is not None and not ttft.get("prefill_scaled"):
         out["ttft_detail"] = (f"{out['ttft_detail']}; the forward pass at the prompt's length also runs the decoder over as many "
                               "positions, where a prefill runs its start token: an overestimate for an encoder-decoder")
     if device is None:

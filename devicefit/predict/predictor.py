@@ -102,6 +102,22 @@ class PerformancePredictor:
     def _device(self, r: Request) -> str:
         return r.device or self.device_of(r.kind)
 
+    def prefill_factor(self, r: Request, prefill: ModelPoint) -> tuple[float, str] | None:
+        """A generation request's prefill time over the forward pass `r` asks for, on `r`'s
+        device: the two points timed by the device's fitted per-operator roofline where it has one
+        (its per-kernel costs included, so a host-bound GPU keeps a factor near 1), else by the
+        plain roofline on its spec; None where neither exists. With its basis, in words."""
+        device = self._device(r)
+        prefill_ms = self.baselines.latency_ms(prefill, r.batch_size, r.precision, "inference", device, r.backend)
+        forward_ms = self.baselines.latency_ms(r.point, r.batch_size, r.precision, "inference", device, r.backend)
+        if prefill_ms and forward_ms:
+            return prefill_ms / forward_ms, f"the per-operator roofline fitted on {device}"
+        spec = (self.specs.get(r.device) or r.spec) if r.device else (self.specs.get(self.device_of(r.kind)) or self.specs.get(r.kind))
+        if spec is None:
+            return None
+        rows = [feature_row(p, r.batch_size, r.precision, "inference", r.backend, spec) for p in (prefill, r.point)]
+        return math.exp(rows[0]["log_roofline_ms"] - rows[1]["log_roofline_ms"]), f"the roofline on {spec.name}"
+
     @classmethod
     def load(cls, path: Path) -> "PerformancePredictor":
         return cls(json.loads(Path(path).read_text()))

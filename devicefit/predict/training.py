@@ -23,7 +23,7 @@ import numpy as np
 
 from devicefit.errors import DevicefitError
 from devicefit.predict.domain import parameter_range, thinly_measured, without_devices
-from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, to_matrix
+from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, prefill_point, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of, row_device
 from devicefit.predict.memory_model import MemoryModel, device_memory_kind, fit_memory_model, memory_target
 from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline, transfer_roofline
@@ -273,6 +273,9 @@ class ExtraRequest:
     precision: str
     device: str
     backend: str
+    # What the forward pass's answer is scaled to, by the fold's own roofline (a generation
+    # request's prefill: PerformancePredictor.prefill_factor); None: the forward pass itself.
+    scaled_to: ModelPoint | None = None
 
 
 def held_out_predictions(data: TrainingData, groups: list[str], categories: dict[str, list[str]],
@@ -286,6 +289,7 @@ def held_out_predictions(data: TrainingData, groups: list[str], categories: dict
     out = {t: np.full(len(data), np.nan) for t in TARGETS}
     extra = extra or []
     extra_out = {t: np.full(len(extra), np.nan) for t in ("latency", "throughput")}
+    extra_factor = np.ones(len(extra))
     every_spec = {**specs, **data.specs}
     # An extra request whose group has no training row is answered by a fit on every row (which
     # never saw it either): the fold holding out the empty group.
@@ -299,6 +303,10 @@ def held_out_predictions(data: TrainingData, groups: list[str], categories: dict
         mine = [(j, e) for j, e in enumerate(extra) if e.group == g and e.device in every_spec]
         extra_refs = [baselines.latency_ms(e.point, e.batch, e.precision, "inference", e.device, e.backend) for _, e in mine]
         mine = [(j, e, ref) for (j, e), ref in zip(mine, extra_refs) if ref]
+        for j, e, ref in mine:
+            if e.scaled_to is not None:  # as served: the fold's fitted roofline times the two points
+                scaled = baselines.latency_ms(e.scaled_to, e.batch, e.precision, "inference", e.device, e.backend)
+                extra_factor[j] = scaled / ref if scaled else np.nan
         extra_X = to_matrix([feature_row(e.point, e.batch, e.precision, "inference", e.backend, every_spec[e.device])
                              for _, e, _ in mine], categories) if mine else None
         for t in TARGETS:
@@ -317,7 +325,8 @@ def held_out_predictions(data: TrainingData, groups: list[str], categories: dict
     batch = np.exp([f["log_batch"] for f in data.features])
     out["latency"], out["throughput"] = reconcile(out["latency"], out["throughput"], batch)
     if extra:
-        out["extra_latency"], _ = reconcile(extra_out["latency"], extra_out["throughput"], np.array([e.batch for e in extra]))
+        latency, _ = reconcile(extra_out["latency"], extra_out["throughput"], np.array([e.batch for e in extra]))
+        out["extra_latency"] = latency * extra_factor
     return out
 
 
@@ -383,7 +392,8 @@ def ttft_requests(rows: list[dict[str, Any]], data: TrainingData, categories: di
                 or r["precision"] not in categories["precision"] or r["device_kind"] not in categories["device_kind"]
                 or point.family not in categories["family"]):
             continue
-        requests.append(ExtraRequest(point.name, point, r["batch_size"], r["precision"], device, r["backend"]))
+        requests.append(ExtraRequest(point.name, point, r["batch_size"], r["precision"], device, r["backend"],
+                                     prefill_point(spec, shape.signature_seq_length)))
         measured.append({"model": point.name, "held_out": "its fold" if point.name in data.models else "never trained on", "device": device, "backend": r["backend"], "precision": r["precision"],
                          "batch_size": r["batch_size"], "prompt_tokens": shape.prompt_tokens, "ttft_ms": float(r["ttft_ms"]),
                          "encoder_decoder": bool(spec.config.get("is_encoder_decoder") or "num_mel_bins" in spec.config)})
@@ -391,10 +401,10 @@ def ttft_requests(rows: list[dict[str, Any]], data: TrainingData, categories: di
 
 
 def ttft_validation(measured: list[dict[str, Any]], predicted: np.ndarray) -> dict[str, Any] | None:
-    """MAPE of the served TTFT (the forward pass at the prompt's length) on held-out models:
-    overall, for decoder-only models (where the forward pass is the prefill) and per model. An
-    encoder-decoder's forward pass also runs its decoder over the prompt's length where a
-    prefill runs the start token only, so its figure is an overestimate, reported apart."""
+    """MAPE of the served TTFT (the forward pass at the prompt's length, scaled to the prefill
+    by the fold's own roofline) on held-out models: overall, for decoder-only models and per
+    model; encoder-decoders (whose prefill differs most from the forward pass: the decoder over
+    its start token against the prompt's length) are also counted apart."""
     rows = [{**m, "ttft_predicted_ms": float(p)} for m, p in zip(measured, predicted) if not np.isnan(p)]
     if not rows:
         return None
@@ -404,7 +414,7 @@ def ttft_validation(measured: list[dict[str, Any]], predicted: np.ndarray) -> di
 
     decoder_only = [r for r in rows if not r["encoder_decoder"]]
     return {"method": "leave one model out: each generation row's TTFT against the forward pass at its prompt's length, "
-                      "predicted by the fold that held its model out (a model with no forward-pass rows: by the fit on every row, which never saw it)",
+                      "scaled to the prefill by the fold's roofline, predicted by the fold that held its model out (a model with no forward-pass rows: by the fit on every row, which never saw it)",
             "mape": mape(rows), "rows": len(rows), "decoder_only_mape": mape(decoder_only), "decoder_only_rows": len(decoder_only),
             "per_model": {m: {"mape": mape(sub), "rows": len(sub)} for m in sorted({r["model"] for r in rows})
                           for sub in [[r for r in rows if r["model"] == m]]},

@@ -179,13 +179,18 @@ def test_training_calibrates_the_decode_efficiency_from_real_generation_rows(mea
     assert entry["n"] == 1 and entry["models"] == ["t5-small"] and math.isfinite(entry["log_ratio"])
     assert artifact["generation"]["validation"]["tpot_mape"] is None  # one model: nothing to hold out against
     # TTFT checked in the forward-pass folds: the fold that held t5-small out answers its
-    # generation rows at their prompt's length; an encoder-decoder is reported apart
-    ttft = artifact["validation"]["ttft"]
-    assert ttft["rows"] == 2 and set(ttft["per_model"]) == {"t5-small"} and ttft["per_model"]["t5-small"]["rows"] == 2
-    assert ttft["decoder_only_rows"] == 0 and ttft["decoder_only_mape"] is None and ttft["mape"] >= 0
-    for held_out, g in zip(ttft["held_out_rows"], generated):
-        assert held_out["held_out"] == "its fold" and held_out["encoder_decoder"] and held_out["prompt_tokens"] == 32
-        assert held_out["ttft_ms"] == g["ttft_ms"] and held_out["ttft_predicted_ms"] > 0
+    # generation rows at their prompt's length; an encoder-decoder is reported apart. A row timed
+    # beside a busy neighbour (contended) is left out of the check, as it is on a busy machine.
+    clean = [g for g in generated if not g["contended"]]
+    ttft = artifact["validation"].get("ttft")
+    if not clean:
+        assert ttft is None
+    else:
+        assert ttft["rows"] == len(clean) and set(ttft["per_model"]) == {"t5-small"}
+        assert ttft["decoder_only_rows"] == 0 and ttft["decoder_only_mape"] is None and ttft["mape"] >= 0
+        for held_out, g in zip(ttft["held_out_rows"], clean):
+            assert held_out["held_out"] == "its fold" and held_out["encoder_decoder"] and held_out["prompt_tokens"] == 32
+            assert held_out["ttft_ms"] == g["ttft_ms"] and held_out["ttft_predicted_ms"] > 0
     from devicefit.predict.predictor import PerformancePredictor
 
     predictor = PerformancePredictor(artifact)
@@ -247,3 +252,45 @@ def test_a_held_out_model_alone_at_its_batch_is_validated_as_predicted():
     line = {"step_ms": 0.0, "us_per_kernel": 0.0}
     assert _predict_point(point, {"cpu@cpu-test|torch|fp32|b4": math.log(3)}, line, False) == pytest.approx(30.0)
     assert _predict_point(point, {}, line, False) == pytest.approx(10.0 / STATIC_DECODE_EFFICIENCY)  # nothing fitted: the prior
+
+
+def test_the_prefill_point_drops_the_logits_of_all_but_the_last_position_and_the_decoder_beyond_its_start():
+    """By hand: gpt2's prefill at 32 tokens is its forward pass less the LM head over the 31
+    positions whose logits generate() never computes (2 x 768 x 50257 FLOPs each); t5-small's
+    runs its decoder over the start token alone, so far less than its forward pass over 32."""
+    from devicefit.predict.features import model_point, prefill_point
+    from models.op_profile import prefill_peak_activation_bytes
+
+    gpt2 = resolve_model("gpt2")
+    assert model_point(gpt2, 32).flops_per_sample - prefill_point(gpt2, 32).flops_per_sample == 2 * 768 * 50257 * 31
+    t5 = resolve_model("t5-small")
+    forward, prefill = model_point(t5, 32), prefill_point(t5, 32)
+    assert prefill.flops_per_sample < 0.75 * forward.flops_per_sample and prefill.ops < forward.ops
+    assert prefill.inference_activation_bytes(1) == pytest.approx(prefill_peak_activation_bytes(t5, 32)[0])
+
+
+def test_ttft_is_the_forward_pass_scaled_to_the_prefill_and_says_so():
+    from devicefit.predict.generation import ttft_answer
+    from devicefit.predict.predictor import Prediction
+
+    forward = Prediction(100.0, 10.0, 1e9, None, None, None, "trained_predictor", "fitted", None)
+    scaled = ttft_answer(forward, (0.4, "the per-operator roofline fitted on cpu@x"))
+    assert scaled["latency"] == pytest.approx(40.0) and scaled["prefill_scaled"] and scaled["source"] == "trained_predictor"
+    assert "x 0.40" in scaled["detail"] and "cpu@x" in scaled["detail"] and "100 ms" in scaled["detail"]
+    plain = ttft_answer(forward, None)
+    assert plain["latency"] == 100.0 and "not scaled to the prefill" in plain["detail"] and not plain.get("prefill_scaled")
+    missing = ttft_answer(Prediction(None, None, None, None, None, None, "unavailable", "nothing", None), (0.4, "x"))
+    assert missing["latency"] is None
+
+
+def test_an_encoder_decoder_ttft_is_scaled_on_the_devices_roofline_and_no_longer_called_an_overestimate(tmp_path):
+    from devicefit.api.app import Settings, create_app
+    from tests.api.server import call, running
+
+    with running(create_app(Settings(benchmark_dir=tmp_path / "empty", warm_models=()))) as base:
+        status, body = call(base, "/performance/predict", {"model_name": "t5-small", "hardware": ["cpu"], "mode": "generation",
+                                                           "sequence_length": 128, "new_tokens": 16})
+    assert status == 200, body
+    cpu = body["predictions"]["cpu"]
+    assert cpu["ttft_ms"] > 0 and "the prefill's time over that pass's" in cpu["ttft_detail"]
+    assert "overestimate" not in cpu["ttft_detail"]
