@@ -29,6 +29,11 @@ from pathlib import Path
 # process on a 2-core host is 50%.
 CONTENDED_SHARE = 0.10
 
+# Our ticks may exceed the CPUs' busy ticks by sampling skew only (the two are read a moment
+# apart and accounted differently); beyond this, /proc/stat is not counting our own work.
+OWN_SLACK = 1.25
+OWN_SLACK_TICKS = 3
+
 _PROC_STAT = Path("/proc/stat")
 _SELF_STAT = Path("/proc/self/stat")
 
@@ -111,8 +116,12 @@ def other_cpu_share(before: CpuSnapshot | None, after: CpuSnapshot | None) -> fl
     total = after.host_total_ticks - before.host_total_ticks
     if total <= 0:
         return None
-    others = (after.host_busy_ticks - before.host_busy_ticks) - (after.own_ticks - before.own_ticks)
-    return min(1.0, max(0.0, others / total))
+    busy, own = after.host_busy_ticks - before.host_busy_ticks, after.own_ticks - before.own_ticks
+    if own > OWN_SLACK * busy + OWN_SLACK_TICKS:
+        # Our own work is part of the CPUs' busy time; counters that do not hold it (a sandbox's
+        # synthetic /proc/stat) cannot see a neighbour either: not measured, rather than "none".
+        return None
+    return min(1.0, max(0.0, (busy - own) / total))
 
 
 def is_contended(share: float | None) -> bool | None:
