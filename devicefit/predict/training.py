@@ -23,11 +23,20 @@ import numpy as np
 
 from devicefit.errors import DevicefitError
 from devicefit.predict.domain import parameter_range, thinly_measured, without_devices
-from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, prefill_point, to_matrix
+from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of, row_device
 from devicefit.predict.memory_model import MemoryModel, device_memory_kind, fit_memory_model, memory_target
 from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline, transfer_roofline
-from devicefit.predict.validation_report import ErrorMetrics, TargetValidation, ValidationReport
+from devicefit.predict.ttft_check import ExtraRequest, ttft_requests, ttft_validation
+from devicefit.predict.validation_report import (
+    INTERVAL_LEVEL,
+    TargetValidation,
+    ValidationReport,
+    conformal_half_width,
+    error_metrics,
+    grouped_metrics,
+    nested_coverage,
+)
 from models.catalog import UnknownModelError
 from models.resolve import resolve_model
 
@@ -37,7 +46,6 @@ MIN_MODELS = 3  # fewer cannot be trained and validated on held-out models
 
 class InsufficientData(DevicefitError, ValueError):
     """Too few measured models to train and validate honestly."""
-INTERVAL_LEVEL = 0.9
 # Error bars a predictor must meet on held-out models (MAPE); the asset check enforces them.
 #: Bumped whenever a reader of an older artifact would misread it (2: per-operator roofline baselines).
 ARTIFACT_FORMAT = "devicefit.predictor/3"  # 3: baselines and specs per device, not per kind
@@ -263,21 +271,6 @@ def _fit(X: np.ndarray, y: np.ndarray):
     return lgb.train(LGB_PARAMS, dataset, num_boost_round=NUM_ROUNDS)
 
 
-@dataclass(frozen=True)
-class ExtraRequest:
-    """A forward pass outside the training rows, predicted by the fold that holds `group` out
-    (a generation row's prefill: the forward pass at its prompt's length)."""
-    group: str
-    point: ModelPoint
-    batch: int
-    precision: str
-    device: str
-    backend: str
-    # What the forward pass's answer is scaled to, by the fold's own roofline (a generation
-    # request's prefill: PerformancePredictor.prefill_factor); None: the forward pass itself.
-    scaled_to: ModelPoint | None = None
-
-
 def held_out_predictions(data: TrainingData, groups: list[str], categories: dict[str, list[str]],
                          specs: dict[str, DeviceSpec], extra: list[ExtraRequest] | None = None) -> dict[str, np.ndarray]:
     """Out-of-fold predictions (absolute units), leaving one group (a model, or a device) out
@@ -336,91 +329,6 @@ def reconcile(latency_ms, throughput, batch):
     return lat, batch * 1e3 / lat
 
 
-def error_metrics(actual: np.ndarray, predicted: np.ndarray) -> ErrorMetrics:
-    ape = np.abs(predicted - actual) / actual
-    return ErrorMetrics(float(np.mean(ape)), float(np.median(ape)), float(np.mean(ape <= 0.10)), int(len(ape)))
-
-
-def _grouped_metrics(actual, predicted, labels: list[str]) -> dict[str, ErrorMetrics]:
-    labels_arr = np.asarray(labels)
-    return {k: error_metrics(actual[labels_arr == k], predicted[labels_arr == k]) for k in sorted(set(labels))}
-
-
-def conformal_half_width(abs_log_residuals: np.ndarray, level: float = INTERVAL_LEVEL) -> float:
-    """Split-conformal quantile with the finite-sample correction ceil((n+1)*level)/n."""
-    n = len(abs_log_residuals)
-    rank = min(n, math.ceil((n + 1) * level))
-    return float(np.sort(abs_log_residuals)[rank - 1])
-
-
-def nested_coverage(abs_log_residuals: np.ndarray, groups: list[str], level: float = INTERVAL_LEVEL) -> float:
-    """Coverage measured honestly: each held-out model's interval is calibrated on the other
-    models' residuals only."""
-    groups_arr = np.asarray(groups)
-    hits = []
-    for g in sorted(set(groups)):
-        mine = groups_arr == g
-        if mine.all():
-            continue
-        q = conformal_half_width(abs_log_residuals[~mine], level)
-        hits.extend((abs_log_residuals[mine] <= q).tolist())
-    return float(np.mean(hits)) if hits else float("nan")
-
-
-def ttft_requests(rows: list[dict[str, Any]], data: TrainingData, categories: dict[str, list[str]]
-                  ) -> tuple[list[ExtraRequest], list[dict[str, Any]]]:
-    """The generation rows whose TTFT the leave-one-model-out folds can check: the device has a
-    spec and the forward pass at the prompt's length is inside the trained domain (else the
-    served answer is a fallback, not the predictor). A model with forward-pass rows is answered
-    by the fold that holds it out; one without, by a fit on every row. Contended rows are left
-    out. Returns the requests and, for each, what was measured."""
-    from benchmark_runners.generation import request_shape
-
-    specs = data.specs
-    requests, measured = [], []
-    for r in rows:
-        if r.get("mode") != "generation" or r.get("status") != "ok" or not r.get("ttft_ms") or r.get("contended"):
-            continue
-        device = row_device(r)
-        try:
-            spec = resolve_model(r.get("model_path") or r["model"])
-            shape = request_shape(spec, r.get("prompt_tokens"), r.get("new_tokens"))
-            point = model_point(spec, shape.signature_seq_length)
-        except (UnknownModelError, ValueError, FileNotFoundError):
-            continue
-        if (device not in specs or r["backend"] not in categories["backend"]
-                or r["precision"] not in categories["precision"] or r["device_kind"] not in categories["device_kind"]
-                or point.family not in categories["family"]):
-            continue
-        requests.append(ExtraRequest(point.name, point, r["batch_size"], r["precision"], device, r["backend"],
-                                     prefill_point(spec, shape.signature_seq_length)))
-        measured.append({"model": point.name, "held_out": "its fold" if point.name in data.models else "never trained on", "device": device, "backend": r["backend"], "precision": r["precision"],
-                         "batch_size": r["batch_size"], "prompt_tokens": shape.prompt_tokens, "ttft_ms": float(r["ttft_ms"]),
-                         "encoder_decoder": bool(spec.config.get("is_encoder_decoder") or "num_mel_bins" in spec.config)})
-    return requests, measured
-
-
-def ttft_validation(measured: list[dict[str, Any]], predicted: np.ndarray) -> dict[str, Any] | None:
-    """MAPE of the served TTFT (the forward pass at the prompt's length, scaled to the prefill
-    by the fold's own roofline) on held-out models: overall, for decoder-only models and per
-    model; encoder-decoders (whose prefill differs most from the forward pass: the decoder over
-    its start token against the prompt's length) are also counted apart."""
-    rows = [{**m, "ttft_predicted_ms": float(p)} for m, p in zip(measured, predicted) if not np.isnan(p)]
-    if not rows:
-        return None
-
-    def mape(subset: list[dict[str, Any]]) -> float | None:
-        return statistics.mean(abs(r["ttft_predicted_ms"] - r["ttft_ms"]) / r["ttft_ms"] for r in subset) if subset else None
-
-    decoder_only = [r for r in rows if not r["encoder_decoder"]]
-    return {"method": "leave one model out: each generation row's TTFT against the forward pass at its prompt's length, "
-                      "scaled to the prefill by the fold's roofline, predicted by the fold that held its model out (a model with no forward-pass rows: by the fit on every row, which never saw it)",
-            "mape": mape(rows), "rows": len(rows), "decoder_only_mape": mape(decoder_only), "decoder_only_rows": len(decoder_only),
-            "per_model": {m: {"mape": mape(sub), "rows": len(sub)} for m in sorted({r["model"] for r in rows})
-                          for sub in [[r for r in rows if r["model"] == m]]},
-            "held_out_rows": rows}
-
-
 def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[str, DeviceSpec],
              rows: list[dict[str, Any]] | None = None) -> ValidationReport:
     """Leave-one-model-out, with its error per device; and leave-one-device-out when there are
@@ -443,18 +351,18 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
         if oof_kind is not None:
             by_kind = ~np.isnan(oof_kind[t])
             loho = error_metrics(data.actual[t][by_kind], oof_kind[t][by_kind]) if by_kind.any() else None
-            loho_per_device = _grouped_metrics(data.actual[t][by_kind], oof_kind[t][by_kind],
+            loho_per_device = grouped_metrics(data.actual[t][by_kind], oof_kind[t][by_kind],
                                                [d for d, keep in zip(data.devices, by_kind) if keep])
         targets[t] = TargetValidation(
             leave_one_model_out=error_metrics(actual, predicted),
-            per_family=_grouped_metrics(actual, predicted, families),
-            per_hardware=_grouped_metrics(actual, predicted, devices),
+            per_family=grouped_metrics(actual, predicted, families),
+            per_hardware=grouped_metrics(actual, predicted, devices),
             interval_log_half_width=conformal_half_width(residuals) if len(residuals) else None,
             interval_coverage=nested_coverage(residuals, models) if len(residuals) else None,
             bar_mape=ERROR_BARS[t],
             leave_one_hardware_out=loho,
             leave_one_hardware_out_per_device=loho_per_device,
-            per_host=_grouped_metrics(actual, predicted, hosts) if len(set(hosts)) > 1 else {},
+            per_host=grouped_metrics(actual, predicted, hosts) if len(set(hosts)) > 1 else {},
         )
     # Each row's prediction from the fold that held its model out, for predicted-vs-measured
     # figures: the numbers behind the reported error, not an in-sample fit.

@@ -3,8 +3,13 @@ the artifact stores (as JSON of the same shape) and what the checks, the reports
 Readers go through `ValidationReport.from_json`, never through nested dict keys."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import numpy as np
+
+INTERVAL_LEVEL = 0.9  # the prediction intervals' nominal coverage
 
 
 @dataclass(frozen=True)
@@ -100,3 +105,37 @@ HELD_OUT_DEVICE_BAR = 0.20
 def held_out_cpu_devices(target: "TargetValidation") -> dict[str, "ErrorMetrics"]:
     """The target's leave-one-device-out metrics for CPU devices ("cpu@<host>[+profile]")."""
     return {d: m for d, m in sorted(target.leave_one_hardware_out_per_device.items()) if d.split("@", 1)[0] == "cpu"}
+
+
+# The held-out statistics the validation is made of (training.validate computes them).
+
+
+def error_metrics(actual: np.ndarray, predicted: np.ndarray) -> ErrorMetrics:
+    ape = np.abs(predicted - actual) / actual
+    return ErrorMetrics(float(np.mean(ape)), float(np.median(ape)), float(np.mean(ape <= 0.10)), int(len(ape)))
+
+
+def grouped_metrics(actual, predicted, labels: list[str]) -> dict[str, ErrorMetrics]:
+    labels_arr = np.asarray(labels)
+    return {k: error_metrics(actual[labels_arr == k], predicted[labels_arr == k]) for k in sorted(set(labels))}
+
+
+def conformal_half_width(abs_log_residuals: np.ndarray, level: float = INTERVAL_LEVEL) -> float:
+    """Split-conformal quantile with the finite-sample correction ceil((n+1)*level)/n."""
+    n = len(abs_log_residuals)
+    rank = min(n, math.ceil((n + 1) * level))
+    return float(np.sort(abs_log_residuals)[rank - 1])
+
+
+def nested_coverage(abs_log_residuals: np.ndarray, groups: list[str], level: float = INTERVAL_LEVEL) -> float:
+    """Coverage measured honestly: each held-out model's interval is calibrated on the other
+    models' residuals only."""
+    groups_arr = np.asarray(groups)
+    hits = []
+    for g in sorted(set(groups)):
+        mine = groups_arr == g
+        if mine.all():
+            continue
+        q = conformal_half_width(abs_log_residuals[~mine], level)
+        hits.extend((abs_log_residuals[mine] <= q).tolist())
+    return float(np.mean(hits)) if hits else float("nan")
