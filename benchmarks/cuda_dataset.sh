@@ -14,6 +14,11 @@
 #   cuda_inference_*.json   the quick profile's 12 models in three groups, fp32/fp16/bf16, bs 1/4/16
 #   *.log, steps.txt        each step's console output, exit status and seconds
 # BUDGET_S (default 420) bounds the whole script; a step the budget cannot start is named in skipped.txt.
+# SET=large measures instead the catalog's large generating models (seeded random weights, built
+# on the host in fp32 and cast, so the host needs about 5x the model's bf16 size in RAM) in the
+# generation scenario, bf16, bs 1/4, one file per model (cuda_generation_large_<model>.json), in
+# the order of MODELS (default below): what the predictors answer for them from small models'
+# rows can then be checked against a measurement.
 set -u
 OUT=${OUT:?set OUT to the output directory}
 PY=${PYTHON:-python3}
@@ -30,6 +35,12 @@ step() {  # step NAME ARGS...: one `devicefit benchmark` into $OUT/NAME.json, lo
   echo "$name exit $? after $(( $(date +%s) - DEADLINE + left ))s of ${left}s left" >>"$OUT/steps.txt"
 }
 timeout 90 $PY -m devicefit.cli detect --json --refresh >"$OUT/detect.json" 2>"$OUT/detect.log"
+if [[ ${SET:-quick} == large ]]; then
+  for model in ${MODELS:-llama-2-7b qwen2.5-7b gemma-2b mistral-7b phi-3-mini flan-t5-xl whisper-large-v3}; do
+    step "cuda_generation_large_$model" --model "$model" --mode generation --precision bf16 --batch-sizes 1,4 --max-time 3 --timeout 300
+  done
+  ls -l "$OUT"; exit 0
+fi
 GEN=(--mode generation --precision fp32,bf16 --batch-sizes 1,4 --max-time 4)
 step cuda_generation_a --model gpt2,t5-small "${GEN[@]}"
 step cuda_generation_b --model qwen2.5-0.5b "${GEN[@]}"

@@ -172,6 +172,7 @@ class HardwarePrediction(Response):
     ttft_ms: Optional[float] = None
     ttft_source: Optional[str] = None
     ttft_detail: Optional[str] = None
+    ttft_generate_step_ms: Optional[float] = None  # generate()'s per-step cost included in ttft_ms (the host line's)
     tpot_ms: Optional[float] = None
     tpot_source: Optional[str] = None
     tpot_detail: Optional[str] = None

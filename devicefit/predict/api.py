@@ -172,7 +172,8 @@ class HardwareModelPredictor:
         forward-pass chain at the prompt's length, TPOT from the decode roofline calibrated on
         measured generation rows, the KV cache from the config. `latency` is the whole request
         (TTFT + (N - 1) x TPOT), `throughput` decode tokens/s, `memory_usage` the forward pass's
-        memory at the prompt plus the whole KV cache."""
+        memory at the prompt, scaled to the prefill's by the device's memory model, plus the whole
+        KV cache."""
         from benchmark_runners.generation import generation_reason, request_shape
         from devicefit.predict.generation import predict_generation, ttft_answer
         from devicefit.predict.hardware_specs import published_spec
@@ -199,12 +200,18 @@ class HardwareModelPredictor:
                                        ttft_answer(pred, self.predictor.prefill_factor(Request(point, batch_size, precision, "inference", kind),
                                                                                        prefill)),
                                        calibration, self.predictor.device_of(kind))
-            memory = None if pred.memory_bytes is None else pred.memory_bytes / MB + entry["kv_cache_mb"]
+            memory_factor = self.predictor.prefill_memory_factor(Request(point, batch_size, precision, "inference", kind), prefill)
+            ratio, basis = memory_factor or (1.0, None)
+            memory = None if pred.memory_bytes is None else pred.memory_bytes * ratio / MB + entry["kv_cache_mb"]
+            memory_detail = (f"the forward pass's memory at the prompt's length (its source: {pred.source}) x {ratio:.3f}, the "
+                             f"prefill's peak over that pass's by {basis} (the prefill holds the last position's logits only), "
+                             "plus the whole KV cache" if basis else
+                             f"the forward pass's memory at the prompt's length (its source: {pred.source}; not scaled to the "
+                             "prefill: no memory fit on the device, so every position's logits are counted) plus the whole KV cache")
             predictions[hw] = {**entry, "latency": entry.get("request_ms"), "throughput": entry.get("decode_tokens_per_s"),
                                "interval_level": None, "throughput_interval": None, "latency_interval": None, "memory_interval": None,
                                "memory_usage": memory, "source": entry["tpot_source"], "detail": entry["tpot_detail"],
-                               "memory_detail": "the forward pass's memory at the prompt's length (its source: "
-                                                f"{pred.source}) plus the whole KV cache"}
+                               "memory_detail": memory_detail}
         return {"model_name": spec.name, "model_family": model_family or point.family, "batch_size": batch_size,
                 "sequence_length": shape.prompt_tokens, "mode": "generation", "precision": precision,
                 "predictions": predictions, "predictor_version": self.predictor.version()}

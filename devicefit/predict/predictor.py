@@ -118,6 +118,19 @@ class PerformancePredictor:
         rows = [feature_row(p, r.batch_size, r.precision, "inference", r.backend, spec) for p in (prefill, r.point)]
         return math.exp(rows[0]["log_roofline_ms"] - rows[1]["log_roofline_ms"]), f"the roofline on {spec.name}"
 
+    def prefill_memory_factor(self, r: Request, prefill: ModelPoint) -> tuple[float, str] | None:
+        """A generation request's prefill peak memory over the forward pass's `r` asks for, by
+        the device's fitted memory model (`memory_model`: weights plus the traced live
+        activations at each point). The prefill holds the last position's logits only, where a
+        forward pass holds every position's (qwen2.5-0.5b: 152k x 4 bytes a position). None
+        where the device has no memory fit. With its basis, in words."""
+        device = self._device(r)
+        prefill_bytes = self.baselines.memory_bytes(prefill, r.batch_size, r.precision, "inference", device)
+        forward_bytes = self.baselines.memory_bytes(r.point, r.batch_size, r.precision, "inference", device)
+        if prefill_bytes and forward_bytes:
+            return prefill_bytes / forward_bytes, f"the memory model fitted on {device}"
+        return None
+
     @classmethod
     def load(cls, path: Path) -> "PerformancePredictor":
         return cls(json.loads(Path(path).read_text()))

@@ -330,11 +330,12 @@ def reconcile(latency_ms, throughput, batch):
 
 
 def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[str, DeviceSpec],
-             rows: list[dict[str, Any]] | None = None) -> ValidationReport:
+             rows: list[dict[str, Any]] | None = None, generation: dict[str, Any] | None = None) -> ValidationReport:
     """Leave-one-model-out, with its error per device; and leave-one-device-out when there are
     several devices (a held-out device is predicted through a same-kind device's transferred
     baseline; a device whose kind no other device measured stays uncovered). With the stored
-    `rows`, the generation rows' TTFT is checked in the same folds (`ttft_validation`)."""
+    `rows`, the generation rows' TTFT is checked in the same folds (`ttft_validation`), with the
+    host line `generation` (calibrate_generation's) fitted without each model."""
     targets: dict[str, TargetValidation] = {}
     extra, measured = ttft_requests(rows, data, categories) if rows else ([], [])
     oof = held_out_predictions(data, data.models, categories, specs, extra)
@@ -374,7 +375,8 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
          **{f"{t}_measured": float(data.actual[t][i]) for t in TARGETS},
          **{f"{t}_predicted": None if np.isnan(oof[t][i]) else float(oof[t][i]) for t in TARGETS}}
         for i, f in enumerate(data.features)]
-    ttft = ttft_validation(measured, oof["extra_latency"]) if extra else None
+    held_out_step = ((generation or {}).get("validation") or {}).get("held_out_step_ms")
+    ttft = ttft_validation(measured, oof["extra_latency"], held_out_step) if extra else None
     return ValidationReport(INTERVAL_LEVEL, targets, held_out_rows, ttft)
 
 
@@ -435,7 +437,8 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: 
     baselines = fit_baselines(data, np.ones(len(data), dtype=bool), specs)
     refs = references(data, baselines)
     boosters = {t: _fit(X, np.log(data.actual[t] / refs[t])) for t in TARGETS}
-    validation = validate(data, categories, specs, rows)
+    generation = calibrate_generation(rows, specs)
+    validation = validate(data, categories, specs, rows, generation)
     return {
         "format": ARTIFACT_FORMAT,
         "trained_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -447,7 +450,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: 
         "categories": categories, "numeric": list(NUMERIC),
         "process_baseline": data.process_baseline,
         "efficiency": calibrate_efficiency(every),
-        "generation": calibrate_generation(rows, specs),
+        "generation": generation,
         "baseline": baselines.to_json(),
         "validation": validation.to_json(),
         "specs": {k: vars(s) for k, s in specs.items()},

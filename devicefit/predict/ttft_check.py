@@ -67,12 +67,22 @@ def ttft_requests(rows: list[dict[str, Any]], data: "TrainingData", categories: 
     return requests, measured
 
 
-def ttft_validation(measured: list[dict[str, Any]], predicted: np.ndarray) -> dict[str, Any] | None:
+def ttft_validation(measured: list[dict[str, Any]], predicted: np.ndarray,
+                    held_out_step_ms: dict[str, dict[str, float]] | None = None) -> dict[str, Any] | None:
     """MAPE of the served TTFT (the forward pass at the prompt's length, scaled to the prefill
-    by the fold's own roofline) on held-out models: overall, for decoder-only models and per
+    by the fold's own roofline, plus generate()'s per-step cost from the host line fitted
+    without the model: `held_out_step_ms`, model -> device|backend -> ms, from
+    generation.calibrate_generation) on held-out models: overall, for decoder-only models and per
     model; encoder-decoders (whose prefill differs most from the forward pass: the decoder over
-    its start token against the prompt's length) are also counted apart."""
-    rows = [{**m, "ttft_predicted_ms": float(p)} for m, p in zip(measured, predicted) if not np.isnan(p)]
+    its start token against the prompt's length) are also counted apart. A row whose device has
+    no line fitted without its model gets none (as served, it would get the static one)."""
+    steps = held_out_step_ms or {}
+    rows = []
+    for m, p in zip(measured, predicted):
+        if np.isnan(p):
+            continue
+        step = (steps.get(m["model"]) or {}).get(f"{m['device']}|{m['backend']}")
+        rows.append({**m, "ttft_predicted_ms": float(p) + (step or 0.0), "generate_step_ms": step})
     if not rows:
         return None
 
@@ -81,7 +91,8 @@ def ttft_validation(measured: list[dict[str, Any]], predicted: np.ndarray) -> di
 
     decoder_only = [r for r in rows if not r["encoder_decoder"]]
     return {"method": "leave one model out: each generation row's TTFT against the forward pass at its prompt's length, "
-                      "scaled to the prefill by the fold's roofline, predicted by the fold that held its model out (a model with no forward-pass rows: by the fit on every row, which never saw it)",
+                      "scaled to the prefill by the fold's roofline, predicted by the fold that held its model out (a model with no forward-pass rows: by the fit on every row, which never saw it), "
+                      "plus generate()'s per-step cost from the host line fitted on the other models' generation rows",
             "mape": mape(rows), "rows": len(rows), "decoder_only_mape": mape(decoder_only), "decoder_only_rows": len(decoder_only),
             "per_model": {m: {"mape": mape(sub), "rows": len(sub)} for m in sorted({r["model"] for r in rows})
                           for sub in [[r for r in rows if r["model"] == m]]},

@@ -46,6 +46,8 @@ def test_calibration_is_the_measured_over_roofline_ratio_and_is_validated_leavin
         assert entry["log_ratio"] == pytest.approx(math.log(2)) and entry["n"] == 3 and entry["models"] == sorted(models)
     assert cal["validation"]["tpot_mape"] == pytest.approx(0, abs=1e-4) and cal["validation"]["rows"] == 6
     assert cal["dispatch"]["cpu@cpu-test|torch"]["asynchronous"] is False  # on a CPU, dispatch and compute add
+    # each model's host line fitted without it, for the held-out TTFT check
+    assert {m: sorted(v) for m, v in cal["validation"]["held_out_step_ms"].items()} == {m: ["cpu@cpu-test|torch"] for m in models}
     # gpt2 measured at 3x its roofline, the others at 2x: held out, gpt2 is predicted from the
     # others' 2x, so it is a third too fast.
     rows[0]["tpot_p50_ms"] *= 1.5
@@ -115,7 +117,11 @@ def test_a_7b_model_gets_calibrated_tpot_and_its_kv_cache_by_hand():
     assert out["tpot_source"] == "roofline_calibrated" and "6 generation rows" in out["tpot_detail"]
     assert out["tpot_ms"] == pytest.approx(1.5 * decode_roofline(spec, 1, "fp32", None, None, CPU).ms)
     assert out["tpot_ms"] > 26.9e9 / 25e9 * 1e3  # at least the fp32 weights read once per token
-    assert out["request_ms"] == pytest.approx(1234.0 + 63 * out["tpot_ms"])
+    # TTFT: the forward pass's answer plus generate()'s own per-step cost, here the H200 host's
+    # line (nothing fitted on this device), named
+    assert out["ttft_ms"] == pytest.approx(1234.0 + STATIC_DISPATCH["step_ms"]) == 1234.0 + out["ttft_generate_step_ms"]
+    assert "generate()'s own per-step cost" in out["ttft_detail"] and "not this machine's" in out["ttft_detail"]
+    assert out["request_ms"] == pytest.approx(out["ttft_ms"] + 63 * out["tpot_ms"])
     assert out["decode_tokens_per_s"] == pytest.approx(1e3 / out["tpot_ms"])
     # Batch 8 is not measured: the nearest measured batch (4) answers, and says so.
     eight = predict_generation(spec, "cpu", "torch", CPU, 8, "fp32", None, None, ttft, cal)
@@ -294,3 +300,46 @@ def test_an_encoder_decoder_ttft_is_scaled_on_the_devices_roofline_and_no_longer
     cpu = body["predictions"]["cpu"]
     assert cpu["ttft_ms"] > 0 and "the prefill's time over that pass's" in cpu["ttft_detail"]
     assert "overestimate" not in cpu["ttft_detail"]
+
+
+def test_ttft_adds_the_fitted_host_lines_per_step_cost_and_the_check_takes_it_from_the_fold():
+    """A bare forward pass (what TTFT is scaled from) does not pay generate()'s own work in the
+    first step (inputs, cache, logits processors, the token's pick): the device's fitted host
+    line's step_ms is added, named; the held-out check adds the line fitted without the model."""
+    import numpy as np
+
+    from devicefit.predict.ttft_check import ttft_validation
+
+    spec = resolve_model("gpt2")
+    cal = {"dispatch": {"cuda@h|torch": {"step_ms": 1.5, "us_per_kernel": 12.0, "asynchronous": True, "n": 20,
+                                         "models": ["t5-small", "whisper-tiny"]}}}
+    gpu = DeviceSpec("cuda", "test GPU", 50_000.0, 4_000.0, "measured_probe")
+    out = predict_generation(spec, "cuda", "torch", gpu, 1, "fp32", 256, 64, {"latency": 4.0, "source": "trained_predictor",
+                                                                          "detail": "fitted"}, cal, "cuda@h")
+    assert out["ttft_ms"] == pytest.approx(5.5) and out["ttft_generate_step_ms"] == 1.5
+    assert "1.50 ms, the host line fitted on 20 generation rows of cuda@h/torch" in out["ttft_detail"]
+    measured = [{"model": "gpt2", "device": "cuda@h", "backend": "torch", "ttft_ms": 6.0, "encoder_decoder": False},
+                {"model": "qwen2.5-0.5b", "device": "cuda@h", "backend": "torch", "ttft_ms": 10.0, "encoder_decoder": False}]
+    check = ttft_validation(measured, np.array([4.0, 8.0]), {"gpt2": {"cuda@h|torch": 2.0}})
+    assert [r["ttft_predicted_ms"] for r in check["held_out_rows"]] == [6.0, 8.0]  # qwen: no line without it, none added
+    assert check["per_model"]["gpt2"]["mape"] == 0 and check["per_model"]["qwen2.5-0.5b"]["mape"] == pytest.approx(0.2)
+
+
+def test_generation_memory_is_the_prefills_peak_not_the_forward_passs(artifact):
+    """The prefill holds the last position's logits only, where the forward pass at the prompt's
+    length holds all of them (gpt2 at 256 tokens: 255 x 50257 x 4 bytes more): the generation
+    answer's memory is the forward pass's scaled by the device's memory model at the two points."""
+    from devicefit.predict.features import model_point, prefill_point
+    from devicefit.predict.memory_model import TERMS, MemoryModel
+    from devicefit.predict.predictor import PerformancePredictor, Request
+
+    gpt2 = resolve_model("gpt2")
+    forward, prefill = model_point(gpt2, 256), prefill_point(gpt2, 256)
+    activations_only = MemoryModel("cpu", {t: float(t == "inference_activations") for t in TERMS}, ["fp32"], ["inference"], 1)
+    dropped = activations_only.bytes(forward, 1, "fp32", "inference") - activations_only.bytes(prefill, 1, "fp32", "inference")
+    # 71.1 MB against 36.2 MB traced: the forward pass peaks on the logits of every position
+    # (51.5 MB) beside the prompt's KV cache, the prefill elsewhere, holding the last position's
+    assert dropped > 0.6 * 255 * 50257 * 4
+    predictor = PerformancePredictor(artifact)
+    factor, basis = predictor.prefill_memory_factor(Request(forward, 1, "fp32", "inference", "cpu"), prefill)
+    assert 0 < factor <= 1 and predictor.device_of("cpu") in basis
