@@ -126,6 +126,31 @@ def test_a_model_far_beyond_the_trained_sizes_is_answered_by_the_roofline_links_
     assert "llama-2-7b has 6.74B parameters, outside the" in outside.detail and "B trained on (x2 either side)" in outside.detail
 
 
+def test_beyond_the_trained_sizes_memory_is_the_fitted_memory_model_and_an_asynchronous_kinds_time_its_operators(artifact, monkeypatch):
+    """Out of domain, the device's fitted memory model answers memory (physical terms extrapolate
+    where one ratio does not); the time stays roofline x efficiency on a CPU, and on an
+    asynchronous kind (whose small models run at the host's dispatch pace, so the ratio is launch
+    overhead) comes from the fitted per-operator roofline. Each says so, with a band, not a
+    validated interval."""
+    from devicefit.predict import predictor as module
+
+    predictor = PerformancePredictor(artifact)
+    big = model_point(resolve_model("llama-2-7b"))
+    device = predictor.device_of("cpu")
+    request = Request(big, 1, "fp32", "inference", "cpu")
+    memory = predictor.baselines.memory_bytes(big, 1, "fp32", "inference", device)
+    operators = predictor.baselines.latency_ms(big, 1, "fp32", "inference", device, "torch")
+    synchronous = predictor.predict([request])[0]
+    assert synchronous.memory_bytes == pytest.approx(max(memory, big.weight_bytes["fp32"]))
+    assert synchronous.latency_ms != pytest.approx(operators) and "x efficiency measured" in synchronous.detail
+    assert f"memory by the memory model fitted on {device}" in synchronous.detail and synchronous.interval_level is None
+    monkeypatch.setattr(module, "is_asynchronous", lambda kind: True)
+    overlapped = predictor.predict([request])[0]
+    assert overlapped.latency_ms == pytest.approx(operators) and overlapped.throughput == pytest.approx(1e3 / operators)
+    assert f"time by the per-operator roofline fitted on {device}" in overlapped.detail
+    assert overlapped.source == "roofline_calibrated"
+
+
 def test_throughput_and_latency_agree_exactly(artifact):
     predictor = PerformancePredictor(artifact)
     point = model_point(resolve_model("distilbert-base-uncased"))

@@ -32,7 +32,8 @@ def h200(tmp_path_factory):
 
 def test_generation_rows_aggregate_with_their_figures(h200):
     gen = [r for r in h200.aggregates if r["mode"] == "generation"]
-    assert {r["model"] for r in gen} == {"gpt2", "gpt2-medium", "qwen2.5-0.5b", "t5-small", "whisper-tiny"}
+    assert {r["model"] for r in gen} == {"gpt2", "gpt2-medium", "qwen2.5-0.5b", "t5-small", "whisper-tiny",  # and the large ones
+                                         "gemma-2b", "phi-3-mini", "llama-2-7b", "mistral-7b", "qwen2.5-7b"}
     for r in gen:
         assert r["device_kind"] == "cuda" and r["device_name"] == "NVIDIA H200"
         assert 0 < r["tpot_p50_ms"] <= r["tpot_p90_ms"] and r["ttft_ms"] > 0 and r["kv_cache_bytes"] > 0
@@ -54,9 +55,10 @@ def test_the_generation_figures_draw_the_measured_rows(h200):
     assert peak.name == "measured peak" and all(y > 0 for y in peak.y)
     # The named parts explain the GPU allocator's peak but for a floor of tens of MiB (library
     # workspaces the estimate does not name): never above the peak by more than 5%, never more
-    # than 64 MiB below it. On the H200 that floor is 17-49 MiB, 1.0-1.4x for the small bf16 models.
+    # than 64 MiB (or 1%, for the 7B models) below it. On the H200 that floor is 17-49 MiB,
+    # 1.0-1.4x for the small bf16 models; 76 MiB of 14.3 GiB for qwen2.5-7b at batch 1.
     parts = [sum(t.y[i] for t in memory.data[:len(BREAKDOWN_PARTS)]) for i in range(len(peak.y))]
-    assert all(p < 1.05 * m and m - p < 64 for p, m in zip(parts, peak.y)), list(zip(parts, peak.y))
+    assert all(p < 1.05 * m and m - p < max(64, 0.01 * m) for p, m in zip(parts, peak.y)), list(zip(parts, peak.y))
 
 
 def test_the_comparative_analysis_gains_the_generation_columns(h200):
