@@ -200,8 +200,9 @@ class PerformancePredictor:
         dispatch pace, so their measured/roofline ratio is launch overhead, not efficiency: carried
         to 2.5-7.6B models on an H200 it said 185-2,100 ms for prefills measured at 13-36 ms, where
         the fitted operators say 17-59 ms (benchmarks/generation_extrapolation.py). On a CPU the
-        ratio held better (TTFT 17% against 25% on the EPYC, 4 rows) and stays. Bands, not
-        validated intervals, around the fitted terms (x/÷STATIC_INTERVAL_FACTOR)."""
+        ratio held better (TTFT 17% against 25% on the EPYC, 4 rows) and stays. Memory keeps the
+        replaced answer's band; the fitted time gets a x/÷STATIC_INTERVAL_FACTOR band and no
+        interval level (not validated)."""
         device = self._device(r)
         memory = self.baselines.memory_bytes(r.point, r.batch_size, r.precision, r.mode, device)
         latency = self.baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, device, r.backend) \
@@ -211,18 +212,20 @@ class PerformancePredictor:
         spread = math.log(STATIC_INTERVAL_FACTOR)
         used = []
         if memory:
-            mem, mem_interval, floored = _at_least_resident(memory, _interval(memory, spread), r)
+            # the replaced answer's own band, moved to the new centre (a x/÷4 band where it had none)
+            old = answer.memory_interval
+            width = math.log(old[1] / answer.memory_bytes) if old and answer.memory_bytes else spread
+            mem, mem_interval, floored = _at_least_resident(memory, _interval(memory, width), r)
             answer = replace(answer, memory_bytes=mem, memory_interval=mem_interval)
             used.append(f"memory by the memory model fitted on {device} (weights + traced activations){floored}")
         if latency:
             answer = replace(answer, latency_ms=latency, throughput=r.batch_size * 1e3 / latency,
                              latency_interval=_interval(latency, spread),
-                             throughput_interval=_interval(r.batch_size * 1e3 / latency, spread))
-            used.append(f"time by the per-operator roofline fitted on {device} (operator rates and a per-kernel cost), not "
-                        "one efficiency ratio: small models there run at the host's dispatch pace")
-        return replace(answer, source="roofline_calibrated", interval_level=None,
-                       detail=f"{answer.detail}; instead, " + "; ".join(used) +
-                              f" (x/÷{STATIC_INTERVAL_FACTOR:g} bands, not validated intervals)")
+                             throughput_interval=_interval(r.batch_size * 1e3 / latency, spread), interval_level=None)
+            used.append(f"time by the per-operator roofline fitted on {device} (operator rates and a per-kernel cost, a "
+                        f"x/÷{STATIC_INTERVAL_FACTOR:g} band, not a validated interval), not one efficiency ratio: small models "
+                        "there run at the host's dispatch pace")
+        return replace(answer, source="roofline_calibrated", detail=f"{answer.detail}; instead, " + "; ".join(used))
 
     def _fallback(self, r: Request, outside: str | None = None) -> Prediction:
         from benchmark_runners import registry
