@@ -248,6 +248,8 @@ class HardwareProbe(_Open):
     memory_bandwidth_gbs_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     cache_copy_gbs_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     tiny_kernel_us_median: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    matmul_gflops_bf16_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    matmul_gflops_fp16_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
 
 
 class HardwareInventory(_Open):

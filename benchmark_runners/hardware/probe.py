@@ -20,10 +20,16 @@ from typing import Any, Callable
 
 # Sizes big enough to leave caches and reach steady throughput, small enough for < 1 s each.
 PROBE_SIZES = {
-    "cpu": {"matmul_n": 1024, "copy_bytes": 256 * 2**20},
-    "cuda": {"matmul_n": 8192, "copy_bytes": 2 * 2**30},
-    "mps": {"matmul_n": 4096, "copy_bytes": 512 * 2**20},
+    "cpu": {"matmul_n": 1024, "copy_bytes": 256 * 2**20, "half_matmul_n": 256},
+    "cuda": {"matmul_n": 8192, "copy_bytes": 2 * 2**30, "half_matmul_n": 8192},
+    "mps": {"matmul_n": 4096, "copy_bytes": 512 * 2**20, "half_matmul_n": 4096},
 }
+# Half precisions, measured rather than assumed: the operator roofline's prior for a bf16 or fp16
+# GEMM was 2x the fp32 probe, a CPU rule; an H200's tensor cores do about 15x its fp32 rate, and
+# a CPU without native bf16 does far less than its fp32 (the AMD EPYC here: 16-22 GFLOP/s in bf16
+# against 165 in fp32). A CPU's half GEMM can be slow enough that the fp32 size would take
+# seconds, hence its smaller size.
+HALF_PRECISIONS = {"bf16": "bfloat16", "fp16": "float16"}
 # A 256 KiB buffer copied into another: 512 KiB, inside a core's L2 on current x86 CPUs (the
 # EPYC's 512 KiB, a Sapphire Rapids' 2 MiB) and any GPU's L2.
 CACHE_COPY_BYTES = 256 * 2**10
@@ -55,6 +61,11 @@ class ProbeResult:
     # 140 GFLOP/s against 380 idle), and every prediction scaled by it would inherit the error.
     other_cpu_share: float | None = None
     contended: bool | None = None
+    # A linear layer's matmul GFLOP/s in bf16 and fp16 (best of the repetitions, at half_matmul_n);
+    # None where the device or torch has no such matmul, and in probes taken before these were measured.
+    half_matmul_n: int | None = None
+    matmul_gflops_bf16_best: float | None = None
+    matmul_gflops_fp16_best: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,6 +127,8 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
     mm_times = _repeat(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), sync, budget_s)
     flops = 2.0 * n**3
     del a, b, c
+    half_n = sizes["half_matmul_n"]
+    half = {p: _half_matmul_gflops(getattr(torch, dtype), half_n, device, sync, budget_s / 4) for p, dtype in HALF_PRECISIONS.items()}
     elems = sizes["copy_bytes"] // 4
     src = torch.ones(elems, device=device)
     dst = torch.empty_like(src)
@@ -153,4 +166,24 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
         cache_copy_bytes=CACHE_COPY_BYTES,
         cache_copy_gbs_best=round(2.0 * CACHE_COPY_BYTES * CALLS_PER_SAMPLE / min(cache_times) / 1e9, 2),
         tiny_kernel_us_median=round(statistics.median(tiny_times) / CALLS_PER_SAMPLE * 1e6, 3),
+        half_matmul_n=half_n,
+        matmul_gflops_bf16_best=half["bf16"],
+        matmul_gflops_fp16_best=half["fp16"],
     )
+
+
+def _half_matmul_gflops(dtype, n: int, device: str, sync: Callable[[], None], budget_s: float) -> float | None:
+    """Best GFLOP/s of an n x n linear layer's matmul (x W^T through F.linear, the kernel a
+    model's Linear layers run) in `dtype`, or None where the device cannot run one (the error
+    is the answer: no such kernel, so no rate to predict with). Not torch.mm: on the AMD EPYC
+    (AVX2, no native bf16) torch.mm in bf16 ran at 1.4 GFLOP/s where F.linear, through oneDNN,
+    ran at 16-22; in fp32 the two agree."""
+    import torch
+
+    try:
+        a = torch.randn(n, n, device=device).to(dtype)
+        w = torch.randn(n, n, device=device).to(dtype)
+        times = _repeat(lambda a=a, w=w: torch.nn.functional.linear(a, w), sync, budget_s, max_reps=10)
+    except (RuntimeError, TypeError, NotImplementedError):
+        return None
+    return round(2.0 * n**3 / min(times) / 1e9, 2)

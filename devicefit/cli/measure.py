@@ -48,15 +48,17 @@ def print_detection(as_json: bool = False, refresh: bool = False) -> None:
     console.print(table)
     if inv.probes:
         probe = Table(title="Device probe (measured)")
-        for col in ("device", "fp32 matmul GFLOP/s (best / median)", "copy bandwidth GB/s (best / median)",
+        for col in ("device", "fp32 matmul GFLOP/s (best / median)", "bf16 / fp16 matmul GFLOP/s", "copy bandwidth GB/s (best / median)",
                     "cache-resident copy GB/s", "tiny kernel us", "threads", "took"):
             probe.add_column(col)
         for dev, p in inv.probes.items():
             if "error" in p:
-                probe.add_row(dev, f"probe failed: {p['error']}", "", "", "", "", "")
+                probe.add_row(dev, f"probe failed: {p['error']}", "", "", "", "", "", "")
                 continue
             cache, tiny = p.get("cache_copy_gbs_best"), p.get("tiny_kernel_us_median")
-            probe.add_row(dev, f"{p['matmul_gflops_best']:.1f} / {p['matmul_gflops_median']:.1f}",
+            half = " / ".join("-" if p.get(f"matmul_gflops_{h}_best") is None else f"{p[f'matmul_gflops_{h}_best']:.1f}"
+                              for h in ("bf16", "fp16"))
+            probe.add_row(dev, f"{p['matmul_gflops_best']:.1f} / {p['matmul_gflops_median']:.1f}", half,
                           f"{p['memory_bandwidth_gbs_best']:.1f} / {p['memory_bandwidth_gbs_median']:.1f}",
                           "-" if cache is None else f"{cache:.1f}", "-" if tiny is None else f"{tiny:.2f}",
                           str(p["threads"]), f"{p['duration_s']:.2f} s")

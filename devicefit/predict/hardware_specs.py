@@ -22,6 +22,10 @@ class DeviceSpec:
     bandwidth_gbs: float
     source: str  # "measured_probe" or "published_spec: <reference>"
     memory_gb: float | None = None  # device memory of the published reference (None: ask the inventory)
+    # Probed bf16 / fp16 matmul GFLOP/s (benchmark_runners.hardware.probe); None: not measured,
+    # and the half-precision GEMM prior is the fp32 peak x operator_roofline.PRECISION_SPEEDUP.
+    bf16_gflops: float | None = None
+    fp16_gflops: float | None = None
 
 
 # Datasheet figures (dense fp32 non-tensor-core GFLOP/s, memory bandwidth GB/s).
@@ -46,7 +50,11 @@ def spec_from_probe(kind: str, name: str | None, probe: dict) -> DeviceSpec | No
     peak, bandwidth = probe.get("matmul_gflops_best"), probe.get("memory_bandwidth_gbs_best")
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in (peak, bandwidth)):
         return None
-    return DeviceSpec(kind, name or kind, float(peak), float(bandwidth), "measured_probe")
+    half = {p: probe.get(f"matmul_gflops_{p}_best") for p in ("bf16", "fp16")}
+    half = {p: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 else None
+            for p, v in half.items()}
+    return DeviceSpec(kind, name or kind, float(peak), float(bandwidth), "measured_probe",
+                      bf16_gflops=half["bf16"], fp16_gflops=half["fp16"])
 
 
 def published_spec(kind: str, device_name: str | None = None) -> DeviceSpec | None:

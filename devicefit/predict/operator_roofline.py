@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 BYTES_FACTOR = {"fp32": 1.0, "fp16": 0.5, "bf16": 0.5, "int8": 1.0}
 INT8_WEIGHT_FACTOR = 0.25
 # Prior GEMM speed-up over the fp32 probe per precision: int8 VNNI/DP4A and fp16/bf16 units do
-# 4x and 2x the multiply-adds per cycle of fp32 on the hardware devicefit measures.
+# 4x and 2x the multiply-adds per cycle of fp32 on the hardware devicefit measures. A device
+# whose probe measured a bf16 or fp16 matmul gets that rate instead (DeviceSpec.bf16_gflops):
+# tensor cores do far more than 2x, and a CPU without native bf16 less than 1x.
 PRECISION_SPEEDUP = {"fp32": 1.0, "fp16": 2.0, "bf16": 2.0, "int8": 4.0}
 PRIOR_WEIGHT = 0.3  # pull of each log-parameter toward its prior, per unit of log error
 OPTIMIZER_BYTES_PER_PARAMETER = 28
@@ -69,7 +71,8 @@ def parameter_priors(spec: "DeviceSpec", precisions: set[str], modes: set[str], 
                                 # an operator moving far less than cache_half_mb runs from cache
                                 "cache_bandwidth_gain": 3.0, "cache_half_mb": 1.0}
     for p in precisions:
-        priors[f"linear_gflops_{p}"] = 0.75 * peak * PRECISION_SPEEDUP[p]
+        measured = getattr(spec, f"{p}_gflops", None)  # a probed half-precision matmul, where there is one
+        priors[f"linear_gflops_{p}"] = 0.75 * (measured or peak * PRECISION_SPEEDUP[p])
     # Other GEMM-class kernels as ratios to the linear rate: they share the GEMM machinery, so a
     # model family held out (the only dense-conv net) still gets the rate its neighbours measured.
     if MATMUL in has:

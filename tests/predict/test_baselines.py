@@ -68,3 +68,25 @@ def test_memory_model_recovers_counted_terms(points):
     # An int8 row peaks with the fp32 build and the int8 copy both counted.
     p = points[0]
     assert model.bytes(p, 1, "int8", "inference") > model.bytes(p, 1, "fp32", "inference")
+
+
+def test_a_probed_half_precision_matmul_is_the_prior_of_its_gemms():
+    """bf16/fp16 GEMMs start from the rate the device's probe measured (an H200's tensor cores do
+    about 15x its fp32; a CPU without native bf16 less than 1x), not the fp32 peak x 2, which
+    stays the prior where nothing was measured."""
+    measured = DeviceSpec("cuda", "test gpu", 50_000.0, 4_000.0, "measured_probe", bf16_gflops=700_000.0)
+    priors = parameter_priors(measured, {"fp32", "bf16", "fp16"}, {"inference"}, set())
+    assert priors["linear_gflops_bf16"] == pytest.approx(0.75 * 700_000.0)
+    assert priors["linear_gflops_fp16"] == pytest.approx(0.75 * 50_000.0 * 2)  # not measured: the 2x rule
+    assert priors["linear_gflops_fp32"] == pytest.approx(0.75 * 50_000.0)
+
+
+def test_the_probes_half_precision_figures_reach_the_device_spec_and_bad_ones_do_not():
+    from devicefit.predict.hardware_specs import spec_from_probe
+
+    spec = spec_from_probe("cpu", "x", {"matmul_gflops_best": 150.0, "memory_bandwidth_gbs_best": 30.0,
+                                        "matmul_gflops_bf16_best": 40.0, "matmul_gflops_fp16_best": None})
+    assert spec.bf16_gflops == 40.0 and spec.fp16_gflops is None
+    garbage = spec_from_probe("cpu", "x", {"matmul_gflops_best": 150.0, "memory_bandwidth_gbs_best": 30.0,
+                                           "matmul_gflops_bf16_best": float("nan"), "matmul_gflops_fp16_best": True})
+    assert garbage.bf16_gflops is None and garbage.fp16_gflops is None
