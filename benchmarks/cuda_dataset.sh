@@ -31,13 +31,13 @@ DEADLINE=$(( $(date +%s) + ${BUDGET_S:-420} ))  # the whole script; each step ge
 step() {  # step NAME ARGS...: one `devicefit benchmark` into $OUT/NAME.json, log in $OUT/NAME.log
   local name=$1 left=$(( DEADLINE - $(date +%s) )); shift
   if (( left < 20 )); then echo "$name: not run, budget spent" >>"$OUT/skipped.txt"; return; fi
-  timeout "$left" $PY -m devicefit.cli benchmark --device cuda --timeout 120 --json "$OUT/$name.json" "$@" >"$OUT/$name.log" 2>&1
+  timeout "$left" $PY -m devicefit.cli benchmark --device cuda --timeout "${STEP_TIMEOUT:-120}" --json "$OUT/$name.json" "$@" >"$OUT/$name.log" 2>&1
   echo "$name exit $? after $(( $(date +%s) - DEADLINE + left ))s of ${left}s left" >>"$OUT/steps.txt"
 }
 timeout 90 $PY -m devicefit.cli detect --json --refresh >"$OUT/detect.json" 2>"$OUT/detect.log"
 if [[ ${SET:-quick} == large ]]; then
   for model in ${MODELS:-llama-2-7b qwen2.5-7b gemma-2b mistral-7b phi-3-mini flan-t5-xl whisper-large-v3}; do
-    step "cuda_generation_large_$model" --model "$model" --mode generation --precision bf16 --batch-sizes 1,4 --max-time 3 --timeout 300
+    STEP_TIMEOUT=300 step "cuda_generation_large_$model" --model "$model" --mode generation --precision bf16 --batch-sizes 1,4 --max-time 3
   done
   ls -l "$OUT"; exit 0
 fi

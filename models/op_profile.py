@@ -299,15 +299,16 @@ def op_profile(spec: ModelSpec, seq_length: int | None = None) -> OpProfile:
 
         return _per_sample_peaks.get(key, compute)
 
-    def compute() -> OpProfile:
-        one = _trace(spec, input_signature(spec, 1, seq_length))
-        rows = np.array(one.rows, dtype=np.float64).reshape(-1, 7)
-        return OpProfile(
-            category=rows[:, 0].astype(np.int8), flops=rows[:, 1], weight_bytes=rows[:, 2], activation_bytes=rows[:, 3],
-            output_rows=rows[:, 4], inner_dimension=rows[:, 5], transcendental_elements=rows[:, 6],
-            peak_batch1_bytes=float(one.peak), per_sample_peak=per_sample_peak)
+    return _profiles.get(key, lambda: _profile_of(_trace(spec, input_signature(spec, 1, seq_length)), per_sample_peak))
 
-    return _profiles.get(key, compute)
+
+def _profile_of(trace, per_sample_peak: Callable[[], float]) -> OpProfile:
+    """The per-operator arrays and the batch-1 peak of one trace (its rows: 7 figures per op)."""
+    rows = np.array(trace.rows, dtype=np.float64).reshape(-1, 7)
+    return OpProfile(
+        category=rows[:, 0].astype(np.int8), flops=rows[:, 1], weight_bytes=rows[:, 2], activation_bytes=rows[:, 3],
+        output_rows=rows[:, 4], inner_dimension=rows[:, 5], transcendental_elements=rows[:, 6],
+        peak_batch1_bytes=float(trace.peak), per_sample_peak=per_sample_peak)
 
 
 _prefill_peaks: BoundedCache[tuple[float, float]] = BoundedCache(TRACE_CACHE_SIZE)
@@ -364,16 +365,9 @@ def prefill_profile(spec: ModelSpec, prompt_tokens: int | None) -> OpProfile:
     profiles' roofline times give the factor between them (predict/generation.prefill_factor)."""
     signature, extra = _prefill_request(spec, prompt_tokens)
 
-    def compute() -> OpProfile:
-        one = _trace(spec, signature(1), extra=extra)
-        rows = np.array(one.rows, dtype=np.float64).reshape(-1, 7)
-        return OpProfile(
-            category=rows[:, 0].astype(np.int8), flops=rows[:, 1], weight_bytes=rows[:, 2], activation_bytes=rows[:, 3],
-            output_rows=rows[:, 4], inner_dimension=rows[:, 5], transcendental_elements=rows[:, 6],
-            peak_batch1_bytes=float(one.peak),
-            per_sample_peak=lambda: prefill_peak_activation_bytes(spec, prompt_tokens)[1])
-
-    return _prefill_profiles.get(("prefill-profile",) + trace_key(spec, prompt_tokens), compute)
+    return _prefill_profiles.get(("prefill-profile",) + trace_key(spec, prompt_tokens),
+                                 lambda: _profile_of(_trace(spec, signature(1), extra=extra),
+                                                     lambda: prefill_peak_activation_bytes(spec, prompt_tokens)[1]))
 
 
 def is_traced(spec: ModelSpec, seq_length: int | None = None, training: bool = False) -> bool:

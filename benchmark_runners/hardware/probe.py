@@ -13,10 +13,13 @@ at 88 GB/s, i.e. one launch per 6 us, and 5.8 us per tiny kernel): there they me
 dispatch, not the card's cache."""
 from __future__ import annotations
 
+import logging
 import statistics
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
+
+log = logging.getLogger("devicefit.probe")
 
 # Sizes big enough to leave caches and reach steady throughput, small enough for < 1 s each.
 PROBE_SIZES = {
@@ -184,6 +187,7 @@ def _half_matmul_gflops(dtype, n: int, device: str, sync: Callable[[], None], bu
         a = torch.randn(n, n, device=device).to(dtype)
         w = torch.randn(n, n, device=device).to(dtype)
         times = _repeat(lambda a=a, w=w: torch.nn.functional.linear(a, w), sync, budget_s, max_reps=10)
-    except (RuntimeError, TypeError, NotImplementedError):
+    except (RuntimeError, TypeError, NotImplementedError) as exc:
+        log.info("no %s matmul on %s: %s", dtype, device, exc)
         return None
     return round(2.0 * n**3 / min(times) / 1e9, 2)

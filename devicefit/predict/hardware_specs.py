@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from benchmark_runners import registry
 
@@ -48,13 +49,16 @@ def spec_from_probe(kind: str, name: str | None, probe: dict) -> DeviceSpec | No
     if not isinstance(probe, dict) or "error" in probe:
         return None
     peak, bandwidth = probe.get("matmul_gflops_best"), probe.get("memory_bandwidth_gbs_best")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in (peak, bandwidth)):
+    if not (_positive(peak) and _positive(bandwidth)):
         return None
-    half = {p: probe.get(f"matmul_gflops_{p}_best") for p in ("bf16", "fp16")}
-    half = {p: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 else None
-            for p, v in half.items()}
+    half = {p: float(v) if _positive(v := probe.get(f"matmul_gflops_{p}_best")) else None for p in ("bf16", "fp16")}
     return DeviceSpec(kind, name or kind, float(peak), float(bandwidth), "measured_probe",
                       bf16_gflops=half["bf16"], fp16_gflops=half["fp16"])
+
+
+def _positive(v: Any) -> bool:
+    """A probe figure fit to scale predictions by: a positive finite number (not a bool)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
 def published_spec(kind: str, device_name: str | None = None) -> DeviceSpec | None:
@@ -123,6 +127,19 @@ def host_of(device: str) -> str:
     """The machine a device is on ("" for a device keyed by kind alone); the profiles of one
     machine's CPU ("cpu@<host>+t1") are on that machine."""
     return device.split("@", 1)[1].split("+", 1)[0] if "@" in device else ""
+
+
+def default_devices(devices: list[str], local_host: str | None) -> dict[str, str]:
+    """The device a prediction for a bare kind ("cpu") answers for, from the training rows'
+    devices (one entry per row): this machine's, when it measured that kind; else the device
+    with the most rows."""
+    counts: dict[str, int] = {}
+    for d in devices:
+        counts[d] = counts.get(d, 0) + 1
+    out: dict[str, str] = {}
+    for device in sorted(counts, key=lambda d: (not (local_host and d.endswith("@" + local_host)), -counts[d], d)):
+        out.setdefault(kind_of(device), device)
+    return out
 
 
 def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, DeviceSpec]:

@@ -24,7 +24,7 @@ import numpy as np
 from devicefit.errors import DevicefitError
 from devicefit.predict.domain import parameter_range, thinly_measured, without_devices
 from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, to_matrix
-from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of, row_device
+from devicefit.predict.hardware_specs import DeviceSpec, default_devices, host_of, kind_of, row_device
 from devicefit.predict.memory_model import MemoryModel, device_memory_kind, fit_memory_model, memory_target
 from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline, transfer_roofline
 from devicefit.predict.ttft_check import ExtraRequest, ttft_requests, ttft_validation
@@ -401,26 +401,6 @@ def calibrate_efficiency(data: TrainingData) -> dict[str, dict[str, float]]:
     return out
 
 
-def default_devices(data: TrainingData, local_host: str | None) -> dict[str, str]:
-    """The device a prediction for a bare kind ("cpu") answers for: this machine's, when it
-    measured that kind; else the device with the most rows."""
-    counts: dict[str, int] = {}
-    for d in data.devices:
-        counts[d] = counts.get(d, 0) + 1
-    out: dict[str, str] = {}
-    for device in sorted(counts, key=lambda d: (not (local_host and d.endswith("@" + local_host)), -counts[d], d)):
-        out.setdefault(kind_of(device), device)
-    return out
-
-
-def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str, Any]:
-    """The generation scenario's TPOT fit (host line and device ratios per device) and its
-    held-out check (predict/generation.py)."""
-    from devicefit.predict.generation import calibrate_generation as calibrate
-
-    return calibrate(rows, specs)
-
-
 def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: str | None = None) -> dict[str, Any]:
     """Fit on every usable row, validate by held-out groups, return the artifact (JSON-able).
     `specs` per device (or per kind, for kinds measured on one device); `local_host` is this
@@ -437,6 +417,8 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: 
     baselines = fit_baselines(data, np.ones(len(data), dtype=bool), specs)
     refs = references(data, baselines)
     boosters = {t: _fit(X, np.log(data.actual[t] / refs[t])) for t in TARGETS}
+    from devicefit.predict.generation import calibrate_generation  # the TPOT fit and its held-out check
+
     generation = calibrate_generation(rows, specs)
     validation = validate(data, categories, specs, rows, generation)
     return {
@@ -445,7 +427,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: 
         "rows": len(data), "models": sorted(set(data.models)), "skipped": data.skipped, "contended_rows_used": data.contended_kept,
         "domain": {"device_kind": sorted(set(data.kinds)), "device": sorted(set(data.devices)), "family": sorted(set(data.families)),
                    "params": parameter_range(data)},
-        "devices": default_devices(every, local_host),
+        "devices": default_devices(every.devices, local_host),
         "calibrated_only": thin,
         "categories": categories, "numeric": list(NUMERIC),
         "process_baseline": data.process_baseline,
