@@ -21,6 +21,30 @@ def row_device_id(hardware_fingerprint: str | None, profile: str | None) -> str 
     return f"{hardware_fingerprint}+{profile}" if profile else hardware_fingerprint
 
 
+def document_probes(hardware: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A document's probes by fingerprint, each stamped with when its detection ran (the hardware
+    block's `detected_at`), so that a store can tell an older probe from a newer one."""
+    stamp = hardware.get("detected_at")
+    return {p.get("fingerprint"): ({"detected_at": stamp, **p} if stamp else p)
+            for p in (hardware.get("probes") or {}).values() if isinstance(p, dict)}
+
+
+def kept_probe(held: Any, new: Any) -> Any:
+    """The probe a store keeps for a device that holds `held` when a document brings `new`: the
+    new one, unless it is absent, disturbed where the held one is not, or older than the held one
+    (files ingested out of order: a later probe, e.g. one with more figures, is not replaced by an
+    earlier one)."""
+    if not isinstance(held, dict):
+        return new
+    if not isinstance(new, dict) or (new.get("contended") and not held.get("contended")):
+        return held
+    try:
+        older = (datetime.fromisoformat(new["detected_at"]) < datetime.fromisoformat(held["detected_at"]))
+    except (KeyError, TypeError, ValueError):
+        older = False  # a probe without its time (written before probes were stamped) counts as newer
+    return held if older else new
+
+
 def _upsert(con, device: dict[str, Any], now: datetime) -> bool:
     """Insert or refresh, inside the caller's transaction. True when the device was new."""
     values = [device[c] if c not in ("profile", "details", "probe") or device[c] is None else json.dumps(device[c])
@@ -31,12 +55,10 @@ def _upsert(con, device: dict[str, Any], now: datetime) -> bool:
         con.execute(f"INSERT INTO devices ({', '.join(_COLUMNS)}, last_seen) VALUES ({', '.join('?' * (len(_COLUMNS) + 1))})",
                     [*values, registered, now])
     else:
-        probe = device.get("probe")
-        if isinstance(probe, dict) and probe.get("contended"):
-            held = con.execute("SELECT probe FROM devices WHERE id = ?", [device["id"]]).fetchone()[0]
-            old = json.loads(held) if held else None
-            if isinstance(old, dict) and not old.get("contended"):
-                values[-1] = None  # keep the undisturbed probe
+        held = con.execute("SELECT probe FROM devices WHERE id = ?", [device["id"]]).fetchone()[0]
+        old = json.loads(held) if held else None
+        if old is not None and kept_probe(old, device.get("probe")) is old:
+            values[-1] = None  # coalesce keeps the held probe
         con.execute("UPDATE devices SET kind = ?, name = coalesce(?, name), hostname = coalesce(?, hostname), "
                     "host_fingerprint = coalesce(?, host_fingerprint), hardware_fingerprint = ?, profile = ?, "
                     "details = coalesce(?, details), probe = coalesce(?, probe), last_seen = ? WHERE id = ?",
@@ -61,7 +83,7 @@ def measured_devices(rows: list[Any], document: dict[str, Any], host: str | None
     hardware = document.get("hardware") or {}
     described = {d.get("fingerprint"): d for info in (hardware.get("platforms") or {}).values()
                  for d in (info.get("devices") or []) if isinstance(d, dict)}
-    probes = {p.get("fingerprint"): p for p in (hardware.get("probes") or {}).values() if isinstance(p, dict)}
+    probes = document_probes(hardware)
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
         device_id = row_device_id(r.hardware_fingerprint, r.device_profile)

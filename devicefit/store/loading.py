@@ -12,7 +12,7 @@ import duckdb
 from benchmark_runners.records import BenchmarkResult
 from devicefit.landing_schema import LandingFileError, parse_timestamp, validated_rows
 from devicefit.store.connection import DATA_ERRORS, _now, _rollback, _write_failure, database_file
-from devicefit.store.devices import register_measured, row_device_id
+from devicefit.store.devices import document_probes, kept_probe, register_measured, row_device_id
 from devicefit.store.schema import _LEGACY_REASON_CODES, HISTORY_COLUMNS, JSON_FIELDS, MEASUREMENT_COLUMNS
 
 
@@ -144,7 +144,7 @@ def _drop_superseded(con, source_key: str, keys: list[str], kept: list[Benchmark
 
 
 def _upsert_hardware(con, inventory: dict[str, Any], now: datetime) -> None:
-    probes = {p.get("fingerprint"): p for p in (inventory.get("probes") or {}).values()}
+    probes = document_probes(inventory)
     hostname = inventory.get("hostname")
     for kind, info in (inventory.get("platforms") or {}).items():
         for dev in info.get("devices") or []:
@@ -154,8 +154,7 @@ def _upsert_hardware(con, inventory: dict[str, Any], now: datetime) -> None:
             probe = probes.get(fp)
             held = con.execute("SELECT probe FROM hardware WHERE fingerprint = ?", [fp]).fetchone()
             old = json.loads(held[0]) if held and held[0] else None
-            if isinstance(old, dict) and (not isinstance(probe, dict) or (probe.get("contended") and not old.get("contended"))):
-                probe = old  # an undisturbed probe is not replaced by none, or by a disturbed one
+            probe = kept_probe(old, probe)
             con.execute("DELETE FROM hardware WHERE fingerprint = ?", [fp])
             con.execute("INSERT INTO hardware VALUES (?, ?, ?, ?, ?, ?, ?)",
                         [fp, kind, dev.get("name"), hostname, json.dumps(dev), json.dumps(probe), now])

@@ -241,6 +241,35 @@ def test_bad_and_disturbed_probes_do_not_replace_good_ones(tmp_path):
     assert json.loads(probe)["matmul_gflops_best"] == 370.0 and device["probe"]["matmul_gflops_best"] == 370.0
 
 
+def test_an_older_probe_ingested_later_does_not_replace_a_newer_one(tmp_path):
+    """Files ingested out of order (a dataset directory is read by name): the probe taken later,
+    here the one that measured the bf16 matmul, stays, in the hardware table and the device's."""
+    newer = {"fingerprint": "cpu-abc", "matmul_gflops_best": 370.0, "memory_bandwidth_gbs_best": 27.0,
+             "matmul_gflops_bf16_best": 900.0}
+    older = {"fingerprint": "cpu-abc", "matmul_gflops_best": 360.0, "memory_bandwidth_gbs_best": 26.0}
+    base = {"hostname": "vm", "platforms": {"cpu": {"available": True, "devices": [{"name": "Xeon", "fingerprint": "cpu-abc"}]}}}
+    database = tmp_path / "devicefit.duckdb"
+    store.init_db(database)
+    rows = [_row(BenchmarkConfig(model="bert-tiny"), 5.0) for _ in range(3)]
+    for i, r in enumerate(rows):
+        r.run_id = f"run-{i}"
+    with store.opened(database) as con:
+        store.replace_source(con, "s1", "partition", results_document(
+            "run-0", [rows[0]], {**base, "detected_at": "2026-11-26T10:41:00+00:00", "probes": {"cpu": newer}}))
+        store.replace_source(con, "s2", "partition", results_document(
+            "run-1", [rows[1]], {**base, "detected_at": "2026-11-26T01:27:00+00:00", "probes": {"cpu": older}}))
+        [(probe,)] = con.execute("SELECT probe FROM hardware").fetchall()
+        [device] = store.devices(con)
+        assert json.loads(probe)["matmul_gflops_bf16_best"] == 900.0 and device["probe"]["matmul_gflops_bf16_best"] == 900.0
+        later = {**older, "matmul_gflops_best": 380.0}  # a probe taken after both replaces them
+        store.replace_source(con, "s3", "partition", results_document(
+            "run-2", [rows[2]], {**base, "detected_at": "2026-11-27T09:00:00+00:00", "probes": {"cpu": later}}))
+        [(probe,)] = con.execute("SELECT probe FROM hardware").fetchall()
+        [device] = store.devices(con)
+    assert json.loads(probe)["matmul_gflops_best"] == 380.0 and device["probe"]["matmul_gflops_best"] == 380.0
+    assert device["probe"]["detected_at"] == "2026-11-27T09:00:00+00:00"
+
+
 def test_a_setting_on_another_backend_is_not_a_profile_and_an_infinite_cap_still_measures():
     from benchmark_runners.harness import noise_floor_start
 

@@ -33,7 +33,8 @@ def h200(tmp_path_factory):
 def test_generation_rows_aggregate_with_their_figures(h200):
     gen = [r for r in h200.aggregates if r["mode"] == "generation"]
     assert {r["model"] for r in gen} == {"gpt2", "gpt2-medium", "qwen2.5-0.5b", "t5-small", "whisper-tiny",  # and the large ones
-                                         "gemma-2b", "phi-3-mini", "llama-2-7b", "mistral-7b", "qwen2.5-7b"}
+                                         "gemma-2b", "phi-3-mini", "llama-2-7b", "mistral-7b", "qwen2.5-7b", "flan-t5-xl",
+                                         "whisper-large-v3"}
     for r in gen:
         assert r["device_kind"] == "cuda" and r["device_name"] == "NVIDIA H200"
         assert 0 < r["tpot_p50_ms"] <= r["tpot_p90_ms"] and r["ttft_ms"] > 0 and r["kv_cache_bytes"] > 0
