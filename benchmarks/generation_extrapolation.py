@@ -41,7 +41,8 @@ def main() -> int:
     paths = DataPaths(Path(args.database).resolve().parent)
     rows = store.read_ok_measurements(paths.database)
     hardware = store.read_hardware_rows(paths.database)
-    size = {m: parameter_breakdown(resolve_model(m)).total for m in {r["model"] for r in rows}}
+    spec_of = {r["model"]: resolve_model(r.get("model_path") or r["model"]) for r in rows}  # a local model by its path
+    size = {m: parameter_breakdown(spec).total for m, spec in spec_of.items()}
     small = [r for r in rows if size[r["model"]] < args.below]
     large = [r for r in rows if size[r["model"]] >= args.below and r.get("mode") == "generation"]
     if not large:
@@ -59,7 +60,7 @@ def main() -> int:
               f"{'memory GiB meas/pred':>21}  sources (TTFT / TPOT)")
         for r in sorted(large, key=lambda r: (size[r["model"]], r["model"], r["precision"], r["batch_size"])):
             kind = r["device_kind"]
-            answer = api.predict_generation_performance(resolve_model(r["model"]), None, [kind], [kind], r["batch_size"],
+            answer = api.predict_generation_performance(spec_of[r["model"]], None, [kind], [kind], r["batch_size"],
                                                         r.get("prompt_tokens"), r["precision"], r.get("new_tokens"))
             p = answer["predictions"][kind]
             memory = memory_target(r)

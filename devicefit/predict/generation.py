@@ -239,9 +239,11 @@ def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec
     from models.resolve import resolve_model
 
     models: dict[str, ModelSpec] = {}
-    for name in {r.get("model") for r in rows if r.get("mode") == "generation" and r.get("status") == "ok"}:
+    # A local model (a directory or a config file) by the path its rows name, as training does.
+    where = {r.get("model"): r.get("model_path") or r.get("model") for r in rows if r.get("mode") == "generation" and r.get("status") == "ok"}
+    for name, path in where.items():
         try:
-            models[name] = resolve_model(name)
+            models[name] = resolve_model(path)
         except Exception:  # a local model directory gone since: its rows cannot be recomputed
             continue
     points = _points(rows, specs, models)

@@ -55,6 +55,23 @@ def test_calibration_is_the_measured_over_roofline_ratio_and_is_validated_leavin
     assert calibrate_generation(rows, specs)["validation"]["per_group"]["cpu@cpu-test|torch"]["tpot_mape"] > 0.05
 
 
+def test_a_local_config_file_model_is_calibrated_by_the_path_its_rows_name(tmp_path):
+    """A model measured from a config file (`devicefit benchmark --model my-model.json`) is named
+    by its file's stem in its rows, which no catalog lookup finds: the calibration resolves it by
+    the row's model_path, as training does, so its rows count."""
+    import json
+
+    config = tmp_path / "gpt2-six-layers.json"
+    config.write_text(json.dumps({**resolve_model("gpt2").config, "n_layer": 6}))
+    local = resolve_model(str(config))
+    specs = {"cpu@cpu-test": CPU}
+    rows = [_row(m, 2 * decode_roofline(resolve_model(m), 1, "fp32", 256, 64, CPU).ms) for m in ("gpt2", "t5-small")]
+    rows.append({**_row(local.name, 2 * decode_roofline(local, 1, "fp32", 256, 64, CPU).ms), "model_path": str(config)})
+    cal = calibrate_generation(rows, specs)
+    assert local.name == "gpt2-six-layers" and cal["decode_efficiency"]["cpu@cpu-test|torch|fp32|b1"]["models"] == sorted(
+        ["gpt2", "t5-small", "gpt2-six-layers"])
+
+
 def test_an_asynchronous_gpu_decodes_at_the_longer_of_host_dispatch_and_device_time():
     """On a GPU small models decode at the host's pace (kernels dispatched one by one from
     Python), whatever their bytes: rows built from a known host line (2 ms + 11 us per kernel)

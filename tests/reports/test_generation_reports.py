@@ -34,7 +34,7 @@ def test_generation_rows_aggregate_with_their_figures(h200):
     gen = [r for r in h200.aggregates if r["mode"] == "generation"]
     assert {r["model"] for r in gen} == {"gpt2", "gpt2-medium", "qwen2.5-0.5b", "t5-small", "whisper-tiny",  # and the large ones
                                          "gemma-2b", "phi-3-mini", "llama-2-7b", "mistral-7b", "qwen2.5-7b", "flan-t5-xl",
-                                         "whisper-large-v3"}
+                                         "whisper-large-v3", "mixtral-8x7b-4layers"}
     for r in gen:
         assert r["device_kind"] == "cuda" and r["device_name"] == "NVIDIA H200"
         assert 0 < r["tpot_p50_ms"] <= r["tpot_p90_ms"] and r["ttft_ms"] > 0 and r["kv_cache_bytes"] > 0
@@ -58,8 +58,14 @@ def test_the_generation_figures_draw_the_measured_rows(h200):
     # workspaces the estimate does not name): never above the peak by more than 5%, never more
     # than 64 MiB (or 1%, for the 7B models) below it. On the H200 that floor is 17-49 MiB,
     # 1.0-1.4x for the small bf16 models; 76 MiB of 14.3 GiB for qwen2.5-7b at batch 1.
+    # A mixture of experts is the exception: its activations are traced with every expert at its
+    # expected load (models.loading.EXPECTED_LOAD), where the GPU runs transformers' grouped_mm,
+    # whose temporaries the trace does not see: the 4-layer Mixtral's peak is 6% (batch 1) and
+    # 23% (batch 4) above its named parts. They stay a lower bound.
     parts = [sum(t.y[i] for t in memory.data[:len(BREAKDOWN_PARTS)]) for i in range(len(peak.y))]
-    assert all(p < 1.05 * m and m - p < max(64, 0.01 * m) for p, m in zip(parts, peak.y)), list(zip(parts, peak.y))
+    dense = [(x, p, m) for x, p, m in zip(peak.x, parts, peak.y) if not x.startswith("mixtral")]
+    assert len(dense) < len(parts) and all(p < 1.05 * m and m - p < max(64, 0.01 * m) for _, p, m in dense), dense
+    assert all(p < m < 1.25 * p for x, p, m in zip(peak.x, parts, peak.y) if x.startswith("mixtral"))
 
 
 def test_the_comparative_analysis_gains_the_generation_columns(h200):
