@@ -31,3 +31,12 @@ def test_quick_measures_gpt2_and_t5_in_the_generation_scenario_where_the_backend
     # True: every model that generates, never one that cannot.
     assert any(c.mode == "generation" for c in partition_configs("whisper-tiny", "cpu", Selection(generation_mode=True), cpu_isa=[]))
     assert not any(c.mode == "generation" for c in partition_configs("resnet-18", "cpu", Selection(generation_mode=True), cpu_isa=[]))
+
+
+def test_a_generation_request_gets_the_generation_policy_and_the_rest_the_profile_policy():
+    """The quick profile times forward passes under a 1.5 s cap and generation requests under 2 s
+    (a gpt2 request takes 2.7 s on a 2-core EPYC: under 1.5 s it would stop at one)."""
+    configs = partition_configs("gpt2", "cpu", Selection(), cpu_isa=[])
+    assert {c.policy for c in configs if c.mode == "generation"} == {QUICK.generation_policy}
+    assert {c.policy for c in configs if c.mode != "generation"} == {QUICK.policy}
+    assert QUICK.generation_policy.max_time_s > QUICK.policy.max_time_s
