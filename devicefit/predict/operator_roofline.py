@@ -52,6 +52,7 @@ INT8_WEIGHT_FACTOR = 0.25
 # whose probe measured a bf16 or fp16 matmul gets that rate instead (DeviceSpec.bf16_gflops):
 # tensor cores do far more than 2x, and a CPU without native bf16 less than 1x.
 PRECISION_SPEEDUP = {"fp32": 1.0, "fp16": 2.0, "bf16": 2.0, "int8": 4.0}
+HALF_PRECISIONS = ("bf16", "fp16")  # the precisions a probe times a matmul in, beside fp32
 PRIOR_WEIGHT = 0.3  # pull of each log-parameter toward its prior, per unit of log error
 OPTIMIZER_BYTES_PER_PARAMETER = 28
 
@@ -114,16 +115,18 @@ class OperatorRoofline:
     peak_gflops: float  # the spec it was fitted against: what a transfer to another device scales from
     bandwidth_gbs: float
     transferred_from: str | None = None  # the device whose fit this is, scaled (None: fitted on this device's rows)
+    # The spec's probed half-precision matmul rates ({"bf16": GFLOP/s, ...}; only those measured).
+    half_gflops: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "backend": self.backend, "values": self.values, "priors": self.priors, "rows": self.rows,
                 "rms_log_error": self.rms_log_error, "peak_gflops": self.peak_gflops, "bandwidth_gbs": self.bandwidth_gbs,
-                "transferred_from": self.transferred_from}
+                "transferred_from": self.transferred_from, "half_gflops": self.half_gflops}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "OperatorRoofline":
         return cls(d["kind"], d["backend"], d["values"], d["priors"], d["rows"], d["rms_log_error"], d["peak_gflops"],
-                   d["bandwidth_gbs"], d.get("transferred_from"))
+                   d["bandwidth_gbs"], d.get("transferred_from"), d.get("half_gflops"))
 
     def covers(self, precision: str, mode: str) -> bool:
         return f"linear_gflops_{precision}" in self.values and (mode == "inference" or "backward_factor" in self.values)
@@ -230,7 +233,13 @@ def fit_operator_roofline(kind: str, backend: str, samples: list[tuple["ModelPoi
     x = least_squares(residuals, x0, method="trf").x
     r = residuals(x)[: len(samples)]
     return OperatorRoofline(kind, backend, {n: float(math.exp(val)) for n, val in zip(names, x)}, priors, len(samples),
-                            float(np.sqrt(np.mean(r ** 2))), spec.peak_gflops, spec.bandwidth_gbs)
+                            float(np.sqrt(np.mean(r ** 2))), spec.peak_gflops, spec.bandwidth_gbs, half_gflops=_half_rates(spec))
+
+
+def _half_rates(spec: "DeviceSpec") -> dict[str, float] | None:
+    rates = {p: rate for p in HALF_PRECISIONS if (rate := getattr(spec, f"{p}_gflops", None))}
+    return rates or None
+
 
 
 def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "") -> OperatorRoofline:
@@ -238,11 +247,19 @@ def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "
     rate (GFLOP/s, and transcendental elements/s) scaled by the ratio of the two devices' probed
     compute peaks, every bandwidth by the ratio of their probed bandwidths; per-kernel costs,
     rate ratios, saturation points and the cache terms kept. The efficiency a backend reaches is assumed to carry over, which is what
-    leave-one-device-out validation measures."""
+    leave-one-device-out validation measures.
+
+    A bf16 or fp16 GEMM rate is scaled by the ratio of the two devices' probed matmuls in that
+    precision where both probes measured one: the fp32 ratio says nothing about whether either
+    CPU has native bf16 (AMX: tens of times an AVX2 CPU's emulated rate at similar fp32 peaks)."""
     compute, memory = spec.peak_gflops / fit.peak_gflops, spec.bandwidth_gbs / fit.bandwidth_gbs
+    ours, theirs = fit.half_gflops or {}, _half_rates(spec) or {}
+    half = {p: theirs[p] / ours[p] for p in HALF_PRECISIONS if p in ours and p in theirs}
 
     def scaled(name: str, value: float) -> float:
-        if name.startswith("linear_gflops_") or name == "transcendental_gelems":
+        if name.startswith("linear_gflops_"):
+            return value * half.get(name.removeprefix("linear_gflops_"), compute)
+        if name == "transcendental_gelems":
             return value * compute
         if name.endswith("bandwidth_gbs"):
             return value * memory
@@ -250,4 +267,5 @@ def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "
 
     return OperatorRoofline(fit.kind, fit.backend, {n: scaled(n, v) for n, v in fit.values.items()},
                             {n: scaled(n, v) for n, v in fit.priors.items()}, 0, fit.rms_log_error, spec.peak_gflops,
-                            spec.bandwidth_gbs, source or f"{fit.kind} fit ({fit.peak_gflops:g} GFLOP/s, {fit.bandwidth_gbs:g} GB/s)")
+                            spec.bandwidth_gbs, source or f"{fit.kind} fit ({fit.peak_gflops:g} GFLOP/s, {fit.bandwidth_gbs:g} GB/s)",
+                            _half_rates(spec))

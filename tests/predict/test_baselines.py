@@ -90,3 +90,27 @@ def test_the_probes_half_precision_figures_reach_the_device_spec_and_bad_ones_do
     garbage = spec_from_probe("cpu", "x", {"matmul_gflops_best": 150.0, "memory_bandwidth_gbs_best": 30.0,
                                            "matmul_gflops_bf16_best": float("nan"), "matmul_gflops_fp16_best": True})
     assert garbage.bf16_gflops is None and garbage.fp16_gflops is None
+
+
+def test_a_transfer_scales_half_precision_rates_by_the_probed_half_precision_matmuls():
+    """From an AVX2 CPU (bf16 emulated at 16 GFLOP/s beside 170 in fp32, the EPYC's probe) to
+    one with AMX (1,000 bf16 beside 370 fp32): the bf16 GEMM rate follows the bf16 probes (x62),
+    not the fp32 peaks (x2.2); fp16, which the second probe did not measure, follows fp32."""
+    from devicefit.predict.operator_roofline import OperatorRoofline, transfer_roofline
+
+    avx2 = DeviceSpec("cpu", "AVX2 CPU", 170.0, 20.0, "measured_probe", bf16_gflops=16.0, fp16_gflops=19.0)
+    amx = DeviceSpec("cpu", "AMX CPU", 370.0, 30.0, "measured_probe", bf16_gflops=1000.0)
+    values = {"linear_gflops_fp32": 120.0, "linear_gflops_bf16": 10.0, "linear_gflops_fp16": 12.0, "bandwidth_gbs": 15.0,
+              "kernel_ms": 0.01}
+    fit = OperatorRoofline("cpu", "torch", values, dict(values), 40, 0.1, avx2.peak_gflops, avx2.bandwidth_gbs,
+                           half_gflops={"bf16": 16.0, "fp16": 19.0})
+    moved = transfer_roofline(fit, amx, "cpu@avx2")
+    assert moved.values["linear_gflops_bf16"] == pytest.approx(10.0 * 1000 / 16)
+    assert moved.values["linear_gflops_fp16"] == pytest.approx(12.0 * 370 / 170)
+    assert moved.values["linear_gflops_fp32"] == pytest.approx(120.0 * 370 / 170)
+    assert moved.values["bandwidth_gbs"] == pytest.approx(15.0 * 30 / 20) and moved.values["kernel_ms"] == 0.01
+    assert moved.half_gflops == {"bf16": 1000.0}
+    assert OperatorRoofline.from_json(moved.to_json()) == moved
+    # A fit from before probes measured half precision (no half_gflops): the fp32 ratio, as before.
+    old = OperatorRoofline.from_json({k: v for k, v in fit.to_json().items() if k != "half_gflops"})
+    assert transfer_roofline(old, amx).values["linear_gflops_bf16"] == pytest.approx(10.0 * 370 / 170)
