@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -73,12 +74,12 @@ def timed(cmd: list[str]) -> tuple[float, str]:
     return wall, out.stdout
 
 
-def run_devicefit(model_dir: Path, sizes: list[int], seq: int) -> tuple[float, dict[int, float]]:
+def run_devicefit(model_dir: Path, sizes: list[int], seq: int, extra: list[str] = ()) -> tuple[float, dict[int, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
         wall, _ = timed([str(Path(sys.executable).parent / "devicefit"), "benchmark", "--model", str(model_dir),
                          "--batch-sizes", ",".join(map(str, sizes)), "--precision", "fp32", "--seq-length", str(seq),
-                         "--json", str(out)])
+                         "--json", str(out), *extra])
         rows = json.loads(out.read_text())["results"]
     for r in rows:
         print(f"    devicefit batch {r['batch_size']}: {r['status']}, {r.get('iterations')} samples ({r.get('stop_reason')}), "
@@ -98,33 +99,40 @@ def main() -> int:
     ap.add_argument("--batch-sizes", default="1,4,16")
     ap.add_argument("--seq-length", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--devicefit-variant", action="append", default=[], metavar="ARGS",
+                    help="also time `devicefit benchmark ARGS` as a tool of its own (e.g. \"--max-time 1.5\", the quick "
+                         "profile's cap); repeatable")
     args = ap.parse_args()
+    variants = {"devicefit": []} | {f"devicefit {v}": shlex.split(v) for v in args.devicefit_variant}
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / args.model
         save_model(args.model, model_dir)
-        walls: dict[str, dict[int | str, list[float]]] = {"devicefit": {}, "optimum-benchmark": {}}
-        p50s: dict[str, dict[int, list[float]]] = {"devicefit": {}, "optimum-benchmark": {}}
+        tools = [*variants, "optimum-benchmark"]
+        walls: dict[str, dict[int | str, list[float]]] = {t: {} for t in tools}
+        p50s: dict[str, dict[int, list[float]]] = {t: {} for t in tools}
         for r in range(args.rounds):
-            order = ["devicefit", "optimum-benchmark"] if r % 2 == 0 else ["optimum-benchmark", "devicefit"]
+            order = tools if r % 2 == 0 else tools[::-1]
             for b in [*sizes, "sweep"]:
                 for tool in order:
                     batch = sizes if b == "sweep" else [b]
-                    wall, p50 = (run_devicefit(model_dir, batch, args.seq_length) if tool == "devicefit"
+                    wall, p50 = (run_devicefit(model_dir, batch, args.seq_length, variants[tool]) if tool in variants
                                  else run_ob(args.ob_python, model_dir, batch, args.seq_length))
                     walls[tool].setdefault(b, []).append(wall / len(batch))
                     for size, v in p50.items():
                         p50s[tool].setdefault(size, []).append(v)
-                    print(f"round {r + 1} {tool:18s} {'sweep ' + args.batch_sizes if b == 'sweep' else 'batch ' + str(b):14s} "
+                    print(f"round {r + 1} {tool:30s} {'sweep ' + args.batch_sizes if b == 'sweep' else 'batch ' + str(b):14s} "
                           f"{wall:6.1f} s", flush=True)
     print(f"\n{args.model} fp32, {args.seq_length} tokens, median of {args.rounds} rounds; wall time per config "
           f"(a fresh process each; sweep: one process for all batch sizes, divided by {len(sizes)})")
-    print(f"{'config':<16}{'devicefit':>11}{'opt.-bench':>12}{'ratio':>8}{'bar':>6}   p50 ms devicefit / optimum-benchmark")
-    for b in [*sizes, "sweep"]:
-        d, o = statistics.median(walls["devicefit"][b]), statistics.median(walls["optimum-benchmark"][b])
-        p50 = "" if b == "sweep" else f"   {statistics.median(p50s['devicefit'][b]):.1f} / {statistics.median(p50s['optimum-benchmark'][b]):.1f}"
-        label = f"batch {b}" if b != "sweep" else "sweep (per cfg)"
-        print(f"{label:<16}{d:>10.1f}s{o:>11.1f}s{d / o:>8.2f}{'PASS' if d / o <= BAR else 'FAIL':>6}{p50}")
+    for tool in variants:
+        print(f"\n{tool}")
+        print(f"{'config':<16}{'devicefit':>11}{'opt.-bench':>12}{'ratio':>8}{'bar':>6}   p50 ms devicefit / optimum-benchmark")
+        for b in [*sizes, "sweep"]:
+            d, o = statistics.median(walls[tool][b]), statistics.median(walls["optimum-benchmark"][b])
+            p50 = "" if b == "sweep" else f"   {statistics.median(p50s[tool][b]):.1f} / {statistics.median(p50s['optimum-benchmark'][b]):.1f}"
+            label = f"batch {b}" if b != "sweep" else "sweep (per cfg)"
+            print(f"{label:<16}{d:>10.1f}s{o:>11.1f}s{d / o:>8.2f}{'PASS' if d / o <= BAR else 'FAIL':>6}{p50}")
     return 0
 
 
