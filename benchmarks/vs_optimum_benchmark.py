@@ -74,7 +74,7 @@ def timed(cmd: list[str]) -> tuple[float, str]:
     return wall, out.stdout
 
 
-def run_devicefit(model_dir: Path, sizes: list[int], seq: int, extra: list[str] = ()) -> tuple[float, dict[int, float]]:
+def run_devicefit(model_dir: Path, sizes: list[int], seq: int, extra: tuple[str, ...] | list[str] = ()) -> tuple[float, dict[int, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
         wall, _ = timed([str(Path(sys.executable).parent / "devicefit"), "benchmark", "--model", str(model_dir),
@@ -100,8 +100,8 @@ def main() -> int:
     ap.add_argument("--seq-length", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--devicefit-variant", action="append", default=[], metavar="ARGS",
-                    help="also time `devicefit benchmark ARGS` as a tool of its own (e.g. \"--max-time 1.5\", the quick "
-                         "profile's cap); repeatable")
+                    help="also time `devicefit benchmark ARGS` as a tool of its own (e.g. \"--max-time 1.5\": the quick "
+                         "profile's cap on timed iterations, the rest of the policy the CLI's defaults); repeatable")
     args = ap.parse_args()
     variants = {"devicefit": []} | {f"devicefit {v}": shlex.split(v) for v in args.devicefit_variant}
     sizes = [int(b) for b in args.batch_sizes.split(",")]

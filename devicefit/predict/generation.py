@@ -174,10 +174,14 @@ class _Point:
     measured_ms: float
 
 
-def _points(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], models: dict[str, ModelSpec]) -> list[_Point]:
+def _model_key(row: dict[str, Any]) -> tuple[str, str | None]:
+    return row.get("model"), row.get("model_path") or None
+
+
+def _points(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], models: dict[tuple[str, str | None], ModelSpec]) -> list[_Point]:
     out = []
     for r in rows:
-        spec = models.get(r.get("model"))
+        spec = models.get(_model_key(r))
         device = specs.get(row_device(r)) or specs.get(r.get("device_kind"))
         if (r.get("mode") != "generation" or r.get("status") != "ok" or not r.get("tpot_p50_ms") or spec is None
                 or device is None):
@@ -238,12 +242,12 @@ def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec
     device: each model's TPOT predicted from a fit to the other models' rows."""
     from models.resolve import resolve_model
 
-    models: dict[str, ModelSpec] = {}
-    # A local model (a directory or a config file) by the path its rows name, as training does.
-    where = {r.get("model"): r.get("model_path") or r.get("model") for r in rows if r.get("mode") == "generation" and r.get("status") == "ok"}
-    for name, path in where.items():
+    # Each (name, path) its rows name, resolved once: a local model (a directory or a config
+    # file) by its path, as training resolves each row; two local models of one name stay apart.
+    models: dict[tuple[str, str | None], ModelSpec] = {}
+    for name, path in {_model_key(r) for r in rows if r.get("mode") == "generation" and r.get("status") == "ok"}:
         try:
-            models[name] = resolve_model(path)
+            models[(name, path)] = resolve_model(path or name)
         except Exception:  # a local model directory gone since: its rows cannot be recomputed
             continue
     points = _points(rows, specs, models)

@@ -251,7 +251,9 @@ def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "
 
     A bf16 or fp16 GEMM rate is scaled by the ratio of the two devices' probed matmuls in that
     precision where both probes measured one: the fp32 ratio says nothing about whether either
-    CPU has native bf16 (AMX: tens of times an AVX2 CPU's emulated rate at similar fp32 peaks)."""
+    CPU has native bf16 (AMX: tens of times an AVX2 CPU's emulated rate at similar fp32 peaks).
+    Where either probe lacks the figure (a fit from before probes measured it, or a target
+    device without it) the fp32 ratio stands in, and can be that far off."""
     compute, memory = spec.peak_gflops / fit.peak_gflops, spec.bandwidth_gbs / fit.bandwidth_gbs
     ours, theirs = fit.half_gflops or {}, _half_rates(spec) or {}
     half = {p: theirs[p] / ours[p] for p in HALF_PRECISIONS if p in ours and p in theirs}

@@ -30,19 +30,30 @@ def document_probes(hardware: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def kept_probe(held: Any, new: Any) -> Any:
-    """The probe a store keeps for a device that holds `held` when a document brings `new`: the
-    new one, unless it is absent, disturbed where the held one is not, or older than the held one
-    (files ingested out of order: a later probe, e.g. one with more figures, is not replaced by an
-    earlier one)."""
+    """The probe a store keeps for a device that holds `held` when a document brings `new`,
+    whatever order documents are ingested in: an undisturbed probe over a disturbed one (or
+    none); between two of the same kind, the later by its detection time (`document_probes`'s
+    stamp, naive times read as UTC). A probe without a readable time (stored before probes were
+    stamped) loses to a stamped one, and replaces another without one, as before the stamp."""
     if not isinstance(held, dict):
         return new
-    if not isinstance(new, dict) or (new.get("contended") and not held.get("contended")):
+    if not isinstance(new, dict):
         return held
+    if bool(new.get("contended")) != bool(held.get("contended")):
+        return held if new.get("contended") else new
+    held_at, new_at = _probed_at(held), _probed_at(new)
+    if held_at is None or new_at is None:
+        return held if held_at is not None and new_at is None else new
+    return held if new_at < held_at else new
+
+
+def _probed_at(probe: dict[str, Any]) -> datetime | None:
+    from devicefit.landing_schema import parse_timestamp
+
     try:
-        older = (datetime.fromisoformat(new["detected_at"]) < datetime.fromisoformat(held["detected_at"]))
+        return parse_timestamp(probe["detected_at"])
     except (KeyError, TypeError, ValueError):
-        older = False  # a probe without its time (written before probes were stamped) counts as newer
-    return held if older else new
+        return None
 
 
 def _upsert(con, device: dict[str, Any], now: datetime) -> bool:

@@ -270,6 +270,22 @@ def test_an_older_probe_ingested_later_does_not_replace_a_newer_one(tmp_path):
     assert device["probe"]["detected_at"] == "2026-11-27T09:00:00+00:00"
 
 
+def test_the_kept_probe_does_not_depend_on_the_order_documents_come_in():
+    """Each pair, in both orders, keeps the same probe: an undisturbed one over a disturbed one
+    whatever their times, then the later one (a naive time read as UTC), and a stamped one over
+    one without a time."""
+    from devicefit.store.devices import kept_probe
+
+    early, late = "2026-11-26T01:00:00+00:00", "2026-11-26T10:00:00"  # the second naive: UTC
+    good_early = {"matmul_gflops_best": 1.0, "detected_at": early}
+    good_late = {"matmul_gflops_best": 2.0, "detected_at": late}
+    busy_late = {"matmul_gflops_best": 3.0, "detected_at": late, "contended": True}
+    unstamped = {"matmul_gflops_best": 4.0}
+    for a, b, winner in [(good_early, good_late, good_late), (good_early, busy_late, good_early),
+                         (unstamped, good_early, good_early), (good_late, None, good_late)]:
+        assert kept_probe(a, b) is winner and kept_probe(b, a) is winner, (a, b)
+
+
 def test_a_setting_on_another_backend_is_not_a_profile_and_an_infinite_cap_still_measures():
     from benchmark_runners.harness import noise_floor_start
 
