@@ -32,6 +32,7 @@ def main() -> int:
     from devicefit.paths import DataPaths
     from devicefit.predict import artifacts
     from devicefit.predict.api import HardwareModelPredictor
+    from devicefit.predict.generation import model_key
     from devicefit.predict.hardware_specs import training_specs
     from devicefit.predict.memory_model import memory_target
     from devicefit.predict.training import train
@@ -41,16 +42,16 @@ def main() -> int:
     paths = DataPaths(Path(args.database).resolve().parent)
     rows = store.read_ok_measurements(paths.database)
     hardware = store.read_hardware_rows(paths.database)
-    spec_of = {}  # (name, path) -> spec: a local model by the path its rows name, each resolved once
-    for key in {(r["model"], r.get("model_path")) for r in rows}:
+    spec_of = {}  # model_key -> spec: a local model by the path its rows name, each resolved once
+    for key in {model_key(r) for r in rows}:
         try:
             spec_of[key] = resolve_model(key[1] or key[0])
         except Exception as exc:  # noqa: BLE001 - a local model gone since: its rows are left out, saying so
             print(f"left out {key[0]} ({key[1]}): {exc}", file=sys.stderr)
-    rows = [r for r in rows if (r["model"], r.get("model_path")) in spec_of]
+    rows = [r for r in rows if model_key(r) in spec_of]
     size = {key: parameter_breakdown(spec).total for key, spec in spec_of.items()}
-    small = [r for r in rows if size[(r["model"], r.get("model_path"))] < args.below]
-    large = [r for r in rows if size[(r["model"], r.get("model_path"))] >= args.below and r.get("mode") == "generation"]
+    small = [r for r in rows if size[model_key(r)] < args.below]
+    large = [r for r in rows if size[model_key(r)] >= args.below and r.get("mode") == "generation"]
     if not large:
         print(f"no generation rows of a model with {args.below:.3g} parameters or more in {paths.database}", file=sys.stderr)
         return 1
@@ -64,9 +65,9 @@ def main() -> int:
         errors: dict[str, list[float]] = {"ttft": [], "tpot": [], "memory": []}
         print(f"{'model':<13}{'params':>7}{'prec':>6}{'bs':>4}  {'TTFT ms meas/pred':>19}  {'TPOT ms meas/pred':>19}  "
               f"{'memory GiB meas/pred':>21}  sources (TTFT / TPOT)")
-        for r in sorted(large, key=lambda r: (size[(r["model"], r.get("model_path"))], r["model"], r["precision"], r["batch_size"])):
+        for r in sorted(large, key=lambda r: (size[model_key(r)], r["model"], r["precision"], r["batch_size"])):
             kind = r["device_kind"]
-            answer = api.predict_generation_performance(spec_of[(r["model"], r.get("model_path"))], None, [kind], [kind], r["batch_size"],
+            answer = api.predict_generation_performance(spec_of[model_key(r)], None, [kind], [kind], r["batch_size"],
                                                         r.get("prompt_tokens"), r["precision"], r.get("new_tokens"))
             p = answer["predictions"][kind]
             memory = memory_target(r)
@@ -80,7 +81,7 @@ def main() -> int:
                 m, q = pairs[t]
                 return f"{m:.{digits}f} / {q:.{digits}f}" if m and q else "-"
 
-            print(f"{r['model']:<13}{size[(r['model'], r.get('model_path'))] / 1e9:>6.2f}B{r['precision']:>6}{r['batch_size']:>4}  {pair('ttft', 1):>19}  "
+            print(f"{r['model']:<13}{size[model_key(r)] / 1e9:>6.2f}B{r['precision']:>6}{r['batch_size']:>4}  {pair('ttft', 1):>19}  "
                   f"{pair('tpot', 2):>19}  {pair('memory', 2):>21}  {p.get('ttft_source')} / {p.get('tpot_source')}")
     print()
     for t, e in errors.items():

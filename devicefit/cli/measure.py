@@ -26,6 +26,7 @@ def detect(
 def print_detection(as_json: bool = False, refresh: bool = False) -> None:
     """`devicefit detect`'s output (also `predict --detect-hardware`)."""
     from benchmark_runners.hardware import detect_hardware
+    from benchmark_runners.hardware.probe import HALF_PRECISIONS
 
     inv = detect_hardware(refresh=refresh)
     if as_json:
@@ -57,7 +58,7 @@ def print_detection(as_json: bool = False, refresh: bool = False) -> None:
                 continue
             cache, tiny = p.get("cache_copy_gbs_best"), p.get("tiny_kernel_us_median")
             half = " / ".join("-" if p.get(f"matmul_gflops_{h}_best") is None else f"{p[f'matmul_gflops_{h}_best']:.1f}"
-                              for h in ("bf16", "fp16"))
+                              for h in HALF_PRECISIONS)
             probe.add_row(dev, f"{p['matmul_gflops_best']:.1f} / {p['matmul_gflops_median']:.1f}", half,
                           f"{p['memory_bandwidth_gbs_best']:.1f} / {p['memory_bandwidth_gbs_median']:.1f}",
                           "-" if cache is None else f"{cache:.1f}", "-" if tiny is None else f"{tiny:.2f}",

@@ -174,14 +174,16 @@ class _Point:
     measured_ms: float
 
 
-def _model_key(row: dict[str, Any]) -> tuple[str, str | None]:
+def model_key(row: dict[str, Any]) -> tuple[str, str | None]:
+    """A measured model as its rows name it: a local model's name with its path (two local models
+    of one name are two models), a catalog model's name alone."""
     return row.get("model"), row.get("model_path") or None
 
 
 def _points(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], models: dict[tuple[str, str | None], ModelSpec]) -> list[_Point]:
     out = []
     for r in rows:
-        spec = models.get(_model_key(r))
+        spec = models.get(model_key(r))
         device = specs.get(row_device(r)) or specs.get(r.get("device_kind"))
         if (r.get("mode") != "generation" or r.get("status") != "ok" or not r.get("tpot_p50_ms") or spec is None
                 or device is None):
@@ -245,7 +247,7 @@ def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec
     # Each (name, path) its rows name, resolved once: a local model (a directory or a config
     # file) by its path, as training resolves each row; two local models of one name stay apart.
     models: dict[tuple[str, str | None], ModelSpec] = {}
-    for name, path in {_model_key(r) for r in rows if r.get("mode") == "generation" and r.get("status") == "ok"}:
+    for name, path in {model_key(r) for r in rows if r.get("mode") == "generation" and r.get("status") == "ok"}:
         try:
             models[(name, path)] = resolve_model(path or name)
         except Exception:  # a local model directory gone since: its rows cannot be recomputed

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmark_runners import registry
+from benchmark_runners.hardware.probe import HALF_PRECISIONS
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,10 @@ class DeviceSpec:
     # and the half-precision GEMM prior is the fp32 peak x operator_roofline.PRECISION_SPEEDUP.
     bf16_gflops: float | None = None
     fp16_gflops: float | None = None
+
+    def half_rates(self) -> dict[str, float]:
+        """The half-precision matmul rates the probe measured, by precision (only those measured)."""
+        return {p: rate for p in HALF_PRECISIONS if (rate := getattr(self, f"{p}_gflops"))}
 
 
 # Datasheet figures (dense fp32 non-tensor-core GFLOP/s, memory bandwidth GB/s).
@@ -51,7 +56,7 @@ def spec_from_probe(kind: str, name: str | None, probe: dict) -> DeviceSpec | No
     peak, bandwidth = probe.get("matmul_gflops_best"), probe.get("memory_bandwidth_gbs_best")
     if not (_positive(peak) and _positive(bandwidth)):
         return None
-    half = {p: float(v) if _positive(v := probe.get(f"matmul_gflops_{p}_best")) else None for p in ("bf16", "fp16")}
+    half = {p: float(v) if _positive(v := probe.get(f"matmul_gflops_{p}_best")) else None for p in HALF_PRECISIONS}
     return DeviceSpec(kind, name or kind, float(peak), float(bandwidth), "measured_probe",
                       bf16_gflops=half["bf16"], fp16_gflops=half["fp16"])
 

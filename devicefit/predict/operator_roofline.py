@@ -52,7 +52,6 @@ INT8_WEIGHT_FACTOR = 0.25
 # whose probe measured a bf16 or fp16 matmul gets that rate instead (DeviceSpec.bf16_gflops):
 # tensor cores do far more than 2x, and a CPU without native bf16 less than 1x.
 PRECISION_SPEEDUP = {"fp32": 1.0, "fp16": 2.0, "bf16": 2.0, "int8": 4.0}
-HALF_PRECISIONS = ("bf16", "fp16")  # the precisions a probe times a matmul in, beside fp32
 PRIOR_WEIGHT = 0.3  # pull of each log-parameter toward its prior, per unit of log error
 OPTIMIZER_BYTES_PER_PARAMETER = 28
 
@@ -72,7 +71,7 @@ def parameter_priors(spec: "DeviceSpec", precisions: set[str], modes: set[str], 
                                 # an operator moving far less than cache_half_mb runs from cache
                                 "cache_bandwidth_gain": 3.0, "cache_half_mb": 1.0}
     for p in precisions:
-        measured = getattr(spec, f"{p}_gflops", None)  # a probed half-precision matmul, where there is one
+        measured = spec.half_rates().get(p)  # a probed half-precision matmul, where there is one
         priors[f"linear_gflops_{p}"] = 0.75 * (measured or peak * PRECISION_SPEEDUP[p])
     # Other GEMM-class kernels as ratios to the linear rate: they share the GEMM machinery, so a
     # model family held out (the only dense-conv net) still gets the rate its neighbours measured.
@@ -233,13 +232,7 @@ def fit_operator_roofline(kind: str, backend: str, samples: list[tuple["ModelPoi
     x = least_squares(residuals, x0, method="trf").x
     r = residuals(x)[: len(samples)]
     return OperatorRoofline(kind, backend, {n: float(math.exp(val)) for n, val in zip(names, x)}, priors, len(samples),
-                            float(np.sqrt(np.mean(r ** 2))), spec.peak_gflops, spec.bandwidth_gbs, half_gflops=_half_rates(spec))
-
-
-def _half_rates(spec: "DeviceSpec") -> dict[str, float] | None:
-    rates = {p: rate for p in HALF_PRECISIONS if (rate := getattr(spec, f"{p}_gflops", None))}
-    return rates or None
-
+                            float(np.sqrt(np.mean(r ** 2))), spec.peak_gflops, spec.bandwidth_gbs, half_gflops=spec.half_rates() or None)
 
 
 def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "") -> OperatorRoofline:
@@ -255,8 +248,8 @@ def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "
     Where either probe lacks the figure (a fit from before probes measured it, or a target
     device without it) the fp32 ratio stands in, and can be that far off."""
     compute, memory = spec.peak_gflops / fit.peak_gflops, spec.bandwidth_gbs / fit.bandwidth_gbs
-    ours, theirs = fit.half_gflops or {}, _half_rates(spec) or {}
-    half = {p: theirs[p] / ours[p] for p in HALF_PRECISIONS if p in ours and p in theirs}
+    ours, theirs = fit.half_gflops or {}, spec.half_rates()
+    half = {p: theirs[p] / ours[p] for p in theirs if p in ours}
 
     def scaled(name: str, value: float) -> float:
         if name.startswith("linear_gflops_"):
@@ -270,4 +263,4 @@ def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "
     return OperatorRoofline(fit.kind, fit.backend, {n: scaled(n, v) for n, v in fit.values.items()},
                             {n: scaled(n, v) for n, v in fit.priors.items()}, 0, fit.rms_log_error, spec.peak_gflops,
                             spec.bandwidth_gbs, source or f"{fit.kind} fit ({fit.peak_gflops:g} GFLOP/s, {fit.bandwidth_gbs:g} GB/s)",
-                            _half_rates(spec))
+                            spec.half_rates() or None)
