@@ -98,6 +98,13 @@ def main() -> int:
               f"{gv['tpot_mape']:.1%} over {gv['rows']} rows of {', '.join(gv['models'])}")
         for group, v in (gv.get("per_group") or {}).items():
             print(f"  {group}: MAPE {v['tpot_mape']:.1%} (n={v['rows']})")
+    residual = generation.get("tpot_residual") or {}
+    if residual.get("line_mape") is not None:
+        print(f"generation TPOT, LightGBM on the line's held-out error, {residual['method']}: MAPE {residual['with_trees_mape']:.1%} "
+              f"against the line's {residual['line_mape']:.1%} over {residual['validated_rows']} rows of {len(residual['models'])} "
+              f"models: {'served' if residual['used'] else 'not served (the line alone is better held out)'}")
+    elif residual.get("reason"):
+        print(f"generation TPOT, LightGBM on the line's held-out error: not trained ({residual['reason']})")
     for group, line in (generation.get("dispatch") or {}).items():
         print(f"  host line {group}: {line['step_ms']:.2f} ms per step + {line['us_per_kernel']:.1f} us per kernel, "
               f"{'the longer of host and device' if line['asynchronous'] else 'added to the device'} (n={line['n']})")

@@ -33,7 +33,9 @@ generation rows measured.
 - **KV cache**: from the config (benchmark_runners.generation.kv_cache), exact arithmetic.
 
 The calibration is validated leave-one-model-out (`calibrate_generation`): each measured model's
-TPOT predicted from a fit to the other models' rows alone, MAPE in the artifact.
+TPOT predicted from a fit to the other models' rows alone, MAPE in the artifact. LightGBM is
+then trained on that held-out error (`devicefit.predict.tpot_residual`, nested validation) and
+corrects the line's answers where it lowered the held-out MAPE (source `trained_predictor`).
 """
 from __future__ import annotations
 
@@ -45,9 +47,10 @@ from typing import Any
 
 from benchmark_runners import registry
 from benchmark_runners.generation import DEFAULT_NEW_TOKENS, KVCache, kv_cache, request_shape
+from devicefit.predict import tpot_residual
 from devicefit.predict.features import roofline_ms
 from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of, row_device
-from models.analysis import active_parameter_count, weight_bytes
+from models.analysis import active_parameter_count, parameter_count, weight_bytes
 from models.catalog import ModelSpec
 from models.op_profile import decode_step_ops
 
@@ -67,6 +70,15 @@ class DecodeRoofline:
     flops_per_step: float  # 2 x active parameters x batch
     ms: float
     kernels: int | None  # launched per step by generate()'s eager loop (models.op_profile.decode_step_ops); None: not traceable
+    cache_bytes: float = 0.0  # the KV cache's part of bytes_per_step
+
+
+def residual_request(spec: ModelSpec, roof: DecodeRoofline, batch: int, precision: str, asynchronous: bool) -> tpot_residual.Request:
+    """The request as the TPOT residual's trees see it (`devicefit.predict.tpot_residual`)."""
+    active = active_parameter_count(spec)
+    return tpot_residual.Request(roof.ms, roof.kernels or 0, batch, active * decoder_share(spec), roof.cache_bytes,
+                                 roof.bytes_per_step, bool(spec.config.get("is_encoder_decoder")),
+                                 active / max(parameter_count(spec), 1), asynchronous, precision in HALF)
 
 
 def cache_for(spec: ModelSpec, batch: int, precision: str, prompt: int | None, new: int | None) -> KVCache:
@@ -105,7 +117,7 @@ def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | N
     share = decoder_share(spec)
     moved = float(weight_bytes(spec, precision)) * share + mean_cache
     flops = 2.0 * active_parameter_count(spec) * share * batch
-    return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device), decode_kernels(spec))
+    return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device), decode_kernels(spec), mean_cache)
 
 
 def decode_kernels(spec: ModelSpec) -> int | None:
@@ -172,6 +184,7 @@ class _Point:
     roofline_ms: float
     kernels: int
     measured_ms: float
+    features: tuple[float, ...] = ()  # the TPOT residual's (tpot_residual.features)
 
 
 def model_key(row: dict[str, Any]) -> tuple[str, str | None]:
@@ -191,8 +204,9 @@ def _points(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], models: di
         roof = decode_roofline(spec, r["batch_size"], r["precision"], r.get("prompt_tokens"), r.get("new_tokens"), device)
         if roof.kernels is None:
             continue  # no host term to fit it with
-        out.append(_Point(_key(row_device(r), r["backend"], r["precision"], r["batch_size"]), r["model"], roof.ms,
-                          roof.kernels, r["tpot_p50_ms"]))
+        key = _key(row_device(r), r["backend"], r["precision"], r["batch_size"])
+        request = residual_request(spec, roof, r["batch_size"], r["precision"], is_asynchronous(kind_of(row_device(r))))
+        out.append(_Point(key, r["model"], roof.ms, roof.kernels, r["tpot_p50_ms"], tpot_residual.features(request)))
     return out
 
 
@@ -267,24 +281,35 @@ def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec
                                # rows where the device, not the host, set the step: 0 means the
                                # ratio is the prior's, not a measurement's
                                "device_bound_rows": len(device_bound)}
+    fits: dict[tuple[str, frozenset[str]], tuple[dict[str, float], dict[str, float]] | None] = {}
+
+    def line_without(i: int, excluded: frozenset[str]) -> float | None:
+        """Row i's TPOT from its device|backend's line fitted without the `excluded` models."""
+        p = points[i]
+        group = _group(p.key)
+        if (group, excluded) not in fits:
+            mine = [q for q in points if _group(q.key) == group and q.model not in excluded]
+            fits[(group, excluded)] = _fit(mine, is_asynchronous(kind_of(group.split("|")[0]))) if mine else None
+        fit = fits[(group, excluded)]
+        return None if fit is None else _predict_point(p, *fit, is_asynchronous(kind_of(group.split("|")[0])))
+
+    out_of_fold = [line_without(i, frozenset({p.model})) for i, p in enumerate(points)]
     errors: dict[str, list[float]] = {}
+    for p, predicted in zip(points, out_of_fold):
+        if predicted is not None:
+            errors.setdefault(_group(p.key), []).append(abs(predicted / p.measured_ms - 1))
     held_out_step: dict[str, dict[str, float]] = {}  # model -> group -> step_ms fitted without it (the TTFT check's)
-    for held in sorted({p.model for p in points}):
-        for group in sorted({_group(p.key) for p in points if p.model == held}):
-            others = [p for p in points if _group(p.key) == group and p.model != held]
-            if not others:
-                continue
-            asynchronous = is_asynchronous(kind_of(group.split("|")[0]))
-            ratios, line = _fit(others, asynchronous)
-            held_out_step.setdefault(held, {})[group] = line["step_ms"]
-            errors.setdefault(group, []).extend(abs(_predict_point(p, ratios, line, asynchronous) / p.measured_ms - 1)
-                                                for p in points if p.model == held and _group(p.key) == group)
+    for (group, excluded), fit in fits.items():
+        if len(excluded) == 1 and fit is not None:
+            held_out_step.setdefault(next(iter(excluded)), {})[group] = fit[1]["step_ms"]
     every = [e for group in errors.values() for e in group]
     validation = {"tpot_mape": statistics.mean(every) if every else None, "rows": len(every),
                   "per_group": {g: {"tpot_mape": statistics.mean(e), "rows": len(e)} for g, e in errors.items()},
                   "models": sorted({p.model for p in points}), "method": "leave one model out",
                   "held_out_step_ms": held_out_step}
-    return {"decode_efficiency": efficiency, "dispatch": dispatch, "validation": validation}
+    residual = tpot_residual.train_and_validate([p.model for p in points], [p.measured_ms for p in points],
+                                                [p.features for p in points], out_of_fold, line_without)
+    return {"decode_efficiency": efficiency, "dispatch": dispatch, "validation": validation, "tpot_residual": residual}
 
 
 def ttft_answer(forward, factor: tuple[float, str] | None) -> dict[str, Any]:
@@ -370,6 +395,10 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
                             + ("host" if host > device_ms else "device") + "-bound" if asynchronous else "the two add, on the same cores")
                          ) if line else ""
         source, detail = "roofline_calibrated", f"{roof_text} {ratio_text} = {device_ms:.3f} ms{host_text}{elsewhere}"
+        trees = tpot_residual.correction(calibration.get("tpot_residual"), residual_request(spec, roof, batch, precision, asynchronous))
+        if trees:
+            detail = f"{detail}; that line's {tpot:.3f} ms {trees[1]}"
+            tpot, source = tpot * trees[0], "trained_predictor"
     else:
         device_ms = roof.ms / STATIC_DECODE_EFFICIENCY
         (tpot, host), source = step_ms(device_ms, roof.kernels, STATIC_DISPATCH, asynchronous), "static_rule"
