@@ -73,6 +73,13 @@ class DeviceKind:
     # the longer of the two (devicefit.predict.generation).
     asynchronous: bool = False
 
+    @property
+    def own_memory(self) -> bool:
+        """Its models live in memory of their own (a CUDA or ROCm card), not in the host's RAM
+        (the CPU, OpenVINO's CPU plugin, the browser's wasm, Apple's unified memory): what must fit
+        there is the card allocator's peak, not the process's RSS."""
+        return self.torch_device is not None and not self.host_memory
+
     def device_id(self, device: dict[str, Any]) -> str:
         if self.device_format is None:
             raise DeviceRegistryError(f"{self.name} devices have no device id a backend can address")
@@ -197,6 +204,11 @@ def kinds() -> dict[str, DeviceKind]:
 
 def kind_names() -> tuple[str, ...]:
     return tuple(kinds())
+
+
+def own_memory_kinds() -> tuple[str, ...]:
+    """The kinds whose models live in memory of their own (DeviceKind.own_memory)."""
+    return tuple(name for name, kind in kinds().items() if kind.own_memory)
 
 
 def kind(name: str) -> DeviceKind:

@@ -22,12 +22,11 @@ if TYPE_CHECKING:
     from devicefit.predict.features import ModelPoint
 
 def device_memory_kind(kind: str) -> bool:
-    """Whether the kind's models live in memory of their own (a CUDA or ROCm card), not in the
-    host's RAM (the CPU, OpenVINO's CPU plugin, the browser's wasm, Apple's unified memory)."""
+    """Whether the kind's models live in memory of their own (registry DeviceKind.own_memory)."""
     from benchmark_runners import registry
 
     known = registry.kinds().get(kind)
-    return known is not None and known.torch_device is not None and not known.host_memory
+    return known is not None and known.own_memory
 
 
 def memory_target(row: dict[str, Any]) -> float | None:

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from devicefit.predict.memory_model import memory_target
 from devicefit.reports.data import hardware_label
 from devicefit.reports.figures import MIB, training_inference_pairs
 
@@ -23,7 +24,9 @@ def _column_prefix(label: str) -> str:
 
 def comparative_analysis(aggregates: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
     """(columns, rows): one row per (model, mode, precision, batch, input); per hardware
-    `<hw>_p50_ms`, `<hw>_samples_per_s`, `<hw>_peak_mib`, `<hw>_speedup_vs_cpu_fp32`, `<hw>_runs`;
+    `<hw>_p50_ms`, `<hw>_samples_per_s`, `<hw>_peak_mib` (what must fit on the device: a card's
+    allocator peak where it has memory of its own, the process's peak RSS elsewhere, as
+    devicefit.predict.memory_model.memory_target), `<hw>_speedup_vs_cpu_fp32`, `<hw>_runs`;
     where the generation scenario was measured also `<hw>_ttft_ms`, `<hw>_tpot_ms` (median) and
     `<hw>_decode_tokens_per_s` (empty on forward-pass rows, whose p50 is one pass, where a
     generation row's is the whole request); then the fastest hardware and its margin over the next."""
@@ -47,7 +50,8 @@ def comparative_analysis(aggregates: list[dict[str, Any]]) -> tuple[list[str], l
             p, r = _column_prefix(h), per_hw.get(h)
             row[f"{p}_p50_ms"] = None if r is None else r["p50_ms"]
             row[f"{p}_samples_per_s"] = None if r is None else r["throughput_samples_per_s"]
-            row[f"{p}_peak_mib"] = None if r is None or r.get("peak_rss_bytes") is None else r["peak_rss_bytes"] / MIB
+            peak = None if r is None else memory_target(r)
+            row[f"{p}_peak_mib"] = None if peak is None else peak / MIB
             row[f"{p}_speedup_vs_cpu_fp32"] = None if r is None else r.get("speedup_vs_cpu_fp32")
             row[f"{p}_runs"] = None if r is None else r["runs"]
             for column, field in generation.items():
@@ -82,7 +86,8 @@ CRITERIA = {
     # criterion: (the row's figure, better is higher?, which configs compete, what is compared)
     "throughput": ("throughput_samples_per_s", True, "every batch size", "samples/s"),
     "latency": ("p50_ms", False, "the smallest measured batch", "ms p50"),
-    "memory": ("peak_rss_bytes", False, "the smallest measured batch", "bytes peak RSS"),
+    # what must fit on the device (memory_target): a card's allocator peak, elsewhere peak RSS
+    "memory": ("memory_bytes", False, "the smallest measured batch", "bytes peak (a card's allocator where it has its own memory, else RSS)"),
 }
 
 
@@ -93,7 +98,7 @@ def recommendations(aggregates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in aggregates:
-        groups.setdefault((r["model"], r["mode"]), []).append(r)
+        groups.setdefault((r["model"], r["mode"]), []).append({**r, "memory_bytes": memory_target(r)})
     for (model, mode), rows in sorted(groups.items()):
         default_dims = max({r["input_dims"] for r in rows}, key=lambda d: sum(r["input_dims"] == d for r in rows))
         rows = [r for r in rows if r["input_dims"] == default_dims]

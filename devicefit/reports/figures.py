@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from devicefit.predict.memory_model import memory_target
 from devicefit.reports.data import ReportData, hardware_label
 from devicefit.reports.generation_figures import generation_latency, memory_breakdown
 
@@ -110,7 +111,7 @@ def efficiency_vs_cpu(data: ReportData):
 
 
 def memory_by_hardware_and_batch(data: ReportData):
-    rows = [r for r in data.at_default_input() if r["precision"] == "fp32" and r.get("peak_rss_bytes")]
+    rows = [r for r in data.at_default_input() if r["precision"] == "fp32" and memory_target(r)]
     series = _series(rows, lambda r: (r["model"], hardware_label(r), r["mode"]))
     if not series:
         return None
@@ -120,11 +121,12 @@ def memory_by_hardware_and_batch(data: ReportData):
     colours = {key: palette[i % len(palette)] for i, key in enumerate(sorted({(m, hw) for m, hw, _ in series}))}
     for (model, hw, mode), sel in sorted(series.items()):
         fig.add_scatter(name=f"{model} · {hw} · {mode}", x=[r["batch_size"] for r in sel],
-                        y=[r["peak_rss_bytes"] / MIB for r in sel], mode="lines+markers",
+                        y=[memory_target(r) / MIB for r in sel], mode="lines+markers",
                         line={"dash": "dot" if mode == "training" else "solid", "color": colours[(model, hw)]},
                         marker={"color": colours[(model, hw)]}, hovertext=[_hover(r) for r in sel], hoverinfo="text")
     fig.update_layout(title="Measured peak memory by hardware and batch size (fp32; dotted = training)",
-                      xaxis_title="batch size (log scale)", xaxis_type="log", yaxis_title="peak process RSS (MiB)",
+                      xaxis_title="batch size (log scale)", xaxis_type="log",
+                      yaxis_title="peak memory on the device (MiB): a GPU's allocator, else process RSS",
                       legend_title="model · hardware · mode")
     return fig
 
@@ -252,7 +254,8 @@ def operator_traffic(model: str, input_dims: str) -> tuple[float, float] | None:
 
 
 def training_inference_pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Configs measured in both modes (same model, hardware, precision, batch, input)."""
+    """Configs measured in both modes (same model, hardware, precision, batch, input); peaks are
+    what must fit on the device (memory_target: a GPU's allocator, else process RSS)."""
     key = lambda r: (r["model"], hardware_label(r), r["precision"], r["batch_size"], r["input_dims"])  # noqa: E731
     inference = {key(r): r for r in rows if r["mode"] == "inference"}
     out = []
@@ -264,7 +267,7 @@ def training_inference_pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]
                     "input_dims": r["input_dims"], "inference_p50_ms": i["p50_ms"], "training_p50_ms": r["p50_ms"],
                     "training_to_inference": r["p50_ms"] / i["p50_ms"],
                     "inference_samples_per_s": i["throughput_samples_per_s"], "training_samples_per_s": r["throughput_samples_per_s"],
-                    "inference_peak_mib": (i.get("peak_rss_bytes") or 0) / MIB, "training_peak_mib": (r.get("peak_rss_bytes") or 0) / MIB})
+                    "inference_peak_mib": (memory_target(i) or 0) / MIB, "training_peak_mib": (memory_target(r) or 0) / MIB})
     return out
 
 

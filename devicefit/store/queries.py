@@ -215,7 +215,17 @@ def replace_served_predictions(con, source_file: str, rows: list[dict[str, Any]]
         raise
 
 
-PREDICTION_ERRORS_SQL = """
+def prediction_errors_sql() -> str:
+    """The prediction_errors table's query, memory compared as predicted
+    (devicefit.predict.memory_model.memory_target): the card allocator's peak on the kinds the
+    registry says have memory of their own, the process's RSS elsewhere."""
+    from benchmark_runners import registry
+
+    kinds = ", ".join("'" + k.replace("'", "''") + "'" for k in registry.own_memory_kinds()) or "NULL"
+    return _PREDICTION_ERRORS_TEMPLATE.replace("{own_memory_kinds}", kinds)
+
+
+_PREDICTION_ERRORS_TEMPLATE = """
 CREATE OR REPLACE TABLE prediction_errors AS
 SELECT p.*, m.run_id AS measured_run_id, m.timestamp AS measured_at,
        m.mean_ms AS measured_latency_ms, m.throughput_samples_per_s AS measured_throughput, m.memory_bytes AS measured_memory_bytes,
@@ -223,9 +233,9 @@ SELECT p.*, m.run_id AS measured_run_id, m.timestamp AS measured_at,
        abs(p.throughput - m.throughput_samples_per_s) / m.throughput_samples_per_s AS throughput_ape,
        abs(p.memory_bytes - m.memory_bytes) / m.memory_bytes AS memory_ape
 FROM predictions p
--- memory as predicted (devicefit.predict.memory_model.memory_target): a CUDA or ROCm card's
--- allocator peak, the process's RSS elsewhere
-JOIN (SELECT *, CASE WHEN device_kind IN ('cuda', 'rocm') AND device_reserved_peak_bytes IS NOT NULL
+-- memory as predicted (devicefit.predict.memory_model.memory_target): the allocator's peak on a
+-- card with memory of its own (the kinds prediction_errors_sql fills in), the process's RSS elsewhere
+JOIN (SELECT *, CASE WHEN device_kind IN ({own_memory_kinds}) AND device_reserved_peak_bytes IS NOT NULL
                      THEN device_reserved_peak_bytes ELSE peak_rss_bytes END AS memory_bytes
       FROM measurements) m
   ON m.status = 'ok' AND m.model = p.model AND m.device_kind = p.device_kind AND m.backend = p.backend
@@ -240,7 +250,7 @@ QUALIFY row_number() OVER (PARTITION BY p.source_file, p.recorded_at, p.model, p
 
 def refresh_prediction_errors(con) -> list[dict[str, Any]]:
     """Predicted versus measured, per source of the prediction."""
-    con.execute(PREDICTION_ERRORS_SQL)
+    con.execute(prediction_errors_sql())
     return query(con, "SELECT source, count(*) AS n, avg(latency_ape) AS latency_mape, avg(throughput_ape) AS throughput_mape, "
                       "avg(memory_ape) AS memory_mape FROM prediction_errors GROUP BY source ORDER BY source")
 
