@@ -71,21 +71,37 @@ def parameter_count(spec: ModelSpec) -> int:
     return parameter_breakdown(spec).total
 
 
+@dataclass(frozen=True)
+class Experts:
+    """A mixture of experts' routing: E experts per layer, k of them per token, and the
+    parameters of every routed expert in every layer (shared experts are not routed)."""
+
+    experts: int
+    per_token: int
+    params: int
+
+
+def experts_of(spec: ModelSpec) -> Experts | None:
+    """The model's routed experts, or None for a dense model."""
+    from models.loading import is_mixture_of_experts
+
+    config = spec.config
+    if not is_mixture_of_experts(config):
+        return None
+    experts = next(int(config[k]) for k in ("num_local_experts", "num_experts", "n_routed_experts") if config.get(k))
+    per_token = int(config.get("num_experts_per_tok") or config.get("top_k") or experts)
+    params = sum(p.numel() for name, p in meta_model(spec).named_parameters() if ".experts." in f".{name}")
+    return Experts(experts, per_token, params)
+
+
 def active_parameter_count(spec: ModelSpec) -> int:
     """Parameters one token uses. A mixture of experts holds every expert in memory (the total
     counts for memory) but routes each token through `num_experts_per_tok` of them, so its
     expert parameters count k/E times: Mixtral-8x7B, 46.7B in total, 12.9B active. Any other
     model: the total."""
-    from models.loading import is_mixture_of_experts
-
     total = parameter_count(spec)
-    config = spec.config
-    if not is_mixture_of_experts(config):
-        return total
-    experts = next(int(config[k]) for k in ("num_local_experts", "num_experts", "n_routed_experts") if config.get(k))
-    per_token = int(config.get("num_experts_per_tok") or config.get("top_k") or experts)
-    expert_params = sum(p.numel() for name, p in meta_model(spec).named_parameters() if ".experts." in f".{name}")
-    return total - round(expert_params * (1 - per_token / experts))
+    moe = experts_of(spec)
+    return total if moe is None else total - round(moe.params * (1 - moe.per_token / moe.experts))
 
 
 def weight_bytes(spec: ModelSpec, precision: str) -> int:

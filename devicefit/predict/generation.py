@@ -10,8 +10,10 @@ generation rows measured.
   generate()'s own per-step cost (the host line's `step_ms`, below: `generate_step`), which a
   bare forward pass does not pay and which is most of the gap on a host-bound GPU.
 - **TPOT**: a decode step has two costs.
-  - *Device*: it reads every weight once and the KV cache so far, and computes about
-    2 x active parameters x batch FLOPs: memory-bandwidth bound wherever the batch is small. Its
+  - *Device*: it reads every weight once (of a mixture of experts, the experts its tokens are
+    routed to, which generate() on a GPU copies per token: `expert_bytes_read`) and the KV cache
+    so far, and computes about 2 x active parameters x batch FLOPs: memory-bandwidth bound
+    wherever the batch is small. Its
     roofline (`decode_roofline`, bytes at the mean context of the request) times a ratio
     fitted per device, backend, precision and batch size (the nearest measured batch
     where this one is not): on the AMD EPYC, batch 1 ran at 2.3x the roofline, batch 4 at 5.7x
@@ -26,8 +28,8 @@ generation rows measured.
   on one host) and backend, the device ratio per device|backend|precision|batch, together, by
   least squares on log TPOT;
   a weak prior holds a ratio the rows cannot see (every row host-bound) at
-  1 / STATIC_DECODE_EFFICIENCY. Where nothing was measured on the kind: the device roofline at
-  STATIC_DECODE_EFFICIENCY and the host line measured on the H200's host (STATIC_DISPATCH; the
+  1 / `decode_efficiency_prior` (50% of the roofline on a CPU, 80% on a GPU). Where nothing was
+  measured on the kind: the device roofline at that prior and the host line measured on the H200's host (STATIC_DISPATCH; the
   EPYC's CPU fit had about the same cost per kernel, 11.8 us), combined as the kind combines
   them (`static_rule`, labelled).
 - **KV cache**: from the config (benchmark_runners.generation.kv_cache), exact arithmetic.
@@ -50,15 +52,27 @@ from benchmark_runners.generation import DEFAULT_NEW_TOKENS, KVCache, kv_cache, 
 from devicefit.predict import tpot_residual
 from devicefit.predict.features import roofline_ms
 from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of, row_device
-from models.analysis import active_parameter_count, parameter_count, weight_bytes
+from models.analysis import Experts, active_parameter_count, experts_of, parameter_count, weight_bytes
 from models.catalog import ModelSpec
 from models.op_profile import decode_step_ops
 
 STATIC_DECODE_EFFICIENCY = 0.5  # no generation row on the kind: half the bandwidth roofline, labelled
+# ...on an asynchronous kind (a GPU), 80% of it: its decode kernels stream the weights (GEMV-class
+# reads, batched_mm's copies) at close to the probed copy bandwidth, where a CPU's eager decode
+# ran at 2.3-5.7x its roofline (the EPYC). Measured since: Mixtral's experts in generate() on the
+# H200 moved 33.8 GB a step at 4.06 TB/s against the probe's 4.23 (batch 4), 8.4 GB at 3.1 TB/s
+# (batch 1); benchmarks/datasets/h200-cuda/README.md.
+STATIC_DECODE_EFFICIENCY_ASYNCHRONOUS = 0.8
+
+
+def decode_efficiency_prior(asynchronous: bool) -> float:
+    """The share of the bandwidth roofline a decode step is assumed to reach where no row shows
+    it: the prior the fit pulls device ratios towards, and the static rule's."""
+    return STATIC_DECODE_EFFICIENCY_ASYNCHRONOUS if asynchronous else STATIC_DECODE_EFFICIENCY
 # No generation row on the device nor its kind: the host line fitted on the H200 host's rows
 # (benchmarks/datasets/h200-cuda, 2026-11-26; 20 rows of 5 models), named in the answer.
 STATIC_DISPATCH = {"step_ms": 1.57, "us_per_kernel": 12.9}
-PRIOR_WEIGHT = 0.2  # pull of a device ratio towards 1 / STATIC_DECODE_EFFICIENCY, against 1 per measured row
+PRIOR_WEIGHT = 0.2  # pull of a device ratio towards 1 / decode_efficiency_prior, against 1 per measured row
 HALF = ("fp16", "bf16")
 log = logging.getLogger("devicefit.predict")
 
@@ -105,17 +119,46 @@ def decoder_share(spec: ModelSpec) -> float:
     return _decoder_shares[key]
 
 
+def decodes_batched_experts(kind: str) -> bool:
+    """Whether generate() decodes a mixture of experts on this kind with `batched_mm`:
+    transformers (5.17 and 5.24: `GenerationMixin._optimize_model_for_decode`) swaps the
+    `grouped_mm` experts for it in the decode stage on every torch device but the CPU."""
+    known = registry.kinds().get(kind)
+    return bool(known and known.torch_device and known.torch_device != "cpu")
+
+
+def expert_bytes_read(moe: Experts, batch: int, expert_bytes: float, batched: bool) -> float:
+    """Bytes of expert weights one decode step moves, of `expert_bytes` for every routed expert.
+    `batched` (generate() on a GPU): batched_mm gathers the whole expert of each (token, expert)
+    pair, reading and writing it, then its bmm reads the copy, 3 x batch x k experts a layer
+    (benchmarks/datasets/h200-cuda/README.md: Mixtral's first four layers moved 8.4 GB a step at
+    batch 1 and 33.8 GB at batch 4, 2.7 and 8.3 ms of the H200's time). Otherwise (the CPU's
+    grouped_mm or the per-expert loop) each expert hit is read once: E x (1 - (1 - k/E)^batch)
+    of them under uniform routing (2.0 at batch 1, 5.5 at batch 4 of Mixtral's 8; the H200's
+    router hit 2.0 and 5.3)."""
+    per_expert = expert_bytes / moe.experts
+    if batched:
+        return 3.0 * batch * moe.per_token * per_expert
+    return moe.experts * (1 - (1 - moe.per_token / moe.experts) ** batch) * per_expert
+
+
 def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | None, new: int | None,
                     device: DeviceSpec) -> DecodeRoofline:
     """The device's lower bound on one decode step: reading the weights it uses (an
-    encoder-decoder's decoder only) and, on average over the request, half the self-attention
-    cache grown during decode plus the prompt's (or cross-attention's)."""
+    encoder-decoder's decoder only; of a mixture of experts, the experts its tokens are routed
+    to, as `expert_bytes_read` counts them) and, on average over the request, half the
+    self-attention cache grown during decode plus the prompt's (or cross-attention's)."""
     cache = cache_for(spec, batch, precision, prompt, new)
     new_positions = request_shape(spec, prompt, new).new_tokens - 1
     per_position = cache.self_bytes / cache.self_positions if cache.self_positions else 0.0
     mean_cache = cache.total_bytes - per_position * new_positions / 2
     share = decoder_share(spec)
-    moved = float(weight_bytes(spec, precision)) * share + mean_cache
+    weights = float(weight_bytes(spec, precision)) * share
+    moe = experts_of(spec)
+    if moe is not None:
+        experts = float(weight_bytes(spec, precision)) * moe.params / max(parameter_count(spec), 1)
+        weights += expert_bytes_read(moe, batch, experts, decodes_batched_experts(device.kind)) - experts
+    moved = weights + mean_cache
     flops = 2.0 * active_parameter_count(spec) * share * batch
     return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device), decode_kernels(spec), mean_cache)
 
@@ -223,7 +266,7 @@ def _fit(points: list[_Point], asynchronous: bool) -> tuple[dict[str, float], di
     kernels = np.array([p.kernels for p in points], dtype=float)
     measured = np.log([p.measured_ms for p in points])
     which = np.array([index[p.key] for p in points])
-    prior = math.log(1 / STATIC_DECODE_EFFICIENCY)
+    prior = math.log(1 / decode_efficiency_prior(asynchronous))
 
     def residuals(x):
         device = roof * np.exp(x[which])
@@ -247,7 +290,7 @@ def _predict_point(p: _Point, ratios: dict[str, float], dispatch: dict[str, floa
     device, backend, precision, batch = p.key.split("|")
     found = nearest_calibration({"decode_efficiency": {k: {"log_ratio": v} for k, v in ratios.items()}}, device, backend,
                                 precision, int(batch[1:]))
-    ratio = found[1]["log_ratio"] if found else math.log(1 / STATIC_DECODE_EFFICIENCY)
+    ratio = found[1]["log_ratio"] if found else math.log(1 / decode_efficiency_prior(asynchronous))
     return step_ms(p.roofline_ms * math.exp(ratio), p.kernels, dispatch, asynchronous)[0]
 
 
@@ -382,8 +425,9 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
                           f"at batch {at} ({', '.join(cal['models'])})" + ("" if at == batch else f"; batch {batch} itself is not measured")
                           + ("" if cal.get("device_bound_rows", 1) else "; none of them device-bound, so the ratio is the prior's"))
         else:
-            ratio = 1 / STATIC_DECODE_EFFICIENCY
-            ratio_text = f"x {ratio:.1f} (an assumed {STATIC_DECODE_EFFICIENCY:.0%} of it: {precision} not measured on {fitted}/{backend})"
+            prior = decode_efficiency_prior(asynchronous)
+            ratio = 1 / prior
+            ratio_text = f"x {ratio:.2f} (an assumed {prior:.0%} of it: {precision} not measured on {fitted}/{backend})"
         tpot, host = step_ms(roof.ms * ratio, roof.kernels, line, asynchronous)
         device_ms = roof.ms * ratio
         if line and roof.kernels is None:
@@ -400,14 +444,15 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
             detail = f"{detail}; that line's {tpot:.3f} ms {trees[1]}"
             tpot, source = tpot * trees[0], "trained_predictor"
     else:
-        device_ms = roof.ms / STATIC_DECODE_EFFICIENCY
+        prior = decode_efficiency_prior(asynchronous)
+        device_ms = roof.ms / prior
         (tpot, host), source = step_ms(device_ms, roof.kernels, STATIC_DISPATCH, asynchronous), "static_rule"
         host_text = ("the host's dispatch is not counted: the decode step could not be traced on meta" if roof.kernels is None else
                      f"host: {roof.kernels} kernels x {STATIC_DISPATCH['us_per_kernel']} us + {STATIC_DISPATCH['step_ms']} ms per step "
                      f"= {host:.2f} ms, the line fitted on an H200 host's generation rows (not this machine's), "
                      + ("the longer of the two" if asynchronous else "added"))
         detail = (f"nothing measured in the generation scenario on {kind}/{backend}/{precision}: {roof_text}, at an assumed "
-                  f"{STATIC_DECODE_EFFICIENCY:.0%} of its bandwidth = {device_ms:.3f} ms; {host_text}")
+                  f"{prior:.0%} of its bandwidth = {device_ms:.3f} ms; {host_text}")
     out.update(tpot_ms=tpot, tpot_source=source, tpot_detail=detail,
                decode_tokens_per_s=batch * 1e3 / tpot, decode_roofline_ms=roof.ms, decode_kernels=roof.kernels)
     if out["ttft_ms"] is not None:

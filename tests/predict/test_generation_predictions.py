@@ -360,3 +360,38 @@ def test_generation_memory_is_the_prefills_peak_not_the_forward_passs(artifact):
     predictor = PerformancePredictor(artifact)
     factor, basis = predictor.prefill_memory_factor(Request(forward, 1, "fp32", "inference", "cpu"), prefill)
     assert 0 < factor <= 1 and predictor.device_of("cpu") in basis
+
+
+def test_a_mixture_of_experts_decode_reads_the_experts_its_tokens_are_routed_to():
+    """Mixtral's first four layers (8 experts of 3 x 4096 x 14336 a layer, 2 a token), bf16. On a
+    CPU each expert hit is read once: 8 x (1 - (6/8)^batch) of them, 2 at batch 1 and 5.47 at
+    batch 4. On a GPU generate() decodes with batched_mm, which copies the expert of each
+    (token, expert) pair and reads the copy: 3 x batch x 2 experts' bytes a layer (the H200's
+    profile: 8.4 GB a step at batch 1, 33.8 GB at batch 4)."""
+    from models.analysis import experts_of
+
+    spec = resolve_model("benchmarks/configs/mixtral-8x7b-4layers.json")
+    moe = experts_of(spec)
+    assert (moe.experts, moe.per_token, moe.params) == (8, 2, 4 * 8 * 3 * 4096 * 14336)
+    per_expert = 2 * 4 * 3 * 4096 * 14336  # bf16 bytes of one expert in each of the four layers
+    gpu = DeviceSpec("cuda", "test GPU", 5e5, 4000.0, "measured_probe")
+    for batch, distinct in ((1, 2.0), (4, 8 * (1 - 0.75 ** 4))):
+        on_gpu, on_cpu = decode_roofline(spec, batch, "bf16", 256, 64, gpu), decode_roofline(spec, batch, "bf16", 256, 64, CPU)
+        assert on_gpu.bytes_per_step - on_cpu.bytes_per_step == pytest.approx((3 * batch * 2 - distinct) * per_expert, rel=1e-6)
+    assert decode_roofline(spec, 4, "bf16", 256, 64, gpu).bytes_per_step / 1e9 == pytest.approx(34.7, abs=0.1)
+    # a dense model reads every weight at any batch, on either kind
+    gpt2 = resolve_model("gpt2")
+    assert decode_roofline(gpt2, 4, "fp32", 256, 64, gpu).bytes_per_step == decode_roofline(gpt2, 4, "fp32", 256, 64, CPU).bytes_per_step
+
+
+def test_nothing_measured_a_gpu_decodes_at_80_percent_of_its_bandwidth_a_cpu_at_half():
+    from devicefit.predict.generation import decode_efficiency_prior
+
+    spec = resolve_model("llama-2-7b")
+    gpu = DeviceSpec("cuda", "test GPU", 5e5, 4000.0, "measured_probe")
+    ttft = {"latency": 100.0, "source": "static_rule", "detail": "forward pass"}
+    on_gpu = predict_generation(spec, "cuda", "torch", gpu, 64, "bf16", None, None, ttft, {})
+    on_cpu = predict_generation(spec, "cpu", "torch", CPU, 64, "bf16", None, None, ttft, {})
+    assert decode_efficiency_prior(True) == 0.8 and decode_efficiency_prior(False) == STATIC_DECODE_EFFICIENCY == 0.5
+    assert "80% of its bandwidth" in on_gpu["tpot_detail"] and "50% of its bandwidth" in on_cpu["tpot_detail"]
+    assert on_gpu["tpot_ms"] >= decode_roofline(spec, 64, "bf16", None, None, gpu).ms / 0.8
