@@ -79,6 +79,7 @@ class Experts:
     experts: int
     per_token: int
     params: int
+    layers: int  # the layers that route to experts
 
 
 def experts_of(spec: ModelSpec) -> Experts | None:
@@ -90,8 +91,9 @@ def experts_of(spec: ModelSpec) -> Experts | None:
         return None
     experts = next(int(config[k]) for k in ("num_local_experts", "num_experts", "n_routed_experts") if config.get(k))
     per_token = int(config.get("num_experts_per_tok") or config.get("top_k") or experts)
-    params = sum(p.numel() for name, p in meta_model(spec).named_parameters() if ".experts." in f".{name}")
-    return Experts(experts, per_token, params)
+    routed = [(name, p.numel()) for name, p in meta_model(spec).named_parameters() if ".experts." in f".{name}"]
+    layers = len({f".{name}".split(".experts.")[0] for name, _ in routed})
+    return Experts(experts, per_token, sum(n for _, n in routed), layers)
 
 
 def active_parameter_count(spec: ModelSpec) -> int:

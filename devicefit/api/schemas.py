@@ -181,6 +181,7 @@ class HardwarePrediction(Response):
     kv_cache_mb: Optional[float] = None
     kv_cache: Optional[dict[str, Any]] = None
     kv_cache_source: Optional[str] = None
+    decode_transient_mb: Optional[float] = None  # a decode step's transient beside the KV cache (a GPU's batched experts)
     memory_detail: Optional[str] = None
 
 

@@ -202,12 +202,16 @@ class HardwareModelPredictor:
                                        calibration, self.predictor.device_of(kind))
             memory_factor = self.predictor.prefill_memory_factor(Request(point, batch_size, precision, "inference", kind), prefill)
             ratio, basis = memory_factor or (1.0, None)
-            memory = None if pred.memory_bytes is None else pred.memory_bytes * ratio / MB + entry["kv_cache_mb"]
+            transient = entry.get("decode_transient_mb") or 0.0
+            memory = None if pred.memory_bytes is None else pred.memory_bytes * ratio / MB + entry["kv_cache_mb"] + transient
             memory_detail = (f"the forward pass's memory at the prompt's length (its source: {pred.source}) x {ratio:.3f}, the "
                              f"prefill's peak over that pass's by {basis} (the prefill holds the last position's logits only), "
                              "plus the whole KV cache" if basis else
                              f"the forward pass's memory at the prompt's length (its source: {pred.source}; not scaled to the "
                              "prefill: no memory fit on the device, so every position's logits are counted) plus the whole KV cache")
+            if transient:
+                memory_detail += (f", plus {transient:.0f} MiB of one layer's expert copies that generate()'s batched_mm holds "
+                                  "in a decode step (batch x experts per token; the allocator keeps the prefill's blocks beside them)")
             predictions[hw] = {**entry, "latency": entry.get("request_ms"), "throughput": entry.get("decode_tokens_per_s"),
                                "interval_level": None, "throughput_interval": None, "latency_interval": None, "memory_interval": None,
                                "memory_usage": memory, "source": entry["tpot_source"], "detail": entry["tpot_detail"],

@@ -142,6 +142,19 @@ def expert_bytes_read(moe: Experts, batch: int, expert_bytes: float, batched: bo
     return moe.experts * (1 - (1 - moe.per_token / moe.experts) ** batch) * per_expert
 
 
+def batched_experts_bytes(spec: ModelSpec, batch: int, precision: str, kind: str) -> float:
+    """The largest transient a decode step holds on a kind where generate() runs batched_mm: one
+    layer's gathered copies of the expert of every (token, expert) pair, batch x k experts (the
+    H200's reserved peak grew by about that: 12.1, 12.8, 14.7, 18.1 and 25.1 GiB at batch 1, 2,
+    4, 8 and 16 for Mixtral's first four layers, 0.33 GiB an expert). 0 for a dense model or
+    where the experts are not batched."""
+    moe = experts_of(spec)
+    if moe is None or not decodes_batched_experts(kind):
+        return 0.0
+    per_expert = float(weight_bytes(spec, precision)) * moe.params / max(parameter_count(spec), 1) / (moe.experts * moe.layers)
+    return batch * moe.per_token * per_expert
+
+
 def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | None, new: int | None,
                     device: DeviceSpec) -> DecodeRoofline:
     """The device's lower bound on one decode step: reading the weights it uses (an
@@ -397,6 +410,7 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
     cache = cache_for(spec, batch, precision, prompt, new)
     out: dict[str, Any] = {"prompt_tokens": shape.prompt_tokens, "new_tokens": shape.new_tokens or DEFAULT_NEW_TOKENS,
                            "kv_cache_mb": cache.total_bytes / 2**20, "kv_cache": cache.to_json(),
+                           "decode_transient_mb": batched_experts_bytes(spec, batch, precision, kind) / 2**20,
                            "kv_cache_source": "config arithmetic (benchmark_runners.generation.kv_cache)",
                            "ttft_ms": ttft.get("latency"), "ttft_source": ttft.get("source"), "ttft_detail": ttft.get("detail")}
     if spec.config.get("is_encoder_decoder") and out["ttft_ms"] is not None and not ttft.get("prefill_scaled"):

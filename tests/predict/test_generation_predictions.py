@@ -395,3 +395,16 @@ def test_nothing_measured_a_gpu_decodes_at_80_percent_of_its_bandwidth_a_cpu_at_
     assert decode_efficiency_prior(True) == 0.8 and decode_efficiency_prior(False) == STATIC_DECODE_EFFICIENCY == 0.5
     assert "80% of its bandwidth" in on_gpu["tpot_detail"] and "50% of its bandwidth" in on_cpu["tpot_detail"]
     assert on_gpu["tpot_ms"] >= decode_roofline(spec, 64, "bf16", None, None, gpu).ms / 0.8
+
+
+def test_a_gpu_decode_of_a_mixture_of_experts_holds_one_layers_expert_copies():
+    """batched_mm gathers the expert of each (token, expert) pair of a layer: batch x k experts,
+    0.33 GiB each for Mixtral in bf16 (3 x 4096 x 14336 x 2 bytes). Nothing on a CPU, nothing
+    for a dense model."""
+    from devicefit.predict.generation import batched_experts_bytes
+
+    spec = resolve_model("benchmarks/configs/mixtral-8x7b-4layers.json")
+    one_expert = 3 * 4096 * 14336 * 2
+    assert batched_experts_bytes(spec, 16, "bf16", "cuda") == pytest.approx(16 * 2 * one_expert, rel=1e-9)
+    assert batched_experts_bytes(spec, 16, "bf16", "cpu") == 0.0
+    assert batched_experts_bytes(resolve_model("gpt2"), 16, "bf16", "cuda") == 0.0
