@@ -249,7 +249,7 @@ def generation_figures(requests: list[RequestTiming], batch_size: int, prompt_to
 
 def memory_breakdown(spec, shape: RequestShape, batch_size: int, element_bytes: int, weight_bytes: int | None,
                      cache: KVCache, prefill_cache: KVCache, process_bytes: int | None,
-                     measured_peak_bytes: int | None) -> dict[str, Any]:
+                     measured_peak_bytes: int | None, expert_copy_bytes: int = 0) -> dict[str, Any]:
     """The request's memory in named parts beside the measured peak (the analytic estimators'
     split: weights, KV cache, activations), all in bytes:
     - process: the worker's RSS before the model was built (interpreter, libraries);
@@ -258,7 +258,10 @@ def memory_breakdown(spec, shape: RequestShape, batch_size: int, element_bytes: 
     - activations: the prefill's peak live activations (models.op_profile's meta-device trace of
       the forward generate() runs first: logits of the last position only where the model keeps
       that few), less the prompt's keys and values that trace holds, which kv_cache counts; at
-      half precision half the traced fp32 bytes.
+      half precision half the traced fp32 bytes;
+    - expert_copy: for a mixture of experts decoded on a GPU, where generate() swaps in
+      batched_mm, one layer's copies of the expert of every (token, expert) pair, which a decode
+      step holds (batch x k experts; benchmarks/datasets/h200-cuda/README.md), given by the caller.
     `measured_over_estimate` is the measured peak over their sum: on a GPU the allocator's peak
     against weights, cache and activations (process_bytes None: the host's RSS is not that
     memory), on the CPU the peak RSS against all four."""
@@ -272,7 +275,7 @@ def memory_breakdown(spec, shape: RequestShape, batch_size: int, element_bytes: 
     traced = (first + per_sample * (batch_size - 1)) * element_bytes / 4
     activations = max(int(traced) - prefill_cache.total_bytes, 0)
     parts = {"process_bytes": process_bytes, "weights_bytes": weight_bytes, "kv_cache_bytes": cache.total_bytes,
-             "activation_bytes": activations}
+             "activation_bytes": activations, "expert_copy_bytes": expert_copy_bytes}
     known = weight_bytes is not None
     estimate = sum(v for v in parts.values() if v is not None) if known else None
     return {**parts, "estimated_peak_bytes": estimate, "measured_peak_bytes": measured_peak_bytes,

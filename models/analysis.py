@@ -80,6 +80,15 @@ class Experts:
     per_token: int
     params: int
     layers: int  # the layers that route to experts
+    decoder_params: int  # of them, the decoder's (all of them in a decoder-only model)
+    decoder_layers: int
+    # Its experts run through transformers' experts interface (`use_experts_implementation`),
+    # whose grouped_mm generate() swaps for batched_mm on every device but the CPU. A model with
+    # an expert loop of its own (Switch, NLLB-MoE) decodes as it is everywhere.
+    interface: bool
+
+
+_experts: dict[tuple, Experts | None] = {}
 
 
 def experts_of(spec: ModelSpec) -> Experts | None:
@@ -89,11 +98,27 @@ def experts_of(spec: ModelSpec) -> Experts | None:
     config = spec.config
     if not is_mixture_of_experts(config):
         return None
-    experts = next(int(config[k]) for k in ("num_local_experts", "num_experts", "n_routed_experts") if config.get(k))
-    per_token = int(config.get("num_experts_per_tok") or config.get("top_k") or experts)
-    routed = [(name, p.numel()) for name, p in meta_model(spec).named_parameters() if ".experts." in f".{name}"]
-    layers = len({f".{name}".split(".experts.")[0] for name, _ in routed})
-    return Experts(experts, per_token, sum(n for _, n in routed), layers)
+    key = _spec_key(spec)
+    if key not in _experts:
+        experts = next(int(config[k]) for k in ("num_local_experts", "num_experts", "n_routed_experts") if config.get(k))
+        per_token = int(config.get("num_experts_per_tok") or config.get("top_k") or experts)
+        model = meta_model(spec)
+        routed = [(f".{name}", p.numel()) for name, p in model.named_parameters() if ".experts." in f".{name}"]
+        decoder = [(name, n) for name, n in routed if not config.get("is_encoder_decoder") or ".encoder." not in name]
+        # transformers' experts interface marks its experts modules (integrations/moe.py)
+        interface = any(hasattr(m, "_is_expert_parallel") and hasattr(m, "is_concatenated") for m in model.modules())
+        _experts[key] = Experts(experts, per_token, sum(n for _, n in routed), len({n.split(".experts.")[0] for n, _ in routed}),
+                                sum(n for _, n in decoder), len({n.split(".experts.")[0] for n, _ in decoder}), interface)
+    return _experts[key]
+
+
+def routed_expert_bytes(spec: ModelSpec, precision: str) -> float:
+    """Bytes of one routed expert of one layer at `precision`; 0 for a dense model (or a mixture
+    whose experts are not named `experts`, which nothing here can count)."""
+    moe = experts_of(spec)
+    if moe is None or not moe.layers:
+        return 0.0
+    return float(weight_bytes(spec, precision)) * moe.params / max(parameter_count(spec), 1) / (moe.experts * moe.layers)
 
 
 def active_parameter_count(spec: ModelSpec) -> int:

@@ -52,7 +52,7 @@ from benchmark_runners.generation import DEFAULT_NEW_TOKENS, KVCache, kv_cache, 
 from devicefit.predict import tpot_residual
 from devicefit.predict.features import roofline_ms
 from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of, row_device
-from models.analysis import Experts, active_parameter_count, experts_of, parameter_count, weight_bytes
+from models.analysis import Experts, active_parameter_count, experts_of, parameter_count, routed_expert_bytes, weight_bytes
 from models.catalog import ModelSpec
 from models.op_profile import decode_step_ops
 
@@ -119,12 +119,13 @@ def decoder_share(spec: ModelSpec) -> float:
     return _decoder_shares[key]
 
 
-def decodes_batched_experts(kind: str) -> bool:
-    """Whether generate() decodes a mixture of experts on this kind with `batched_mm`:
+def decodes_batched_experts(moe: Experts | None, kind: str) -> bool:
+    """Whether generate() decodes this mixture of experts on this kind with `batched_mm`:
     transformers (5.17 and 5.24: `GenerationMixin._optimize_model_for_decode`) swaps the
-    `grouped_mm` experts for it in the decode stage on every torch device but the CPU."""
+    `grouped_mm` of its experts interface for it in the decode stage on every torch device but
+    the CPU. A model whose experts loop on their own (`Experts.interface` False) is not swapped."""
     known = registry.kinds().get(kind)
-    return bool(known and known.torch_device and known.torch_device != "cpu")
+    return bool(moe and moe.interface and known and known.torch_device and known.torch_device != "cpu")
 
 
 def expert_bytes_read(moe: Experts, batch: int, expert_bytes: float, batched: bool) -> float:
@@ -149,10 +150,9 @@ def batched_experts_bytes(spec: ModelSpec, batch: int, precision: str, kind: str
     4, 8 and 16 for Mixtral's first four layers, 0.33 GiB an expert). 0 for a dense model or
     where the experts are not batched."""
     moe = experts_of(spec)
-    if moe is None or not decodes_batched_experts(kind):
+    if not decodes_batched_experts(moe, kind):
         return 0.0
-    per_expert = float(weight_bytes(spec, precision)) * moe.params / max(parameter_count(spec), 1) / (moe.experts * moe.layers)
-    return batch * moe.per_token * per_expert
+    return batch * moe.per_token * routed_expert_bytes(spec, precision)
 
 
 def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | None, new: int | None,
@@ -168,9 +168,10 @@ def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | N
     share = decoder_share(spec)
     weights = float(weight_bytes(spec, precision)) * share
     moe = experts_of(spec)
-    if moe is not None:
-        experts = float(weight_bytes(spec, precision)) * moe.params / max(parameter_count(spec), 1)
-        weights += expert_bytes_read(moe, batch, experts, decodes_batched_experts(device.kind)) - experts
+    if moe is not None and moe.decoder_layers:
+        # the decoder's experts (an encoder-decoder's encoder ran once, in the prefill)
+        experts = float(weight_bytes(spec, precision)) * moe.decoder_params / max(parameter_count(spec), 1)
+        weights = max(weights - experts, 0.0) + expert_bytes_read(moe, batch, experts, decodes_batched_experts(moe, device.kind))
     moved = weights + mean_cache
     flops = 2.0 * active_parameter_count(spec) * share * batch
     return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device), decode_kernels(spec), mean_cache)
@@ -453,7 +454,9 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
                             + ("host" if host > device_ms else "device") + "-bound" if asynchronous else "the two add, on the same cores")
                          ) if line else ""
         source, detail = "roofline_calibrated", f"{roof_text} {ratio_text} = {device_ms:.3f} ms{host_text}{elsewhere}"
-        trees = tpot_residual.correction(calibration.get("tpot_residual"), residual_request(spec, roof, batch, precision, asynchronous))
+        # the trees learned the error of a fitted ratio and a counted step: not of a prior or an uncounted host
+        trees = tpot_residual.correction(calibration.get("tpot_residual"), residual_request(spec, roof, batch, precision, asynchronous)) \
+            if found and roof.kernels is not None else None
         if trees:
             detail = f"{detail}; that line's {tpot:.3f} ms {trees[1]}"
             tpot, source = tpot * trees[0], "trained_predictor"

@@ -52,7 +52,8 @@ def generation_latency(data: ReportData):
 
 
 BREAKDOWN_PARTS = (("breakdown_process_bytes", "process (runtime, libraries)"), ("breakdown_weights_bytes", "weights"),
-                   ("kv_cache_bytes", "KV cache (config arithmetic)"), ("breakdown_activation_bytes", "prefill activations (meta trace)"))
+                   ("kv_cache_bytes", "KV cache (config arithmetic)"), ("breakdown_activation_bytes", "prefill activations (meta trace)"),
+                   ("breakdown_expert_copy_bytes", "decode expert copies (a GPU's batched_mm)"))
 
 
 def memory_breakdown(data: ReportData):

@@ -215,17 +215,23 @@ class HardwareAwareModelClassifier:
 
     def _generation_requirements(self, spec, model: str, hardware: str) -> dict[str, Any]:
         """A generating model's memory: the forward pass at its prompt (measured or predicted) plus
-        the KV cache of the default request (256 prompt + 64 new tokens), at batch 1 and at the
+        the KV cache of the default request (256 prompt + 64 new tokens), and for a mixture of
+        experts on a GPU one layer's batched_mm expert copies, at batch 1 and at the
         configuration's medium batch size."""
-        from devicefit.predict.generation import cache_for
+        from devicefit.predict.generation import batched_experts_bytes, cache_for
+
+        def extra(batch: int) -> float:
+            return (cache_for(spec, batch, "fp32", None, None).total_bytes + batched_experts_bytes(spec, batch, "fp32", hardware)) / MB
 
         out = self.resource_requirements(model, hardware, "inference")
-        low = out["min_memory_mb"] + cache_for(spec, 1, "fp32", None, None).total_bytes / MB
+        low = out["min_memory_mb"] + extra(1)
         batch = self.selector.config.batch_size_thresholds["medium"]
-        high = out["recommended_memory_mb"] + cache_for(spec, batch, "fp32", None, None).total_bytes / MB
+        high = out["recommended_memory_mb"] + extra(batch)
         out.update(min_memory_mb=round(low), recommended_memory_mb=round(max(high, low)))
+        copies = "; plus one layer's expert copies a GPU decode step holds (batch x experts per token)" \
+            if batched_experts_bytes(spec, 1, "fp32", hardware) else ""
         for key in ("min_memory_mb", "recommended_memory_mb"):
-            out["basis"][key] += "; plus the KV cache of a 256 + 64-token request (config arithmetic)"
+            out["basis"][key] += "; plus the KV cache of a 256 + 64-token request (config arithmetic)" + copies
         return out
 
     def hardware_profile(self, family: str, overrides: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:

@@ -48,6 +48,7 @@ WITH per_config AS (
            median(kv_cache_bytes) AS kv_cache_bytes,
            median(CAST(memory_breakdown->>'weights_bytes' AS DOUBLE)) AS breakdown_weights_bytes,
            median(CAST(memory_breakdown->>'activation_bytes' AS DOUBLE)) AS breakdown_activation_bytes,
+           median(CAST(memory_breakdown->>'expert_copy_bytes' AS DOUBLE)) AS breakdown_expert_copy_bytes,
            median(CAST(memory_breakdown->>'process_bytes' AS DOUBLE)) AS breakdown_process_bytes,
            median(CAST(memory_breakdown->>'measured_peak_bytes' AS DOUBLE)) AS breakdown_measured_peak_bytes
     FROM measurements WHERE status = 'ok'

@@ -205,3 +205,20 @@ def test_the_memory_breakdown_names_its_parts_and_compares_them_with_the_peak(me
     assert b["estimated_peak_bytes"] == b["process_bytes"] + b["weights_bytes"] + b["kv_cache_bytes"] + b["activation_bytes"]
     assert b["measured_peak_bytes"] == r.peak_rss_bytes
     assert b["measured_over_estimate"] == pytest.approx(r.peak_rss_bytes / b["estimated_peak_bytes"])
+    assert b["expert_copy_bytes"] == 0  # a dense model on the CPU: no batched_mm copies
+
+
+def test_a_gpu_decode_of_a_mixture_of_experts_names_the_batched_expert_copies():
+    """The part is the caller's (measure.py: batch x k x one layer's expert, on a GPU) and counts
+    in the estimate; checked on the 4-layer Mixtral config's arithmetic, traced on meta."""
+    from benchmark_runners.generation import kv_cache, memory_breakdown, request_shape
+    from models.analysis import routed_expert_bytes
+    from models.resolve import resolve_model
+
+    spec = resolve_model("benchmarks/configs/mixtral-8x7b-4layers.json")
+    assert routed_expert_bytes(spec, "bf16") == pytest.approx(3 * 4096 * 14336 * 2, rel=1e-9)
+    shape = request_shape(spec, 256, 64)
+    cache, prefill = kv_cache(spec.config, 4, 256, 64, 2), kv_cache(spec.config, 4, 256, 1, 2)
+    copies = int(4 * 2 * routed_expert_bytes(spec, "bf16"))
+    b = memory_breakdown(spec, shape, 4, 2, 12 * 2**30, cache, prefill, None, 15 * 2**30, copies)
+    assert b["expert_copy_bytes"] == copies and b["estimated_peak_bytes"] == 12 * 2**30 + cache.total_bytes + b["activation_bytes"] + copies

@@ -408,3 +408,36 @@ def test_a_gpu_decode_of_a_mixture_of_experts_holds_one_layers_expert_copies():
     assert batched_experts_bytes(spec, 16, "bf16", "cuda") == pytest.approx(16 * 2 * one_expert, rel=1e-9)
     assert batched_experts_bytes(spec, 16, "bf16", "cpu") == 0.0
     assert batched_experts_bytes(resolve_model("gpt2"), 16, "bf16", "cuda") == 0.0
+
+
+def test_an_encoder_decoder_mixture_with_its_own_expert_loop_decodes_its_decoders_experts_unbatched(tmp_path):
+    """A Switch-style model: experts in the encoder and the decoder, looped by the model's own
+    code (not transformers' experts interface, which generate() batches on a GPU). A decode step
+    reads the decoder's experts only, the same on a CPU and a GPU, and holds no copies."""
+    from devicefit.predict.generation import batched_experts_bytes
+    from models.analysis import experts_of
+
+    path = tmp_path / "switch-tiny.json"
+    path.write_text(json.dumps({"model_type": "switch_transformers", "architectures": ["SwitchTransformersForConditionalGeneration"],
+                                "num_layers": 2, "num_decoder_layers": 2, "num_sparse_encoder_layers": 1,
+                                "num_sparse_decoder_layers": 1, "d_model": 64, "d_ff": 128, "num_heads": 4, "d_kv": 16,
+                                "num_experts": 4, "vocab_size": 100, "is_encoder_decoder": True, "decoder_start_token_id": 0,
+                                "pad_token_id": 0, "eos_token_id": 1}))
+    spec = resolve_model(str(path))
+    moe = experts_of(spec)
+    assert not moe.interface and moe.decoder_layers == 1 and moe.decoder_params == moe.params / 2 == 4 * 2 * 64 * 128
+    gpu = DeviceSpec("cuda", "test GPU", 5e5, 4000.0, "measured_probe")
+    on_cpu, on_gpu = decode_roofline(spec, 4, "fp32", 16, 8, CPU), decode_roofline(spec, 4, "fp32", 16, 8, gpu)
+    assert on_cpu.bytes_per_step == on_gpu.bytes_per_step > on_cpu.cache_bytes
+    assert batched_experts_bytes(spec, 4, "fp32", "cuda") == 0.0
+
+
+def test_a_mixture_whose_experts_cannot_be_counted_is_read_as_a_dense_model(monkeypatch):
+    import devicefit.predict.generation as generation
+    from models.analysis import Experts
+
+    spec = resolve_model("gpt2")
+    dense = decode_roofline(spec, 4, "fp32", 256, 64, CPU).bytes_per_step
+    monkeypatch.setattr(generation, "experts_of", lambda s: Experts(8, 2, 0, 0, 0, 0, True))
+    assert decode_roofline(spec, 4, "fp32", 256, 64, CPU).bytes_per_step == dense
+    assert generation.batched_experts_bytes(spec, 4, "fp32", "cuda") == 0.0

@@ -86,3 +86,16 @@ def test_a_served_correction_scales_tpot_and_names_the_trained_predictor():
     unused = predict_generation(spec, "cpu", "torch", CPU, 1, "fp32", None, None, ttft,
                                 {**cal, "tpot_residual": {**section, "used": False}})
     assert unused["tpot_ms"] == pytest.approx(plain["tpot_ms"]) and unused["tpot_source"] == "roofline_calibrated"
+
+
+def test_the_trees_leave_a_prior_ratio_alone():
+    """Trained on the error of fitted ratios, the trees do not correct an answer whose device
+    ratio is the prior's (no ratio fitted at this precision)."""
+    models, measured, rows, line = _dataset(1.6)
+    section = train_and_validate(models, measured, rows, line, lambda i, excluded: line[i])
+    spec = resolve_model("t5-small")
+    cal = {"dispatch": {"cpu|torch": {"step_ms": 1.0, "us_per_kernel": 10.0, "asynchronous": False, "n": 6, "models": ["gpt2"]}},
+           "tpot_residual": section}
+    out = predict_generation(spec, "cpu", "torch", CPU, 1, "fp32", None, None,
+                             {"latency": 50.0, "source": "trained_predictor", "detail": "forward pass"}, cal)
+    assert out["tpot_source"] == "roofline_calibrated" and "LightGBM" not in out["tpot_detail"]

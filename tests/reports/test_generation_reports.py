@@ -58,17 +58,22 @@ def test_the_generation_figures_draw_the_measured_rows(h200):
     # workspaces the estimate does not name): never above the peak by more than 5%, never more
     # than 64 MiB (or 1%, for the 7B models) below it. On the H200 that floor is 17-49 MiB,
     # 1.0-1.4x for the small bf16 models; 76 MiB of 14.3 GiB for qwen2.5-7b at batch 1.
-    # A mixture of experts is the exception: on a GPU generate() decodes it with batched_mm, which
-    # holds one layer's copies of the expert of every (token, expert) pair (batch x 2 experts of
-    # 0.33 GiB for Mixtral; benchmarks/datasets/h200-cuda/README.md), a part these rows' breakdown
-    # does not name. The 4-layer Mixtral's peak lies between its named parts and them plus those
+    # A mixture of experts on a GPU: generate() decodes it with batched_mm, which holds one
+    # layer's copies of the expert of every (token, expert) pair (batch x 2 experts of 0.33 GiB
+    # for Mixtral; benchmarks/datasets/h200-cuda/README.md). Rows measured since name that part
+    # (`expert_copy_bytes`), and their parts then explain the peak within 5% (batch 4 and 16);
+    # the earlier rows do not, and their peak lies between their named parts and them plus the
     # copies (+10%), at batch 1 to 16.
+    copy_trace = next(t for t in memory.data if t.name.startswith("decode expert copies"))
     parts = [sum(t.y[i] for t in memory.data[:len(BREAKDOWN_PARTS)]) for i in range(len(peak.y))]
     dense = [(x, p, m) for x, p, m in zip(peak.x, parts, peak.y) if not x.startswith("mixtral")]
     assert len(dense) < len(parts) and all(p < 1.05 * m and m - p < max(64, 0.01 * m) for _, p, m in dense), dense
-    moe = [(int(x.split(" · b")[1].split(" ")[0]), p, m) for x, p, m in zip(peak.x, parts, peak.y) if x.startswith("mixtral")]
+    moe = [(int(x.split(" · b")[1].split(" ")[0]), p, m, c) for x, p, m, c in zip(peak.x, parts, peak.y, copy_trace.y)
+           if x.startswith("mixtral")]
     copies = 2 * 3 * 4096 * 14336 * 2 / 2**20  # MiB of one token's two experts in one layer, bf16
-    assert len(moe) == 5 and all(p < m < 1.1 * (p + batch * copies) for batch, p, m in moe), moe
+    assert len(moe) == 5 and sorted(b for b, _, _, c in moe if c) == [4, 16], moe
+    assert all(c == pytest.approx(batch * copies) and 0.95 * m < p < 1.05 * m for batch, p, m, c in moe if c), moe
+    assert all(p < m < 1.1 * (p + batch * copies) for batch, p, m, c in moe if not c), moe
 
 
 def test_the_comparative_analysis_gains_the_generation_columns(h200):
