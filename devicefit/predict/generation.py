@@ -155,6 +155,19 @@ def batched_experts_bytes(spec: ModelSpec, batch: int, precision: str, kind: str
     return batch * moe.per_token * routed_expert_bytes(spec, precision)
 
 
+def experts_text(spec: ModelSpec, batch: int, kind: str) -> str:
+    """How the decode roofline counted a mixture's experts, for the answer's detail ("" if dense)."""
+    moe = experts_of(spec)
+    if moe is None or not moe.decoder_layers:
+        return ""
+    if decodes_batched_experts(moe, kind):
+        return (f" (the experts as generate()'s batched_mm moves them on {kind}: a copy of the expert of each of the "
+                f"{batch} x {moe.per_token} (token, expert) pairs a layer: read, written, and read again)")
+    hit = moe.experts * (1 - (1 - moe.per_token / moe.experts) ** batch)
+    return (f" (of the {moe.experts} experts a layer, the {hit:.1f} that a batch of {batch} at {moe.per_token} experts a token "
+            "hits on average, each read once)")
+
+
 def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | None, new: int | None,
                     device: DeviceSpec) -> DecodeRoofline:
     """The device's lower bound on one decode step: reading the weights it uses (an
@@ -431,7 +444,7 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
         f"; the fit is {fitted}'s: {device_id or 'this ' + kind} has no generation rows of its own"
     asynchronous = line["asynchronous"] if line else is_asynchronous(kind)
     roof_text = (f"decode roofline on {device.name} ({device.source}): {roof.bytes_per_step / 1e9:.2f} GB read per step at "
-                 f"{device.bandwidth_gbs:.0f} GB/s = {roof.ms:.3f} ms")
+                 f"{device.bandwidth_gbs:.0f} GB/s = {roof.ms:.3f} ms{experts_text(spec, batch, kind)}")
     if found or line:
         if found:
             at, cal = found

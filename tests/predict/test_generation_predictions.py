@@ -441,3 +441,14 @@ def test_a_mixture_whose_experts_cannot_be_counted_is_read_as_a_dense_model(monk
     monkeypatch.setattr(generation, "experts_of", lambda s: Experts(8, 2, 0, 0, 0, 0, True))
     assert decode_roofline(spec, 4, "fp32", 256, 64, CPU).bytes_per_step == dense
     assert generation.batched_experts_bytes(spec, 4, "fp32", "cuda") == 0.0
+
+
+def test_the_tpot_detail_says_how_a_mixtures_experts_were_counted():
+    spec = resolve_model("benchmarks/configs/mixtral-8x7b-4layers.json")
+    gpu = DeviceSpec("cuda", "test GPU", 5e5, 4000.0, "measured_probe")
+    ttft = {"latency": 10.0, "source": "static_rule", "detail": "forward pass"}
+    on_gpu = predict_generation(spec, "cuda", "torch", gpu, 4, "bf16", None, None, ttft, {})
+    on_cpu = predict_generation(spec, "cpu", "torch", CPU, 4, "bf16", None, None, ttft, {})
+    assert "batched_mm" in on_gpu["tpot_detail"] and "4 x 2 (token, expert) pairs" in on_gpu["tpot_detail"]
+    assert "the 5.5 that a batch of 4 at 2 experts a token hits" in on_cpu["tpot_detail"]
+    assert on_gpu["decode_transient_mb"] == pytest.approx(4 * 2 * 3 * 4096 * 14336 * 2 / 2**20) and on_cpu["decode_transient_mb"] == 0
