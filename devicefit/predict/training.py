@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from devicefit.errors import DevicefitError
+from devicefit.predict.booster_settings import LGB_PARAMS, NUM_ROUNDS
 from devicefit.predict.domain import parameter_range, thinly_measured, without_devices
 from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec, default_devices, host_of, kind_of, row_device
@@ -50,13 +51,6 @@ class InsufficientData(DevicefitError, ValueError):
 #: Bumped whenever a reader of an older artifact would misread it (2: per-operator roofline baselines).
 ARTIFACT_FORMAT = "devicefit.predictor/3"  # 3: baselines and specs per device, not per kind
 ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}
-# Small trees, few rounds: with tens of rows they correct the baseline's residual, no more.
-LGB_PARAMS = {
-    "objective": "regression", "learning_rate": 0.05, "num_leaves": 4, "min_data_in_leaf": 10,
-    "min_data_per_group": 1, "cat_smooth": 1.0, "cat_l2": 1.0, "max_cat_to_onehot": 8, "min_data_in_bin": 1,
-    "lambda_l2": 1.0, "verbose": -1, "seed": 0, "deterministic": True, "num_threads": 1,
-}
-NUM_ROUNDS = 60
 
 
 @dataclass
