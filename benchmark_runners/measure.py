@@ -24,7 +24,7 @@ from benchmark_runners.output_check import check_output
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 from benchmark_runners.stats import summarize
 from benchmark_runners.timers import clock_for
-from models.analysis import experts_of, flops_per_sample, parameter_count, routed_expert_bytes, weight_bytes
+from models.analysis import expert_copy_bytes, flops_per_sample, parameter_count, weight_bytes
 from models.classifier import classify_spec
 from models.inputs import input_signature
 from models.loading import weights_kind
@@ -181,8 +181,7 @@ class ConfigMeasurer:
         prefill_cache = kv_cache(spec.config, config.batch_size, shape.prompt_tokens or 0, 1, element, encoder)
         on_gpu = row.get("device_allocated_peak_bytes") is not None
         # transformers decodes a mixture of experts with batched_mm on every device but the CPU
-        experts = experts_of(spec) if on_gpu else None
-        copies = config.batch_size * experts.per_token * routed_expert_bytes(spec, config.precision) if experts and experts.interface else 0
+        copies = expert_copy_bytes(spec, config.batch_size, config.precision) if on_gpu else 0
         breakdown = memory_breakdown(spec, shape, config.batch_size, element, row.get("weight_bytes"), cache, prefill_cache,
                                      None if on_gpu else prepared.memory.get("rss_before_load_bytes"),
                                      row["device_allocated_peak_bytes"] if on_gpu else row.get("peak_rss_bytes"), int(copies))

@@ -279,15 +279,7 @@ def profile_steps(dec: Decoder, steps: int, with_stack: bool = False) -> dict:
                 with record_function(f"decode_step_{i}"):
                     dec.step()
             sync(dec.device)
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-        path = f.name
-    try:
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            trace = json.load(f)
-    finally:
-        os.unlink(path)
-    result = parse_trace(trace, steps)
+    result = parse_trace(chrome_trace(prof), steps)
     if not with_stack:
         result["top_cpu_self"] = top_cpu_self(prof, steps)
         result["attention_ops"] = attention_ops(prof, steps)
@@ -322,6 +314,18 @@ def _short_frame(name: str) -> str:
         if marker in name:
             return name.split(marker, 1)[1]
     return name
+
+
+def chrome_trace(prof) -> dict:
+    """The profile's events, through the Chrome trace file torch.profiler writes (removed after)."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        path = f.name
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            return json.load(f)
+    finally:
+        os.unlink(path)
 
 
 def parse_trace(trace: dict, steps: int) -> dict:
@@ -681,15 +685,7 @@ def generate_tpot(model, device: str, batch: int, prompt: int, new: int, seed: i
         hook = _Hook()
         with torch.inference_mode():
             model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, logits_processor=[_Proc()])
-        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-            path = f.name
-        try:
-            prof.export_chrome_trace(path)
-            with open(path) as f:
-                trace = json.load(f)
-        finally:
-            os.unlink(path)
-        parsed = parse_trace(trace, profile_steps_n)
+        parsed = parse_trace(chrome_trace(prof), profile_steps_n)
         parsed["top_cpu_self"] = top_cpu_self(prof, profile_steps_n)
         parsed["attention_ops"] = attention_ops(prof, profile_steps_n)
         out["profile"] = parsed

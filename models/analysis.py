@@ -121,6 +121,14 @@ def routed_expert_bytes(spec: ModelSpec, precision: str) -> float:
     return float(weight_bytes(spec, precision)) * moe.params / max(parameter_count(spec), 1) / (moe.experts * moe.layers)
 
 
+def expert_copy_bytes(spec: ModelSpec, batch: int, precision: str) -> float:
+    """One layer's copies of the expert of every (token, expert) pair, batch x k experts: what
+    transformers' batched_mm holds in a decode step, for a model on its experts interface
+    (`Experts.interface`); 0 otherwise. Whether generate() batches on a device is the caller's."""
+    moe = experts_of(spec)
+    return batch * moe.per_token * routed_expert_bytes(spec, precision) if moe and moe.interface else 0.0
+
+
 def active_parameter_count(spec: ModelSpec) -> int:
     """Parameters one token uses. A mixture of experts holds every expert in memory (the total
     counts for memory) but routes each token through `num_experts_per_tok` of them, so its

@@ -11,7 +11,7 @@ generation rows measured.
   bare forward pass does not pay and which is most of the gap on a host-bound GPU.
 - **TPOT**: a decode step has two costs.
   - *Device*: it reads every weight once (of a mixture of experts, the experts its tokens are
-    routed to, which generate() on a GPU copies per token: `expert_bytes_read`) and the KV cache
+    routed to, which generate() on a GPU copies per token: `devicefit.predict.moe_decode`) and the KV cache
     so far, and computes about 2 x active parameters x batch FLOPs: memory-bandwidth bound
     wherever the batch is small. Its
     roofline (`decode_roofline`, bytes at the mean context of the request) times a ratio
@@ -52,7 +52,8 @@ from benchmark_runners.generation import DEFAULT_NEW_TOKENS, KVCache, kv_cache, 
 from devicefit.predict import tpot_residual
 from devicefit.predict.features import roofline_ms
 from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of, row_device
-from models.analysis import Experts, active_parameter_count, experts_of, parameter_count, routed_expert_bytes, weight_bytes
+from devicefit.predict.moe_decode import batched_experts_bytes, decode_weight_bytes, experts_text
+from models.analysis import active_parameter_count, parameter_count
 from models.catalog import ModelSpec
 from models.op_profile import decode_step_ops
 
@@ -119,73 +120,18 @@ def decoder_share(spec: ModelSpec) -> float:
     return _decoder_shares[key]
 
 
-def decodes_batched_experts(moe: Experts | None, kind: str) -> bool:
-    """Whether generate() decodes this mixture of experts on this kind with `batched_mm`:
-    transformers (5.17 and 5.24: `GenerationMixin._optimize_model_for_decode`) swaps the
-    `grouped_mm` of its experts interface for it in the decode stage on every torch device but
-    the CPU. A model whose experts loop on their own (`Experts.interface` False) is not swapped."""
-    known = registry.kinds().get(kind)
-    return bool(moe and moe.interface and known and known.torch_device and known.torch_device != "cpu")
-
-
-def expert_bytes_read(moe: Experts, batch: int, expert_bytes: float, batched: bool) -> float:
-    """Bytes of expert weights one decode step moves, of `expert_bytes` for every routed expert.
-    `batched` (generate() on a GPU): batched_mm gathers the whole expert of each (token, expert)
-    pair, reading and writing it, then its bmm reads the copy, 3 x batch x k experts a layer
-    (benchmarks/datasets/h200-cuda/README.md: Mixtral's first four layers moved 8.4 GB a step at
-    batch 1 and 33.8 GB at batch 4, 2.7 and 8.3 ms of the H200's time). Otherwise (the CPU's
-    grouped_mm or the per-expert loop) each expert hit is read once: E x (1 - (1 - k/E)^batch)
-    of them under uniform routing (2.0 at batch 1, 5.5 at batch 4 of Mixtral's 8; the H200's
-    router hit 2.0 and 5.3)."""
-    per_expert = expert_bytes / moe.experts
-    if batched:
-        return 3.0 * batch * moe.per_token * per_expert
-    return moe.experts * (1 - (1 - moe.per_token / moe.experts) ** batch) * per_expert
-
-
-def batched_experts_bytes(spec: ModelSpec, batch: int, precision: str, kind: str) -> float:
-    """The largest transient a decode step holds on a kind where generate() runs batched_mm: one
-    layer's gathered copies of the expert of every (token, expert) pair, batch x k experts (the
-    H200's reserved peak grew by about that: 12.1, 12.8, 14.7, 18.1 and 25.1 GiB at batch 1, 2,
-    4, 8 and 16 for Mixtral's first four layers, 0.33 GiB an expert). 0 for a dense model or
-    where the experts are not batched."""
-    moe = experts_of(spec)
-    if not decodes_batched_experts(moe, kind):
-        return 0.0
-    return batch * moe.per_token * routed_expert_bytes(spec, precision)
-
-
-def experts_text(spec: ModelSpec, batch: int, kind: str) -> str:
-    """How the decode roofline counted a mixture's experts, for the answer's detail ("" if dense)."""
-    moe = experts_of(spec)
-    if moe is None or not moe.decoder_layers:
-        return ""
-    if decodes_batched_experts(moe, kind):
-        return (f" (the experts as generate()'s batched_mm moves them on {kind}: a copy of the expert of each of the "
-                f"{batch} x {moe.per_token} (token, expert) pairs a layer: read, written, and read again)")
-    hit = moe.experts * (1 - (1 - moe.per_token / moe.experts) ** batch)
-    return (f" (of the {moe.experts} experts a layer, the {hit:.1f} that a batch of {batch} at {moe.per_token} experts a token "
-            "hits on average, each read once)")
-
-
 def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | None, new: int | None,
                     device: DeviceSpec) -> DecodeRoofline:
     """The device's lower bound on one decode step: reading the weights it uses (an
     encoder-decoder's decoder only; of a mixture of experts, the experts its tokens are routed
-    to, as `expert_bytes_read` counts them) and, on average over the request, half the
+    to, as `moe_decode.decode_weight_bytes` counts them) and, on average over the request, half the
     self-attention cache grown during decode plus the prompt's (or cross-attention's)."""
     cache = cache_for(spec, batch, precision, prompt, new)
     new_positions = request_shape(spec, prompt, new).new_tokens - 1
     per_position = cache.self_bytes / cache.self_positions if cache.self_positions else 0.0
     mean_cache = cache.total_bytes - per_position * new_positions / 2
     share = decoder_share(spec)
-    weights = float(weight_bytes(spec, precision)) * share
-    moe = experts_of(spec)
-    if moe is not None and moe.decoder_layers:
-        # the decoder's experts (an encoder-decoder's encoder ran once, in the prefill)
-        experts = float(weight_bytes(spec, precision)) * moe.decoder_params / max(parameter_count(spec), 1)
-        weights = max(weights - experts, 0.0) + expert_bytes_read(moe, batch, experts, decodes_batched_experts(moe, device.kind))
-    moved = weights + mean_cache
+    moved = decode_weight_bytes(spec, batch, precision, device.kind, share) + mean_cache
     flops = 2.0 * active_parameter_count(spec) * share * batch
     return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device), decode_kernels(spec), mean_cache)
 

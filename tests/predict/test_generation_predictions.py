@@ -14,6 +14,7 @@ from models.resolve import resolve_model
 
 runner = CliRunner()
 CPU = DeviceSpec("cpu", "test CPU", 300.0, 25.0, "measured_probe")
+GPU = DeviceSpec("cuda", "test GPU", 5e5, 4000.0, "measured_probe")
 
 
 def _row(model: str, tpot_ms: float, batch: int = 1) -> dict:
@@ -374,27 +375,25 @@ def test_a_mixture_of_experts_decode_reads_the_experts_its_tokens_are_routed_to(
     moe = experts_of(spec)
     assert (moe.experts, moe.per_token, moe.params) == (8, 2, 4 * 8 * 3 * 4096 * 14336)
     per_expert = 2 * 4 * 3 * 4096 * 14336  # bf16 bytes of one expert in each of the four layers
-    gpu = DeviceSpec("cuda", "test GPU", 5e5, 4000.0, "measured_probe")
     for batch, distinct in ((1, 2.0), (4, 8 * (1 - 0.75 ** 4))):
-        on_gpu, on_cpu = decode_roofline(spec, batch, "bf16", 256, 64, gpu), decode_roofline(spec, batch, "bf16", 256, 64, CPU)
+        on_gpu, on_cpu = decode_roofline(spec, batch, "bf16", 256, 64, GPU), decode_roofline(spec, batch, "bf16", 256, 64, CPU)
         assert on_gpu.bytes_per_step - on_cpu.bytes_per_step == pytest.approx((3 * batch * 2 - distinct) * per_expert, rel=1e-6)
-    assert decode_roofline(spec, 4, "bf16", 256, 64, gpu).bytes_per_step / 1e9 == pytest.approx(34.7, abs=0.1)
+    assert decode_roofline(spec, 4, "bf16", 256, 64, GPU).bytes_per_step / 1e9 == pytest.approx(34.7, abs=0.1)
     # a dense model reads every weight at any batch, on either kind
     gpt2 = resolve_model("gpt2")
-    assert decode_roofline(gpt2, 4, "fp32", 256, 64, gpu).bytes_per_step == decode_roofline(gpt2, 4, "fp32", 256, 64, CPU).bytes_per_step
+    assert decode_roofline(gpt2, 4, "fp32", 256, 64, GPU).bytes_per_step == decode_roofline(gpt2, 4, "fp32", 256, 64, CPU).bytes_per_step
 
 
 def test_nothing_measured_a_gpu_decodes_at_80_percent_of_its_bandwidth_a_cpu_at_half():
     from devicefit.predict.generation import decode_efficiency_prior
 
     spec = resolve_model("llama-2-7b")
-    gpu = DeviceSpec("cuda", "test GPU", 5e5, 4000.0, "measured_probe")
     ttft = {"latency": 100.0, "source": "static_rule", "detail": "forward pass"}
-    on_gpu = predict_generation(spec, "cuda", "torch", gpu, 64, "bf16", None, None, ttft, {})
+    on_gpu = predict_generation(spec, "cuda", "torch", GPU, 64, "bf16", None, None, ttft, {})
     on_cpu = predict_generation(spec, "cpu", "torch", CPU, 64, "bf16", None, None, ttft, {})
     assert decode_efficiency_prior(True) == 0.8 and decode_efficiency_prior(False) == STATIC_DECODE_EFFICIENCY == 0.5
     assert "80% of its bandwidth" in on_gpu["tpot_detail"] and "50% of its bandwidth" in on_cpu["tpot_detail"]
-    assert on_gpu["tpot_ms"] >= decode_roofline(spec, 64, "bf16", None, None, gpu).ms / 0.8
+    assert on_gpu["tpot_ms"] >= decode_roofline(spec, 64, "bf16", None, None, GPU).ms / 0.8
 
 
 def test_a_gpu_decode_of_a_mixture_of_experts_holds_one_layers_expert_copies():
@@ -426,28 +425,27 @@ def test_an_encoder_decoder_mixture_with_its_own_expert_loop_decodes_its_decoder
     spec = resolve_model(str(path))
     moe = experts_of(spec)
     assert not moe.interface and moe.decoder_layers == 1 and moe.decoder_params == moe.params / 2 == 4 * 2 * 64 * 128
-    gpu = DeviceSpec("cuda", "test GPU", 5e5, 4000.0, "measured_probe")
-    on_cpu, on_gpu = decode_roofline(spec, 4, "fp32", 16, 8, CPU), decode_roofline(spec, 4, "fp32", 16, 8, gpu)
+    on_cpu, on_gpu = decode_roofline(spec, 4, "fp32", 16, 8, CPU), decode_roofline(spec, 4, "fp32", 16, 8, GPU)
     assert on_cpu.bytes_per_step == on_gpu.bytes_per_step > on_cpu.cache_bytes
     assert batched_experts_bytes(spec, 4, "fp32", "cuda") == 0.0
 
 
 def test_a_mixture_whose_experts_cannot_be_counted_is_read_as_a_dense_model(monkeypatch):
     import devicefit.predict.generation as generation
+    import devicefit.predict.moe_decode as moe_decode
     from models.analysis import Experts
 
     spec = resolve_model("gpt2")
     dense = decode_roofline(spec, 4, "fp32", 256, 64, CPU).bytes_per_step
-    monkeypatch.setattr(generation, "experts_of", lambda s: Experts(8, 2, 0, 0, 0, 0, True))
+    monkeypatch.setattr(moe_decode, "experts_of", lambda s: Experts(8, 2, 0, 0, 0, 0, True))
     assert decode_roofline(spec, 4, "fp32", 256, 64, CPU).bytes_per_step == dense
     assert generation.batched_experts_bytes(spec, 4, "fp32", "cuda") == 0.0
 
 
 def test_the_tpot_detail_says_how_a_mixtures_experts_were_counted():
     spec = resolve_model("benchmarks/configs/mixtral-8x7b-4layers.json")
-    gpu = DeviceSpec("cuda", "test GPU", 5e5, 4000.0, "measured_probe")
     ttft = {"latency": 10.0, "source": "static_rule", "detail": "forward pass"}
-    on_gpu = predict_generation(spec, "cuda", "torch", gpu, 4, "bf16", None, None, ttft, {})
+    on_gpu = predict_generation(spec, "cuda", "torch", GPU, 4, "bf16", None, None, ttft, {})
     on_cpu = predict_generation(spec, "cpu", "torch", CPU, 4, "bf16", None, None, ttft, {})
     assert "batched_mm" in on_gpu["tpot_detail"] and "4 x 2 (token, expert) pairs" in on_gpu["tpot_detail"]
     assert "the 5.5 that a batch of 4 at 2 experts a token hits" in on_cpu["tpot_detail"]
