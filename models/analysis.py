@@ -129,6 +129,35 @@ def expert_copy_bytes(spec: ModelSpec, batch: int, precision: str) -> float:
     return batch * moe.per_token * routed_expert_bytes(spec, precision) if moe and moe.interface else 0.0
 
 
+_gathered: dict[tuple, int] = {}
+
+
+def gathered_embedding_params(spec: ModelSpec) -> int:
+    """Parameters of the decoder's embedding tables that a decode step gathers rows from rather
+    than reads: token and position embeddings not tied to a linear layer (an untied table, as
+    Llama's, Mistral's and Mixtral's `embed_tokens`, or GPT-2's `wpe`). A step reads `batch` rows
+    of them, not the table; a table tied to the output head (GPT-2's `wte`, Qwen2.5-0.5B's, T5's
+    `shared`) is read whole by the head and is not counted here. An encoder-decoder's encoder
+    tables are left out: its encoder ran in the prefill."""
+    key = _spec_key(spec)
+    if key not in _gathered:
+        import torch.nn as nn
+
+        model = meta_model(spec)
+        linear = {id(p) for m in model.modules() if is_linear_like(m) for p in m.parameters(recurse=False)}
+        seen: set[int] = set()
+        gathered = 0
+        for name, module in model.named_modules():
+            if not isinstance(module, nn.Embedding) or (spec.config.get("is_encoder_decoder") and ".encoder." in f".{name}."):
+                continue
+            for p in module.parameters(recurse=False):
+                if id(p) not in linear and id(p) not in seen:
+                    seen.add(id(p))
+                    gathered += p.numel()
+        _gathered[key] = gathered
+    return _gathered[key]
+
+
 def active_parameter_count(spec: ModelSpec) -> int:
     """Parameters one token uses. A mixture of experts holds every expert in memory (the total
     counts for memory) but routes each token through `num_experts_per_tok` of them, so its

@@ -11,13 +11,17 @@ generation rows measured.
   bare forward pass does not pay and which is most of the gap on a host-bound GPU.
 - **TPOT**: a decode step has two costs.
   - *Device*: it reads every weight once (of a mixture of experts, the experts its tokens are
-    routed to, which generate() on a GPU copies per token: `devicefit.predict.moe_decode`) and the KV cache
-    so far, and computes about 2 x active parameters x batch FLOPs: memory-bandwidth bound
+    routed to, which generate() on a GPU copies per token: `devicefit.predict.moe_decode`; of an
+    untied embedding table, only the rows it gathers) and the KV cache so far, and computes about
+    2 x active parameters x batch FLOPs: memory-bandwidth bound
     wherever the batch is small. Its
     roofline (`decode_roofline`, bytes at the mean context of the request) times a ratio
     fitted per device, backend, precision and batch size (the nearest measured batch
     where this one is not): on the AMD EPYC, batch 1 ran at 2.3x the roofline, batch 4 at 5.7x
-    (its GEMMs of 4 rows reach a fraction of the probed peak).
+    (its GEMMs of 4 rows reach a fraction of the probed peak). A mixture's experts multiply
+    fewer rows than the batch (`moe_decode.expert_rows`: 1.46 at batch 4 of a top-2 of 8 on a
+    CPU, one a pair under batched_mm), so their part of the roofline takes the ratio of the
+    batch nearest those rows (a 4-layer Mixtral on the EPYC, held out: 65% -> 32%).
   - *Host*: generate()'s eager loop dispatches every kernel of the step from Python
     (`models.op_profile.decode_step_ops` counts them on meta) plus a fixed per-step cost. On an
     H200 that is the whole story for small models: gpt2 takes 4.7 ms a token for 235 kernels
@@ -52,8 +56,8 @@ from benchmark_runners.generation import DEFAULT_NEW_TOKENS, KVCache, kv_cache, 
 from devicefit.predict import tpot_residual
 from devicefit.predict.features import roofline_ms
 from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of, row_device
-from devicefit.predict.moe_decode import batched_experts_bytes, decode_weight_bytes, experts_text
-from models.analysis import active_parameter_count, parameter_count
+from devicefit.predict.moe_decode import batched_experts_bytes, decode_expert_part, decode_weight_bytes, experts_text
+from models.analysis import active_parameter_count, gathered_embedding_params, parameter_count
 from models.catalog import ModelSpec
 from models.op_profile import decode_step_ops
 
@@ -82,16 +86,20 @@ log = logging.getLogger("devicefit.predict")
 @dataclass(frozen=True)
 class DecodeRoofline:
     bytes_per_step: float  # weights at the precision + the KV cache at the request's mean context
-    flops_per_step: float  # 2 x active parameters x batch
+    flops_per_step: float  # 2 x decode_parameters x batch
     ms: float
     kernels: int | None  # launched per step by generate()'s eager loop (models.op_profile.decode_step_ops); None: not traceable
     cache_bytes: float = 0.0  # the KV cache's part of bytes_per_step
+    # a mixture's routed experts: their part of `ms`, and the rows each of their products
+    # multiplies (moe_decode.expert_rows), whose device ratio costs that part; 0 and the batch if dense
+    expert_ms: float = 0.0
+    expert_rows: float = 1.0
 
 
 def residual_request(spec: ModelSpec, roof: DecodeRoofline, batch: int, precision: str, asynchronous: bool) -> tpot_residual.Request:
     """The request as the TPOT residual's trees see it (`devicefit.predict.tpot_residual`)."""
     active = active_parameter_count(spec)
-    return tpot_residual.Request(roof.ms, roof.kernels or 0, batch, active * decoder_share(spec), roof.cache_bytes,
+    return tpot_residual.Request(roof.ms, roof.kernels or 0, batch, decode_parameters(spec), roof.cache_bytes,
                                  roof.bytes_per_step, bool(spec.config.get("is_encoder_decoder")),
                                  active / max(parameter_count(spec), 1), asynchronous, precision in HALF)
 
@@ -120,6 +128,12 @@ def decoder_share(spec: ModelSpec) -> float:
     return _decoder_shares[key]
 
 
+def decode_parameters(spec: ModelSpec) -> float:
+    """Parameters a decode step multiplies by, per sequence: the decoder's active ones less the
+    embedding tables it only gathers a row from (models.analysis.gathered_embedding_params)."""
+    return max(active_parameter_count(spec) * decoder_share(spec) - gathered_embedding_params(spec), 0.0)
+
+
 def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | None, new: int | None,
                     device: DeviceSpec) -> DecodeRoofline:
     """The device's lower bound on one decode step: reading the weights it uses (an
@@ -130,10 +144,11 @@ def decode_roofline(spec: ModelSpec, batch: int, precision: str, prompt: int | N
     new_positions = request_shape(spec, prompt, new).new_tokens - 1
     per_position = cache.self_bytes / cache.self_positions if cache.self_positions else 0.0
     mean_cache = cache.total_bytes - per_position * new_positions / 2
-    share = decoder_share(spec)
-    moved = decode_weight_bytes(spec, batch, precision, device.kind, share) + mean_cache
-    flops = 2.0 * active_parameter_count(spec) * share * batch
-    return DecodeRoofline(moved, flops, roofline_ms(flops, moved, device), decode_kernels(spec), mean_cache)
+    moved = decode_weight_bytes(spec, batch, precision, device.kind, decoder_share(spec)) + mean_cache
+    flops = 2.0 * decode_parameters(spec) * batch
+    ms = roofline_ms(flops, moved, device)
+    experts, rows = decode_expert_part(spec, batch, precision, device.kind)
+    return DecodeRoofline(moved, flops, ms, decode_kernels(spec), mean_cache, ms * experts / moved if moved else 0.0, rows)
 
 
 def decode_kernels(spec: ModelSpec) -> int | None:
@@ -181,15 +196,22 @@ def calibrated_device(calibration: dict[str, Any], device: str, backend: str) ->
     return max(same_kind, key=lambda g: (host_of(g) == host_of(device), (groups[g] or {}).get("n", 0), g)) if same_kind else None
 
 
+def nearest_batch(measured, rows: float) -> int:
+    """Of the batch sizes measured, the nearest to `rows` rows a product (log distance; the
+    smaller on a tie)."""
+    return min(measured, key=lambda b: (abs(math.log(b / rows)), b))
+
+
 def nearest_calibration(calibration: dict[str, Any], device: str, backend: str, precision: str,
-                        batch: int) -> tuple[int, dict[str, Any]] | None:
-    """The device ratio measured at this batch size, else at the nearest one measured (log
-    distance) on the same device, backend and precision: (its batch, its entry)."""
+                        batch: float) -> tuple[int, dict[str, Any]] | None:
+    """The device ratio measured at this batch size (or rows a product: a mixture's experts'),
+    else at the nearest one measured on the same device, backend and precision: (its batch,
+    its entry)."""
     prefix = "|".join((device, backend, precision, "b"))
     measured = {int(k[len(prefix):]): v for k, v in (calibration.get("decode_efficiency") or {}).items() if k.startswith(prefix)}
     if not measured:
         return None
-    nearest = min(measured, key=lambda b: (abs(math.log(b / batch)), b))
+    nearest = nearest_batch(measured, batch)
     return nearest, measured[nearest]
 
 
@@ -201,6 +223,15 @@ class _Point:
     kernels: int
     measured_ms: float
     features: tuple[float, ...] = ()  # the TPOT residual's (tpot_residual.features)
+    expert_ms: float = 0.0  # DecodeRoofline.expert_ms: costed at the ratio of expert_rows
+    expert_rows: float = 1.0
+
+    def expert_key(self, keys) -> str:
+        """The key whose ratio costs the experts' part: same device, backend and precision, at the
+        batch nearest the rows each expert's product multiplies."""
+        prefix = self.key.rsplit("|", 1)[0]
+        batches = [int(k.rsplit("|b", 1)[1]) for k in keys if k.rsplit("|", 1)[0] == prefix]
+        return f"{prefix}|b{nearest_batch(batches, self.expert_rows)}"
 
 
 def model_key(row: dict[str, Any]) -> tuple[str, str | None]:
@@ -222,7 +253,8 @@ def _points(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], models: di
             continue  # no host term to fit it with
         key = _key(row_device(r), r["backend"], r["precision"], r["batch_size"])
         request = residual_request(spec, roof, r["batch_size"], r["precision"], is_asynchronous(kind_of(row_device(r))))
-        out.append(_Point(key, r["model"], roof.ms, roof.kernels, r["tpot_p50_ms"], tpot_residual.features(request)))
+        out.append(_Point(key, r["model"], roof.ms, roof.kernels, r["tpot_p50_ms"], tpot_residual.features(request),
+                          roof.expert_ms, roof.expert_rows))
     return out
 
 
@@ -235,14 +267,16 @@ def _fit(points: list[_Point], asynchronous: bool) -> tuple[dict[str, float], di
 
     keys = sorted({p.key for p in points})
     index = {k: i for i, k in enumerate(keys)}
-    roof = np.array([p.roofline_ms for p in points])
+    dense = np.array([p.roofline_ms - p.expert_ms for p in points])
+    experts = np.array([p.expert_ms for p in points])
     kernels = np.array([p.kernels for p in points], dtype=float)
     measured = np.log([p.measured_ms for p in points])
     which = np.array([index[p.key] for p in points])
+    which_experts = np.array([index[p.expert_key(keys)] for p in points])
     prior = math.log(1 / decode_efficiency_prior(asynchronous))
 
     def residuals(x):
-        device = roof * np.exp(x[which])
+        device = dense * np.exp(x[which]) + experts * np.exp(x[which_experts])
         host = x[-2] + kernels * x[-1] / 1e3
         total = np.maximum(device, host) if asynchronous else device + host
         return np.concatenate([np.log(total) - measured, PRIOR_WEIGHT * (x[:-2] - prior)])
@@ -257,14 +291,24 @@ def _fit(points: list[_Point], asynchronous: bool) -> tuple[dict[str, float], di
     return {k: float(x[index[k]]) for k in keys}, {"step_ms": float(x[-2]), "us_per_kernel": float(x[-1])}
 
 
+def decode_device_ms(roof_ms: float, expert_ms: float, ratio: float, expert_ratio: float) -> float:
+    """A decode step's device time: the dense part of its roofline at the batch's ratio, a
+    mixture's experts' part at the ratio of the rows their products multiply."""
+    return (roof_ms - expert_ms) * ratio + expert_ms * expert_ratio
+
+
 def _predict_point(p: _Point, ratios: dict[str, float], dispatch: dict[str, float], asynchronous: bool) -> float:
-    """A held-out row as `predict_generation` answers it: the ratio at its batch, else at the
-    nearest batch fitted, else the prior."""
+    """A held-out row as `predict_generation` answers it: the ratio at its batch (its experts'
+    part at their rows'), else at the nearest batch fitted, else the prior."""
     device, backend, precision, batch = p.key.split("|")
-    found = nearest_calibration({"decode_efficiency": {k: {"log_ratio": v} for k, v in ratios.items()}}, device, backend,
-                                precision, int(batch[1:]))
-    ratio = found[1]["log_ratio"] if found else math.log(1 / decode_efficiency_prior(asynchronous))
-    return step_ms(p.roofline_ms * math.exp(ratio), p.kernels, dispatch, asynchronous)[0]
+    calibration = {"decode_efficiency": {k: {"log_ratio": v} for k, v in ratios.items()}}
+
+    def ratio_at(rows: float) -> float:
+        found = nearest_calibration(calibration, device, backend, precision, rows)
+        return math.exp(found[1]["log_ratio"] if found else math.log(1 / decode_efficiency_prior(asynchronous)))
+
+    return step_ms(decode_device_ms(p.roofline_ms, p.expert_ms, ratio_at(int(batch[1:])), ratio_at(p.expert_rows)), p.kernels,
+                   dispatch, asynchronous)[0]
 
 
 def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str, Any]:
@@ -292,7 +336,8 @@ def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec
         dispatch[group] = {**line, "asynchronous": asynchronous, "n": len(mine), "models": sorted({p.model for p in mine})}
         for key, log_ratio in ratios.items():
             at = [p for p in mine if p.key == key]
-            device_bound = [p for p in at if p.roofline_ms * math.exp(log_ratio) >= step_ms(0.0, p.kernels, line, True)[1]]
+            device_bound = [p for p in at if decode_device_ms(p.roofline_ms, p.expert_ms, math.exp(log_ratio),
+                                                               math.exp(ratios[p.expert_key(ratios)])) >= step_ms(0.0, p.kernels, line, True)[1]]
             efficiency[key] = {"log_ratio": log_ratio, "n": len(at), "models": sorted({p.model for p in at}),
                                # rows where the device, not the host, set the step: 0 means the
                                # ratio is the prior's, not a measurement's
@@ -402,8 +447,14 @@ def predict_generation(spec: ModelSpec, kind: str, backend: str, device: DeviceS
             prior = decode_efficiency_prior(asynchronous)
             ratio = 1 / prior
             ratio_text = f"x {ratio:.2f} (an assumed {prior:.0%} of it: {precision} not measured on {fitted}/{backend})"
-        tpot, host = step_ms(roof.ms * ratio, roof.kernels, line, asynchronous)
-        device_ms = roof.ms * ratio
+        expert_ratio = ratio
+        if found and roof.expert_ms:
+            at_rows, expert_cal = nearest_calibration(calibration, fitted, backend, precision, roof.expert_rows)
+            expert_ratio = math.exp(expert_cal["log_ratio"])
+            ratio_text += (f"; its experts' {roof.expert_ms:.3f} ms x {expert_ratio:.2f} instead, the ratio at batch {at_rows}: each "
+                           f"expert's product multiplies {roof.expert_rows:.2f} rows, not {batch}")
+        device_ms = decode_device_ms(roof.ms, roof.expert_ms, ratio, expert_ratio)
+        tpot, host = step_ms(device_ms, roof.kernels, line, asynchronous)
         if line and roof.kernels is None:
             host_text = "; the host's dispatch is not counted: the decode step could not be traced on meta"
         else:

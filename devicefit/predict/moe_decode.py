@@ -5,8 +5,12 @@ expert hit is read once. Dense models read every weight, as before."""
 from __future__ import annotations
 
 from benchmark_runners import registry
-from models.analysis import Experts, expert_copy_bytes, experts_of, parameter_count, weight_bytes
+from models.analysis import Experts, expert_copy_bytes, experts_of, gathered_embedding_params, parameter_count, weight_bytes
 from models.catalog import ModelSpec
+
+# An embedding table's bytes per parameter: int8 is torch's dynamic quantization, which leaves
+# embeddings in fp32 (models.analysis.weight_bytes).
+EMBEDDING_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 4}
 
 
 def decodes_batched_experts(moe: Experts | None, kind: str) -> bool:
@@ -55,13 +59,37 @@ def experts_text(spec: ModelSpec, batch: int, kind: str) -> str:
             "hits on average, each read once)")
 
 
+def expert_rows(moe: Experts, batch: int, batched: bool) -> float:
+    """Rows each expert's matrix product multiplies in a decode step, where a dense layer's
+    multiply `batch`: with batched_mm, one (each (token, expert) pair its own product); otherwise
+    the batch's batch x k pairs over the experts they hit (1.46 at batch 4 of a top-2 of 8, 4.04
+    at batch 16). A CPU's GEMMs of few rows run far from their roofline (the AMD EPYC decoded
+    batch 4 at 2.4x batch 1's ratio), so the experts' part of a step is costed at the ratio of
+    this many rows, not of the batch (`devicefit.predict.generation`)."""
+    if batched:
+        return 1.0
+    return batch * moe.per_token / (moe.experts * (1 - (1 - moe.per_token / moe.experts) ** batch))
+
+
+def decode_expert_part(spec: ModelSpec, batch: int, precision: str, kind: str) -> tuple[float, float]:
+    """(bytes of routed decoder experts one decode step reads, the rows each of their products
+    multiplies: `expert_rows`); (0, batch) for a dense model."""
+    moe = experts_of(spec)
+    if moe is None or not moe.decoder_layers:
+        return 0.0, float(batch)
+    batched = decodes_batched_experts(moe, kind)
+    experts = float(weight_bytes(spec, precision)) * moe.decoder_params / max(parameter_count(spec), 1)
+    return expert_bytes_read(moe, batch, experts, batched), expert_rows(moe, batch, batched)
+
+
 def decode_weight_bytes(spec: ModelSpec, batch: int, precision: str, kind: str, share: float) -> float:
-    """Weight bytes one decode step reads on `kind`: the decoder's `share` of the weights, with a
-    mixture's decoder experts counted as `expert_bytes_read` says (an encoder-decoder's encoder
-    ran once, in the prefill)."""
-    weights = float(weight_bytes(spec, precision)) * share
+    """Weight bytes one decode step reads on `kind`: the decoder's `share` of the weights less the
+    embedding tables it gathers a row from (`gathered_embedding_params`: 131 MB of a 4-layer
+    Mixtral's 0.71 GB in fp32), with a mixture's decoder experts counted as `expert_bytes_read`
+    says (an encoder-decoder's encoder ran once, in the prefill)."""
+    weights = float(weight_bytes(spec, precision)) * share - gathered_embedding_params(spec) * EMBEDDING_BYTES[precision]
     moe = experts_of(spec)
     if moe is None or not moe.decoder_layers:
         return weights
     experts = float(weight_bytes(spec, precision)) * moe.decoder_params / max(parameter_count(spec), 1)
-    return max(weights - experts, 0.0) + expert_bytes_read(moe, batch, experts, decodes_batched_experts(moe, kind))
+    return max(weights - experts, 0.0) + decode_expert_part(spec, batch, precision, kind)[0]

@@ -1,6 +1,6 @@
 import pytest
 
-from models.analysis import flop_count_per_sample, flops_per_sample, model_facts, parameter_breakdown, weight_bytes
+from models.analysis import flop_count_per_sample, flops_per_sample, gathered_embedding_params, model_facts, parameter_breakdown, weight_bytes
 from models.inputs import input_signature
 from models.resolve import resolve_model
 
@@ -65,3 +65,14 @@ def test_every_modality_has_valid_inputs(tiny_models):
             assert t.shape[0] == 3
             if t.kind == "token_ids":
                 assert t.high == 1000
+
+
+def test_a_decode_step_gathers_rows_of_untied_embedding_tables_and_reads_a_tied_one_whole():
+    """A 4-layer Mixtral config (untied): its 32000 x 1024 `embed_tokens` is only gathered, its
+    `lm_head` read. GPT-2 ties `wte` to its head, so only `wpe` (1024 x 768) is gathered;
+    Qwen2.5-0.5B ties its one table; T5's decoder gathers its 32 x 8 relative-position bias, and
+    its encoder's tables (run in the prefill) are not the decoder's."""
+    assert gathered_embedding_params(resolve_model("benchmarks/configs/mixtral-small-4layers.json")) == 32000 * 1024
+    assert gathered_embedding_params(resolve_model("gpt2")) == 1024 * 768
+    assert gathered_embedding_params(resolve_model("qwen2.5-0.5b")) == 0
+    assert gathered_embedding_params(resolve_model("t5-small")) == 32 * 8
