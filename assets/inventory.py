@@ -6,7 +6,8 @@ from pydantic import Field
 from assets.metadata import OWNERS, rows_table, table_metadata
 from benchmark_runners.hardware import detect_hardware
 from benchmark_runners.paths import hardware_cache_path
-from devicefit.pipeline import catalog_facts, inventory_rows
+from devicefit.catalog_facts import catalog_facts
+from devicefit.pipeline import inventory_rows
 
 
 class InventoryConfig(dg.Config):

@@ -14,9 +14,6 @@ from devicefit.landing import LoadReport, load_landing_files, retire_landing, su
 from devicefit.paths import DataPaths
 from devicefit.profiles import Selection, partition_configs
 from devicefit.results_io import results_document
-from models.analysis import model_facts
-from models.catalog import load_catalog
-from models.classifier import classify_spec
 
 
 def partition_source_key(partition_key: str) -> str:
@@ -105,17 +102,6 @@ def _publish_aggregates(paths: DataPaths, frame) -> list[dict[str, Any]]:
 
     rows = store.rows_of(frame)
     publish_snapshot(paths, rows)
-    return rows
-
-
-def catalog_facts() -> list[dict[str, Any]]:
-    rows = []
-    for spec in load_catalog().values():
-        facts = model_facts(spec)
-        c = classify_spec(spec)
-        rows.append({"name": spec.name, "family": c.family, "subfamily": c.subfamily, "architecture": spec.architecture,
-                     "parameters": facts.parameters, "forward_gflops_per_sample": round(facts.forward_flops_per_sample / 1e9, 3),
-                     "weight_bytes": facts.weight_bytes, "input": facts.input})
     return rows
 
 
