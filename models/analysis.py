@@ -40,7 +40,9 @@ class ParameterBreakdown:
 
 
 def _spec_key(spec: ModelSpec) -> tuple:
-    return (spec.name, spec.source, str(spec.path), spec.architecture)
+    """What the counts depend on: the model and its config (two configs of one name, as a catalog
+    entry edited in a long-lived process, are two models)."""
+    return (spec.name, spec.source, str(spec.path), spec.architecture, repr(sorted(spec.config.items())) if spec.config else "")
 
 
 _breakdowns: dict[tuple, ParameterBreakdown] = {}

@@ -35,6 +35,9 @@ def local_partition(model: str, kind: str = "cpu", instance=None) -> str:
 def isolated_data_dir(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("devicefit-data")
     os.environ["DEVICEFIT_DATA_DIR"] = str(path)
+    # The derived-facts cache (devicefit.catalog_facts): one for the session and the processes it
+    # starts, so a test neither reads nor writes the user's ~/.cache/devicefit
+    os.environ["DEVICEFIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("devicefit-cache"))
     return path
 
 

@@ -13,7 +13,7 @@ generation rows measured.
   - *Device*: it reads every weight once (of a mixture of experts, the experts its tokens are
     routed to, which generate() on a GPU copies per token: `devicefit.predict.moe_decode`; of an
     untied embedding table, only the rows it gathers) and the KV cache so far, and computes about
-    2 x active parameters x batch FLOPs: memory-bandwidth bound
+    2 x active parameters (less the gathered tables) x batch FLOPs: memory-bandwidth bound
     wherever the batch is small. Its
     roofline (`decode_roofline`, bytes at the mean context of the request) times a ratio
     fitted per device, backend, precision and batch size (the nearest measured batch
@@ -85,13 +85,15 @@ log = logging.getLogger("devicefit.predict")
 
 @dataclass(frozen=True)
 class DecodeRoofline:
-    bytes_per_step: float  # weights at the precision + the KV cache at the request's mean context
+    bytes_per_step: float  # weights read at the precision (moe_decode.decode_weight_bytes) + the KV cache at the mean context
     flops_per_step: float  # 2 x decode_parameters x batch
     ms: float
     kernels: int | None  # launched per step by generate()'s eager loop (models.op_profile.decode_step_ops); None: not traceable
     cache_bytes: float = 0.0  # the KV cache's part of bytes_per_step
-    # a mixture's routed experts: their part of `ms`, and the rows each of their products
-    # multiplies (moe_decode.expert_rows), whose device ratio costs that part; 0 and the batch if dense
+    # a mixture's routed experts: their part of `ms` (by bytes: a decode step is bandwidth-bound
+    # wherever a mixture is worth modelling; compute-bound, the split is approximate), and the
+    # rows each of their products multiplies (moe_decode.expert_rows), whose device ratio costs
+    # that part. Dense: 0, and the batch (decode_roofline passes it)
     expert_ms: float = 0.0
     expert_rows: float = 1.0
 

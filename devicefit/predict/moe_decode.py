@@ -5,12 +5,14 @@ expert hit is read once. Dense models read every weight, as before."""
 from __future__ import annotations
 
 from benchmark_runners import registry
-from models.analysis import Experts, expert_copy_bytes, experts_of, gathered_embedding_params, parameter_count, weight_bytes
+from models.analysis import PRECISION_BYTES, Experts, expert_copy_bytes, experts_of, gathered_embedding_params, parameter_count, weight_bytes
 from models.catalog import ModelSpec
 
-# An embedding table's bytes per parameter: int8 is torch's dynamic quantization, which leaves
-# embeddings in fp32 (models.analysis.weight_bytes).
-EMBEDDING_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 4}
+
+def embedding_bytes(precision: str) -> int:
+    """An embedding table's bytes per parameter: int8 is torch's dynamic quantization, which
+    leaves embeddings in fp32 (models.analysis.weight_bytes)."""
+    return 4 if precision == "int8" else PRECISION_BYTES[precision]
 
 
 def decodes_batched_experts(moe: Experts | None, kind: str) -> bool:
@@ -87,7 +89,7 @@ def decode_weight_bytes(spec: ModelSpec, batch: int, precision: str, kind: str, 
     embedding tables it gathers a row from (`gathered_embedding_params`: 131 MB of a 4-layer
     Mixtral's 0.71 GB in fp32), with a mixture's decoder experts counted as `expert_bytes_read`
     says (an encoder-decoder's encoder ran once, in the prefill)."""
-    weights = float(weight_bytes(spec, precision)) * share - gathered_embedding_params(spec) * EMBEDDING_BYTES[precision]
+    weights = float(weight_bytes(spec, precision)) * share - gathered_embedding_params(spec) * embedding_bytes(precision)
     moe = experts_of(spec)
     if moe is None or not moe.decoder_layers:
         return weights

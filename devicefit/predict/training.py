@@ -49,7 +49,10 @@ class InsufficientData(DevicefitError, ValueError):
     """Too few measured models to train and validate honestly."""
 # Error bars a predictor must meet on held-out models (MAPE); the asset check enforces them.
 #: Bumped whenever a reader of an older artifact would misread it (2: per-operator roofline baselines).
-ARTIFACT_FORMAT = "devicefit.predictor/3"  # 3: baselines and specs per device, not per kind
+# 3: baselines and specs per device, not per kind. 4: the decode roofline reads a row of an untied
+# embedding table, not the table, and costs a mixture's experts at their rows' ratio: a ratio
+# fitted against the old roofline would misread the new one.
+ARTIFACT_FORMAT = "devicefit.predictor/4"
 ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}
 
 

@@ -42,8 +42,19 @@ def test_a_corrupt_entry_or_another_config_is_counted_again(two_models, tmp_path
     # a changed config is a new entry, not the old one's counts
     gpt2 = two_models["gpt2"]
     two_models["gpt2"] = type(gpt2)(**{**gpt2.__dict__, "config": {**gpt2.config, "n_layer": 2}})
-    catalog_facts()
-    assert counted[1:] == ["gpt2"]
+    small = {r["name"]: r for r in catalog_facts()}["gpt2"]
+    assert counted[1:] == ["gpt2"] and small["parameters"] < 124_439_808  # counted for the new config, not recalled
+
+
+def test_an_entry_that_is_not_this_models_row_is_counted_again(two_models, tmp_path, monkeypatch):
+    first = catalog_facts()
+    entries = {json.loads(p.read_text())["name"]: p for p in (tmp_path / "cache" / "catalog_facts").glob("*.json")}
+    entries["gpt2"].write_text(json.dumps({**first[0], "name": "bert-tiny"}))  # another model's row under gpt2's key
+    entries["bert-tiny"].write_text("[" * 100_000 + "]" * 100_000)  # deeper than the parser recurses
+    counted = []
+    real = catalog_facts_module._count
+    monkeypatch.setattr(catalog_facts_module, "_count", lambda spec: counted.append(spec.name) or real(spec))
+    assert catalog_facts() == json.loads(json.dumps(first)) and sorted(counted) == ["bert-tiny", "gpt2"]
 
 
 def test_an_unwritable_cache_still_answers(two_models, tmp_path, monkeypatch):

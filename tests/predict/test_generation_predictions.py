@@ -481,3 +481,28 @@ def test_a_cpus_experts_are_costed_at_the_ratio_of_the_rows_each_expert_multipli
     # a dense model has no experts' part: the batch's ratio for all of it
     gpt2 = decode_roofline(resolve_model("gpt2"), 4, "fp32", 256, 64, CPU)
     assert gpt2.expert_ms == 0.0
+
+
+def test_the_fit_recovers_ratios_from_a_mixtures_rows_costed_at_their_experts_rows_and_predicts_it_held_out():
+    """Rows built as the model says a CPU runs them (dense models at 2x the roofline at batch 1
+    and 6x at batch 4; a 4-layer Mixtral's experts at the ratio of the batch nearest their rows:
+    batch 1 for its batch 1 and 4, batch 4 for its batch 16): the fit gives the ratios back, and
+    the held-out Mixtral is predicted from the dense models alone within the prior's small pull.
+    Costing its experts at the batch's ratio instead would have put batch 4 at about 2.3x."""
+    specs = {"cpu@cpu-test": CPU}
+    ratio = {1: 2.0, 4: 6.0, 16: 6.0}  # batch 16 is measured on the mixture alone: its rest at the nearest dense ratio
+    rows = [_row(m, ratio[b] * decode_roofline(resolve_model(m), b, "fp32", 256, 64, CPU).ms, b)
+            for m in ("gpt2", "qwen2.5-0.5b", "t5-small") for b in (1, 4)]
+    path = "benchmarks/configs/mixtral-small-4layers.json"
+    mixtral = resolve_model(path)
+    truth = {}
+    for b, expert_batch in ((1, 1), (4, 1), (16, 4)):
+        roof = decode_roofline(mixtral, b, "fp32", 256, 64, CPU)
+        truth[b] = (roof.ms - roof.expert_ms) * ratio[b] + roof.expert_ms * ratio[expert_batch]
+        rows.append({**_row(mixtral.name, truth[b], b), "model_path": path})
+    cal = calibrate_generation(rows, specs)
+    fitted = {int(k.rsplit("|b", 1)[1]): math.exp(v["log_ratio"]) for k, v in cal["decode_efficiency"].items()}
+    assert fitted[1] == pytest.approx(2.0, rel=0.02) and fitted[4] == pytest.approx(6.0, rel=0.03)
+    assert cal["validation"]["tpot_mape"] < 0.03
+    four = decode_roofline(mixtral, 4, "fp32", 256, 64, CPU)
+    assert four.ms * 6.0 / truth[4] > 2.0  # what the batch's ratio alone would have said
