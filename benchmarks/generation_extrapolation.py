@@ -32,7 +32,7 @@ def main() -> int:
     from devicefit.paths import DataPaths
     from devicefit.predict import artifacts
     from devicefit.predict.api import HardwareModelPredictor
-    from devicefit.predict.generation import model_key
+    from devicefit.predict.decode_calibration import model_key
     from devicefit.predict.hardware_specs import training_specs
     from devicefit.predict.memory_model import memory_target
     from devicefit.predict.training import train

@@ -33,6 +33,7 @@ class ParameterBreakdown:
     embedding: int
     other: int
     leaf_modules: int = 0  # modules run per forward pass; each costs dispatch overhead whatever its size
+    gathered: int = 0  # of `embedding`, the decoder's tables no linear layer shares (gathered_embedding_params)
 
     @property
     def linear_fraction(self) -> float:
@@ -51,6 +52,8 @@ _breakdowns: dict[tuple, ParameterBreakdown] = {}
 def parameter_breakdown(spec: ModelSpec) -> ParameterBreakdown:
     key = _spec_key(spec)
     if key not in _breakdowns:
+        import torch.nn as nn
+
         model = meta_model(spec)
         seen: set[int] = set()
         linear = embedding = leaves = 0
@@ -65,7 +68,12 @@ def parameter_breakdown(spec: ModelSpec) -> ParameterBreakdown:
                 elif type(module).__name__ == "Embedding":
                     embedding += p.numel()
         total = sum(p.numel() for p in model.parameters())
-        _breakdowns[key] = ParameterBreakdown(total, linear, embedding, total - linear - embedding, leaves)
+        shared = {id(p) for m in model.modules() if is_linear_like(m) for p in m.parameters(recurse=False)}
+        encoder_decoder = bool(spec.config.get("is_encoder_decoder"))
+        gathered = {id(p): p.numel() for name, m in model.named_modules() if isinstance(m, nn.Embedding)
+                    and not (encoder_decoder and ".encoder." in f".{name}.")
+                    for p in m.parameters(recurse=False) if id(p) not in shared}
+        _breakdowns[key] = ParameterBreakdown(total, linear, embedding, total - linear - embedding, leaves, sum(gathered.values()))
     return _breakdowns[key]
 
 
@@ -131,33 +139,14 @@ def expert_copy_bytes(spec: ModelSpec, batch: int, precision: str) -> float:
     return batch * moe.per_token * routed_expert_bytes(spec, precision) if moe and moe.interface else 0.0
 
 
-_gathered: dict[tuple, int] = {}
-
-
 def gathered_embedding_params(spec: ModelSpec) -> int:
     """Parameters of the decoder's embedding tables that a decode step gathers rows from rather
     than reads: token and position embeddings not tied to a linear layer (an untied table, as
     Llama's, Mistral's and Mixtral's `embed_tokens`, or GPT-2's `wpe`). A step reads `batch` rows
     of them, not the table; a table tied to the output head (GPT-2's `wte`, Qwen2.5-0.5B's, T5's
     `shared`) is read whole by the head and is not counted here. An encoder-decoder's encoder
-    tables are left out: its encoder ran in the prefill."""
-    key = _spec_key(spec)
-    if key not in _gathered:
-        import torch.nn as nn
-
-        model = meta_model(spec)
-        linear = {id(p) for m in model.modules() if is_linear_like(m) for p in m.parameters(recurse=False)}
-        seen: set[int] = set()
-        gathered = 0
-        for name, module in model.named_modules():
-            if not isinstance(module, nn.Embedding) or (spec.config.get("is_encoder_decoder") and ".encoder." in f".{name}."):
-                continue
-            for p in module.parameters(recurse=False):
-                if id(p) not in linear and id(p) not in seen:
-                    seen.add(id(p))
-                    gathered += p.numel()
-        _gathered[key] = gathered
-    return _gathered[key]
+    tables are left out: its encoder ran in the prefill. Counted in `parameter_breakdown`'s walk."""
+    return parameter_breakdown(spec).gathered
 
 
 def active_parameter_count(spec: ModelSpec) -> int:

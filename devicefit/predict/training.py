@@ -414,7 +414,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: 
     baselines = fit_baselines(data, np.ones(len(data), dtype=bool), specs)
     refs = references(data, baselines)
     boosters = {t: _fit(X, np.log(data.actual[t] / refs[t])) for t in TARGETS}
-    from devicefit.predict.generation import calibrate_generation  # the TPOT fit and its held-out check
+    from devicefit.predict.decode_calibration import calibrate_generation  # the TPOT fit and its held-out check
 
     generation = calibrate_generation(rows, specs)
     validation = validate(data, categories, specs, rows, generation)

@@ -72,7 +72,7 @@ def ttft_validation(measured: list[dict[str, Any]], predicted: np.ndarray,
     """MAPE of the served TTFT (the forward pass at the prompt's length, scaled to the prefill
     by the fold's own roofline, plus generate()'s per-step cost from the host line fitted
     without the model: `held_out_step_ms`, model -> device|backend -> ms, from
-    generation.calibrate_generation) on held-out models: overall, for decoder-only models and per
+    decode_calibration.calibrate_generation) on held-out models: overall, for decoder-only models and per
     model; encoder-decoders (whose prefill differs most from the forward pass: the decoder over
     its start token against the prompt's length) are also counted apart. A row whose device has
     no line fitted without its model gets none (as served, it would get the static one)."""

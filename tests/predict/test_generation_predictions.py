@@ -8,7 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from devicefit.cli import app
-from devicefit.predict.generation import STATIC_DECODE_EFFICIENCY, STATIC_DISPATCH, calibrate_generation, decode_roofline, predict_generation
+from devicefit.predict.decode_calibration import calibrate_generation
+from devicefit.predict.generation import STATIC_DECODE_EFFICIENCY, STATIC_DISPATCH, decode_roofline, predict_generation
 from devicefit.predict.hardware_specs import DeviceSpec
 from models.resolve import resolve_model
 
@@ -270,7 +271,7 @@ def test_a_decode_step_that_cannot_be_traced_leaves_the_host_term_out_and_says_s
 def test_a_held_out_model_alone_at_its_batch_is_validated_as_predicted():
     """Leave-one-model-out scores a held-out row as a prediction answers it: a model measured
     alone at batch 8 gets the batch-4 ratio fitted on the others (the nearest batch), not the prior."""
-    from devicefit.predict.generation import _Point, _predict_point
+    from devicefit.predict.decode_calibration import _Point, _predict_point
 
     point = _Point("cpu@cpu-test|torch|fp32|b8", "gpt2-medium", 10.0, 300, 30.0)
     line = {"step_ms": 0.0, "us_per_kernel": 0.0}
