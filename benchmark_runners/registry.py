@@ -280,6 +280,14 @@ def physical_kind(kind_name: str, software: bool = False) -> str:
     return k.shares_device_of or (k.software_runs_on if software else None) or kind_name
 
 
+def own_device(kind_name: str, software: bool = False) -> bool:
+    """Whether a kind's devices are hardware of their own beside the host's CPU (a GPU, an NPU),
+    so that two of them on one host (an H100 box and an H200 box with the same host CPU, or two
+    cards in one box) are two devices, told apart by their own fingerprints. A kind that runs on
+    the CPU (OpenVINO's CPU plugin, wasm, WebGPU on a software adapter) is that CPU's."""
+    return kind_name != "cpu" and physical_kind(kind_name, software) == kind_name
+
+
 def torch_device(kind_name: str) -> str | None:
     k = kinds().get(kind_name)
     return k.torch_device if k else None

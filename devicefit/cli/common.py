@@ -191,7 +191,7 @@ def best_precision_table(every: list[dict]) -> Table:
     rows = [r for r in every if r["is_best_precision"]]
 
     def config(r: dict) -> tuple:  # the same work on the same device: 128 and 512 tokens are two configs
-        return r["model"], r["backend"], r["device_kind"], r["host"], r["mode"], r["batch_size"], r["input_dims"]
+        return r["model"], r["backend"], r["device_kind"], r["host"], r.get("accelerator"), r["mode"], r["batch_size"], r["input_dims"]
 
     fp32 = {config(r): r["p50_ms"] for r in every if r["precision"] == "fp32"}
     table = Table(title="Best precision per config (median over runs)")

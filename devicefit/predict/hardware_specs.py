@@ -116,12 +116,26 @@ def device_key(kind: str, host: str | None) -> str:
     return f"{kind}@{host}" if host else kind
 
 
+def accelerator_of(row: dict) -> str | None:
+    """The fingerprint of the hardware a row ran on when that is not the host's CPU (a GPU), so
+    two GPUs behind one host CPU stay two devices; None for the CPU and what runs on it, and for
+    a row that names no hardware fingerprint."""
+    fingerprint = row.get("hardware_fingerprint")
+    host = row.get("host_fingerprint")
+    if not fingerprint or fingerprint == host:
+        return None
+    return fingerprint if registry.own_device(row["device_kind"], _software_row(row)) else None
+
+
 def row_device(row: dict) -> str:
-    """The device a stored measurement row was taken on; a constraint profile makes the same
-    hardware another device ("cpu@<host>+t1"), as the aggregates' host key does."""
+    """The device a stored measurement row was taken on: its kind on its host, plus the
+    accelerator's own fingerprint for a GPU ("cuda@<host>+cuda-<fingerprint>": the host's CPU
+    does not tell an H100 from an H200), plus a constraint profile, which makes the same
+    hardware another device ("cpu@<host>+t1"); the aggregates key their rows alike (host and
+    accelerator columns)."""
     host = row.get("host_fingerprint") or row.get("hostname")
-    profile = row.get("device_profile")
-    return device_key(row["device_kind"], f"{host}+{profile}" if host and profile else host)
+    qualifiers = [q for q in (accelerator_of(row), row.get("device_profile")) if q]
+    return device_key(row["device_kind"], "+".join([host, *qualifiers]) if host else host)
 
 
 def kind_of(device: str) -> str:
@@ -134,6 +148,13 @@ def host_of(device: str) -> str:
     return device.split("@", 1)[1].split("+", 1)[0] if "@" in device else ""
 
 
+def is_profiled(device: str) -> bool:
+    """Whether a device key names a constraint profile ("cpu@<host>+t1"), not only hardware (a
+    GPU's own fingerprint, "cuda@<host>+cuda-...", is hardware)."""
+    qualifiers = device.split("@", 1)[1].split("+")[1:] if "@" in device else []
+    return any(not q.startswith(kind_of(device) + "-") for q in qualifiers)
+
+
 def default_devices(devices: list[str], local_host: str | None) -> dict[str, str]:
     """The device a prediction for a bare kind ("cpu") answers for, from the training rows'
     devices (one entry per row): this machine's, when it measured that kind; else the device
@@ -141,8 +162,12 @@ def default_devices(devices: list[str], local_host: str | None) -> dict[str, str
     counts: dict[str, int] = {}
     for d in devices:
         counts[d] = counts.get(d, 0) + 1
+
+    def local(d: str) -> bool:  # on this machine, as it is (a GPU's own fingerprint, but no profile)
+        return bool(local_host) and host_of(d) == local_host and not is_profiled(d)
+
     out: dict[str, str] = {}
-    for device in sorted(counts, key=lambda d: (not (local_host and d.endswith("@" + local_host)), -counts[d], d)):
+    for device in sorted(counts, key=lambda d: (not local(d), -counts[d], d)):
         out.setdefault(kind_of(device), device)
     return out
 

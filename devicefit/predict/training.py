@@ -47,12 +47,13 @@ MIN_MODELS = 3  # fewer cannot be trained and validated on held-out models
 
 class InsufficientData(DevicefitError, ValueError):
     """Too few measured models to train and validate honestly."""
-# Error bars a predictor must meet on held-out models (MAPE); the asset check enforces them.
 #: Bumped whenever a reader of an older artifact would misread it (2: per-operator roofline baselines).
 # 3: baselines and specs per device, not per kind. 4: the decode roofline reads a row of an untied
 # embedding table, not the table, and costs a mixture's experts at their rows' ratio: a ratio
-# fitted against the old roofline would misread the new one.
-ARTIFACT_FORMAT = "devicefit.predictor/4"
+# fitted against the old roofline would misread the new one. 5: a GPU's device key names its own
+# fingerprint ("cuda@<host>+cuda-..."): an older artifact keyed two GPUs behind one host CPU as one.
+ARTIFACT_FORMAT = "devicefit.predictor/5"
+# Error bars a predictor must meet on held-out models (MAPE); the asset check enforces them.
 ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from devicefit.predict.memory_model import memory_target
-from devicefit.reports.data import hardware_label
+from devicefit.reports.data import hardware_label, labelled
 from devicefit.reports.figures import MIB, training_inference_pairs
 
 CONFIG_COLUMNS = ("model", "family", "mode", "precision", "batch_size", "input_dims")
@@ -29,8 +29,10 @@ def comparative_analysis(aggregates: list[dict[str, Any]]) -> tuple[list[str], l
     devicefit.predict.memory_model.memory_target), `<hw>_speedup_vs_cpu_fp32`, `<hw>_runs`;
     where the generation scenario was measured also `<hw>_ttft_ms`, `<hw>_tpot_ms` (median) and
     `<hw>_decode_tokens_per_s` (empty on forward-pass rows, whose p50 is one pass, where a
-    generation row's is the whole request); then the fastest hardware and its margin over the next."""
-    labels = sorted({hardware_label(r) for r in aggregates}, key=lambda h: (h != "cpu", h))
+    generation row's is the whole request); then the fastest hardware and its margin over the next.
+    Two devices of one kind (two GPUs, two hosts' CPUs) are two hardware columns (labelled)."""
+    aggregates = labelled(aggregates)
+    labels = sorted({hardware_label(r) for r in aggregates}, key=lambda h: (h.split(" ", 1)[0] != "cpu", h))
     by_config: dict[tuple, dict[str, dict[str, Any]]] = {}
     for r in aggregates:
         by_config.setdefault(tuple(r.get(c) for c in CONFIG_COLUMNS), {})[hardware_label(r)] = r
@@ -97,7 +99,7 @@ def recommendations(aggregates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     hardware was measured: then there is no choice to recommend between, and it says so)."""
     out = []
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in aggregates:
+    for r in labelled(aggregates):
         groups.setdefault((r["model"], r["mode"]), []).append({**r, "memory_bytes": memory_target(r)})
     for (model, mode), rows in sorted(groups.items()):
         default_dims = max({r["input_dims"] for r in rows}, key=lambda d: sum(r["input_dims"] == d for r in rows))

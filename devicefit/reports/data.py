@@ -38,9 +38,42 @@ class ReportData:
 
 def hardware_label(row: dict[str, Any]) -> str:
     """The kind for its own backend ("cpu" for torch on the CPU, "openvino" for OpenVINO's
-    plugin); "kind · backend" for any other pairing."""
+    plugin); "kind · backend" for any other pairing; with the device's name where the report
+    holds several devices of that label (label_devices)."""
+    if row.get("hardware_label"):
+        return row["hardware_label"]
     backend = row.get("backend", "torch")
     return row["device_kind"] if backend in ("torch", row["device_kind"]) else f"{row['device_kind']} · {backend}"
+
+
+def labelled(aggregates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of the aggregated rows with their device labels (label_devices; labelling twice
+    changes nothing)."""
+    rows = [dict(r) for r in aggregates]
+    label_devices(rows)
+    return rows
+
+
+def label_devices(aggregates: list[dict[str, Any]]) -> None:
+    """Give each aggregated row a hardware label that names one device: the kind alone where
+    one device of it was measured, else the kind with the device's name ("cuda (NVIDIA H100
+    80GB HBM3)", "cuda (NVIDIA H200)"), and its host where two devices share a name. Figures key
+    their series by the label, so two GPUs (or two CPUs) are never one series, and a precision's
+    ratio is taken against the same device's fp32."""
+    def identity(r: dict[str, Any]) -> tuple:
+        return r.get("host"), r.get("accelerator")
+
+    by_label: dict[str, set] = {}
+    for r in aggregates:
+        by_label.setdefault(hardware_label(r), set()).add(identity(r))
+    names: dict[tuple, set] = {}
+    for r in aggregates:
+        names.setdefault((hardware_label(r), r.get("device_name")), set()).add(identity(r))
+    for r in aggregates:
+        base = hardware_label(r)
+        if len(by_label[base]) > 1:
+            shared = len(names[(base, r.get("device_name"))]) > 1
+            r["hardware_label"] = f"{base} ({r.get('device_name') or 'unnamed'}" + (f", {r.get('host')})" if shared else ")")
 
 
 def load_report_data(paths: DataPaths, con: store.Source | None = None,
@@ -59,7 +92,7 @@ def load_report_data(paths: DataPaths, con: store.Source | None = None,
                            "memory_bandwidth_gbs_best": probe.get("memory_bandwidth_gbs_best")}
         inputs = {(m, dims or "{}"): {"flops_per_sample": flops, "model_path": path}
                   for m, dims, flops, path in store.measured_inputs(con)}
-    data = ReportData(aggregates, devices, inputs)
+    data = ReportData(labelled(aggregates), devices, inputs)
     from devicefit.predict import artifacts
 
     try:

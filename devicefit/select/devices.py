@@ -18,7 +18,7 @@ from benchmark_runners import registry
 from devicefit import store
 from devicefit.predict.api import MB
 from devicefit.predict.features import model_point
-from devicefit.predict.hardware_specs import row_device, spec_from_probe
+from devicefit.predict.hardware_specs import accelerator_of, row_device, spec_from_probe
 from devicefit.predict.memory_model import memory_target
 from devicefit.predict.predictor import Request
 from devicefit.select.selector import HardwareSelector, SelectionError
@@ -49,19 +49,29 @@ def _host_key(device: dict[str, Any]) -> str:
     return f"{host}+{profile}" if profile else host
 
 
+def _as_row(device: dict[str, Any]) -> dict[str, Any]:
+    """A registered device as the fields of a row measured on it, which hardware_specs keys it by."""
+    profile = device["id"].split("+", 1)[1] if "+" in device["id"] else None
+    return {"device_kind": device["kind"], "host_fingerprint": device.get("host_fingerprint"), "hostname": device.get("hostname"),
+            "hardware_fingerprint": device.get("hardware_fingerprint"), "device_profile": profile,
+            "backend_config": {"software_adapter": bool((device.get("details") or {}).get("software"))}}
+
+
 def _device_key(device: dict[str, Any]) -> str:
     """The predictor's key for this device: the key its rows get (hardware_specs.row_device)."""
-    profile = device["id"].split("+", 1)[1] if "+" in device["id"] else None
-    return row_device({"device_kind": device["kind"], "host_fingerprint": device.get("host_fingerprint"),
-                       "hostname": device.get("hostname"), "device_profile": profile})
+    return row_device(_as_row(device))
 
 
 def _measured(con, model: str, device: dict[str, Any], batch_size: int, precision: str, mode: str,
               seq_length: int | None) -> dict[str, Any] | None:
     backend = registry.backend_of_kind(device["kind"])
+    # An aggregates table written before GPUs were told apart has no accelerator column: the pipeline's next run rewrites it.
+    split = "accelerator" in {c for c, _ in store.table_columns(con, store.AGGREGATES_TABLE)}
     rows = store.query(con, f"SELECT * FROM {store.AGGREGATES_TABLE} WHERE model = ? AND device_kind = ? AND host = ? "
-                            "AND precision = ? AND mode = ? AND batch_size = ? AND backend = ?",
-                       [model, device["kind"], _host_key(device), precision, mode, batch_size, backend.name if backend else "torch"])
+                            + ("AND accelerator IS NOT DISTINCT FROM ? " if split else "")
+                            + "AND precision = ? AND mode = ? AND batch_size = ? AND backend = ?",
+                       [model, device["kind"], _host_key(device), *([accelerator_of(_as_row(device))] if split else []),
+                        precision, mode, batch_size, backend.name if backend else "torch"])
     if seq_length is not None:
         rows = [r for r in rows if r.get("seq_length") == seq_length]
     if not rows:

@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from devicefit.store.connection import StoreError
-from devicefit.store.queries import AGGREGATE_SELECT, AGGREGATES_TABLE, MEASUREMENT_ORDER
+from devicefit.store.queries import AGGREGATES_TABLE, MEASUREMENT_ORDER, aggregate_select
 from devicefit.store.schema import JSON_FIELDS, RESERVED_TABLES
 
 if TYPE_CHECKING:
@@ -23,8 +23,8 @@ TRAINING_EXCLUDED = ("samples_ms", "warmup_ms", "phase_samples_ms", "token_times
 
 
 def aggregate_frame(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """Median over runs per config, speedups and best precision (AGGREGATE_SELECT) as a frame."""
-    return con.sql(AGGREGATE_SELECT).pl()
+    """Median over runs per config, speedups and best precision (aggregate_select) as a frame."""
+    return con.sql(aggregate_select()).pl()
 
 
 def replace_table(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame, schema: str = "main") -> None:

@@ -25,14 +25,20 @@ from devicefit.store.schema import JSON_FIELDS
 
 # The table of aggregated configs, named after the Dagster asset whose frame it stores (the
 # pipeline's IO manager writes it; plain callers use frames.refresh_aggregates): one table, one
-# query (AGGREGATE_SELECT), one way of replacing it (frames.replace_table).
+# query (aggregate_select), one way of replacing it (frames.replace_table).
 AGGREGATES_TABLE = "aggregated_results"
 # A total order (a config is unique on these), so every reader lists the rows alike.
-AGGREGATE_ORDER = "model, device_kind, mode, batch_size, precision, backend, host, input_dims"
-AGGREGATE_SELECT = """
+AGGREGATE_ORDER = "model, device_kind, mode, batch_size, precision, backend, host, accelerator, input_dims"
+# A GPU's own fingerprint (hardware_specs.accelerator_of): two GPUs behind one host CPU are two
+# devices, never one median. {own_device_kinds} is filled from the registry (aggregate_select).
+_ACCELERATOR = """CASE WHEN device_kind IN ({own_device_kinds}) AND hardware_fingerprint IS DISTINCT FROM host_fingerprint
+                AND coalesce(backend_config->>'software_adapter', 'false') <> 'true'
+           THEN hardware_fingerprint END"""
+_AGGREGATE_TEMPLATE = """
 WITH per_config AS (
     SELECT model, any_value(family) AS family, backend, device_kind, any_value(hostname) AS hostname,
            coalesce(host_fingerprint, hostname) || coalesce('+' || device_profile, '') AS host,
+           {accelerator} AS accelerator,
            any_value(hardware_fingerprint) AS hardware_fingerprint, any_value(device_name) AS device_name,
            any_value(device_id) AS device_id, any_value(device_profile) AS device_profile,
            precision, mode, batch_size, coalesce(input_dims, '{}') AS input_dims, any_value(seq_length) AS seq_length,
@@ -53,7 +59,7 @@ WITH per_config AS (
            median(CAST(memory_breakdown->>'measured_peak_bytes' AS DOUBLE)) AS breakdown_measured_peak_bytes
     FROM measurements WHERE status = 'ok'
     GROUP BY model, backend, device_kind, coalesce(host_fingerprint, hostname) || coalesce('+' || device_profile, ''),
-             precision, mode, batch_size, coalesce(input_dims, '{}')
+             {accelerator}, precision, mode, batch_size, coalesce(input_dims, '{}')
 )
 SELECT p.*,
        -- versus the same model/batch/input on the same host's CPU in fp32 (torch); NULL when not measured.
@@ -61,17 +67,25 @@ SELECT p.*,
        -- a constraint profile ("+t1") makes it another device of its own.
        base.p50_ms / p.p50_ms AS speedup_vs_cpu_fp32,
        first_value(p.precision) OVER (
-           PARTITION BY p.model, p.backend, p.device_kind, p.host, p.mode, p.batch_size, p.input_dims
+           PARTITION BY p.model, p.backend, p.device_kind, p.host, p.accelerator, p.mode, p.batch_size, p.input_dims
            ORDER BY p.p50_ms) AS best_precision,
        p.p50_ms = min(p.p50_ms) OVER (
-           PARTITION BY p.model, p.backend, p.device_kind, p.host, p.mode, p.batch_size, p.input_dims) AS is_best_precision
+           PARTITION BY p.model, p.backend, p.device_kind, p.host, p.accelerator, p.mode, p.batch_size, p.input_dims) AS is_best_precision
 FROM per_config p
 LEFT JOIN per_config base
   ON base.model = p.model AND base.mode = p.mode AND base.batch_size = p.batch_size
  AND base.input_dims = p.input_dims AND base.host IS NOT DISTINCT FROM p.host
  AND base.device_kind = 'cpu' AND base.precision = 'fp32' AND base.backend = 'torch'
-ORDER BY p.model, p.device_kind, p.mode, p.batch_size, p.precision, p.backend, p.host, p.input_dims  -- AGGREGATE_ORDER
+ORDER BY p.model, p.device_kind, p.mode, p.batch_size, p.precision, p.backend, p.host, p.accelerator, p.input_dims  -- AGGREGATE_ORDER
 """
+
+
+def aggregate_select() -> str:
+    """The aggregates' query, with the registry's kinds whose devices are hardware of their own."""
+    from benchmark_runners import registry
+
+    kinds = ", ".join("'" + k.replace("'", "''") + "'" for k in registry.kind_names() if registry.own_device(k)) or "NULL"
+    return _AGGREGATE_TEMPLATE.replace("{accelerator}", _ACCELERATOR.replace("{own_device_kinds}", kinds))
 
 
 def query(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
@@ -181,6 +195,9 @@ def aggregates(con) -> list[dict[str, Any]]:
     if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [AGGREGATES_TABLE]).fetchone()[0]:
         raise StoreError(f"{database_file(con)} holds no aggregates yet: materialize aggregated_results "
                          "(`devicefit run`) first")
+    if "accelerator" not in {c for c, _ in table_columns(con, AGGREGATES_TABLE)}:
+        # written before a GPU's own fingerprint was a column: read as it is until the pipeline rewrites it
+        return query(con, f"SELECT *, NULL AS accelerator FROM {AGGREGATES_TABLE} ORDER BY {AGGREGATE_ORDER}")
     return query(con, f"SELECT * FROM {AGGREGATES_TABLE} ORDER BY {AGGREGATE_ORDER}")
 
 

@@ -103,6 +103,57 @@ def test_two_machines_with_one_hostname_are_two_hosts(tmp_path):
     assert rows[("cpu-xeon", "openvino")]["speedup_vs_cpu_fp32"] == pytest.approx(4.0)
 
 
+def test_two_gpus_behind_one_host_cpu_are_two_devices(tmp_path):
+    """An H100 box and an H200 box of one cloud have the same host CPU (one fingerprint), as the
+    shared datasets' GPU machines do: their rows stay two devices, told apart by the GPU's own
+    fingerprint, in the aggregates (never one median) and in the predictors' device keys, and each
+    is compared with that host CPU's baseline. The CPU and what runs on it keep the host's key."""
+    from devicefit.predict.hardware_specs import is_profiled, row_device
+
+    def gpu(p50, name, fingerprint, run_id):
+        row = _row(device="cuda:0", p50=p50, run_id=run_id, hostname="vm")
+        return {**row, "device_name": name, "hardware_fingerprint": fingerprint}
+
+    def doc(rows):
+        return {**_doc(rows), "hardware": {"platforms": {"cpu": {"devices": [{"fingerprint": "cpu-xeon"}]}}}}
+
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    store.replace_source(con, "h100", "ingest", doc([gpu(3.0, "NVIDIA H100", "cuda-h100", "r1"),
+                                                     {**_row(p50=30.0, run_id="r1", hostname="vm"), "hardware_fingerprint": "cpu-xeon"}]))
+    store.replace_source(con, "h200", "ingest", doc([gpu(2.0, "NVIDIA H200", "cuda-h200", "r2")]))
+    store.refresh_aggregates(con)
+    gpus = {r["accelerator"]: r for r in store.query(con, "SELECT * FROM aggregated_results WHERE device_kind = 'cuda'")}
+    assert set(gpus) == {"cuda-h100", "cuda-h200"}
+    assert gpus["cuda-h100"]["p50_ms"] == 3.0 and gpus["cuda-h200"]["p50_ms"] == 2.0 and gpus["cuda-h200"]["runs"] == 1
+    assert gpus["cuda-h100"]["speedup_vs_cpu_fp32"] == pytest.approx(10.0)
+    assert gpus["cuda-h200"]["speedup_vs_cpu_fp32"] == pytest.approx(15.0)
+    [cpu] = store.query(con, "SELECT * FROM aggregated_results WHERE device_kind = 'cpu'")
+    assert cpu["accelerator"] is None and cpu["host"] == "cpu-xeon"
+
+    keys = {r["hardware_fingerprint"]: row_device(r) for r in store.ok_measurements(con)}
+    assert keys == {"cuda-h100": "cuda@cpu-xeon+cuda-h100", "cuda-h200": "cuda@cpu-xeon+cuda-h200", "cpu-xeon": "cpu@cpu-xeon"}
+    assert not is_profiled(keys["cuda-h100"]) and is_profiled("cpu@cpu-xeon+t1")
+    # What runs on the host's CPU is that CPU's, whatever its own fingerprint says.
+    on_cpu = {"device_kind": "openvino", "host_fingerprint": "cpu-xeon", "hardware_fingerprint": "openvino-1"}
+    software = {"device_kind": "webgpu", "host_fingerprint": "cpu-xeon", "hardware_fingerprint": "webgpu-1",
+                "backend_config": {"software_adapter": True}}
+    assert row_device(on_cpu) == "openvino@cpu-xeon" and row_device(software) == "webgpu@cpu-xeon"
+    assert row_device({**software, "backend_config": {}}) == "webgpu@cpu-xeon+webgpu-1"
+
+
+def test_an_aggregates_table_from_before_the_accelerator_column_is_still_read(tmp_path):
+    """A data directory whose aggregates were written by an older devicefit: read as they are
+    (every row's accelerator None) until the pipeline rewrites them, not an error."""
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    store.replace_source(con, "a", "partition", _doc([_row(p50=10.0)]))
+    store.refresh_aggregates(con)
+    con.execute("ALTER TABLE aggregated_results DROP COLUMN accelerator")
+    [row] = store.aggregates(con)
+    assert row["accelerator"] is None and row["p50_ms"] == 10.0
+
+
 def test_skip_and_failure_reasons_are_stored_as_codes_and_legacy_rows_get_theirs(tmp_path):
     """The compatibility matrix filters on the code, never on the wording; rows written before the
     code existed (older landing files) get it from the wording once, when they are loaded."""

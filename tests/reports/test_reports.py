@@ -85,6 +85,31 @@ def test_roofline_names_a_device_by_its_kind_where_its_own_name_does_not():
     assert sorted(t.name for t in fig.data) == ["AMD EPYC: measured configs", "openvino · CPU: measured configs"]
 
 
+def test_two_gpus_of_one_host_are_two_hardware_columns_and_series():
+    """An H100 and an H200 behind the same host CPU: the analysis has a column for each, and a
+    precision's ratio is taken against the same GPU's fp32, never the other's."""
+    from devicefit.reports.data import ReportData, hardware_label, labelled
+
+    def row(name, accelerator, precision, p50):
+        return {"model": "m", "family": "f", "input_dims": "{}", "mode": "inference", "precision": precision, "batch_size": 1,
+                "p50_ms": p50, "device_kind": "cuda", "backend": "torch", "host": "cpu-x", "accelerator": accelerator,
+                "device_name": name, "throughput_samples_per_s": 1000 / p50, "runs": 1}
+
+    rows = [row("NVIDIA H100", "cuda-a", "fp32", 4.0), row("NVIDIA H100", "cuda-a", "bf16", 2.0),
+            row("NVIDIA H200", "cuda-b", "fp32", 3.0), row("NVIDIA H200", "cuda-b", "bf16", 1.0)]
+    columns, out = analysis.comparative_analysis(rows)
+    fp32 = next(r for r in out if r["precision"] == "fp32")
+    assert fp32["cuda_nvidia_h100_p50_ms"] == 4.0 and fp32["cuda_nvidia_h200_p50_ms"] == 3.0
+    assert "cuda_p50_ms" not in columns and fp32["fastest_hardware"] == "cuda (NVIDIA H200)"
+    fig = figures.precision_impact(ReportData(labelled(rows)))
+    [bars] = [t for t in fig.data if t.name == "bf16"]
+    assert dict(zip(bars.x, bars.y)) == {"m · cuda (NVIDIA H100)": 0.5, "m · cuda (NVIDIA H200)": pytest.approx(1 / 3)}
+    # One device of a kind keeps the kind's plain label; two of one name are told apart by host.
+    assert {hardware_label(r) for r in labelled(rows[:2])} == {"cuda"}
+    twins = labelled([rows[0], {**rows[0], "host": "cpu-y", "accelerator": "cuda-c"}])
+    assert {hardware_label(r) for r in twins} == {"cuda (NVIDIA H100, cpu-x)", "cuda (NVIDIA H100, cpu-y)"}
+
+
 def test_analysis_csv_has_a_row_per_config_with_speedups(tiny_run):
     paths, _, _ = tiny_run
     rows = list(csv.DictReader(open(paths.outputs / "comparative_analysis.csv")))
