@@ -32,7 +32,7 @@ generation rows measured.
   on one host) and backend, the device ratio per device|backend|precision|batch, together, by
   least squares on log TPOT;
   a weak prior holds a ratio the rows cannot see (every row host-bound) at
-  1 / `decode_efficiency_prior` (50% of the roofline on a CPU, 80% on a GPU). Where nothing was
+  1 / `decode_efficiency_prior` (50% of the roofline on a CPU, 95% on a GPU). Where nothing was
   measured on the kind: the device roofline at that prior and the host line measured on the H200's host (STATIC_DISPATCH; the
   EPYC's CPU fit had about the same cost per kernel, 11.8 us), combined as the kind combines
   them (`static_rule`, labelled).
@@ -61,12 +61,14 @@ from models.catalog import ModelSpec
 from models.op_profile import decode_step_ops
 
 STATIC_DECODE_EFFICIENCY = 0.5  # no generation row on the kind: half the bandwidth roofline, labelled
-# ...on an asynchronous kind (a GPU), 80% of it: its decode kernels stream the weights (GEMV-class
-# reads, batched_mm's copies) at close to the probed copy bandwidth, where a CPU's eager decode
-# ran at 2.3-5.7x its roofline (the EPYC). Measured since: Mixtral's experts in generate() on the
-# H200 moved 33.8 GB a step at 4.06 TB/s against the probe's 4.23 (batch 4), 8.4 GB at 3.1 TB/s
-# (batch 1); benchmarks/datasets/h200-cuda/README.md.
-STATIC_DECODE_EFFICIENCY_ASYNCHRONOUS = 0.8
+# ...on an asynchronous kind (a GPU), 95% of it: its decode kernels stream the weights (GEMV-class
+# reads, batched_mm's copies) at the probed copy bandwidth, which counts bytes as they do, where a
+# CPU's eager decode ran at 2.3-5.7x its roofline (the EPYC). The H200's profile of Mixtral's
+# experts in generate(): 33.8 GB a step at 4.06 TB/s against the probe's 4.23 (0.96; batch 4);
+# benchmarks/datasets/h200-cuda/README.md. The H100, which had no part in choosing the figure,
+# decodes the same model device-bound at 1.07x (batch 8) and 0.97x (16) of its roofline at its
+# probe's 2.99 TB/s (benchmarks/datasets/h100-cuda/README.md). It was 0.8 before the H100's rows.
+STATIC_DECODE_EFFICIENCY_ASYNCHRONOUS = 0.95
 
 
 def decode_efficiency_prior(asynchronous: bool) -> float:
