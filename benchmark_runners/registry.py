@@ -281,11 +281,13 @@ def physical_kind(kind_name: str, software: bool = False) -> str:
 
 
 def own_device(kind_name: str, software: bool = False) -> bool:
-    """Whether a kind's devices are hardware of their own beside the host's CPU (a GPU, an NPU),
-    so that two of them on one host (an H100 box and an H200 box with the same host CPU, or two
-    cards in one box) are two devices, told apart by their own fingerprints. A kind that runs on
-    the CPU (OpenVINO's CPU plugin, wasm, WebGPU on a software adapter) is that CPU's."""
-    return kind_name != "cpu" and physical_kind(kind_name, software) == kind_name
+    """Whether a registered kind's devices are hardware of their own beside the host's CPU (a GPU,
+    an NPU), so that two of them behind one host CPU fingerprint (an H100 box and an H200 box of
+    one cloud, or two different cards in one box) are two devices, told apart by their own
+    fingerprints. Two identical cards have one fingerprint (inventory._STABLE_KEYS holds no serial)
+    and are one device, as two identical CPUs are. A kind that runs on the CPU (OpenVINO's CPU
+    plugin, wasm, WebGPU on a software adapter) is that CPU's."""
+    return kind_name != "cpu" and kind_name in kinds() and physical_kind(kind_name, software) == kind_name
 
 
 def torch_device(kind_name: str) -> str | None:

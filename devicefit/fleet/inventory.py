@@ -16,17 +16,21 @@ from benchmark_runners import registry
 UNREGISTERED = "no registered device of this kind (a worker on its host registers it: devicefit worker --device ID)"
 
 
-def _representative(devices: list[dict[str, Any]], local_host: str | None) -> dict[str, Any]:
-    def rank(d: dict[str, Any]) -> tuple[int, int, str]:
+def _representative(devices: list[dict[str, Any]], local_host: str | None, local_hardware: frozenset[str] = frozenset()) -> dict[str, Any]:
+    def rank(d: dict[str, Any]) -> tuple[int, int, int, str]:
         plain = not any((d.get("profile") or {}).values())
-        return (0 if plain and local_host and d.get("host_fingerprint") == local_host else 1, 0 if plain else 1, d["id"])
+        # two GPUs behind one host CPU fingerprint (two cloud boxes): this machine's own card first
+        return (0 if plain and local_host and d.get("host_fingerprint") == local_host else 1,
+                0 if d.get("hardware_fingerprint") in local_hardware else 1, 0 if plain else 1, d["id"])
 
     return min(devices, key=rank)
 
 
-def fleet_inventory(devices: list[dict[str, Any]], local_host: str | None = None) -> dict[str, Any]:
+def fleet_inventory(devices: list[dict[str, Any]], local_host: str | None = None,
+                    local_hardware: frozenset[str] = frozenset()) -> dict[str, Any]:
     """An inventory document (platforms, probes) of the registered `devices` (store.devices);
-    `local_host`: the building host's CPU fingerprint, whose devices represent their kinds."""
+    `local_host`: the building host's CPU fingerprint, whose devices represent their kinds;
+    `local_hardware`: its devices' own fingerprints (partitions.hardware_of_inventory)."""
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for d in devices:
         by_kind.setdefault(d["kind"], []).append(d)
@@ -37,7 +41,7 @@ def fleet_inventory(devices: list[dict[str, Any]], local_host: str | None = None
         if not mine:
             platforms[kind] = {"kind": kind, "available": False, "reason": UNREGISTERED, "devices": [], "registered": []}
             continue
-        rep = _representative(mine, local_host)
+        rep = _representative(mine, local_host, local_hardware)
         described = {"name": rep.get("name"), **(rep.get("details") or {}), "fingerprint": rep["hardware_fingerprint"],
                      "device_id": rep["id"], "hostname": rep.get("hostname")}
         platforms[kind] = {"kind": kind, "available": True, "reason": None, "devices": [described],
@@ -48,11 +52,11 @@ def fleet_inventory(devices: list[dict[str, Any]], local_host: str | None = None
     return {"hostname": None, "source": "registered devices", "platforms": platforms, "probes": probes}
 
 
-def read_fleet_inventory(con, local_host: str | None = None) -> dict[str, Any]:
+def read_fleet_inventory(con, local_host: str | None = None, local_hardware: frozenset[str] = frozenset()) -> dict[str, Any]:
     """`fleet_inventory` of the store's registered devices (an open connection)."""
     from devicefit import store
 
-    return fleet_inventory(store.devices(con), local_host)
+    return fleet_inventory(store.devices(con), local_host, local_hardware)
 
 
 def this_host() -> str | None:
@@ -62,6 +66,15 @@ def this_host() -> str | None:
     from devicefit.fleet.partitions import host_of_inventory
 
     return host_of_inventory(detect_hardware(probe=False).to_json())
+
+
+def this_hardware() -> frozenset[str]:
+    """The building host's device fingerprints (its cached detection): which of two GPUs behind
+    one host CPU fingerprint is its own."""
+    from benchmark_runners.hardware import detect_hardware
+    from devicefit.fleet.partitions import hardware_of_inventory
+
+    return hardware_of_inventory(detect_hardware(probe=False).to_json())
 
 
 def registered_devices(database, log=None) -> list[dict[str, Any]]:

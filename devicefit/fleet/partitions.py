@@ -135,6 +135,13 @@ def host_of_inventory(inventory: dict[str, Any]) -> str | None:
     return devices[0].get("fingerprint") if isinstance(devices[0], dict) else None
 
 
+def hardware_of_inventory(inventory: dict[str, Any]) -> frozenset[str]:
+    """Every device fingerprint a host's detection lists (its CPU's, its GPUs'): which of two
+    GPUs behind one host CPU fingerprint is this machine's."""
+    return frozenset(d["fingerprint"] for info in (inventory.get("platforms") or {}).values() if isinstance(info, dict)
+                     for d in info.get("devices") or [] if isinstance(d, dict) and d.get("fingerprint"))
+
+
 def device_tag(kind: str, host: str | None, software: bool = False) -> str:
     """The run tag value that keeps one benchmark per physical device at a time (dagster.yaml's
     limit on devicefit/device): the physical kind on its host, so OpenVINO's CPU plugin, wasm,

@@ -129,8 +129,8 @@ def _predict_point(p: _Point, ratios: dict[str, float], dispatch: dict[str, floa
 
 def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str, Any]:
     """Host line per device|backend and device ratio per device|backend|precision|batch from
-    the measured generation rows (a device is a kind on one host: two CPUs, or two hosts
-    driving GPUs, dispatch at their own pace), and their leave-one-model-out validation per
+    the measured generation rows (a device is a kind on one host, a GPU with its own
+    fingerprint too: two CPUs, or two hosts driving GPUs, dispatch at their own pace), and their leave-one-model-out validation per
     device: each model's TPOT predicted from a fit to the other models' rows."""
     from models.resolve import resolve_model
 

@@ -1,7 +1,8 @@
 """Peak compute and memory bandwidth per device, with where each figure comes from.
 
-A device is a hardware kind on one host (`device_key`: "cpu@cpu-e1d9c1f8fde0"): two CPUs of
-different vendors are two devices, and a store that holds both scores each row against the
+A device is a hardware kind on one host (`device_key`: "cpu@cpu-e1d9c1f8fde0"), a GPU named by
+its own fingerprint too ("cuda@cpu-92023180236e+cuda-463cf67299a5": cloud GPU boxes share one
+host CPU fingerprint): two CPUs of different vendors are two devices, and a store that holds both scores each row against the
 peaks of the device that measured it (`measured_device_specs`). Preferred: that device's probe
 (measured). Otherwise a published datasheet figure for a reference device of that kind,
 labelled as such. Kinds with neither get None: no number is made up for them.
@@ -148,23 +149,40 @@ def host_of(device: str) -> str:
     return device.split("@", 1)[1].split("+", 1)[0] if "@" in device else ""
 
 
+def machine_of(device: str) -> str:
+    """The machine a device is, profiles aside: its host, and a GPU's own fingerprint (an H100
+    box and an H200 box behind one host CPU fingerprint are two machines)."""
+    accelerator = key_accelerator(device)
+    return f"{host_of(device)}+{accelerator}" if accelerator else host_of(device)
+
+
+def _qualifiers(device: str) -> list[str]:
+    return device.split("@", 1)[1].split("+")[1:] if "@" in device else []
+
+
+def key_accelerator(device: str) -> str | None:
+    """The GPU fingerprint a device key names ("cuda@<host>+cuda-..."), else None."""
+    return next((q for q in _qualifiers(device) if q.startswith(kind_of(device) + "-")), None)
+
+
 def is_profiled(device: str) -> bool:
     """Whether a device key names a constraint profile ("cpu@<host>+t1"), not only hardware (a
     GPU's own fingerprint, "cuda@<host>+cuda-...", is hardware)."""
-    qualifiers = device.split("@", 1)[1].split("+")[1:] if "@" in device else []
-    return any(not q.startswith(kind_of(device) + "-") for q in qualifiers)
+    return any(not q.startswith(kind_of(device) + "-") for q in _qualifiers(device))
 
 
-def default_devices(devices: list[str], local_host: str | None) -> dict[str, str]:
+def default_devices(devices: list[str], local_host: str | None, local_hardware: frozenset[str] = frozenset()) -> dict[str, str]:
     """The device a prediction for a bare kind ("cpu") answers for, from the training rows'
-    devices (one entry per row): this machine's, when it measured that kind; else the device
-    with the most rows."""
+    devices (one entry per row): this machine's, when it measured that kind (of two GPUs behind
+    its host fingerprint, the one `local_hardware` lists); else the device with the most rows."""
     counts: dict[str, int] = {}
     for d in devices:
         counts[d] = counts.get(d, 0) + 1
 
-    def local(d: str) -> bool:  # on this machine, as it is (a GPU's own fingerprint, but no profile)
-        return bool(local_host) and host_of(d) == local_host and not is_profiled(d)
+    def local(d: str) -> bool:  # on this machine, as it is (no profile); of two GPUs behind its host fingerprint, its own
+        own = key_accelerator(d)
+        return (bool(local_host) and host_of(d) == local_host and not is_profiled(d)
+                and (own is None or not local_hardware or own in local_hardware))
 
     out: dict[str, str] = {}
     for device in sorted(counts, key=lambda d: (not local(d), -counts[d], d)):

@@ -17,7 +17,7 @@ def train_and_publish(paths: DataPaths, local: dict[str, Any], connect: Callable
     registered; `connect`: a context-manager factory for the store (the pipeline's
     DuckDBResource), opened to read and again to record: the lock is not held while training."""
     from devicefit.fleet.inventory import read_fleet_inventory
-    from devicefit.fleet.partitions import host_of_inventory
+    from devicefit.fleet.partitions import hardware_of_inventory, host_of_inventory
     from devicefit.predict import artifacts
     from devicefit.predict.hardware_specs import training_specs
     from devicefit.predict.training import train
@@ -26,12 +26,12 @@ def train_and_publish(paths: DataPaths, local: dict[str, Any], connect: Callable
         hardware = store.read_hardware_rows(con)
         if rows is None:
             rows = store.read_ok_measurements(con)
-        fleet = read_fleet_inventory(con, host_of_inventory(local))
+        fleet = read_fleet_inventory(con, host_of_inventory(local), hardware_of_inventory(local))
     # A kind's spec comes from the fleet's registered device of it (a GPU box's probe, not a
     # datasheet) once one is registered; a store with no devices yet falls back to this host's.
     registered = any(p["available"] for p in fleet["platforms"].values())
     specs, local_host = training_specs(rows, hardware, fleet if registered else local)
-    artifact = train(rows, specs, local_host)
+    artifact = train(rows, specs, local_host, hardware_of_inventory(local))
     target = publish_to or paths
     if connect and target == paths:
         with connect() as con:

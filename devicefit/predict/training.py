@@ -25,7 +25,7 @@ from devicefit.errors import DevicefitError
 from devicefit.predict.booster_settings import LGB_PARAMS, NUM_ROUNDS
 from devicefit.predict.domain import parameter_range, thinly_measured, without_devices
 from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, to_matrix
-from devicefit.predict.hardware_specs import DeviceSpec, default_devices, host_of, kind_of, row_device
+from devicefit.predict.hardware_specs import DeviceSpec, default_devices, kind_of, machine_of, row_device
 from devicefit.predict.memory_model import MemoryModel, device_memory_kind, fit_memory_model, memory_target
 from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline, transfer_roofline
 from devicefit.predict.ttft_check import ExtraRequest, ttft_requests, ttft_validation
@@ -65,7 +65,7 @@ class TrainingData:
     points: list[ModelPoint]
     models: list[str]
     kinds: list[str]
-    devices: list[str]  # hardware_specs.device_key of each row: kind@host
+    devices: list[str]  # hardware_specs.row_device of each row: kind@host (+ a GPU's fingerprint, + a profile)
     families: list[str]
     process_baseline: dict[str, float]
     specs: dict[str, DeviceSpec] = field(default_factory=dict)  # per device, as resolved for these rows
@@ -344,7 +344,7 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
         families = [f for f, keep in zip(data.families, ok) if keep]
         devices = [d for d, keep in zip(data.devices, ok) if keep]
         models = [m for m, keep in zip(data.models, ok) if keep]
-        hosts = [host_of(d) for d in devices]
+        hosts = [machine_of(d) for d in devices]
         residuals = np.abs(np.log(predicted / actual))
         loho, loho_per_device = None, {}
         if oof_kind is not None:
@@ -399,10 +399,12 @@ def calibrate_efficiency(data: TrainingData) -> dict[str, dict[str, float]]:
     return out
 
 
-def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: str | None = None) -> dict[str, Any]:
+def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: str | None = None,
+          local_hardware: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Fit on every usable row, validate by held-out groups, return the artifact (JSON-able).
     `specs` per device (or per kind, for kinds measured on one device); `local_host` is this
-    machine's host fingerprint, whose devices answer predictions asked by kind."""
+    machine's host fingerprint, whose devices answer predictions asked by kind (of two GPUs
+    behind that fingerprint, the one in `local_hardware`, this machine's device fingerprints)."""
     specs = specs_per_device(rows, specs)
     every = training_data(rows, specs)
     thin = thinly_measured(every)
@@ -425,7 +427,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: 
         "rows": len(data), "models": sorted(set(data.models)), "skipped": data.skipped, "contended_rows_used": data.contended_kept,
         "domain": {"device_kind": sorted(set(data.kinds)), "device": sorted(set(data.devices)), "family": sorted(set(data.families)),
                    "params": parameter_range(data)},
-        "devices": default_devices(every.devices, local_host),
+        "devices": default_devices(every.devices, local_host, local_hardware),
         "calibrated_only": thin,
         "categories": categories, "numeric": list(NUMERIC),
         "process_baseline": data.process_baseline,

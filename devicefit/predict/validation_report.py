@@ -28,7 +28,7 @@ class TargetValidation:
 
     leave_one_model_out: ErrorMetrics
     per_family: dict[str, ErrorMetrics]
-    per_hardware: dict[str, ErrorMetrics]  # per device (kind@host), of the held-out-model predictions
+    per_hardware: dict[str, ErrorMetrics]  # per device (hardware_specs.row_device), of the held-out-model predictions
     interval_log_half_width: float | None  # split-conformal half-width of log(predicted/measured)
     interval_coverage: float | None  # measured honestly: each model's interval calibrated on the others
     bar_mape: float  # the held-out MAPE this target must stay under

@@ -131,16 +131,18 @@ def current_sets(database: store.Source, run_id: str | None = None) -> list[Samp
     return [_from_history_row(r) for r in rows]
 
 
-def previous_sets(database: store.Source, current: list[SampleSet]) -> dict[ConfigIdentity, SampleSet]:
-    """For each current set, the latest earlier run of the same config on the same device."""
+def previous_sets(database: store.Source, current: list[SampleSet]) -> dict[tuple[ConfigIdentity, str | None], SampleSet]:
+    """For each current set, the latest earlier run of the same config on the same device, keyed
+    by (config, hardware fingerprint): two GPUs behind one host CPU are each compared with their
+    own previous run."""
     rows = _history(database)
     wanted = {(s.identity, s.hardware_fingerprint): s.run_id for s in current}
-    out: dict[ConfigIdentity, SampleSet] = {}
+    out: dict[tuple[ConfigIdentity, str | None], SampleSet] = {}
     for row in rows:
         s = _from_history_row(row)
         key = (s.identity, s.hardware_fingerprint)
-        if key in wanted and s.run_id != wanted[key] and s.identity not in out:
-            out[s.identity] = s
+        if key in wanted and s.run_id != wanted[key] and key not in out:
+            out[key] = s
     return out
 
 
@@ -198,14 +200,22 @@ def _wide_sets(path: Path, rows: list[dict[str, str]], columns: list[str]) -> li
 
     out = []
     hardware = [c[: -len("_p50_ms")] for c in columns if c.endswith("_p50_ms")]
+    parsed = {label: _wide_label(path, label) for label in hardware}
+    by_kind: dict[tuple[str, str], list[str]] = {}
+    for label, (kind, backend, _device) in parsed.items():
+        by_kind.setdefault((kind, backend), []).append(label)
+    several = {k: v for k, v in by_kind.items() if len(v) > 1}
+    if several:
+        (kind, _), labels = next(iter(several.items()))
+        raise BaselineError(f"baseline {path} holds several {kind} devices ({', '.join(labels)}): a comparative analysis "
+                            "names them by device name, not by the fingerprint this run's rows carry; compare against "
+                            "'previous', a run id, or `compare --export-baseline`'s CSV of one machine instead")
     for n, r in enumerate(rows, start=2):
         for label in hardware:
             value = r.get(f"{label}_p50_ms")
             if not value:
                 continue  # that hardware did not measure this config
-            kind, _, backend = label.partition("_")
-            if kind not in registry.kind_names():
-                raise BaselineError(f"baseline {path}: column {label}_p50_ms names no hardware kind ({', '.join(registry.kind_names())})")
+            kind, backend, _device = parsed[label]
             try:
                 default_backend = registry.backend_of_kind(kind)
                 identity = ConfigIdentity(r["model"], kind, backend or (default_backend.name if default_backend else "torch"),
@@ -216,6 +226,25 @@ def _wide_sets(path: Path, rows: list[dict[str, str]], columns: list[str]) -> li
     if not out:
         raise BaselineError(f"baseline {path} has no rows")
     return out
+
+
+def _wide_label(path: Path, label: str) -> tuple[str, str, str]:
+    """(kind, backend or "", device) of a comparative analysis column prefix: "cpu",
+    "cpu_openvino", or with the device's name where the analysis held several of a kind
+    ("cuda_nvidia_h100_80gb_hbm3": reports.data.label_devices)."""
+    from benchmark_runners import registry
+
+    def split(text: str, names) -> tuple[str, str]:
+        for name in sorted(names, key=len, reverse=True):
+            if text == name or text.startswith(name + "_"):
+                return name, text[len(name) + 1:]
+        return "", text
+
+    kind, rest = split(label, registry.kind_names())
+    if not kind:
+        raise BaselineError(f"baseline {path}: column {label}_p50_ms names no hardware kind ({', '.join(registry.kind_names())})")
+    backend, device = split(rest, registry.backend_names())
+    return kind, backend, device
 
 
 def sets_from_csv(path: Path) -> list[SampleSet]:
@@ -264,7 +293,7 @@ def write_baseline_csv(sets: list[SampleSet], path: Path) -> Path:
     return path
 
 
-def load_baseline(spec: str, database: store.Source | None, current: list[SampleSet]) -> tuple[str, dict[ConfigIdentity, SampleSet] | list[SampleSet]]:
+def load_baseline(spec: str, database: store.Source | None, current: list[SampleSet]) -> tuple[str, dict[tuple[ConfigIdentity, str | None], SampleSet] | list[SampleSet]]:
     """(description, baseline sets) from `previous`, a run id, or a CSV / JSON file."""
     path = Path(spec)
     if spec == "previous":
@@ -287,9 +316,10 @@ def load_baseline(spec: str, database: store.Source | None, current: list[Sample
         raise BaselineError(f"baseline {spec!r} is neither a file, nor 'previous', nor a run id in {database}") from None
 
 
-def _match(identity: ConfigIdentity, baseline: dict[ConfigIdentity, SampleSet] | list[SampleSet]) -> SampleSet | None:
+def _match(current: SampleSet, baseline: dict[tuple[ConfigIdentity, str | None], SampleSet] | list[SampleSet]) -> SampleSet | None:
+    identity = current.identity
     if isinstance(baseline, dict):
-        return baseline.get(identity)
+        return baseline.get((identity, current.hardware_fingerprint))
     exact = [b for b in baseline if b.identity == identity]
     if exact:
         return exact[0]
@@ -300,13 +330,13 @@ def _match(identity: ConfigIdentity, baseline: dict[ConfigIdentity, SampleSet] |
     return loose[0] if len(loose) == 1 else None
 
 
-def compare(current: list[SampleSet], baseline: dict[ConfigIdentity, SampleSet] | list[SampleSet], threshold: float,
+def compare(current: list[SampleSet], baseline: dict[tuple[ConfigIdentity, str | None], SampleSet] | list[SampleSet], threshold: float,
             alpha: float = DEFAULT_ALPHA) -> list[Comparison]:
     if not 0 < threshold < 10:
         raise ValueError(f"the regression threshold is a relative change such as 0.1 (10%), got {threshold}")
     out, matched = [], set()
     for cur in sorted(current, key=lambda s: s.identity.label()):
-        base = _match(cur.identity, baseline)
+        base = _match(cur, baseline)
         if base is None:
             out.append(Comparison(cur.identity.label(), asdict(cur.identity), "new", "no baseline for this config", None, cur.run_id,
                                   None, cur.p50_ms, None, None, 0, len(cur.samples_ms)))

@@ -42,7 +42,7 @@ def registered_devices(selector: HardwareSelector, ids: list[str]) -> list[dict[
 
 
 def _host_key(device: dict[str, Any]) -> str:
-    """The aggregates' host column for this device (store.queries.AGGREGATE_SELECT): its host's
+    """The aggregates' host column for this device (store.queries.aggregate_select): its host's
     CPU fingerprint (else hostname), plus "+profile" for a profiled device."""
     host = device.get("host_fingerprint") or device.get("hostname") or ""
     profile = device["id"].split("+", 1)[1] if "+" in device["id"] else ""

@@ -142,6 +142,28 @@ def test_two_gpus_behind_one_host_cpu_are_two_devices(tmp_path):
     assert row_device({**software, "backend_config": {}}) == "webgpu@cpu-xeon+webgpu-1"
 
 
+def test_a_bare_kind_answers_for_this_machines_own_gpu():
+    """On the H100 box, `predict --hardware cuda` answers for the H100, although the H200 box
+    (same host CPU fingerprint) measured more rows; elsewhere, the best-measured GPU. The fleet's
+    representative of a kind and the per-machine error gate tell the two boxes apart alike."""
+    from devicefit.fleet.inventory import fleet_inventory
+    from devicefit.fleet.partitions import hardware_of_inventory
+    from devicefit.predict.hardware_specs import default_devices, machine_of
+
+    h100, h200 = "cuda@cpu-xeon+cuda-h100", "cuda@cpu-xeon+cuda-h200"
+    rows = [h100] * 2 + [h200] * 5 + ["cpu@cpu-xeon"]
+    here = {"platforms": {"cpu": {"devices": [{"fingerprint": "cpu-xeon"}]}, "cuda": {"devices": [{"fingerprint": "cuda-h100"}]}}}
+    assert hardware_of_inventory(here) == {"cpu-xeon", "cuda-h100"}
+    assert default_devices(rows, "cpu-xeon", hardware_of_inventory(here)) == {"cuda": h100, "cpu": "cpu@cpu-xeon"}
+    assert default_devices(rows, "cpu-other")["cuda"] == h200
+    assert machine_of(h100) != machine_of(h200) and machine_of("cpu@cpu-xeon+t1") == "cpu-xeon"
+    registered = [{"id": fp, "kind": "cuda", "name": name, "host_fingerprint": "cpu-xeon", "hardware_fingerprint": fp}
+                  for fp, name in (("cuda-h100", "H100"), ("cuda-h200", "H200"))]
+    for mine in ("cuda-h100", "cuda-h200"):
+        fleet = fleet_inventory(registered, "cpu-xeon", frozenset({mine}))
+        assert fleet["platforms"]["cuda"]["devices"][0]["fingerprint"] == mine
+
+
 def test_an_aggregates_table_from_before_the_accelerator_column_is_still_read(tmp_path):
     """A data directory whose aggregates were written by an older devicefit: read as they are
     (every row's accelerator None) until the pipeline rewrites them, not an error."""

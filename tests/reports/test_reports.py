@@ -110,6 +110,36 @@ def test_two_gpus_of_one_host_are_two_hardware_columns_and_series():
     assert {hardware_label(r) for r in twins} == {"cuda (NVIDIA H100, cpu-x)", "cuda (NVIDIA H100, cpu-y)"}
 
 
+def test_two_gpus_are_each_compared_with_their_own_previous_run(tmp_path):
+    """`compare --baseline previous` on a store holding an H100 box's and an H200 box's runs (one
+    host CPU fingerprint): each GPU's config is compared with that GPU's earlier run; and a
+    comparative analysis naming two devices of one kind is refused as a baseline, with why."""
+    from devicefit import store
+    from devicefit.reports.regression import BaselineError, compare, current_sets, previous_sets, sets_from_csv
+    from tests.pipelines.test_store import _doc, _row
+
+    def gpu(p50, fingerprint, run_id, ts):
+        row = _row(device="cuda:0", p50=p50, run_id=run_id, hostname="vm")
+        return {**row, "hardware_fingerprint": fingerprint, "timestamp": ts}
+
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    for source, rows in {"h100-1": [gpu(3.0, "cuda-h100", "a1", "2026-11-20T00:00:00+00:00")],
+                         "h200-1": [gpu(2.0, "cuda-h200", "b1", "2026-11-21T00:00:00+00:00")],
+                         "h100-2": [gpu(3.0, "cuda-h100", "a2", "2026-11-22T00:00:00+00:00")],
+                         "h200-2": [gpu(2.0, "cuda-h200", "b2", "2026-11-23T00:00:00+00:00")]}.items():
+        store.replace_source(con, source, "ingest", _doc(rows))
+    current = current_sets(con)
+    assert {s.hardware_fingerprint: s.run_id for s in current} == {"cuda-h100": "a2", "cuda-h200": "b2"}
+    verdicts = {c.current_run: (c.verdict, c.baseline_run) for c in compare(current, previous_sets(con, current), 0.1)}
+    assert verdicts == {"a2": ("unchanged", "a1"), "b2": ("unchanged", "b1")}
+    wide = tmp_path / "analysis.csv"
+    wide.write_text("model,family,mode,precision,batch_size,input_dims,cuda_nvidia_h100_p50_ms,cuda_nvidia_h200_p50_ms\n"
+                    "bert-tiny,embedding,inference,fp32,1,{},3.0,2.0\n")
+    with pytest.raises(BaselineError, match="several cuda devices"):
+        sets_from_csv(wide)
+
+
 def test_analysis_csv_has_a_row_per_config_with_speedups(tiny_run):
     paths, _, _ = tiny_run
     rows = list(csv.DictReader(open(paths.outputs / "comparative_analysis.csv")))
