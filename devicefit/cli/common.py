@@ -188,6 +188,9 @@ def exit_without_teardown(code: Any) -> NoReturn:
 def best_precision_table(every: list[dict]) -> Table:
     """The run's summary: per config (model, device, mode, batch, input), the fastest precision
     beside the same config's fp32 figure."""
+    from devicefit.reports.data import labelled
+
+    every = labelled(every)  # two GPUs (or two hosts' CPUs) of one kind are named by device
     rows = [r for r in every if r["is_best_precision"]]
 
     def config(r: dict) -> tuple:  # the same work on the same device: 128 and 512 tokens are two configs
@@ -199,7 +202,8 @@ def best_precision_table(every: list[dict]) -> Table:
         table.add_column(col, justify="left" if col in ("model", "hardware", "mode", "best") else "right")
     for r in rows:
         base = fp32.get(config(r))
-        hardware = r["device_kind"] + (f" ({r['device_profile']})" if r.get("device_profile") else "")
+        hardware = r.get("hardware_label") or r["device_kind"]
+        hardware += f" ({r['device_profile']})" if r.get("device_profile") else ""
         table.add_row(r["model"], hardware, r["mode"], str(r["batch_size"]), str(r["seq_length"] or "-"), r["best_precision"], f"{r['p50_ms']:.2f}",
                       f"{base:.2f}" if base else "-", f"{r['throughput_samples_per_s']:.1f}",
                       f"{r['speedup_vs_cpu_fp32']:.2f}x" if r["speedup_vs_cpu_fp32"] else "-")

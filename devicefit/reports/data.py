@@ -57,11 +57,12 @@ def labelled(aggregates: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def label_devices(aggregates: list[dict[str, Any]]) -> None:
     """Give each aggregated row a hardware label that names one device: the kind alone where
     one device of it was measured, else the kind with the device's name ("cuda (NVIDIA H100
-    80GB HBM3)", "cuda (NVIDIA H200)"), and its host where two devices share a name. Figures key
+    80GB HBM3)", "cuda (NVIDIA H200)"), and its machine (host, GPU fingerprint) where two
+    devices share a name. Figures key
     their series by the label, so two GPUs (or two CPUs) are never one series, and a precision's
     ratio is taken against the same device's fp32."""
-    def identity(r: dict[str, Any]) -> tuple:
-        return r.get("host"), r.get("accelerator")
+    def identity(r: dict[str, Any]) -> tuple:  # the hardware: a constraint profile ("+t1") is the same machine
+        return str(r.get("host") or "").split("+", 1)[0], r.get("accelerator")
 
     by_label: dict[str, set] = {}
     for r in aggregates:
@@ -73,7 +74,9 @@ def label_devices(aggregates: list[dict[str, Any]]) -> None:
         base = hardware_label(r)
         if len(by_label[base]) > 1:
             shared = len(names[(base, r.get("device_name"))]) > 1
-            r["hardware_label"] = f"{base} ({r.get('device_name') or 'unnamed'}" + (f", {r.get('host')})" if shared else ")")
+            # the machine: its host, and a GPU's own fingerprint (two same-named cards behind one host CPU)
+            where = "+".join(str(p) for p in identity(r) if p) if shared else None
+            r["hardware_label"] = f"{base} ({r.get('device_name') or 'unnamed'}" + (f", {where})" if where else ")")
 
 
 def load_report_data(paths: DataPaths, con: store.Source | None = None,

@@ -104,10 +104,19 @@ def test_two_gpus_of_one_host_are_two_hardware_columns_and_series():
     fig = figures.precision_impact(ReportData(labelled(rows)))
     [bars] = [t for t in fig.data if t.name == "bf16"]
     assert dict(zip(bars.x, bars.y)) == {"m · cuda (NVIDIA H100)": 0.5, "m · cuda (NVIDIA H200)": pytest.approx(1 / 3)}
+    from devicefit.cli.common import best_precision_table
+
+    summary = best_precision_table([{**r, "is_best_precision": r["precision"] == "bf16", "best_precision": "bf16", "seq_length": None,
+                                     "speedup_vs_cpu_fp32": None} for r in rows])
+    assert sorted(summary.columns[1].cells) == ["cuda (NVIDIA H100)", "cuda (NVIDIA H200)"]  # `devicefit run`'s summary
+    assert sorted(summary.columns[7].cells) == ["3.00", "4.00"]  # each beside its own fp32
     # One device of a kind keeps the kind's plain label; two of one name are told apart by host.
     assert {hardware_label(r) for r in labelled(rows[:2])} == {"cuda"}
     twins = labelled([rows[0], {**rows[0], "host": "cpu-y", "accelerator": "cuda-c"}])
-    assert {hardware_label(r) for r in twins} == {"cuda (NVIDIA H100, cpu-x)", "cuda (NVIDIA H100, cpu-y)"}
+    assert {hardware_label(r) for r in twins} == {"cuda (NVIDIA H100, cpu-x+cuda-a)", "cuda (NVIDIA H100, cpu-y+cuda-c)"}
+    # Two same-named cards behind one host CPU (different fingerprints): told apart by their own.
+    pair = labelled([rows[0], {**rows[0], "accelerator": "cuda-c"}])
+    assert {hardware_label(r) for r in pair} == {"cuda (NVIDIA H100, cpu-x+cuda-a)", "cuda (NVIDIA H100, cpu-x+cuda-c)"}
 
 
 def test_two_gpus_are_each_compared_with_their_own_previous_run(tmp_path):
