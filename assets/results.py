@@ -16,7 +16,7 @@ from devicefit.benchmark_snapshot import snapshot_path
 from devicefit.compatibility import compatibility_matrix as build_compatibility_matrix
 from devicefit.compatibility import summary_rows
 from devicefit.compatibility import table_frame as compatibility_table
-from devicefit.fleet.inventory import read_fleet_inventory, this_hardware, this_host
+from devicefit.fleet.inventory import read_fleet_inventory, this_machine
 from devicefit.pipeline import aggregate_frame, load_results, write_output_json
 
 
@@ -78,7 +78,7 @@ def compatibility_matrix(devicefit_data: DevicefitData, duckdb_reader: DuckDBRes
     paths = devicefit_data.paths()
     with duckdb_reader.get_connection() as con:
         # The fleet's registered devices decide availability, probes and memory, not this host's detection.
-        matrix = build_compatibility_matrix(con, read_fleet_inventory(con, this_host(), this_hardware()))
+        matrix = build_compatibility_matrix(con, read_fleet_inventory(con, *this_machine()))
     path = write_output_json(paths, "compatibility_matrix.json", matrix)
     rows = summary_rows(matrix)
     return dg.Output(compatibility_table(matrix), metadata={"path": dg.MetadataValue.path(path),

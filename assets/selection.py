@@ -9,7 +9,7 @@ from assets.metadata import OWNERS
 from assets.predictors import PREDICTOR_KEYS
 from assets.resources import DevicefitData
 from devicefit.compatibility import matrix_of_rows
-from devicefit.fleet.inventory import read_fleet_inventory, this_hardware, this_host
+from devicefit.fleet.inventory import read_fleet_inventory, this_machine
 from devicefit.pipeline import publish_selection_map
 
 
@@ -19,7 +19,7 @@ from devicefit.pipeline import publish_selection_map
                       "registered devices, data/outputs/.")
 def selection_map(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource, compatibility_matrix: pl.DataFrame) -> dg.MaterializeResult:
     with duckdb_reader.get_connection() as con:
-        fleet = read_fleet_inventory(con, this_host(), this_hardware())  # the fleet's registered devices, not this host's detection
+        fleet = read_fleet_inventory(con, *this_machine())  # the fleet's registered devices, not this host's detection
     path, document = publish_selection_map(devicefit_data.paths(), fleet, compatibility=matrix_of_rows(compatibility_matrix.to_dicts()))
     cells = [c for f in document["model_families"].values() for sizes in f["model_sizes"].values() for c in sizes.values()]
     primaries: dict[str, int] = {}

@@ -59,22 +59,15 @@ def read_fleet_inventory(con, local_host: str | None = None, local_hardware: fro
     return fleet_inventory(store.devices(con), local_host, local_hardware)
 
 
-def this_host() -> str | None:
-    """The building host's CPU fingerprint (from its cached detection, no probe): which of the
-    registered devices represent their kinds when several do; nothing else is read from it."""
+def this_machine() -> tuple[str | None, frozenset[str]]:
+    """The building host's CPU fingerprint and its devices' own fingerprints (from its cached
+    detection, read once, no probe): which of the registered devices represent their kinds when
+    several do (of two GPUs behind one host CPU fingerprint, its own); nothing else is read."""
     from benchmark_runners.hardware import detect_hardware
-    from devicefit.fleet.partitions import host_of_inventory
+    from devicefit.fleet.partitions import hardware_of_inventory, host_of_inventory
 
-    return host_of_inventory(detect_hardware(probe=False).to_json())
-
-
-def this_hardware() -> frozenset[str]:
-    """The building host's device fingerprints (its cached detection): which of two GPUs behind
-    one host CPU fingerprint is its own."""
-    from benchmark_runners.hardware import detect_hardware
-    from devicefit.fleet.partitions import hardware_of_inventory
-
-    return hardware_of_inventory(detect_hardware(probe=False).to_json())
+    inventory = detect_hardware(probe=False).to_json()
+    return host_of_inventory(inventory), hardware_of_inventory(inventory)
 
 
 def registered_devices(database, log=None) -> list[dict[str, Any]]:

@@ -44,9 +44,9 @@ def registered_devices(selector: HardwareSelector, ids: list[str]) -> list[dict[
 def _host_key(device: dict[str, Any]) -> str:
     """The aggregates' host column for this device (store.queries.aggregate_select): its host's
     CPU fingerprint (else hostname), plus "+profile" for a profiled device."""
-    host = device.get("host_fingerprint") or device.get("hostname") or ""
-    profile = device["id"].split("+", 1)[1] if "+" in device["id"] else ""
-    return f"{host}+{profile}" if profile else host
+    row = _as_row(device)
+    host = row["host_fingerprint"] or row["hostname"] or ""
+    return f"{host}+{row['device_profile']}" if row["device_profile"] else host
 
 
 def _as_row(device: dict[str, Any]) -> dict[str, Any]:
@@ -62,15 +62,13 @@ def _device_key(device: dict[str, Any]) -> str:
     return row_device(_as_row(device))
 
 
-def _measured(con, model: str, device: dict[str, Any], batch_size: int, precision: str, mode: str,
+def _measured(con, relation: str, model: str, device: dict[str, Any], batch_size: int, precision: str, mode: str,
               seq_length: int | None) -> dict[str, Any] | None:
+    """The aggregate of this config on this device, from `relation` (store.aggregates_relation)."""
     backend = registry.backend_of_kind(device["kind"])
-    # An aggregates table written before GPUs were told apart has no accelerator column: the pipeline's next run rewrites it.
-    split = "accelerator" in {c for c, _ in store.table_columns(con, store.AGGREGATES_TABLE)}
-    rows = store.query(con, f"SELECT * FROM {store.AGGREGATES_TABLE} WHERE model = ? AND device_kind = ? AND host = ? "
-                            + ("AND accelerator IS NOT DISTINCT FROM ? " if split else "")
-                            + "AND precision = ? AND mode = ? AND batch_size = ? AND backend = ?",
-                       [model, device["kind"], _host_key(device), *([accelerator_of(_as_row(device))] if split else []),
+    rows = store.query(con, f"SELECT * FROM {relation} WHERE model = ? AND device_kind = ? AND host = ? "
+                            "AND accelerator IS NOT DISTINCT FROM ? AND precision = ? AND mode = ? AND batch_size = ? AND backend = ?",
+                       [model, device["kind"], _host_key(device), accelerator_of(_as_row(device)),
                         precision, mode, batch_size, backend.name if backend else "torch"])
     if seq_length is not None:
         rows = [r for r in rows if r.get("seq_length") == seq_length]
@@ -105,9 +103,9 @@ def select_devices(selector: HardwareSelector, model_name: str, device_ids: list
     predictions = predictor.predict(requests)
     candidates: dict[str, dict[str, Any]] = {}
     with store.opened(selector.predictor.paths.database, read_only=True) as con:
-        have_aggregates = store.AGGREGATES_TABLE in {t for (t,) in con.execute("SHOW TABLES").fetchall()}
+        relation = store.aggregates_relation(con)
         for d, p in zip(devices, predictions):
-            measured = _measured(con, spec.name, d, batch_size, precision, mode, sequence_length) if have_aggregates else None
+            measured = _measured(con, relation, spec.name, d, batch_size, precision, mode, sequence_length) if relation else None
             entry: dict[str, Any] = {
                 "device": d["id"], "kind": d["kind"], "name": d["name"], "hostname": d.get("hostname"),
                 "profile": {k: v for k, v in (d.get("profile") or {}).items() if v is not None},

@@ -189,16 +189,23 @@ def recent_failures(con, limit: int = 20) -> list[dict[str, Any]]:
                       f"WHERE status = 'failed' ORDER BY timestamp DESC LIMIT {int(limit)}")
 
 
+def aggregates_relation(con) -> str | None:
+    """What to select the aggregates from: the table, or for a table written before a GPU's own
+    fingerprint was a column, the table with an empty `accelerator` (read as it is until the
+    pipeline rewrites it); None without the table (checked by name: DuckDB's replacement scan
+    would otherwise look for a Python object of that name and fail with a confusing message)."""
+    columns = {c for c, _ in table_columns(con, AGGREGATES_TABLE)}
+    if not columns:
+        return None
+    return AGGREGATES_TABLE if "accelerator" in columns else f"(SELECT *, NULL AS accelerator FROM {AGGREGATES_TABLE})"
+
+
 def aggregates(con) -> list[dict[str, Any]]:
-    # Checked by name first: without the table, DuckDB's replacement scan would look for a Python
-    # object of that name in the caller's frames and fail with a confusing message.
-    if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [AGGREGATES_TABLE]).fetchone()[0]:
+    relation = aggregates_relation(con)
+    if relation is None:
         raise StoreError(f"{database_file(con)} holds no aggregates yet: materialize aggregated_results "
                          "(`devicefit run`) first")
-    if "accelerator" not in {c for c, _ in table_columns(con, AGGREGATES_TABLE)}:
-        # written before a GPU's own fingerprint was a column: read as it is until the pipeline rewrites it
-        return query(con, f"SELECT *, NULL AS accelerator FROM {AGGREGATES_TABLE} ORDER BY {AGGREGATE_ORDER}")
-    return query(con, f"SELECT * FROM {AGGREGATES_TABLE} ORDER BY {AGGREGATE_ORDER}")
+    return query(con, f"SELECT * FROM {relation} ORDER BY {AGGREGATE_ORDER}")
 
 
 def record_predictor_version(con, version: str, artifact: dict[str, Any], path: str, within_bars: bool) -> None:
