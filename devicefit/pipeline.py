@@ -171,7 +171,7 @@ def publish_prediction_matrix(paths: DataPaths) -> tuple[str, dict[str, Any]]:
     from devicefit.predict import served
 
     predictor = PerformancePredictor(artifact)
-    matrix = prediction_matrix(predictor, on_predictions=lambda reqs, preds: served.record(paths, predictor.version(), "matrix", reqs, preds))
+    matrix = prediction_matrix(predictor, on_predictions=lambda reqs, preds: served.record(paths, predictor, "matrix", reqs, preds))
     return write_output_json(paths, "prediction_matrix.json", matrix), matrix
 
 

@@ -127,7 +127,7 @@ class HardwareModelPredictor:
     def _predict(self, requests: list[Request], origin: str) -> list[Prediction]:
         preds = self.predictor.predict(requests)
         if self.record:
-            served.record(self.paths, self.predictor.version(), origin, requests, preds)
+            served.record(self.paths, self.predictor, origin, requests, preds)
         return preds
 
     def _requests(self, model_name: str, hardware: list[str], batch_sizes: list[int], precisions: list[str], mode: str,
@@ -303,7 +303,7 @@ class HardwareModelPredictor:
     def create_hardware_prediction_matrix(self, models: list[dict] | None = None, batch_sizes: list[int] | None = None,
                                           hardware_platforms: list[str] | None = None, precision: str | list[str] | None = None,
                                           mode: str = "inference") -> dict[str, Any]:
-        on = (lambda reqs, preds: served.record(self.paths, self.predictor.version(), "matrix", reqs, preds)) if self.record else None
+        on = (lambda reqs, preds: served.record(self.paths, self.predictor, "matrix", reqs, preds)) if self.record else None
         return prediction_matrix(self.predictor, models, batch_sizes, hardware_platforms, precision, mode, on)
 
 

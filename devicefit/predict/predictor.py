@@ -100,7 +100,9 @@ class PerformancePredictor:
         """The device keys the artifact has fits for ("cpu@<host>", "cpu@<host>+t1", ...)."""
         return sorted(self.baselines.memory)
 
-    def _device(self, r: Request) -> str:
+    def device_for(self, r: Request) -> str:
+        """The device key a request is answered for: the one it names, else its kind's device in
+        the artifact (a bare kind when the kind was never measured)."""
         return r.device or self.device_of(r.kind)
 
     def prefill_factor(self, r: Request, prefill: ModelPoint) -> tuple[float, str] | None:
@@ -108,7 +110,7 @@ class PerformancePredictor:
         device: the two points timed by the device's fitted per-operator roofline where it has one
         (its per-kernel costs included, so a host-bound GPU keeps a factor near 1), else by the
         plain roofline on its spec; None where neither exists. With its basis, in words."""
-        device = self._device(r)
+        device = self.device_for(r)
         prefill_ms = self.baselines.latency_ms(prefill, r.batch_size, r.precision, "inference", device, r.backend)
         forward_ms = self.baselines.latency_ms(r.point, r.batch_size, r.precision, "inference", device, r.backend)
         if prefill_ms and forward_ms:
@@ -125,7 +127,7 @@ class PerformancePredictor:
         activations at each point). The prefill holds the last position's logits only, where a
         forward pass holds every position's (qwen2.5-0.5b: 152k x 4 bytes a position). None
         where the device has no memory fit. With its basis, in words."""
-        device = self._device(r)
+        device = self.device_for(r)
         prefill_bytes = self.baselines.memory_bytes(prefill, r.batch_size, r.precision, "inference", device)
         forward_bytes = self.baselines.memory_bytes(r.point, r.batch_size, r.precision, "inference", device)
         if prefill_bytes and forward_bytes:
@@ -145,7 +147,7 @@ class PerformancePredictor:
         models of the trained size range, and their intervals were validated there; a model
         PARAMS_EXTRAPOLATION times beyond it (a 7B model against a 0.15B largest) is answered by
         the roofline links, which say so."""
-        device = self._device(r)
+        device = self.device_for(r)
         roofline = self.baselines.roofline.get(f"{device}|{r.backend}")
         memory = self.baselines.memory.get(device)
         if not (r.kind in self.domain["device_kind"] and r.point.family in self.domain["family"]
@@ -161,7 +163,7 @@ class PerformancePredictor:
 
     def predict(self, requests: list[Request]) -> list[Prediction]:
         out: list[Prediction | None] = [None] * len(requests)
-        outside = [self._outside_domain(r) if self.boosters and self._device(r) in self.specs else "no trained predictor"
+        outside = [self._outside_domain(r) if self.boosters and self.device_for(r) in self.specs else "no trained predictor"
                    for r in requests]
         trained = [i for i, why in enumerate(outside) if why is None]
         if trained:
@@ -172,12 +174,12 @@ class PerformancePredictor:
         return out  # type: ignore[return-value]
 
     def _predict_trained(self, requests: list[Request], index: list[int], out: list) -> None:
-        feats = [feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, self.specs[self._device(r)])
+        feats = [feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, self.specs[self.device_for(r)])
                  for r in requests]
         X = to_matrix(feats, self.categories)
         raw = {t: self.boosters[t].predict(X) for t in TARGETS}
         for j, r in enumerate(requests):
-            device = self._device(r)
+            device = self.device_for(r)
             base = self.baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, device, r.backend)
             lat = base * math.exp(raw["latency"][j])
             tp = r.batch_size * 1e3 / base * math.exp(raw["throughput"][j])
@@ -203,7 +205,7 @@ class PerformancePredictor:
         ratio held better (TTFT 17% against 25% on the EPYC, 4 rows) and stays. Memory keeps the
         replaced answer's band; the fitted time gets a x/÷STATIC_INTERVAL_FACTOR band and no
         interval level (not validated)."""
-        device = self._device(r)
+        device = self.device_for(r)
         memory = self.baselines.memory_bytes(r.point, r.batch_size, r.precision, r.mode, device)
         latency = self.baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, device, r.backend) \
             if is_asynchronous(r.kind) else None

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from devicefit.paths import DataPaths
-from devicefit.predict.predictor import Prediction, Request
+from devicefit.predict.predictor import PerformancePredictor, Prediction, Request
 
 log = logging.getLogger("devicefit.predict.served")
 _warned: set[Path] = set()
@@ -28,15 +28,19 @@ def served_dir(paths: DataPaths) -> Path:
     return paths.root / "predictions"
 
 
-def record(paths: DataPaths, version: str, origin: str, requests: list[Request], predictions: list[Prediction]) -> int:
+def record(paths: DataPaths, predictor: PerformancePredictor, origin: str, requests: list[Request], predictions: list[Prediction]) -> int:
+    """Append the answered predictions, each with the device key it was answered for
+    (`predictor.device_for`: "cuda@<host>+cuda-<fingerprint>"), so it is later scored against a
+    measurement of that device, never of another device of its kind."""
     now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    version = predictor.version()
     lines = []
     for r, p in zip(requests, predictions):
         if p.latency_ms is None:
             continue
         lines.append(json.dumps({
             "recorded_at": now, "predictor_version": version, "origin": origin, "model": r.point.name,
-            "device_kind": r.kind, "backend": r.backend, "precision": r.precision, "mode": r.mode,
+            "device_kind": r.kind, "device": predictor.device_for(r), "backend": r.backend, "precision": r.precision, "mode": r.mode,
             "batch_size": r.batch_size, "seq_length": r.point.seq_length or None, "latency_ms": p.latency_ms,
             "throughput": p.throughput, "memory_bytes": p.memory_bytes, "source": p.source}))
     if not lines:

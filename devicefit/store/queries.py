@@ -220,7 +220,7 @@ def predictor_versions(con) -> list[dict[str, Any]]:
                       "FROM predictor_versions ORDER BY trained_at DESC")
 
 
-PREDICTION_COLUMNS = ("recorded_at", "predictor_version", "origin", "model", "device_kind", "backend", "precision", "mode",
+PREDICTION_COLUMNS = ("recorded_at", "predictor_version", "origin", "model", "device_kind", "device", "backend", "precision", "mode",
                       "batch_size", "seq_length", "latency_ms", "throughput", "memory_bytes", "source")
 
 
@@ -241,18 +241,25 @@ def replace_served_predictions(con, source_file: str, rows: list[dict[str, Any]]
 
 
 def prediction_errors_sql() -> str:
-    """The prediction_errors table's query, memory compared as predicted
-    (devicefit.predict.memory_model.memory_target): the card allocator's peak on the kinds the
-    registry says have memory of their own, the process's RSS elsewhere."""
+    """The prediction_errors table's query. A prediction is scored against the first ok
+    measurement taken after it on the device it was answered for: the measurement's device key,
+    built as hardware_specs.row_device builds it (kind@host, a GPU's own fingerprint, a profile),
+    equals the prediction's `device`. A prediction recorded without one (before the column, or for
+    a kind never measured, whose key is the bare kind) is matched by kind, on a device as it is.
+    Memory is compared as predicted (devicefit.predict.memory_model.memory_target): the card
+    allocator's peak on the kinds the registry says have memory of their own, the process's RSS
+    elsewhere."""
     from benchmark_runners import registry
 
-    kinds = ", ".join("'" + k.replace("'", "''") + "'" for k in registry.own_memory_kinds()) or "NULL"
-    return _PREDICTION_ERRORS_TEMPLATE.replace("{own_memory_kinds}", kinds)
+    memory_kinds = ", ".join("'" + k.replace("'", "''") + "'" for k in registry.own_memory_kinds()) or "NULL"
+    device_kinds = ", ".join("'" + k.replace("'", "''") + "'" for k in registry.kind_names() if registry.own_device(k)) or "NULL"
+    return (_PREDICTION_ERRORS_TEMPLATE.replace("{own_memory_kinds}", memory_kinds)
+            .replace("{accelerator}", _ACCELERATOR.replace("{own_device_kinds}", device_kinds)))
 
 
 _PREDICTION_ERRORS_TEMPLATE = """
 CREATE OR REPLACE TABLE prediction_errors AS
-SELECT p.*, m.run_id AS measured_run_id, m.timestamp AS measured_at,
+SELECT p.*, m.run_id AS measured_run_id, m.timestamp AS measured_at, m.device_key AS measured_device,
        m.mean_ms AS measured_latency_ms, m.throughput_samples_per_s AS measured_throughput, m.memory_bytes AS measured_memory_bytes,
        abs(p.latency_ms - m.mean_ms) / m.mean_ms AS latency_ape,
        abs(p.throughput - m.throughput_samples_per_s) / m.throughput_samples_per_s AS throughput_ape,
@@ -261,15 +268,19 @@ FROM predictions p
 -- memory as predicted (devicefit.predict.memory_model.memory_target): the allocator's peak on a
 -- card with memory of its own (the kinds prediction_errors_sql fills in), the process's RSS elsewhere
 JOIN (SELECT *, CASE WHEN device_kind IN ({own_memory_kinds}) AND device_reserved_peak_bytes IS NOT NULL
-                     THEN device_reserved_peak_bytes ELSE peak_rss_bytes END AS memory_bytes
+                     THEN device_reserved_peak_bytes ELSE peak_rss_bytes END AS memory_bytes,
+             CASE WHEN coalesce(host_fingerprint, hostname) IS NULL THEN device_kind  -- hardware_specs.row_device
+                  ELSE device_kind || '@' || coalesce(host_fingerprint, hostname) || coalesce('+' || ({accelerator}), '')
+                       || coalesce('+' || device_profile, '') END AS device_key
       FROM measurements) m
   ON m.status = 'ok' AND m.model = p.model AND m.device_kind = p.device_kind AND m.backend = p.backend
- AND m.device_profile IS NULL  -- a prediction asked by kind is for the device as it is
+ AND CASE WHEN p.device LIKE '%@%' THEN m.device_key = p.device
+          ELSE m.device_profile IS NULL END  -- a prediction asked by kind alone is for a device as it is
  AND m.precision = p.precision AND m.mode = p.mode AND m.batch_size = p.batch_size
  AND m.seq_length IS NOT DISTINCT FROM p.seq_length
  AND m.timestamp > p.recorded_at  -- only measurements taken after the prediction was served
-QUALIFY row_number() OVER (PARTITION BY p.source_file, p.recorded_at, p.model, p.device_kind, p.backend, p.precision,
-                                        p.mode, p.batch_size ORDER BY m.timestamp) = 1
+QUALIFY row_number() OVER (PARTITION BY p.source_file, p.recorded_at, p.model, p.device_kind, p.device, p.backend, p.precision,
+                                        p.mode, p.batch_size, p.seq_length ORDER BY m.timestamp) = 1
 """
 
 

@@ -196,6 +196,10 @@ MIGRATIONS[16] = [
         "kv_cache_bytes BIGINT", "kv_cache JSON", "memory_breakdown JSON")),
 ]
 MIGRATIONS[17] = [MIGRATIONS[7][0].replace("CREATE UNIQUE INDEX", "CREATE UNIQUE INDEX IF NOT EXISTS")]
+# A served prediction keeps the device it was answered for ("cuda@<host>+cuda-<fingerprint>"), so
+# it is scored against that device's measurements: matched by kind alone, a prediction for one
+# GPU (or one host's CPU) was scored against another's. Older predictions keep NULL: by kind.
+MIGRATIONS[18] = ["ALTER TABLE predictions ADD COLUMN IF NOT EXISTS device VARCHAR"]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, then 15's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended", "device_profile")
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -142,6 +142,50 @@ def test_two_gpus_behind_one_host_cpu_are_two_devices(tmp_path):
     assert row_device({**software, "backend_config": {}}) == "webgpu@cpu-xeon+webgpu-1"
 
 
+def test_a_served_prediction_is_scored_against_the_device_it_was_for(tmp_path):
+    """A prediction answered for the H100 box is scored against the H100's later measurement,
+    never the H200's (same kind, same host CPU fingerprint), and one for this host's CPU never
+    against another host's CPU; the SQL device key is row_device's. A prediction recorded
+    without a device (before the column) is still scored by kind."""
+    from devicefit.predict.hardware_specs import row_device
+
+    def gpu(p50, fingerprint, run_id):
+        return {**_row(device="cuda:0", p50=p50, run_id=run_id, hostname="vm"), "device_name": fingerprint,
+                "hardware_fingerprint": fingerprint, "timestamp": "2026-11-26T12:00:00+00:00"}
+
+    def doc(rows, host):
+        return {**_doc(rows), "hardware": {"platforms": {"cpu": {"devices": [{"fingerprint": host}]}}}}
+
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    store.replace_source(con, "h100", "ingest", doc([gpu(3.0, "cuda-h100", "r1")], "cpu-xeon"))
+    store.replace_source(con, "h200", "ingest", doc([gpu(2.0, "cuda-h200", "r2")], "cpu-xeon"))
+    cpu = {**_row(p50=30.0, run_id="r3", hostname="vm"), "timestamp": "2026-11-26T12:00:00+00:00"}
+    store.replace_source(con, "amd", "ingest", doc([{**cpu, "hardware_fingerprint": "cpu-amd"}], "cpu-amd"))
+    store.replace_source(con, "xeon", "ingest", doc([{**cpu, "run_id": "r4", "mean_ms": 60.0, "hardware_fingerprint": "cpu-xeon"}],
+                                                    "cpu-xeon"))
+    assert {row_device(r) for r in store.ok_measurements(con)} == {"cuda@cpu-xeon+cuda-h100", "cuda@cpu-xeon+cuda-h200",
+                                                                   "cpu@cpu-amd", "cpu@cpu-xeon"}
+    served = {"recorded_at": "2026-11-26T11:00:00", "predictor_version": "v", "origin": "api", "model": "bert-tiny",
+              "backend": "torch", "precision": "fp32", "mode": "inference", "batch_size": 1, "seq_length": 128,
+              "latency_ms": 3.0, "throughput": None, "memory_bytes": None, "source": "trained_predictor"}
+    store.replace_served_predictions(con, "served-2026-11-26.jsonl", [
+        {**served, "device_kind": "cuda", "device": "cuda@cpu-xeon+cuda-h100"},
+        {**served, "device_kind": "cuda", "device": "cuda@cpu-xeon+cuda-h200", "latency_ms": 2.0},
+        {**served, "device_kind": "cpu", "device": "cpu@cpu-xeon", "latency_ms": 60.0},
+        {**served, "device_kind": "cpu", "device": "cpu@cpu-other"},  # a host that never measured: no score
+    ])
+    store.refresh_prediction_errors(con)
+    scored = {r["device"]: r for r in store.query(con, "SELECT * FROM prediction_errors")}
+    assert set(scored) == {"cuda@cpu-xeon+cuda-h100", "cuda@cpu-xeon+cuda-h200", "cpu@cpu-xeon"}
+    assert all(r["measured_device"] == d and r["latency_ape"] == 0 for d, r in scored.items())
+    # recorded before predictions kept their device: scored by kind, as then
+    store.replace_served_predictions(con, "served-2026-11-25.jsonl", [{**served, "device_kind": "cuda", "device": None}])
+    store.refresh_prediction_errors(con)
+    [legacy] = store.query(con, "SELECT * FROM prediction_errors WHERE device IS NULL")
+    assert legacy["measured_device"].startswith("cuda@cpu-xeon+cuda-h")
+
+
 def test_a_bare_kind_answers_for_this_machines_own_gpu():
     """On the H100 box, `predict --hardware cuda` answers for the H100, although the H200 box
     (same host CPU fingerprint) measured more rows; elsewhere, the best-measured GPU. The fleet's

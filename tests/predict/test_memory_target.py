@@ -27,20 +27,23 @@ def test_served_gpu_predictions_are_scored_against_the_card_memory():
     the allocator's reserved peak, not the process's RSS."""
     import duckdb
 
+    from devicefit.predict.hardware_specs import row_device
     from devicefit.store.queries import prediction_errors_sql
 
     con = duckdb.connect()
     con.execute("CREATE TABLE measurements (status VARCHAR, model VARCHAR, device_kind VARCHAR, backend VARCHAR, device_profile VARCHAR, "
                 "precision VARCHAR, mode VARCHAR, batch_size INTEGER, seq_length INTEGER, timestamp TIMESTAMP, run_id VARCHAR, "
-                "mean_ms DOUBLE, throughput_samples_per_s DOUBLE, peak_rss_bytes BIGINT, device_reserved_peak_bytes BIGINT)")
+                "mean_ms DOUBLE, throughput_samples_per_s DOUBLE, peak_rss_bytes BIGINT, device_reserved_peak_bytes BIGINT, "
+                "host_fingerprint VARCHAR, hostname VARCHAR, hardware_fingerprint VARCHAR, backend_config JSON)")
     con.execute("CREATE TABLE predictions (source_file VARCHAR, recorded_at TIMESTAMP, source VARCHAR, model VARCHAR, device_kind VARCHAR, "
                 "backend VARCHAR, precision VARCHAR, mode VARCHAR, batch_size INTEGER, seq_length INTEGER, latency_ms DOUBLE, "
-                "throughput DOUBLE, memory_bytes DOUBLE)")
+                "throughput DOUBLE, memory_bytes DOUBLE, device VARCHAR)")
     for kind in ("cuda", "rocm", "cpu", "mps"):
         con.execute("INSERT INTO measurements VALUES ('ok', 'm', ?, 'torch', NULL, 'fp32', 'inference', 1, NULL, '2026-01-02', 'r', "
-                    "10, 100, 2000000000, 60000000)", [kind])
+                    "10, 100, 2000000000, 60000000, 'cpu-1', 'h', ?, NULL)", [kind, f"{kind}-1"])
         con.execute("INSERT INTO predictions VALUES ('f', '2026-01-01', 'trained_predictor', 'm', ?, 'torch', 'fp32', 'inference', 1, "
-                    "NULL, 10, 100, 60000000)", [kind])
+                    "NULL, 10, 100, 60000000, ?)", 
+                    [kind, row_device({"device_kind": kind, "host_fingerprint": "cpu-1", "hardware_fingerprint": f"{kind}-1"})])
     con.execute(prediction_errors_sql())
     ape = dict(con.execute("SELECT device_kind, memory_ape FROM prediction_errors").fetchall())
     # the kinds with memory of their own are the registry's, as memory_target decides: Apple's

@@ -244,6 +244,7 @@ def test_served_predictions_are_checked_against_later_measurements(measured, art
     [err] = store.query(con, "SELECT * FROM prediction_errors")
     con.close()
     assert err["latency_ape"] == pytest.approx(abs(predicted - err["measured_latency_ms"]) / err["measured_latency_ms"])
+    assert err["device"].startswith("cpu@") and err["device"] == err["measured_device"]  # this machine's CPU, as answered
 
 
 def test_visualize_matrix_writes_html_figures_with_data(measured, artifact, tmp_path):
