@@ -12,7 +12,7 @@ export DAGSTER_HOME ?= $(CURDIR)/dagster_home
 HOST ?= 127.0.0.1
 UI_PORT ?= 3000
 
-.PHONY: run test test-slow install install-browser ui serve report fleet-deps clean
+.PHONY: run test test-slow install install-browser genai-export ui serve report fleet-deps clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,8 +38,28 @@ install-browser: $(WEB)/node_modules/.package-lock.json
 	    echo "installed chromium for the browser kinds and PNG export"; } || \
 	  echo "no Chromium and none installable here (needs root and apt-get): the browser kinds are reported unavailable"
 
+# The generation scenario on OpenVINO (openvino-genai's LLMPipeline, installed with the package)
+# reads a stateful IR that optimum-intel exports. optimum-intel 2.2.0 pins transformers<5.6 and
+# this project runs 5.x, so the exporter gets a venv of its own, run as a subprocess
+# (benchmark_runners/backends/openvino_genai.py). Its dependencies are named one by one: its
+# torchvision requirement would pull a CUDA torch (no CPU torchvision wheel here), and the export
+# never imports it. Never fatal: without it, OpenVINO generation rows are skipped, saying why.
+OVX := .venv-ovexport
+$(OVX)/.installed-stamp: $(STAMP)
+	@{ { test -x $(OVX)/bin/python || $(PYTHON) -m venv $(OVX); } && \
+	  $(OVX)/bin/python -m pip install --quiet torch==2.13.0 && \
+	  $(OVX)/bin/python -m pip install --quiet --no-deps optimum-intel==2.2.0 && \
+	  $(OVX)/bin/python -m pip install --quiet "optimum~=2.3.0" transformers==4.57.6 "huggingface-hub>=0.23.2,<1.22" \
+	    "nncf>=3.3.0" "requests>=2.33,<3" setuptools \
+	    "openvino==$$($(PY) -c 'from importlib.metadata import version; print(version("openvino"))')" \
+	    "openvino-tokenizers==$$($(PY) -c 'from importlib.metadata import version; print(version("openvino-tokenizers"))')" && \
+	  touch $@ && echo "the OpenVINO GenAI exporter is in $(OVX)"; } || \
+	  echo "the OpenVINO GenAI exporter could not be installed in $(OVX): OpenVINO generation rows are skipped with the reason"
+
+genai-export: $(OVX)/.installed-stamp
+
 # Detect this machine, then materialize the quick profile through Dagster and print a summary.
-run: $(STAMP) install-browser
+run: $(STAMP) install-browser genai-export
 	$(VENV)/bin/devicefit detect
 	$(VENV)/bin/devicefit run --profile quick
 
@@ -74,7 +94,7 @@ fleet-deps:
 
 # ruff first (pyflakes, import order; configured in pyproject.toml), then the suite. fleet-deps
 # installs Redis (and PostgreSQL) where apt-get can, so the Celery dispatch tests run for real.
-test: $(STAMP) install-browser fleet-deps
+test: $(STAMP) install-browser genai-export fleet-deps
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
@@ -82,4 +102,4 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -m slow
 
 clean:
-	rm -rf $(VENV) data .pytest_cache
+	rm -rf $(VENV) $(OVX) data .pytest_cache

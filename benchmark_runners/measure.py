@@ -174,6 +174,8 @@ class ConfigMeasurer:
         memory's parts beside the measured peak."""
         shape = request_shape(spec, config.seq_length, config.new_tokens)
         timed = step.token_timings()[-len(m.samples_ns):]
+        if step.runtime_figures:
+            prepared.backend_config = {**(prepared.backend_config or {}), "runtime_figures": step.runtime_figures(len(m.samples_ns))}
         figures = generation_figures(timed, config.batch_size, shape.prompt_tokens, shape.new_tokens)
         element = cache_element_bytes(prepared.input_float_dtype)
         encoder = sig.dims.get("audio_frames", 0) // 2 or None  # Whisper's encoder halves the mel frames

@@ -78,6 +78,9 @@ class TimedStep:
     # The generation scenario's per-token times of every request the step ran, cold call and
     # warm-up included (benchmark_runners.generation.RequestTiming); None for other modes.
     token_timings: Callable[[], list[Any]] | None = None
+    # A runtime's own figures over its last n requests (openvino-genai's TTFT/TPOT), recorded
+    # beside the harness's in the row's backend_config; None where the runtime reports none.
+    runtime_figures: Callable[[int], dict[str, Any]] | None = None
 
     def __post_init__(self):
         if not isinstance(self.amortize, int) or self.amortize < 1:

@@ -196,8 +196,8 @@ class OpenVINOBackend(Backend):
     kinds = {"openvino": "openvino:CPU"}
     device_pattern = r"openvino:(CPU|GPU(\.\d+)?|NPU)"
     device_help = "openvino:CPU, openvino:GPU, openvino:GPU.N or openvino:NPU"
-    modes = ("inference",)
-    packages = ("openvino", "nncf")
+    modes = ("inference", "generation")  # generation: openvino-genai's LLMPipeline (backends/openvino_genai.py)
+    packages = ("openvino", "nncf", "openvino-genai")
     reload_per_batch = True  # shapes and the performance hint are compiled in, per batch
     input_device = "cpu"  # inputs are host tensors, handed to OpenVINO as numpy arrays
 
@@ -218,6 +218,12 @@ class OpenVINOBackend(Backend):
         if needed and needed not in capabilities:
             return (f"OpenVINO's {device} plugin has no {needed} capability here (OPTIMIZATION_CAPABILITIES: "
                     f"{', '.join(capabilities)}), so INFERENCE_PRECISION_HINT={PRECISION_HINTS[config.precision]} would not run natively")
+        if config.mode == "generation":
+            from benchmark_runners.backends import openvino_genai
+
+            if device != "CPU":
+                return f"the generation scenario on OpenVINO is measured on its CPU plugin only, not {device}"
+            return openvino_genai.unavailable_reason(spec, config)
         if config.precision == "int8":
             try:
                 import nncf  # noqa: F401
@@ -300,7 +306,12 @@ class OpenVINOBackend(Backend):
     def prepare(self, spec: ModelSpec, config: BenchmarkConfig) -> PreparedModel:
         """Convert (or reuse the converted model), check its output against torch in this
         precision, fix the input shapes, compile with explicit hints. Conversion and compile
-        time are the row's load time, each also recorded apart."""
+        time are the row's load time, each also recorded apart. The generation scenario is
+        openvino-genai's (backends/openvino_genai.py)."""
+        if config.mode == "generation":
+            from benchmark_runners.backends import openvino_genai
+
+            return openvino_genai.prepare(spec, config)
         import openvino as ov
 
         from models.inputs import input_signature
@@ -363,6 +374,8 @@ class OpenVINOBackend(Backend):
             np.save(own, output)
 
     def output(self, prepared: PreparedModel, inputs: dict[str, Any]) -> Any:
+        if prepared.mode == "generation":  # the IR's logits over the agreement check's prompt
+            return prepared.state["logits"]
         compiled = prepared.handle
         return compiled({name: tensor.numpy() for name, tensor in inputs.items()})[compiled.outputs[0]]
 
@@ -409,6 +422,10 @@ class OpenVINOBackend(Backend):
         return result
 
     def make_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:
+        if prepared.mode == "generation":
+            from benchmark_runners.backends import openvino_genai
+
+            return openvino_genai.make_step(prepared, inputs)
         compiled, requests = prepared.handle, prepared.state  # state: infer requests in flight
         feed = {name: tensor.numpy() for name, tensor in inputs.items()}
         if requests == 1:

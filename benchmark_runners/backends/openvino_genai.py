@@ -1,0 +1,268 @@
+"""The generation scenario on OpenVINO: openvino-genai's LLMPipeline over a stateful IR, beside
+torch's generate() (the OpenVINO backend hands `mode == "generation"` here).
+
+Export. LLMPipeline reads the stateful IR (the KV cache kept as the model's state, a `beam_idx`
+input) that optimum-intel's exporter writes. optimum-intel 2.2.0 pins transformers<5.6, and this
+project runs transformers 5.x, so the exporter lives in a venv of its own (`make genai-export`:
+`.venv-ovexport`, or the python named by DEVICEFIT_OV_EXPORT_PYTHON) and runs as a subprocess:
+this process builds the catalog model with the same seeded weights the torch backend measures
+(models.loading.build) and saves it; the exporter reads that directory and writes the IR (fp32
+weights: no weight compression, whatever the size). The IR is cached under
+<data>/cache/openvino-genai by everything that shapes it. Beside it, torch's fp32 logits over a
+fixed 16-token prompt: the IR's logits over the same prompt must agree (max |difference| over
+max |torch|, OpenVINO's fp32 tolerance) or the row fails, and they are the row's output check.
+
+Timing. One sample is one `generate()` of the fixed length (min_new_tokens == max_new_tokens,
+greedy) on a seeded prompt, timed by the harness. LLMPipeline runs with ATTENTION_BACKEND=SDPA
+(the stateful pipeline: a batch is one tensor; the paged-attention default takes batch 1 only
+as a tensor) and INFERENCE_PRECISION_HINT set explicitly. Per-token times at batch 1 come from a
+streamer on the harness's clock; openvino-genai streams batch 1 only, so at larger batches they
+are its own (raw_metrics: the time to the first token, then when each later token came). Its own TTFT and TPOT (TPOT per generated token of
+the whole batch, i.e. a step over the batch size) are recorded beside the harness's figures.
+
+Decoder-only models only: LLMPipeline has no encoder (T5, Whisper are skipped, saying so).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmark_runners.backends.base import OutputMismatch, PreparedModel, TimedStep
+from benchmark_runners.generation import RequestTiming, request_shape
+from benchmark_runners.records import BenchmarkConfig
+from benchmark_runners.timers import IterationClock
+from models.catalog import ModelSpec
+
+EXPORT_PYTHON_ENV = "DEVICEFIT_OV_EXPORT_PYTHON"
+EXPORT_VENV = Path(__file__).resolve().parents[2] / ".venv-ovexport"
+EXPORT_TIMEOUT_S = 900
+CHECK_PROMPT_TOKENS = 16
+TOLERANCE = {"fp32": 1e-3, "bf16": 5e-2}
+PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16"}
+ATTENTION_BACKEND = "SDPA"
+# Run by the export venv's python: argv = the saved model directory, the IR directory.
+EXPORT_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+src, out = Path(sys.argv[1]), Path(sys.argv[2])
+config = json.loads((src / "config.json").read_text())
+# transformers 5 writes rope settings as rope_parameters; 4.x reads rope_theta / rope_scaling
+rope = config.get("rope_parameters") or {}
+adaptations = []
+if rope and "rope_theta" not in config:
+    config["rope_theta"] = rope.get("rope_theta", 10000.0)
+    if rope.get("rope_type", "default") != "default":
+        config["rope_scaling"] = {k: v for k, v in rope.items() if k != "rope_theta"}
+    adaptations.append("rope_parameters written as rope_theta/rope_scaling for transformers 4")
+    (src / "config.json").write_text(json.dumps(config))
+from importlib.metadata import version
+from optimum.intel import OVModelForCausalLM
+model = OVModelForCausalLM.from_pretrained(src, export=True, stateful=True, compile=False, load_in_8bit=False)
+model.save_pretrained(out)
+print(json.dumps({"optimum_intel": version("optimum-intel"), "transformers": version("transformers"), "adaptations": adaptations}))
+"""
+
+
+def export_python() -> Path:
+    named = os.environ.get(EXPORT_PYTHON_ENV)
+    return Path(named) if named else EXPORT_VENV / "bin" / "python"
+
+
+def unavailable_reason(spec: ModelSpec, config: BenchmarkConfig) -> str | None:
+    """Why this generation config cannot run on OpenVINO here (None: it can)."""
+    try:
+        import openvino_genai  # noqa: F401
+    except ImportError as exc:
+        return f"the generation scenario on OpenVINO needs openvino-genai, which is not installed ({exc}; make install)"
+    if spec.config.get("is_encoder_decoder"):
+        other = ("openvino-genai's WhisperPipeline, which devicefit does not drive yet" if "whisper" in (spec.architecture or "").lower()
+                 else "a pipeline openvino-genai does not have")
+        return (f"devicefit generates on OpenVINO through openvino-genai's LLMPipeline, which runs decoder-only models; "
+                f"{spec.name} ({spec.architecture}) is an encoder-decoder, which needs {other}")
+    if config.precision not in PRECISION_HINTS:
+        return (f"{config.precision} generation on OpenVINO is not measured: the IR keeps fp32 weights, compiled with "
+                f"INFERENCE_PRECISION_HINT {', '.join(PRECISION_HINTS.values())}")
+    python = export_python()
+    if not python.exists():
+        return (f"the stateful IR openvino-genai reads is exported by optimum-intel 2.2.0, which pins transformers<5.6 and "
+                f"so lives in its own venv, and {python} does not exist (make genai-export, or set {EXPORT_PYTHON_ENV})")
+    return None
+
+
+def _cache_dir() -> Path:
+    from benchmark_runners.paths import data_dir
+
+    return data_dir() / "cache" / "openvino-genai"
+
+
+def _check_prompt(spec: ModelSpec):
+    import numpy as np
+
+    vocab = int(spec.config.get("vocab_size") or 1000)
+    return np.random.default_rng(0).integers(0, vocab, size=(1, CHECK_PROMPT_TOKENS), dtype=np.int64)
+
+
+def export(spec: ModelSpec) -> tuple[Path, dict[str, Any]]:
+    """The IR directory for this model (exported once, then cached) and what made it."""
+    import numpy as np
+    import openvino as ov
+    import torch
+    import transformers
+
+    from models.loading import WEIGHT_SEED, build, weights_kind
+
+    script_digest = hashlib.sha256(EXPORT_SCRIPT.encode()).hexdigest()[:12]
+    identity = {"model": spec.name, "config": spec.config, "path": str(spec.path) if spec.path else None, "weights": weights_kind(spec),
+                "weight_seed": WEIGHT_SEED, "openvino": ov.get_version(), "torch": torch.__version__,
+                "transformers": transformers.__version__, "script": script_digest, "python": str(export_python())}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    out = _cache_dir() / f"{spec.name.replace('/', '_')}-{key}"
+    meta = out / "devicefit-export.json"
+    if meta.exists():
+        return out, {**json.loads(meta.read_text()), "source": "disk cache"}
+    started = time.perf_counter()
+    built = build(spec, torch.float32)
+    prompt = _check_prompt(spec)
+    with torch.no_grad():
+        reference = built.model(input_ids=torch.from_numpy(prompt)).logits.float().numpy()
+    with tempfile.TemporaryDirectory(prefix="devicefit-genai-") as tmp:
+        src = Path(tmp) / "hf"
+        built.model.save_pretrained(src)
+        del built.model
+        staging = out.with_name(f".{out.name}.tmp")
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run([str(export_python()), "-c", EXPORT_SCRIPT, str(src), str(staging)], capture_output=True, text=True,
+                              timeout=EXPORT_TIMEOUT_S)
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise RuntimeError(f"optimum-intel's export of {spec.name} failed ({export_python()}): {' | '.join(tail)}")
+        exporter = json.loads(proc.stdout.strip().splitlines()[-1])
+    np.save(staging / "devicefit-reference.npy", reference)
+    info = {"identity": identity, "exporter": exporter, "weights_recipe": built.weights_recipe,
+            "export_seconds": round(time.perf_counter() - started, 2),
+            "recipe": (f"stateful IR by optimum-intel {exporter['optimum_intel']} (transformers {exporter['transformers']}, "
+                       "in its own venv) from the seeded torch model; fp32 weights, no weight compression")}
+    (staging / "devicefit-export.json").write_text(json.dumps(info, default=str))
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    staging.replace(out)
+    return out, {**info, "source": "exported"}
+
+
+def ir_logits(ir: Path, prompt, precision: str):
+    """The stateful IR's logits over `prompt` (batch 1), compiled as the pipeline compiles it."""
+    import numpy as np
+    import openvino as ov
+
+    compiled = ov.Core().compile_model(ir / "openvino_model.xml", "CPU", {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision]})
+    request = compiled.create_infer_request()
+    names = {n for port in compiled.inputs for n in port.get_names()}
+    feed = {"input_ids": prompt, "attention_mask": np.ones_like(prompt)}
+    if "position_ids" in names:
+        feed["position_ids"] = np.arange(prompt.shape[1], dtype=np.int64)[None, :]
+    if "beam_idx" in names:
+        feed["beam_idx"] = np.zeros(prompt.shape[0], dtype=np.int32)
+    request.reset_state()
+    return np.asarray(request.infer(feed)[compiled.output(0)]).astype(np.float32)
+
+
+def prepare(spec: ModelSpec, config: BenchmarkConfig) -> PreparedModel:
+    import numpy as np
+    import openvino as ov
+    import openvino_genai
+
+    started = time.perf_counter()
+    ir, info = export(spec)
+    reference = np.load(ir / "devicefit-reference.npy")
+    logits = ir_logits(ir, _check_prompt(spec), config.precision)
+    diff = float(np.max(np.abs(logits - reference)) / max(float(np.max(np.abs(reference))), 1e-30))
+    agreement = {"reference": f"torch fp32 logits over a seeded {CHECK_PROMPT_TOKENS}-token prompt", "relative_max_abs_diff": diff,
+                 "tolerance": TOLERANCE[config.precision], "within_tolerance": diff <= TOLERANCE[config.precision]}
+    if not agreement["within_tolerance"]:
+        raise OutputMismatch(f"the exported IR's logits differ from torch's by {diff:.3g} of their scale "
+                             f"(tolerance {TOLERANCE[config.precision]})")
+    hints = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[config.precision], "ATTENTION_BACKEND": ATTENTION_BACKEND}
+    if config.threads:
+        hints["INFERENCE_NUM_THREADS"] = config.threads
+    load_started = time.perf_counter()
+    pipe = openvino_genai.LLMPipeline(str(ir), "CPU", **hints)
+    load_s = time.perf_counter() - load_started
+    shape = request_shape(spec, config.seq_length, config.new_tokens)
+    generation = openvino_genai.GenerationConfig()
+    generation.max_new_tokens = generation.min_new_tokens = shape.new_tokens
+    generation.do_sample = False
+    generation.num_beams = 1
+    backend_config = {
+        "pipeline": "openvino_genai.LLMPipeline", "openvino_genai_version": openvino_genai.__version__, "openvino_version": ov.get_version(),
+        "device": "CPU", "requested_hints": {k: str(v) for k, v in hints.items()}, "export": info["recipe"],
+        "export_source": info["source"], "export_seconds": info.get("export_seconds"), "adaptations": info["exporter"]["adaptations"],
+        "output_agreement": agreement,
+        "generation": {"max_new_tokens": shape.new_tokens, "min_new_tokens": shape.new_tokens, "do_sample": False, "num_beams": 1},
+        "token_times": ("a streamer on the harness's clock" if config.batch_size == 1
+                        else "openvino-genai's own token times (raw_metrics): it streams batch 1 only"),
+    }
+    backend_config["pipeline_load_seconds"] = round(load_s, 3)
+    # the export (or reading its cache), the agreement check and the pipeline's load, as OpenVINO's inference rows count them
+    return PreparedModel(handle=pipe, device=config.device, precision=config.precision, mode="generation", recipe=info["recipe"],
+                         load_time_s=time.perf_counter() - started, backend_config=backend_config,
+                         state={"generation": generation, "new_tokens": shape.new_tokens, "logits": logits, "genai": []},
+                         weights_recipe=info["weights_recipe"], denormal_policy="OpenVINO CPU defaults (denormals kept)")
+
+
+def make_step(prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:
+    """One request: generate() over the prompt to the fixed length. At batch 1 a streamer takes
+    each token's time as it comes; above, openvino-genai's own token times."""
+    import numpy as np
+    import openvino as ov
+    import openvino_genai
+
+    pipe, state = prepared.handle, prepared.state
+    ids = inputs["input_ids"]
+    ids = ov.Tensor(np.ascontiguousarray(ids.numpy() if hasattr(ids, "numpy") else ids).astype(np.int64))
+    batch, new = ids.shape[0], state["new_tokens"]
+    requests: list[RequestTiming] = []
+
+    class Streamer(openvino_genai.StreamerBase):
+        def write(self, token):
+            requests[-1].token_ns.append(time.perf_counter_ns() - start[0])
+            return openvino_genai.StreamingStatus.RUNNING
+
+        def end(self):
+            pass
+
+    start = [0]
+
+    def generation_step(clock: IterationClock) -> None:
+        requests.append(RequestTiming())
+        start[0] = time.perf_counter_ns()
+        result = pipe.generate(ids, state["generation"], Streamer() if batch == 1 else None)
+        requests[-1].total_ns = time.perf_counter_ns() - start[0]
+        produced = [len(t) for t in result.tokens]
+        if produced != [new] * batch:
+            raise RuntimeError(f"openvino-genai generated {produced} tokens instead of {new} per sequence")
+        metrics = result.perf_metrics
+        raw = metrics.raw_metrics
+        if batch > 1:  # its own times: the first token's (us), then when each later one came (ms, one clock)
+            first, came = raw.m_times_to_first_token[0] * 1e3, list(raw.m_new_token_times)
+            requests[-1].token_ns = [int(first + (t - came[0]) * 1e6) for t in came]
+        state["genai"].append({"ttft_ms": metrics.get_ttft().mean, "tpot_ms": metrics.get_tpot().mean,
+                               "throughput_tokens_per_s": metrics.get_throughput().mean,
+                               "generate_ms": metrics.get_generate_duration().mean})
+
+    def own_figures(timed: int) -> dict[str, Any]:
+        """openvino-genai's own figures over the last `timed` requests (medians)."""
+        import statistics
+
+        runs = state["genai"][-timed:] if timed else []
+        return {"source": "openvino-genai perf_metrics (TPOT: per generated token of the batch)",
+                **{k: statistics.median(r[k] for r in runs) for k in runs[0]}} if runs else {}
+
+    return TimedStep(generation_step, token_timings=lambda: requests, runtime_figures=own_figures)
