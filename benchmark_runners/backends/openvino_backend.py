@@ -204,6 +204,15 @@ class OpenVINOBackend(Backend):
     def mode_reason(self, mode: str) -> str:
         return "OpenVINO is an inference runtime: it has no backward pass or optimizer, so training cannot run"
 
+    def declared_reason(self, precision: str, mode: str) -> str | None:
+        """Generation (openvino-genai) runs fp32 and bf16 only: an fp16 or int8 request is never
+        measured, so it is never predicted either."""
+        from benchmark_runners.backends import openvino_genai
+
+        if mode == "generation" and precision not in openvino_genai.PRECISION_HINTS:
+            return openvino_genai.precision_reason(precision)
+        return super().declared_reason(precision, mode)
+
     def device_reason(self, spec: ModelSpec, config: BenchmarkConfig) -> str | None:
         try:
             import openvino as ov

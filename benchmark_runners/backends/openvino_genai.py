@@ -15,7 +15,9 @@ max |torch|, OpenVINO's fp32 tolerance) or the row fails, and they are the row's
 Timing. One sample is one `generate()` of the fixed length (min_new_tokens == max_new_tokens,
 greedy) on a seeded prompt, timed by the harness. LLMPipeline runs with ATTENTION_BACKEND=SDPA
 (the stateful pipeline: a batch is one tensor; the paged-attention default takes batch 1 only
-as a tensor) and INFERENCE_PRECISION_HINT set explicitly. Per-token times at batch 1 come from a
+as a tensor), and INFERENCE_PRECISION_HINT and KV_CACHE_PRECISION set explicitly to the row's
+precision (the CPU plugin's KV cache default is u8, which the row's KV-cache figure would not
+describe). Per-token times at batch 1 come from a
 streamer on the harness's clock; openvino-genai streams batch 1 only, so at larger batches they
 are its own (raw_metrics: the time to the first token, then when each later token came). Its own TTFT and TPOT (TPOT per generated token of
 the whole batch, i.e. a step over the batch size) are recorded beside the harness's figures.
@@ -24,9 +26,11 @@ Decoder-only models only: LLMPipeline has no encoder (T5, Whisper are skipped, s
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -46,7 +50,8 @@ CHECK_PROMPT_TOKENS = 16
 TOLERANCE = {"fp32": 1e-3, "bf16": 5e-2}
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16"}
 ATTENTION_BACKEND = "SDPA"
-# Run by the export venv's python: argv = the saved model directory, the IR directory.
+# Run by the export venv's python: argv = the saved model directory, the IR directory; what it
+# did goes to exporter.json in the IR directory (stdout is the exporter's own chatter).
 EXPORT_SCRIPT = r"""
 import json, sys
 from pathlib import Path
@@ -65,13 +70,45 @@ from importlib.metadata import version
 from optimum.intel import OVModelForCausalLM
 model = OVModelForCausalLM.from_pretrained(src, export=True, stateful=True, compile=False, load_in_8bit=False)
 model.save_pretrained(out)
-print(json.dumps({"optimum_intel": version("optimum-intel"), "transformers": version("transformers"), "adaptations": adaptations}))
+(out / "exporter.json").write_text(json.dumps({"optimum_intel": version("optimum-intel"), "transformers": version("transformers"),
+                                               "adaptations": adaptations}))
 """
 
 
 def export_python() -> Path:
     named = os.environ.get(EXPORT_PYTHON_ENV)
     return Path(named) if named else EXPORT_VENV / "bin" / "python"
+
+
+# What the export python has: {"optimum-intel": version, "transformers": version}, or why not.
+_PROBE = ("import json\nfrom importlib.metadata import version\n"
+          "print(json.dumps({p: version(p) for p in ('optimum-intel', 'transformers', 'torch')}))")
+
+
+@functools.lru_cache(maxsize=4)
+def exporter_versions(python: Path) -> dict[str, str] | str:
+    """The export venv's package versions (part of the IR cache key), or the reason it cannot
+    export: a venv whose install stopped half-way has a python but no optimum-intel."""
+    if not python.exists():
+        return f"{python} does not exist"
+    try:
+        proc = subprocess.run([str(python), "-c", _PROBE], capture_output=True, text=True, timeout=60, env=_clean_env())
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{python} did not run ({type(exc).__name__}: {exc})"
+    if proc.returncode != 0:
+        return f"{python} lacks the exporter ({(proc.stderr.strip().splitlines() or ['no output'])[-1]})"
+    return json.loads(proc.stdout)
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment for the export venv's python, without this process's import path (its
+    transformers 5 must not shadow the venv's 4.x)."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+
+
+def precision_reason(precision: str) -> str:
+    return (f"{precision} generation on OpenVINO is not measured: the IR keeps fp32 weights, compiled with "
+            f"INFERENCE_PRECISION_HINT {' or '.join(PRECISION_HINTS.values())} (fp32, bf16)")
 
 
 def unavailable_reason(spec: ModelSpec, config: BenchmarkConfig) -> str | None:
@@ -86,12 +123,11 @@ def unavailable_reason(spec: ModelSpec, config: BenchmarkConfig) -> str | None:
         return (f"devicefit generates on OpenVINO through openvino-genai's LLMPipeline, which runs decoder-only models; "
                 f"{spec.name} ({spec.architecture}) is an encoder-decoder, which needs {other}")
     if config.precision not in PRECISION_HINTS:
-        return (f"{config.precision} generation on OpenVINO is not measured: the IR keeps fp32 weights, compiled with "
-                f"INFERENCE_PRECISION_HINT {', '.join(PRECISION_HINTS.values())}")
-    python = export_python()
-    if not python.exists():
+        return precision_reason(config.precision)
+    versions = exporter_versions(export_python())
+    if isinstance(versions, str):
         return (f"the stateful IR openvino-genai reads is exported by optimum-intel 2.2.0, which pins transformers<5.6 and "
-                f"so lives in its own venv, and {python} does not exist (make genai-export, or set {EXPORT_PYTHON_ENV})")
+                f"so lives in its own venv, and {versions} (make genai-export, or set {EXPORT_PYTHON_ENV})")
     return None
 
 
@@ -120,41 +156,47 @@ def export(spec: ModelSpec) -> tuple[Path, dict[str, Any]]:
     script_digest = hashlib.sha256(EXPORT_SCRIPT.encode()).hexdigest()[:12]
     identity = {"model": spec.name, "config": spec.config, "path": str(spec.path) if spec.path else None, "weights": weights_kind(spec),
                 "weight_seed": WEIGHT_SEED, "openvino": ov.get_version(), "torch": torch.__version__,
-                "transformers": transformers.__version__, "script": script_digest, "python": str(export_python())}
+                "transformers": transformers.__version__, "script": script_digest, "exporter": exporter_versions(export_python())}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
     out = _cache_dir() / f"{spec.name.replace('/', '_')}-{key}"
     meta = out / "devicefit-export.json"
     if meta.exists():
-        return out, {**json.loads(meta.read_text()), "source": "disk cache"}
+        return out, {**json.loads(meta.read_text()), "source": "disk cache", "export_seconds": None}
     started = time.perf_counter()
     built = build(spec, torch.float32)
     prompt = _check_prompt(spec)
     with torch.no_grad():
         reference = built.model(input_ids=torch.from_numpy(prompt)).logits.float().numpy()
-    with tempfile.TemporaryDirectory(prefix="devicefit-genai-") as tmp:
-        src = Path(tmp) / "hf"
-        built.model.save_pretrained(src)
-        del built.model
-        staging = out.with_name(f".{out.name}.tmp")
-        staging.parent.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run([str(export_python()), "-c", EXPORT_SCRIPT, str(src), str(staging)], capture_output=True, text=True,
-                              timeout=EXPORT_TIMEOUT_S)
-        if proc.returncode != 0:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # never a half-written `out`
+    try:
+        with tempfile.TemporaryDirectory(prefix="devicefit-genai-") as tmp:
+            src = Path(tmp) / "hf"
+            built.model.save_pretrained(src)
+            del built.model
+            proc = subprocess.run([str(export_python()), "-c", EXPORT_SCRIPT, str(src), str(staging)], capture_output=True,
+                                  text=True, timeout=EXPORT_TIMEOUT_S, env=_clean_env())
+        if proc.returncode != 0 or not (staging / "exporter.json").exists():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise RuntimeError(f"optimum-intel's export of {spec.name} failed ({export_python()}): {' | '.join(tail)}")
-        exporter = json.loads(proc.stdout.strip().splitlines()[-1])
-    np.save(staging / "devicefit-reference.npy", reference)
-    info = {"identity": identity, "exporter": exporter, "weights_recipe": built.weights_recipe,
-            "export_seconds": round(time.perf_counter() - started, 2),
-            "recipe": (f"stateful IR by optimum-intel {exporter['optimum_intel']} (transformers {exporter['transformers']}, "
-                       "in its own venv) from the seeded torch model; fp32 weights, no weight compression")}
-    (staging / "devicefit-export.json").write_text(json.dumps(info, default=str))
-    if out.exists():
-        import shutil
+            raise RuntimeError(f"optimum-intel's export of {spec.name} failed ({export_python()}, exit {proc.returncode}): "
+                               f"{' | '.join(tail) or 'no output'}")
+        exporter = json.loads((staging / "exporter.json").read_text())
+        np.save(staging / "devicefit-reference.npy", reference)
+        info = {"identity": identity, "exporter": exporter, "weights_recipe": built.weights_recipe,
+                "export_seconds": round(time.perf_counter() - started, 2),
+                "recipe": (f"stateful IR by optimum-intel {exporter['optimum_intel']} (transformers {exporter['transformers']}, "
+                           "in its own venv) from the seeded torch model; fp32 weights, no weight compression")}
+        (staging / "devicefit-export.json").write_text(json.dumps(info, default=str))
+        if not meta.exists():  # another worker may have finished the same export meanwhile: keep its
+            if out.exists():  # an earlier export that stopped before its metadata: not an IR to trust
+                shutil.rmtree(out)
+            staging.replace(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out, {**json.loads(meta.read_text()), "source": "exported"}
 
-        shutil.rmtree(out)
-    staging.replace(out)
-    return out, {**info, "source": "exported"}
+
+_logits: dict[tuple[str, str], Any] = {}  # (IR directory, precision) -> the IR's logits over the check prompt
 
 
 def ir_logits(ir: Path, prompt, precision: str):
@@ -162,7 +204,8 @@ def ir_logits(ir: Path, prompt, precision: str):
     import numpy as np
     import openvino as ov
 
-    compiled = ov.Core().compile_model(ir / "openvino_model.xml", "CPU", {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision]})
+    hint = PRECISION_HINTS[precision]
+    compiled = ov.Core().compile_model(ir / "openvino_model.xml", "CPU", {"INFERENCE_PRECISION_HINT": hint, "KV_CACHE_PRECISION": hint})
     request = compiled.create_infer_request()
     names = {n for port in compiled.inputs for n in port.get_names()}
     feed = {"input_ids": prompt, "attention_mask": np.ones_like(prompt)}
@@ -178,18 +221,26 @@ def prepare(spec: ModelSpec, config: BenchmarkConfig) -> PreparedModel:
     import numpy as np
     import openvino as ov
     import openvino_genai
+    import torch
 
     started = time.perf_counter()
     ir, info = export(spec)
     reference = np.load(ir / "devicefit-reference.npy")
-    logits = ir_logits(ir, _check_prompt(spec), config.precision)
+    key = (str(ir), config.precision)
+    if key not in _logits:  # one check per IR and precision in this worker, whatever the batch
+        _logits[key] = ir_logits(ir, _check_prompt(spec), config.precision)
+    logits = _logits[key]
     diff = float(np.max(np.abs(logits - reference)) / max(float(np.max(np.abs(reference))), 1e-30))
     agreement = {"reference": f"torch fp32 logits over a seeded {CHECK_PROMPT_TOKENS}-token prompt", "relative_max_abs_diff": diff,
                  "tolerance": TOLERANCE[config.precision], "within_tolerance": diff <= TOLERANCE[config.precision]}
     if not agreement["within_tolerance"]:
         raise OutputMismatch(f"the exported IR's logits differ from torch's by {diff:.3g} of their scale "
                              f"(tolerance {TOLERANCE[config.precision]})")
-    hints = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[config.precision], "ATTENTION_BACKEND": ATTENTION_BACKEND}
+    hint = PRECISION_HINTS[config.precision]
+    # The KV cache in the row's precision: the CPU plugin's default is u8 (quantized), which the
+    # row's KV-cache figure would not describe. Denormals kept, as on OpenVINO's inference rows.
+    hints = {"INFERENCE_PRECISION_HINT": hint, "KV_CACHE_PRECISION": hint, "CPU_DENORMALS_OPTIMIZATION": False,
+             "ATTENTION_BACKEND": ATTENTION_BACKEND}
     if config.threads:
         hints["INFERENCE_NUM_THREADS"] = config.threads
     load_started = time.perf_counter()
@@ -203,23 +254,26 @@ def prepare(spec: ModelSpec, config: BenchmarkConfig) -> PreparedModel:
     backend_config = {
         "pipeline": "openvino_genai.LLMPipeline", "openvino_genai_version": openvino_genai.__version__, "openvino_version": ov.get_version(),
         "device": "CPU", "requested_hints": {k: str(v) for k, v in hints.items()}, "export": info["recipe"],
-        "export_source": info["source"], "export_seconds": info.get("export_seconds"), "adaptations": info["exporter"]["adaptations"],
-        "output_agreement": agreement,
+        "export_source": info["source"], "export_seconds": info.get("export_seconds"), "exporter": info["exporter"],
+        "adaptations": info["exporter"]["adaptations"], "output_agreement": agreement,
         "generation": {"max_new_tokens": shape.new_tokens, "min_new_tokens": shape.new_tokens, "do_sample": False, "num_beams": 1},
         "token_times": ("a streamer on the harness's clock" if config.batch_size == 1
                         else "openvino-genai's own token times (raw_metrics): it streams batch 1 only"),
+        "pipeline_load_seconds": round(load_s, 3),
     }
-    backend_config["pipeline_load_seconds"] = round(load_s, 3)
     # the export (or reading its cache), the agreement check and the pipeline's load, as OpenVINO's inference rows count them
-    return PreparedModel(handle=pipe, device=config.device, precision=config.precision, mode="generation", recipe=info["recipe"],
+    return PreparedModel(handle=pipe, device=config.device, precision=config.precision, mode="generation",
+                         recipe=f"{info['recipe']}; compute and KV cache {hint} (INFERENCE_PRECISION_HINT, KV_CACHE_PRECISION)",
                          load_time_s=time.perf_counter() - started, backend_config=backend_config,
-                         state={"generation": generation, "new_tokens": shape.new_tokens, "logits": logits, "genai": []},
-                         weights_recipe=info["weights_recipe"], denormal_policy="OpenVINO CPU defaults (denormals kept)")
+                         input_float_dtype=torch.bfloat16 if config.precision == "bf16" else None,  # the KV cache's element size
+                         state={"generation": generation, "new_tokens": shape.new_tokens, "logits": logits},
+                         weights_recipe=info["weights_recipe"], denormal_policy="denormals kept (CPU_DENORMALS_OPTIMIZATION=False)")
 
 
 def make_step(prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:
     """One request: generate() over the prompt to the fixed length. At batch 1 a streamer takes
-    each token's time as it comes; above, openvino-genai's own token times."""
+    each token's time as it comes; above, openvino-genai's own token times, read after timing
+    (as are its own figures and the token count check: nothing but generate() is timed)."""
     import numpy as np
     import openvino as ov
     import openvino_genai
@@ -229,6 +283,8 @@ def make_step(prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:
     ids = ov.Tensor(np.ascontiguousarray(ids.numpy() if hasattr(ids, "numpy") else ids).astype(np.int64))
     batch, new = ids.shape[0], state["new_tokens"]
     requests: list[RequestTiming] = []
+    results: list[Any] = []  # each request's EncodedResults (tokens and perf_metrics)
+    start = [0]
 
     class Streamer(openvino_genai.StreamerBase):
         def write(self, token):
@@ -238,31 +294,35 @@ def make_step(prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:
         def end(self):
             pass
 
-    start = [0]
-
     def generation_step(clock: IterationClock) -> None:
         requests.append(RequestTiming())
+        streamer = Streamer() if batch == 1 else None
         start[0] = time.perf_counter_ns()
-        result = pipe.generate(ids, state["generation"], Streamer() if batch == 1 else None)
+        results.append(pipe.generate(ids, state["generation"], streamer))
         requests[-1].total_ns = time.perf_counter_ns() - start[0]
-        produced = [len(t) for t in result.tokens]
-        if produced != [new] * batch:
-            raise RuntimeError(f"openvino-genai generated {produced} tokens instead of {new} per sequence")
-        metrics = result.perf_metrics
-        raw = metrics.raw_metrics
-        if batch > 1:  # its own times: the first token's (us), then when each later one came (ms, one clock)
-            first, came = raw.m_times_to_first_token[0] * 1e3, list(raw.m_new_token_times)
-            requests[-1].token_ns = [int(first + (t - came[0]) * 1e6) for t in came]
-        state["genai"].append({"ttft_ms": metrics.get_ttft().mean, "tpot_ms": metrics.get_tpot().mean,
-                               "throughput_tokens_per_s": metrics.get_throughput().mean,
-                               "generate_ms": metrics.get_generate_duration().mean})
+
+    def token_timings() -> list[RequestTiming]:
+        for request, result in zip(requests, results):
+            produced = [len(t) for t in result.tokens]
+            if produced != [new] * batch:
+                raise RuntimeError(f"openvino-genai generated {produced} tokens instead of {new} per sequence")
+            if batch > 1 and not request.token_ns:  # the first token's time (us), then when each later one came (ms)
+                raw = result.perf_metrics.raw_metrics
+                first, came = raw.m_times_to_first_token[0] * 1e3, list(raw.m_new_token_times)
+                request.token_ns = [int(first + (t - came[0]) * 1e6) for t in came]
+            if not 0 < request.token_ns[-1] <= request.total_ns:
+                raise RuntimeError(f"openvino-genai's token times ({request.token_ns[-1] / 1e6:.1f} ms to the last) do not fit in "
+                                   f"the request's {request.total_ns / 1e6:.1f} ms: a unit change in its raw_metrics?")
+        return requests
 
     def own_figures(timed: int) -> dict[str, Any]:
         """openvino-genai's own figures over the last `timed` requests (medians)."""
         import statistics
 
-        runs = state["genai"][-timed:] if timed else []
+        runs = [r.perf_metrics for r in results[-timed:]] if timed else []
+        figures = {"ttft_ms": lambda m: m.get_ttft().mean, "tpot_ms": lambda m: m.get_tpot().mean,
+                   "throughput_tokens_per_s": lambda m: m.get_throughput().mean, "generate_ms": lambda m: m.get_generate_duration().mean}
         return {"source": "openvino-genai perf_metrics (TPOT: per generated token of the batch)",
-                **{k: statistics.median(r[k] for r in runs) for k in runs[0]}} if runs else {}
+                **{k: statistics.median(f(m) for m in runs) for k, f in figures.items()}} if runs else {}
 
-    return TimedStep(generation_step, token_timings=lambda: requests, runtime_figures=own_figures)
+    return TimedStep(generation_step, token_timings=token_timings, runtime_figures=own_figures)

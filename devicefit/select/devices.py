@@ -98,8 +98,9 @@ def select_devices(selector: HardwareSelector, model_name: str, device_ids: list
         probe = d.get("probe") or {}
         own = spec_from_probe(d["kind"], f"{d['name']} ({d['id']})", probe) if probe else None
         requests.append(Request(point, batch_size, precision, mode, d["kind"], device=_device_key(d), spec=own))
-    # Not recorded as served: served predictions are matched to later measurements by kind, and
-    # these answer for one device each (a +t1 prediction would be scored against the plain CPU).
+    # Not recorded as served (yet): a served prediction is scored against its own device's later
+    # measurement (predictions.device), so these could be; the registered devices' selections
+    # never were, and recording them is a change of its own.
     predictions = predictor.predict(requests)
     candidates: dict[str, dict[str, Any]] = {}
     with store.opened(selector.predictor.paths.database, read_only=True) as con:

@@ -280,7 +280,7 @@ JOIN (SELECT *, CASE WHEN device_kind IN ({own_memory_kinds}) AND device_reserve
  AND m.seq_length IS NOT DISTINCT FROM p.seq_length
  AND m.timestamp > p.recorded_at  -- only measurements taken after the prediction was served
 QUALIFY row_number() OVER (PARTITION BY p.source_file, p.recorded_at, p.model, p.device_kind, p.device, p.backend, p.precision,
-                                        p.mode, p.batch_size, p.seq_length ORDER BY m.timestamp) = 1
+                                        p.mode, p.batch_size, p.seq_length ORDER BY m.timestamp, m.run_id) = 1
 """
 
 

@@ -42,7 +42,7 @@ def test_served_gpu_predictions_are_scored_against_the_card_memory():
         con.execute("INSERT INTO measurements VALUES ('ok', 'm', ?, 'torch', NULL, 'fp32', 'inference', 1, NULL, '2026-01-02', 'r', "
                     "10, 100, 2000000000, 60000000, 'cpu-1', 'h', ?, NULL)", [kind, f"{kind}-1"])
         con.execute("INSERT INTO predictions VALUES ('f', '2026-01-01', 'trained_predictor', 'm', ?, 'torch', 'fp32', 'inference', 1, "
-                    "NULL, 10, 100, 60000000, ?)", 
+                    "NULL, 10, 100, 60000000, ?)",
                     [kind, row_device({"device_kind": kind, "host_fingerprint": "cpu-1", "hardware_fingerprint": f"{kind}-1"})])
     con.execute(prediction_errors_sql())
     ape = dict(con.execute("SELECT device_kind, memory_ape FROM prediction_errors").fetchall())
