@@ -118,8 +118,9 @@ def unavailable_reason(spec: ModelSpec, config: BenchmarkConfig) -> str | None:
     except ImportError as exc:
         return f"the generation scenario on OpenVINO needs openvino-genai, which is not installed ({exc}; make install)"
     if spec.config.get("is_encoder_decoder"):
-        other = ("openvino-genai's WhisperPipeline, which devicefit does not drive yet" if "whisper" in (spec.architecture or "").lower()
-                 else "a pipeline openvino-genai does not have")
+        other = ("openvino-genai's WhisperPipeline (audio in, text out), which devicefit does not drive yet; it also reads the "
+                 "checkpoint's tokenizer as OpenVINO IRs, which a Whisper built from its config has none of"
+                 if "whisper" in (spec.architecture or "").lower() else "a pipeline openvino-genai does not have")
         return (f"devicefit generates on OpenVINO through openvino-genai's LLMPipeline, which runs decoder-only models; "
                 f"{spec.name} ({spec.architecture}) is an encoder-decoder, which needs {other}")
     if config.precision not in PRECISION_HINTS:

@@ -232,14 +232,15 @@ def test_the_api_answers_generation_with_its_figures_and_refuses_what_cannot_gen
     from tests.api.server import call, running
 
     with running(create_app(Settings(benchmark_dir=tmp_path / "empty", warm_models=()))) as base:
-        status, body = call(base, "/performance/predict", {"model_name": "gpt2", "hardware": ["cpu", "openvino"],
+        status, body = call(base, "/performance/predict", {"model_name": "gpt2", "hardware": ["cpu", "openvino", "wasm"],
                                                            "mode": "generation", "new_tokens": 32})
         assert status == 200, body
         cpu = body["predictions"]["cpu"]
         assert cpu["tpot_source"] == "static_rule" and cpu["tpot_ms"] > 0 and cpu["ttft_ms"] > 0
         assert cpu["new_tokens"] == 32 and cpu["kv_cache"]["self_positions"] == 256 + 31
         assert cpu["latency"] == pytest.approx(cpu["ttft_ms"] + 31 * cpu["tpot_ms"])
-        assert body["predictions"]["openvino"]["source"] == "unavailable"  # its backend does not generate
+        assert body["predictions"]["openvino"]["tpot_source"] == "static_rule"  # openvino-genai generates there
+        assert body["predictions"]["wasm"]["source"] == "unavailable"  # the browser backend does not generate
         for payload, why in (({"model_name": "bert-base-uncased", "mode": "generation"}, "does not generate"),
                              ({"model_name": "gpt2", "mode": "generation", "sequence_length": 1000}, "1024 positions"),
                              ({"model_name": "gpt2", "new_tokens": 8}, "mode generation")):
