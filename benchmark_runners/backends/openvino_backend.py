@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark_runners.backends import openvino_genai
 from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.output_check import check_output
 from benchmark_runners.records import BenchmarkConfig
@@ -207,8 +208,6 @@ class OpenVINOBackend(Backend):
     def declared_reason(self, precision: str, mode: str) -> str | None:
         """Generation (openvino-genai) runs fp32 and bf16 only: an fp16 or int8 request is never
         measured, so it is never predicted either."""
-        from benchmark_runners.backends import openvino_genai
-
         if mode == "generation" and precision not in openvino_genai.PRECISION_HINTS:
             return openvino_genai.precision_reason(precision)
         return super().declared_reason(precision, mode)
@@ -228,8 +227,6 @@ class OpenVINOBackend(Backend):
             return (f"OpenVINO's {device} plugin has no {needed} capability here (OPTIMIZATION_CAPABILITIES: "
                     f"{', '.join(capabilities)}), so INFERENCE_PRECISION_HINT={PRECISION_HINTS[config.precision]} would not run natively")
         if config.mode == "generation":
-            from benchmark_runners.backends import openvino_genai
-
             if device != "CPU":
                 return f"the generation scenario on OpenVINO is measured on its CPU plugin only, not {device}"
             return openvino_genai.unavailable_reason(spec, config)
@@ -318,8 +315,6 @@ class OpenVINOBackend(Backend):
         time are the row's load time, each also recorded apart. The generation scenario is
         openvino-genai's (backends/openvino_genai.py)."""
         if config.mode == "generation":
-            from benchmark_runners.backends import openvino_genai
-
             return openvino_genai.prepare(spec, config)
         import openvino as ov
 
@@ -432,8 +427,6 @@ class OpenVINOBackend(Backend):
 
     def make_step(self, prepared: PreparedModel, inputs: dict[str, Any]) -> TimedStep:
         if prepared.mode == "generation":
-            from benchmark_runners.backends import openvino_genai
-
             return openvino_genai.make_step(prepared, inputs)
         compiled, requests = prepared.handle, prepared.state  # state: infer requests in flight
         feed = {name: tensor.numpy() for name, tensor in inputs.items()}
