@@ -4,7 +4,8 @@ measures (the same seeded weights: models.loading.build), with torch's fp32 outp
 The export is torch.onnx.export's TorchScript exporter through the OpenVINO backend's wrapper
 (inputs by name, no key/value cache, the first output), opset 17, the batch axis dynamic so one
 file serves every batch size of a config's shape. int8 is onnxruntime's dynamic quantization of
-that file (weights int8 per channel, activations quantized at run time), where the Python package
+that file (weights int8 per channel, activations quantized at run time) and fp16 its float16
+conversion (weights and arithmetic in fp16, inputs and output kept fp32), where the Python package
 onnxruntime is installed. Files are cached under <data>/cache/onnx by everything that shapes them.
 """
 from __future__ import annotations
@@ -34,6 +35,9 @@ class Exported:
     weights_recipe: str
     adaptations: list[str]
     recipe: str
+    # fp16: max |torch in fp16 - torch in fp32| over max |torch fp32| on the same inputs (None where
+    # torch cannot run fp16 here), what the agreement check's tolerance allows for beside its own.
+    torch_own_deviation: float | None = None
 
 
 def _cache_dir() -> Path:
@@ -42,11 +46,17 @@ def _cache_dir() -> Path:
     return data_dir() / "cache" / "onnx"
 
 
-def quantization_unavailable() -> str | None:
+def conversion_unavailable(precision: str) -> str | None:
+    """Why this precision's file cannot be made here (None: it can). fp32 is torch's own export;
+    int8 and fp16 are conversions of it by tools of the Python package onnxruntime."""
+    tool = {"int8": ("onnxruntime.quantization", "quantization tools"), "fp16": ("onnxruntime.transformers.float16", "float16 converter")}
+    if precision not in tool:
+        return None
+    module, what = tool[precision]
     try:
-        import onnxruntime.quantization  # noqa: F401
+        __import__(module)
     except ImportError as exc:
-        return f"int8 needs onnxruntime's quantization tools (the Python package onnxruntime), not installed ({exc})"
+        return f"{precision} needs onnxruntime's {what} (the Python package onnxruntime), not installed ({exc})"
     return None
 
 
@@ -101,4 +111,25 @@ def export(spec, config) -> Exported:
             tmp.replace(onnx_file)
         recipe = ("int8 ONNX: onnxruntime quantize_dynamic of the fp32 export, MatMul/Gemm only (weights int8 per channel, activations "
                   "quantized at run time; convolutions stay fp32, as torch's dynamic int8 of Linear layers)")
-    return Exported(onnx_file, reference, example_np, source, time.perf_counter() - started, weights_recipe, adaptations, recipe)
+    elif config.precision == "fp16":
+        onnx_file = base.with_name(base.name + "-fp16").with_suffix(".onnx")
+        own = onnx_file.with_suffix(".json")
+        if not (onnx_file.exists() and own.exists()):
+            import onnx
+            from onnxruntime.transformers.float16 import convert_float_to_float16
+
+            from benchmark_runners.backends.openvino_backend import _torch_output_in
+
+            tmp = onnx_file.with_name(f".{onnx_file.name}.tmp")
+            onnx.save(convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True), str(tmp))
+            tmp.replace(onnx_file)
+            half = _torch_output_in(NamedInputs(build(spec, torch.float32).model, list(example)), example, "fp16")
+            reference_np = np.load(reference)
+            deviation = (float(np.abs(half - reference_np).max()) / (float(np.abs(reference_np).max()) or 1.0)
+                         if half is not None and half.shape == reference_np.shape else None)
+            own.write_text(json.dumps({"torch_own_deviation": deviation}))
+        torch_own = json.loads(own.read_text())["torch_own_deviation"]
+        recipe = ("fp16 ONNX: onnxruntime's convert_float_to_float16 of the fp32 export (weights and arithmetic fp16, inputs and "
+                  "output kept fp32 with casts at the edges; the operators on its default block list stay fp32)")
+    return Exported(onnx_file, reference, example_np, source, time.perf_counter() - started, weights_recipe, adaptations, recipe,
+                    torch_own if config.precision == "fp16" else None)
