@@ -104,6 +104,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--requests", type=int, default=None, help="bare requests (default: as many as devicefit timed)")
     ap.add_argument("--max-time", type=float, default=30.0, help="devicefit's timing cap per config, seconds")
+    ap.add_argument("--samples-out", type=Path, default=None, help="write every round's request samples (JSON) here, to pool runs")
     ap.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     models = args.models.split(",")
@@ -116,7 +117,7 @@ def main() -> int:
         print(json.dumps(bare_loop(models[0], batches[0], shape.signature_seq_length, args.new_tokens, args.requests or 10)))
         return 0
 
-    failures = 0
+    failures, kept = 0, []
     for model in models:
         shape = request_shape(resolve_model(model), args.prompt_tokens, args.new_tokens)
         for batch in batches:
@@ -129,6 +130,9 @@ def main() -> int:
                     bare = run_bare(model, batch, shape.signature_seq_length, args.new_tokens, args.requests or rows[-1].iterations)
                     row = run_devicefit(model, batch, shape.signature_seq_length, args.new_tokens, args.max_time)
                 rows.append(row)
+                kept.append({"model": model, "batch": batch, "round": i + 1, "devicefit_ms": row.samples_ms, "bare_ms": bare["samples_ms"]})
+                if args.samples_out:
+                    args.samples_out.write_text(json.dumps(kept))
                 ours += row.samples_ms
                 theirs += bare["samples_ms"]
                 rounds.append((row.p50_ms, statistics.median(bare["samples_ms"])))

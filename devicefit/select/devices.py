@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmark_runners import registry
 from devicefit import store
+from devicefit.predict import served
 from devicefit.predict.api import MB
 from devicefit.predict.features import model_point
 from devicefit.predict.hardware_specs import accelerator_of, row_device, spec_from_probe
@@ -98,10 +99,9 @@ def select_devices(selector: HardwareSelector, model_name: str, device_ids: list
         probe = d.get("probe") or {}
         own = spec_from_probe(d["kind"], f"{d['name']} ({d['id']})", probe) if probe else None
         requests.append(Request(point, batch_size, precision, mode, d["kind"], device=_device_key(d), spec=own))
-    # Not recorded as served (yet): a served prediction is scored against its own device's later
-    # measurement (predictions.device), so these could be; the registered devices' selections
-    # never were, and recording them is a change of its own.
     predictions = predictor.predict(requests)
+    if selector.predictor.record:  # kept, to be scored against each device's own later measurement
+        served.record(selector.predictor.paths, predictor, "select_devices", requests, predictions)
     candidates: dict[str, dict[str, Any]] = {}
     with store.opened(selector.predictor.paths.database, read_only=True) as con:
         relation = store.aggregates_relation(con)

@@ -66,3 +66,31 @@ def test_the_cli_chooses_among_device_ids(fleet_dir):
     assert bad.exit_code == 2 and "mixes kinds (cpu) with device ids (cpu-nope)" in bad.output
     bad = CliRunner().invoke(app, ["select", "--model", PREDICTION_MODELS[0], "--hardware", "cpu-nope", "--benchmark-dir", str(data)])
     assert bad.exit_code == 2 and "unknown device cpu-nope; registered:" in bad.output
+
+
+def test_a_registered_device_selection_is_kept_and_scored_against_that_device_alone(fleet_dir):
+    """Served with each device's own key, so the plain CPU's prediction is scored against its own
+    measurement and the 1-thread profile's (never measured) is not scored against the plain CPU's."""
+    from devicefit.paths import DataPaths
+    from devicefit.predict import served
+    from devicefit.select.devices import _device_key
+
+    data, cpu = fleet_dir
+    model = PREDICTION_MODELS[0]
+    selector = HardwareSelector(benchmark_dir=data, inventory={}, record=True)
+    one = f"{cpu['id']}+t1"
+    select_devices(selector, model, [cpu["id"], one], batch_size=1)
+    files = list(served.served_dir(DataPaths(data)).glob("served-*.jsonl"))
+    kept = [r for f in files for r in served.read_served(f) if r["origin"] == "select_devices"]
+    with store.opened(data / "devicefit.duckdb", read_only=True) as con:
+        devices = {d["id"]: d for d in store.devices(con)}
+    plain_key, one_key = _device_key(devices[cpu["id"]]), _device_key(devices[one])
+    assert plain_key != one_key and one_key.endswith("+t1")
+    assert sorted(r["device"] for r in kept) == sorted([plain_key, one_key])
+    with store.opened(data / "devicefit.duckdb") as con:
+        for f in files:  # served before the fixture's measurements, as a later measurement would be
+            store.replace_served_predictions(con, f.name, [{**r, "recorded_at": "2000-01-01T00:00:00"} for r in served.read_served(f)])
+        store.refresh_prediction_errors(con)
+        scored = store.query(con, "SELECT * FROM prediction_errors WHERE origin = 'select_devices'")
+    assert scored and {r["device"] for r in scored} == {plain_key}
+    assert all(r["measured_device"] == plain_key and r["batch_size"] == 1 for r in scored)
