@@ -279,8 +279,9 @@ JOIN (SELECT *, CASE WHEN device_kind IN ({own_memory_kinds}) AND device_reserve
  AND m.precision = p.precision AND m.mode = p.mode AND m.batch_size = p.batch_size
  AND m.seq_length IS NOT DISTINCT FROM p.seq_length
  AND m.timestamp > p.recorded_at  -- only measurements taken after the prediction was served
-QUALIFY row_number() OVER (PARTITION BY p.source_file, p.recorded_at, p.model, p.device_kind, p.device, p.backend, p.precision,
-                                        p.mode, p.batch_size, p.seq_length ORDER BY m.timestamp, m.run_id) = 1
+-- one row per prediction: two origins (or predictor versions) answering one config in one instant are two predictions
+QUALIFY row_number() OVER (PARTITION BY p.source_file, p.recorded_at, p.origin, p.predictor_version, p.model, p.device_kind, p.device,
+                                        p.backend, p.precision, p.mode, p.batch_size, p.seq_length ORDER BY m.timestamp, m.run_id) = 1
 """
 
 

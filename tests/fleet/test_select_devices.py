@@ -79,6 +79,8 @@ def test_a_registered_device_selection_is_kept_and_scored_against_that_device_al
     model = PREDICTION_MODELS[0]
     selector = HardwareSelector(benchmark_dir=data, inventory={}, record=True)
     one = f"{cpu['id']}+t1"
+    # the same config answered through the API too, in the same served file: a prediction of its own
+    selector.predictor.predict_performance(model, hardware="cpu", batch_size=1)
     select_devices(selector, model, [cpu["id"], one], batch_size=1)
     files = list(served.served_dir(DataPaths(data)).glob("served-*.jsonl"))
     kept = [r for f in files for r in served.read_served(f) if r["origin"] == "select_devices"]
@@ -88,9 +90,12 @@ def test_a_registered_device_selection_is_kept_and_scored_against_that_device_al
     assert plain_key != one_key and one_key.endswith("+t1")
     assert sorted(r["device"] for r in kept) == sorted([plain_key, one_key])
     with store.opened(data / "devicefit.duckdb") as con:
-        for f in files:  # served before the fixture's measurements, as a later measurement would be
+        for f in files:  # served (in one instant) before the fixture's measurements, as a later measurement would be
             store.replace_served_predictions(con, f.name, [{**r, "recorded_at": "2000-01-01T00:00:00"} for r in served.read_served(f)])
         store.refresh_prediction_errors(con)
         scored = store.query(con, "SELECT * FROM prediction_errors WHERE origin = 'select_devices'")
+        api = store.query(con, "SELECT * FROM prediction_errors WHERE origin = 'api' AND model = ? AND batch_size = 1", [model])
     assert scored and {r["device"] for r in scored} == {plain_key}
     assert all(r["measured_device"] == plain_key and r["batch_size"] == 1 for r in scored)
+    # two origins' predictions of one config served in one instant are two predictions, each scored
+    assert api and api[0]["measured_device"] == plain_key
