@@ -37,12 +37,12 @@ def test_served_gpu_predictions_are_scored_against_the_card_memory():
                 "host_fingerprint VARCHAR, hostname VARCHAR, hardware_fingerprint VARCHAR, backend_config JSON)")
     con.execute("CREATE TABLE predictions (source_file VARCHAR, recorded_at TIMESTAMP, source VARCHAR, model VARCHAR, device_kind VARCHAR, "
                 "backend VARCHAR, precision VARCHAR, mode VARCHAR, batch_size INTEGER, seq_length INTEGER, latency_ms DOUBLE, "
-                "throughput DOUBLE, memory_bytes DOUBLE, device VARCHAR)")
+                "throughput DOUBLE, memory_bytes DOUBLE, device VARCHAR, origin VARCHAR, predictor_version VARCHAR)")
     for kind in ("cuda", "rocm", "cpu", "mps"):
         con.execute("INSERT INTO measurements VALUES ('ok', 'm', ?, 'torch', NULL, 'fp32', 'inference', 1, NULL, '2026-01-02', 'r', "
                     "10, 100, 2000000000, 60000000, 'cpu-1', 'h', ?, NULL)", [kind, f"{kind}-1"])
         con.execute("INSERT INTO predictions VALUES ('f', '2026-01-01', 'trained_predictor', 'm', ?, 'torch', 'fp32', 'inference', 1, "
-                    "NULL, 10, 100, 60000000, ?)",
+                    "NULL, 10, 100, 60000000, ?, 'api', 'v')",
                     [kind, row_device({"device_kind": kind, "host_fingerprint": "cpu-1", "hardware_fingerprint": f"{kind}-1"})])
     con.execute(prediction_errors_sql())
     ape = dict(con.execute("SELECT device_kind, memory_ape FROM prediction_errors").fetchall())
