@@ -17,9 +17,10 @@ from devicefit.store.schema import _LEGACY_REASON_CODES, HISTORY_COLUMNS, JSON_F
 
 
 def host_fingerprint(document: dict[str, Any]) -> str | None:
-    """The fingerprint of the CPU of the host that wrote `document` (its hardware block)."""
+    """The fingerprint of the CPU of the host that wrote `document` (its hardware block); an empty
+    one is none (see _measurement_values)."""
     devices = (((document.get("hardware") or {}).get("platforms") or {}).get("cpu") or {}).get("devices") or []
-    return devices[0].get("fingerprint") if devices and isinstance(devices[0], dict) else None
+    return (devices[0].get("fingerprint") or None) if devices and isinstance(devices[0], dict) else None
 
 
 def _measurement_values(source_key: str, r: BenchmarkResult, host: str | None = None) -> list[Any]:
@@ -30,8 +31,11 @@ def _measurement_values(source_key: str, r: BenchmarkResult, host: str | None = 
         "device_kind": r.device.split(":")[0],
         "seq_length": dims.get("seq_length"),
         "input_dims": json.dumps(dims, sort_keys=True) if dims else None,
-        "hostname": (r.environment or {}).get("hostname"),
-        "host_fingerprint": host,
+        # An empty name is stored as none: the SQL device keys (coalesce) and the predictors'
+        # (hardware_specs.row_device, which reads "" as absent) must name a row's device alike.
+        "hostname": (r.environment or {}).get("hostname") or None,
+        "host_fingerprint": host or None,
+        "hardware_fingerprint": r.hardware_fingerprint or None,
         "device_id": row_device_id(r.hardware_fingerprint, r.device_profile),
         "timestamp": parse_timestamp(r.timestamp),  # naive UTC, whatever offset the file wrote
     }
@@ -97,7 +101,7 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
             env = rows[0].environment or {}
             git = env.get("git") or {}
             con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        [run_id, source_key, min(parse_timestamp(r.timestamp) for r in rows), env.get("hostname"),
+                        [run_id, source_key, min(parse_timestamp(r.timestamp) for r in rows), env.get("hostname") or None,
                          git.get("commit"), git.get("dirty"), json.dumps(env.get("versions")), len(rows)])
         con.execute(f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
                         WHERE source_key = ? AND status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""", [source_key])

@@ -186,6 +186,37 @@ def test_a_served_prediction_is_scored_against_the_device_it_was_for(tmp_path):
     assert legacy["measured_device"].startswith("cuda@cpu-xeon+cuda-h")
 
 
+def test_an_empty_host_fingerprint_names_the_same_device_in_sql_and_in_python(tmp_path):
+    """A landing file written by hand may carry an empty CPU fingerprint and an empty GPU
+    fingerprint. Stored as they were, the SQL keys (coalesce keeps '') called the host '' while the
+    predictors' row_device (which reads '' as absent) called it by its hostname, so a prediction
+    served for that device was never scored and the aggregates named a host ''."""
+    from devicefit.predict.hardware_specs import row_device
+
+    def doc(rows):
+        return {**_doc(rows), "hardware": {"platforms": {"cpu": {"devices": [{"fingerprint": ""}]}}}}
+
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    row = {**_row(p50=30.0, run_id="r1", hostname="lab-1"), "hardware_fingerprint": "",
+           "timestamp": "2026-11-26T12:00:00+00:00"}
+    store.replace_source(con, "lab", "ingest", doc([row]))
+    store.refresh_aggregates(con)
+    [stored] = store.ok_measurements(con)
+    assert stored["host_fingerprint"] is None and stored["hardware_fingerprint"] is None
+    assert row_device(stored) == "cpu@lab-1"
+    [agg] = store.query(con, "SELECT host FROM aggregated_results")
+    assert agg["host"] == "lab-1"
+    store.replace_served_predictions(con, "served-2026-11-26.jsonl", [{
+        "recorded_at": "2026-11-26T11:00:00", "predictor_version": "v", "origin": "api", "model": "bert-tiny",
+        "backend": "torch", "precision": "fp32", "mode": "inference", "batch_size": 1, "seq_length": 128,
+        "latency_ms": 30.0, "throughput": None, "memory_bytes": None, "source": "trained_predictor",
+        "device_kind": "cpu", "device": row_device(stored)}])
+    store.refresh_prediction_errors(con)
+    [scored] = store.query(con, "SELECT * FROM prediction_errors")
+    assert scored["measured_device"] == "cpu@lab-1" and scored["latency_ape"] == 0
+
+
 def test_a_bare_kind_answers_for_this_machines_own_gpu():
     """On the H100 box, `predict --hardware cuda` answers for the H100, although the H200 box
     (same host CPU fingerprint) measured more rows; elsewhere, the best-measured GPU. The fleet's
