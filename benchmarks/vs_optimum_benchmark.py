@@ -100,8 +100,8 @@ def main() -> int:
     ap.add_argument("--seq-length", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--devicefit-variant", action="append", default=[], metavar="ARGS",
-                    help="also time `devicefit benchmark ARGS` as a tool of its own (e.g. \"--max-time 1.5\": the quick "
-                         "profile's cap on timed iterations, the rest of the policy the CLI's defaults); repeatable")
+                    help="also time `devicefit benchmark ARGS` as a tool of its own (e.g. \"--timing quick\": make run's "
+                         "timing policy, or \"--ci-target 0.05\"); repeatable")
     args = ap.parse_args()
     variants = {"devicefit": []} | {f"devicefit {v}": shlex.split(v) for v in args.devicefit_variant}
     sizes = [int(b) for b in args.batch_sizes.split(",")]

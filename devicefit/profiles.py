@@ -123,6 +123,21 @@ FULL = SweepProfile(
     kind_batch_sizes={"wasm": (1, 4, 16), "webgpu": (1, 4), "webnn": (1, 4)},
 )
 PROFILES = {p.name: p for p in (QUICK, FULL)}
+# `devicefit benchmark --timing`: "precise" is the harness's default policy (until the median's
+# 95% CI is within 2%, at most 30 s of timed iterations), "quick" is make run's.
+TIMINGS = ("precise", "quick")
+
+
+def timing_policy(timing: str, mode: str, ci_target: float | None = None, max_time_s: float | None = None) -> TimingPolicy:
+    """The timing policy a named timing gives a config of `mode`, with the caller's own CI target
+    and cap (when given) over it. ValueError names an unknown timing or an invalid value."""
+    if timing not in TIMINGS:
+        raise ValueError(f"--timing must be one of {', '.join(TIMINGS)}, got {timing!r}")
+    base = TimingPolicy()
+    if timing == "quick":
+        base = (QUICK.generation_policy if mode == "generation" else None) or QUICK.policy
+    given = {k: v for k, v in (("ci_target", ci_target), ("max_time_s", max_time_s)) if v is not None}
+    return replace(base, **given)  # __post_init__ checks the values
 
 
 def is_device_id(value: str) -> bool:

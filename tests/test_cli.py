@@ -74,3 +74,17 @@ def test_benchmark_exits_nonzero_when_a_config_fails(tmp_path):
     out = devicefit("benchmark", "--model", str(tmp_path), "--max-time", "1")
     assert out.returncode == 1
     assert "failed" in out.stdout
+
+
+def test_benchmark_timing_quick_times_as_make_run_does(tmp_path):
+    """The rows of `--timing quick` carry the quick profile's policy (what make run measures
+    with), so a user can time a model as the pipeline would and the row says which policy."""
+    from devicefit.profiles import QUICK
+
+    target = tmp_path / "rows.json"
+    out = devicefit("benchmark", "--model", "bert-tiny", "--timing", "quick", "--json", str(target))
+    assert out.returncode == 0, out.stderr
+    [row] = json.loads(target.read_text())["results"]
+    assert row["status"] == "ok" and row["policy"] == QUICK.policy.to_json()
+    refused = devicefit("benchmark", "--model", "bert-tiny", "--timing", "fast")
+    assert refused.returncode != 0 and "--timing must be one of precise, quick, got 'fast'" in refused.stderr

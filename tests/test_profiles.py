@@ -1,4 +1,6 @@
 """What the quick profile measures per partition."""
+import pytest
+
 from devicefit.profiles import QUICK, Selection, partition_configs
 
 
@@ -41,3 +43,22 @@ def test_a_generation_request_gets_the_generation_policy_and_the_rest_the_profil
     assert {c.policy for c in configs if c.mode == "generation"} == {QUICK.generation_policy}
     assert {c.policy for c in configs if c.mode != "generation"} == {QUICK.policy}
     assert QUICK.generation_policy.max_time_s > QUICK.policy.max_time_s
+
+
+def test_a_named_timing_gives_the_policy_of_what_it_names():
+    """`devicefit benchmark --timing quick` times as make run does, generation requests by the
+    quick profile's own cap; precise is the harness's default; a CI target or cap the user gives
+    overrides either, and a bad name or value is refused with what was wrong."""
+    from benchmark_runners.harness import TimingPolicy
+    from devicefit.profiles import QUICK, timing_policy
+
+    assert timing_policy("precise", "inference") == TimingPolicy()
+    assert timing_policy("quick", "inference") == QUICK.policy
+    assert timing_policy("quick", "training") == QUICK.policy
+    assert timing_policy("quick", "generation") == QUICK.generation_policy != QUICK.policy
+    tight = timing_policy("quick", "inference", ci_target=0.01, max_time_s=4.0)
+    assert (tight.ci_target, tight.max_time_s, tight.warmup_max_time_s) == (0.01, 4.0, QUICK.policy.warmup_max_time_s)
+    with pytest.raises(ValueError, match="--timing must be one of precise, quick, got 'fast'"):
+        timing_policy("fast", "inference")
+    with pytest.raises(ValueError, match="ci_target must be in"):
+        timing_policy("quick", "inference", ci_target=2.0)

@@ -120,8 +120,13 @@ def benchmark(
                                              "capped at the model's limit); in the generation scenario, the prompt (default 256)."),
     new_tokens: Optional[int] = typer.Option(None, "--new-tokens", help="Generation scenario: tokens each request generates, "
                                              "every request the same length (default 64)."),
-    ci_target: float = typer.Option(0.02, "--ci-target", help="Stop when the median's 95% CI half-width is within this fraction."),
-    max_time: float = typer.Option(30.0, "--max-time", help="Cap on timed seconds per config."),
+    timing: str = typer.Option("precise", "--timing", help="Timing policy: precise (the default: until the median's 95% CI "
+                               "half-width is within 2%, at most 30 s of timed iterations per config) or quick (make run's: "
+                               "at most 1 s of cold call and warm-up and 1.5 s of timed iterations, 2 s for a generation "
+                               "request; six samples for an interval unless slow ones overrun the cap by half, three within 3% "
+                               "of each other suffice). --ci-target and --max-time, given, override either."),
+    ci_target: Optional[float] = typer.Option(None, "--ci-target", help="Stop when the median's 95% CI half-width is within this fraction (default 0.02)."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Cap on timed seconds per config (default 30; --timing quick: 1.5, 2 for a generation request)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds per config (load included) before its worker is killed."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch threads (default: physical cores); set, the rows name the profile (device id +tN)."),
     isa: Optional[str] = typer.Option(None, "--isa", help="Cap the CPU's instruction set (avx2, avx512) as an older host would run: the worker starts with oneDNN's, ATen's and MKL's caps, and the rows name the profile (device id +avx2)."),
@@ -163,8 +168,8 @@ def benchmark(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from benchmark_runners.harness import TimingPolicy
     from benchmark_runners.records import BenchmarkConfig
+    from devicefit.profiles import timing_policy
     from devicefit.results_io import results_document, write_json_atomic
     from models.catalog import UnknownModelError
     from models.inputs import input_signature
@@ -192,10 +197,10 @@ def benchmark(
     from benchmark_runners.generation import generation_reason, request_shape
 
     try:
-        policy = TimingPolicy(ci_target=ci_target, max_time_s=max_time)
+        policies = {m: timing_policy(timing, m, ci_target, max_time) for m in modes}
         configs = [
             BenchmarkConfig(model=name, device=dev, backend=registry.backend_for_device(dev).name, precision=p,
-                            mode=m, batch_size=b, seq_length=seq_length, threads=threads, isa=isa, timeout_s=timeout, policy=policy,
+                            mode=m, batch_size=b, seq_length=seq_length, threads=threads, isa=isa, timeout_s=timeout, policy=policies[m],
                             new_tokens=new_tokens if m == "generation" else None)
             for name in model_names for dev in csv_list(device, "--device") for m in modes
             for p in csv_list(precision, "--precision") for b in sizes
