@@ -35,6 +35,7 @@ from typing import Any
 
 from benchmark_runners.backends import openvino_genai
 from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
+from benchmark_runners.backends.traced_wrapper import NamedInputs, recipe_source, torch_output_in
 from benchmark_runners.output_check import check_output
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
@@ -62,8 +63,7 @@ def _recipe_digest() -> str:
     a cached IR from an older recipe (or older weight calibration) is never reused."""
     from models import calibration
 
-    source = (repr(REDUCED_REFERENCES) + inspect.getsource(NamedInputs) + inspect.getsource(_global_pool_for_oversized_avg_pools)
-              + inspect.getsource(calibration))
+    source = repr(REDUCED_REFERENCES) + recipe_source() + inspect.getsource(calibration)
     return hashlib.sha256(source.encode()).hexdigest()[:12]
 
 
@@ -88,66 +88,6 @@ def _cache_dir() -> Path:
     return data_dir() / "cache" / "openvino"
 
 
-class NamedInputs:
-    """Wraps a Hugging Face model so a trace sees positional tensors in, one tensor out."""
-
-    def __new__(cls, model, names: list[str]):
-        import torch
-
-        class _Wrapper(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.model = model
-                params = inspect.signature(model.forward).parameters
-                self.fixed = {"use_cache": False} if "use_cache" in params else {}
-                # transformers builds the decoder mask from position ids when none is given, with
-                # an aten::diff that OpenVINO cannot convert; an all-ones mask is the same mask.
-                self.ones_decoder_mask = ("decoder_input_ids" in names and "decoder_attention_mask" not in names
-                                          and "decoder_attention_mask" in params)
-
-            def forward(self, *tensors):
-                kwargs = dict(zip(names, tensors))
-                if self.ones_decoder_mask:
-                    kwargs["decoder_attention_mask"] = torch.ones_like(kwargs["decoder_input_ids"])
-                return self.model(**kwargs, **self.fixed, return_dict=True)[0]
-
-        pools = _global_pool_for_oversized_avg_pools(model)
-        wrapper = _Wrapper().eval()
-        wrapper.adaptations = [*(["use_cache=False"] if wrapper.fixed else []),
-                               *(["decoder_attention_mask = ones"] if wrapper.ones_decoder_mask else []),
-                               *([f"{pools} AvgPool2d with a kernel over the whole feature map traced as global average "
-                                  "pooling (what torch computes; OpenVINO refuses a kernel larger than its input)"] if pools else [])]
-        return wrapper
-
-
-def _global_pool_for_oversized_avg_pools(model) -> int:
-    """Hugging Face's EfficientNet pools with AvgPool2d(kernel=1280, ceil_mode=True) over a 7x7
-    map: torch averages the whole map, OpenVINO rejects the kernel. Each such pool is wrapped to
-    call adaptive_avg_pool2d(x, 1) when its kernel covers the input, the same numbers (the
-    output check compares them with torch's). Returns how many were wrapped."""
-    import torch
-
-    class GlobalWhenOversized(torch.nn.Module):
-        def __init__(self, pool):
-            super().__init__()
-            self.pool = pool
-
-        def forward(self, x):
-            k = self.pool.kernel_size if isinstance(self.pool.kernel_size, tuple) else (self.pool.kernel_size,) * 2
-            if k[0] >= x.shape[-2] and k[1] >= x.shape[-1]:
-                return torch.nn.functional.adaptive_avg_pool2d(x, 1)
-            return self.pool(x)
-
-    wrapped = 0
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if (isinstance(child, torch.nn.AvgPool2d) and child.ceil_mode and child.padding in (0, (0, 0))
-                    and child.count_include_pad):
-                setattr(parent, name, GlobalWhenOversized(child))
-                wrapped += 1
-    return wrapped
-
-
 def _decoder(wrapper, example: tuple):
     """OpenVINO's TorchScript decoder for the wrapper, traced without torch.jit's check_trace:
     that check runs the model twice more only to emit TracerWarnings, which the conversion
@@ -160,23 +100,6 @@ def _decoder(wrapper, example: tuple):
 
 def _reduced_reference(reference: Path, precision: str) -> Path:
     return reference.with_name(reference.name.replace(".reference.npy", f".reference-{precision}.npy"))
-
-
-def _torch_output_in(wrapper, example: dict[str, Any], precision: str):
-    """torch's own first output with weights and floating inputs in `precision` (a copy of the
-    model), as float32 numpy; None where torch cannot run that precision here."""
-    import copy
-
-    import torch
-
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-    try:
-        cast = copy.deepcopy(wrapper).to(dtype)
-        inputs = [t.to(dtype) if t.is_floating_point() else t for t in example.values()]
-        with torch.no_grad():
-            return cast(*inputs).float().numpy()
-    except (RuntimeError, NotImplementedError):
-        return None
 
 
 @dataclass
@@ -284,7 +207,7 @@ class OpenVINOBackend(Backend):
             model = ov.convert_model(_decoder(wrapper, tuple(example.values())))
             # Only the precision asked for: torch's fp16 on a CPU without fp16 arithmetic
             # emulates it (56 s for gpt2 at 512 tokens, against 16 s for the conversion).
-            reduced = {p: _torch_output_in(wrapper, example, p) for p in REDUCED_REFERENCES if p == config.precision}
+            reduced = {p: torch_output_in(wrapper, example, p) for p in REDUCED_REFERENCES if p == config.precision}
         for port, name in zip(model.inputs, example):
             port.get_tensor().set_names({name})
         if config.precision == "int8":
@@ -373,7 +296,7 @@ class OpenVINOBackend(Backend):
 
         _reference_attempts.add((converted.key, precision))
         example = {name: torch.from_numpy(array) for name, array in converted.check_inputs.items()}
-        output = _torch_output_in(NamedInputs(build(spec, torch.float32).model, list(example)), example, precision)
+        output = torch_output_in(NamedInputs(build(spec, torch.float32).model, list(example)), example, precision)
         if output is not None:
             np.save(own, output)
 

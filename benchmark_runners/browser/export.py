@@ -1,9 +1,9 @@
 """Catalog models as ONNX files for onnxruntime-web, from the same torch module the torch backend
 measures (the same seeded weights: models.loading.build), with torch's fp32 output kept beside.
 
-The export is torch.onnx.export's TorchScript exporter through the OpenVINO backend's wrapper
-(inputs by name, no key/value cache, the first output), opset 17, the batch axis dynamic so one
-file serves every batch size of a config's shape. int8 is onnxruntime's dynamic quantization of
+The export is torch.onnx.export's TorchScript exporter through the wrapper the OpenVINO backend
+traces too (backends.traced_wrapper: inputs by name, no key/value cache, the first output),
+opset 17, the batch axis dynamic so one file serves every batch size of a config's shape. int8 is onnxruntime's dynamic quantization of
 that file (weights int8 per channel, activations quantized at run time) and fp16 its float16
 conversion (weights and arithmetic in fp16, inputs and output kept fp32), where the Python package
 onnxruntime is installed. Files are cached under <data>/cache/onnx by everything that shapes them.
@@ -66,7 +66,7 @@ def export(spec, config) -> Exported:
     import torch
     import transformers
 
-    from benchmark_runners.backends.openvino_backend import NamedInputs
+    from benchmark_runners.backends.traced_wrapper import NamedInputs, torch_output_in
     from models.inputs import input_signature
     from models.loading import WEIGHT_SEED, build, weights_kind
     from models.tensors import make_inputs
@@ -81,6 +81,7 @@ def export(spec, config) -> Exported:
     fp32, reference, meta = base.with_suffix(".onnx"), base.with_suffix(".reference.npy"), base.with_suffix(".json")
     started = time.perf_counter()
     example_np = {k: v.numpy() for k, v in example.items()}
+    wrapper = None  # the traced torch module, where this call exported it (the fp16 reference reuses it)
     if fp32.exists() and reference.exists() and meta.exists():
         cached = json.loads(meta.read_text())
         source, weights_recipe, adaptations = "disk cache", cached["weights_recipe"], cached["adaptations"]
@@ -99,7 +100,7 @@ def export(spec, config) -> Exported:
         tmp.replace(fp32)
         source, weights_recipe, adaptations = "exported from torch", built.weights_recipe, wrapper.adaptations
         meta.write_text(json.dumps({"identity": identity, "weights_recipe": weights_recipe, "adaptations": adaptations}, default=str))
-        del wrapper, built
+        del built
     onnx_file, recipe = fp32, "fp32 ONNX (torch.onnx.export, TorchScript exporter, opset 17, batch dynamic)"
     if config.precision == "int8":
         onnx_file = base.with_name(base.name + "-int8-dynamic-matmul").with_suffix(".onnx")
@@ -118,12 +119,11 @@ def export(spec, config) -> Exported:
             import onnx
             from onnxruntime.transformers.float16 import convert_float_to_float16
 
-            from benchmark_runners.backends.openvino_backend import _torch_output_in
-
             tmp = onnx_file.with_name(f".{onnx_file.name}.tmp")
             onnx.save(convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True), str(tmp))
             tmp.replace(onnx_file)
-            half = _torch_output_in(NamedInputs(build(spec, torch.float32).model, list(example)), example, "fp16")
+            reused = wrapper if wrapper is not None else NamedInputs(build(spec, torch.float32).model, list(example))
+            half = torch_output_in(reused, example, "fp16")
             reference_np = np.load(reference)
             deviation = (float(np.abs(half - reference_np).max()) / (float(np.abs(reference_np).max()) or 1.0)
                          if half is not None and half.shape == reference_np.shape else None)
