@@ -58,7 +58,8 @@ class TimingPolicy:
     noise_floor_slow_min: int = 15
 
     def __post_init__(self):
-        problems = []
+        # NaN passes every comparison below (nan <= 0 is false): a NaN cap would never stop.
+        problems = [f"{f} must be a number, got nan" for f, v in asdict(self).items() if isinstance(v, float) and math.isnan(v)]
         if not 0 <= self.ci_target < 1:
             problems.append(f"ci_target must be in [0, 1), got {self.ci_target}")
         if self.min_iterations < 1 or self.max_iterations < self.min_iterations:

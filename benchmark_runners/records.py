@@ -33,6 +33,10 @@ REASON_CODES = (
 # The largest batch a row can record (DuckDB INTEGER); the memory guard refuses far smaller ones
 # that cannot fit, so this bound only keeps absurd input from reaching torch as an overflow.
 MAX_BATCH_SIZE = 2**31 - 1
+# The largest batch a prediction or a selection is asked for (the API and the CLI alike): far
+# beyond what any measurement informs, and within every column a served prediction is kept in.
+MAX_ASKED_BATCH_SIZE = 4096
+MAX_TIMEOUT_S = 7 * 24 * 3600  # beyond it a deadline overflows the event loop's and the OS's time types
 
 @dataclass(frozen=True)
 class BenchmarkConfig:
@@ -82,8 +86,8 @@ class BenchmarkConfig:
             elif not isinstance(self.new_tokens, int) or isinstance(self.new_tokens, bool) or self.new_tokens < MIN_NEW_TOKENS:
                 problems.append(f"new tokens must be an integer of at least {MIN_NEW_TOKENS} (one decode step), "
                                 f"got {self.new_tokens!r}")
-        if self.timeout_s <= 0:
-            problems.append(f"timeout must be positive, got {self.timeout_s}")
+        if not isinstance(self.timeout_s, (int, float)) or not 0 < self.timeout_s <= MAX_TIMEOUT_S:  # NaN fails too
+            problems.append(f"timeout must be a positive number of seconds up to {MAX_TIMEOUT_S:,} (a week), got {self.timeout_s}")
         if problems:
             raise ValueError("invalid benchmark config: " + "; ".join(problems))
 

@@ -65,6 +65,43 @@ def bare_loop(model_name: str, batch_size: int, prompt: int | None, new: int, re
     return {"samples_ms": samples, "generated": int(out.shape[-1])}
 
 
+def call_path(model_name: str, batch_size: int, prompt: int | None, new: int, pairs: int) -> dict:
+    """Both calls in one process on one model (`--call-path`): the bare generate() and the torch
+    backend's own timed step (its GenerationConfig, the token timer as a logits processor),
+    alternated ABBA. What differs between processes (start, allocator, neighbours) cannot show
+    here, so a gap is the call path's own cost."""
+
+    from benchmark_runners import registry
+    from benchmark_runners.records import BenchmarkConfig
+    from benchmark_runners.timers import HostClock
+    from models.inputs import input_signature
+    from models.resolve import resolve_model
+    from models.tensors import make_inputs
+
+    spec = resolve_model(model_name)
+    backend = registry.backend("torch")
+    prepared = backend.prepare(spec, BenchmarkConfig(model_name, batch_size=batch_size, mode="generation", seq_length=prompt,
+                                                     new_tokens=new))
+    inputs = make_inputs(input_signature(spec, batch_size, prompt, None, None), "cpu", prepared.input_float_dtype)
+    step, clock = backend.make_step(prepared, inputs), HostClock()
+    model, config = prepared.handle, prepared.state.generation
+    plain = {k: v for k, v in inputs.items() if k != "decoder_input_ids"}
+    kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, num_beams=1, pad_token_id=config.pad_token_id)
+    if config.decoder_start_token_id is not None:
+        kw["decoder_start_token_id"] = config.decoder_start_token_id
+    sides = {"bare": lambda: model.generate(**plain, **kw), "devicefit": lambda: step.run(clock)}
+    samples: dict[str, list[float]] = {"bare": [], "devicefit": []}
+    with backend.measurement_context(prepared):
+        for name in ("bare", "devicefit", "bare", "devicefit"):  # warm-up
+            sides[name]()
+        for i in range(pairs):
+            for name in (("bare", "devicefit") if i % 2 == 0 else ("devicefit", "bare")):
+                t0 = time.perf_counter_ns()
+                sides[name]()
+                samples[name].append((time.perf_counter_ns() - t0) / 1e6)
+    return samples
+
+
 def pooled_ratio(ours: list[float], bare: list[float], resamples: int = 2000) -> tuple[float, float, float]:
     """median(ours) / median(bare) and its 95% bootstrap interval (each side resampled on its own)."""
     rng = random.Random(0)
@@ -105,9 +142,13 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=None, help="bare requests (default: as many as devicefit timed)")
     ap.add_argument("--max-time", type=float, default=30.0, help="devicefit's timing cap per config, seconds")
     ap.add_argument("--samples-out", type=Path, default=None, help="write every round's request samples (JSON) here, to pool runs")
+    ap.add_argument("--call-path", type=int, default=0, metavar="PAIRS",
+                    help="instead: in one process, alternate PAIRS bare generate() calls with the torch backend's timed "
+                         "step on the same model (the call path's own cost, without what differs between processes)")
     ap.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     models = args.models.split(",")
+    kept: list[dict] = []
     batches = [int(b) for b in args.batch_sizes.split(",")]
     from benchmark_runners.generation import request_shape
     from models.resolve import resolve_model
@@ -117,7 +158,21 @@ def main() -> int:
         print(json.dumps(bare_loop(models[0], batches[0], shape.signature_seq_length, args.new_tokens, args.requests or 10)))
         return 0
 
-    failures, kept = 0, []
+    if args.call_path:
+        for model in models:
+            shape = request_shape(resolve_model(model), args.prompt_tokens, args.new_tokens)
+            for batch in batches:
+                got = call_path(model, batch, shape.signature_seq_length, args.new_tokens, args.call_path)
+                ratio, low, high = pooled_ratio(got["devicefit"], got["bare"])
+                pairs = statistics.median(d / b for d, b in zip(got["devicefit"], got["bare"]))
+                print(f"==> {model} bs {batch}, one process, {args.call_path} pairs: request p50 devicefit's step "
+                      f"{statistics.median(got['devicefit']):.1f} ms, bare generate() {statistics.median(got['bare']):.1f} ms, "
+                      f"ratio {ratio:.4f} (95% interval {low:.3f}-{high:.3f}; median of the pair ratios {pairs:.4f})", flush=True)
+                kept.append({"model": model, "batch": batch, "call_path": got})
+                if args.samples_out:
+                    args.samples_out.write_text(json.dumps(kept))
+        return 0
+    failures = 0
     for model in models:
         shape = request_shape(resolve_model(model), args.prompt_tokens, args.new_tokens)
         for batch in batches:

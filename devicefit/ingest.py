@@ -22,7 +22,7 @@ from benchmark_runners.hardware.inventory import device_fingerprint
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 from benchmark_runners.stats import summarize
 from devicefit.landing import LandingFileError, validate_document, write_landing
-from devicefit.landing_schema import NonNegativeDouble, PositiveInt32, Text, describe
+from devicefit.landing_schema import INT64_MAX, PositiveInt32, Text, describe
 from devicefit.results_io import FORMAT, results_document
 
 OPTIMUM_DTYPES = {None: "fp32", "auto": "fp32", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
@@ -84,7 +84,12 @@ def _positive(value: float) -> float:
     return value
 
 
-Latency = Annotated[float, Field(allow_inf_nan=False), AfterValidator(_positive)]
+# Bounds that keep every converted figure finite and within its column: a latency of at most a
+# year in seconds (1e3 of it in ms still sums finitely), a memory figure in MB whose bytes fit a
+# BIGINT (1e308 MB made int(inf) raise).
+MAX_LATENCY = 3.2e7
+Latency = Annotated[float, Field(allow_inf_nan=False, le=MAX_LATENCY), AfterValidator(_positive)]
+Megabytes = Annotated[float, Field(ge=0, le=INT64_MAX / 2**20 / 2, allow_inf_nan=False)]
 
 
 class OptimumBackend(_Optimum):
@@ -113,9 +118,9 @@ class OptimumScenario(_Optimum):
 class OptimumEnvironment(_Optimum):
     cpu: Text | None = None
     cpu_count: PositiveInt32 | None = None
-    cpu_ram_mb: NonNegativeDouble | None = None
+    cpu_ram_mb: Megabytes | None = None
     gpu: list[Text] | None = None
-    gpu_vram_mb: NonNegativeDouble | list[NonNegativeDouble] | None = None
+    gpu_vram_mb: Megabytes | list[Megabytes] | None = None
     hostname: Text | None = None
 
 
@@ -135,9 +140,9 @@ class OptimumThroughput(_Optimum):
 
 
 class OptimumMemory(_Optimum):
-    max_ram: NonNegativeDouble | None = None
-    max_allocated: NonNegativeDouble | None = None
-    max_reserved: NonNegativeDouble | None = None
+    max_ram: Megabytes | None = None
+    max_allocated: Megabytes | None = None
+    max_reserved: Megabytes | None = None
 
 
 class OptimumTarget(_Optimum):

@@ -212,7 +212,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return version_summaries(settings.paths())
 
     @router.get("/benchmarks", response_model=s.BenchmarksResponse)
-    async def benchmarks(model: Optional[str] = Query(None, max_length=512), hardware: Optional[s.Kind] = None,
+    async def benchmarks(model: Optional[str] = Query(None, max_length=512), hardware: Optional[s.Hardware] = None,
                    precision: Optional[s.Precision] = None, batch_size: Optional[int] = Query(None, ge=1, le=s.MAX_BATCH_SIZE),
                    mode: Optional[s.Mode] = None, backend: Optional[s.Backend] = None,
                    limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
@@ -220,7 +220,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lookup = state.snapshot().current()
         if model is not None:
             model = _measured_model_name(lookup, model, state.names().names())
-        rows = lookup.query(model, hardware, precision, batch_size, mode, backend)
+        kind = kind_of_device(hardware) if hardware else None  # "cuda:0" asks for the kind's rows
+        rows = lookup.query(model, kind, precision, batch_size, mode, backend)
         return {"generated_at": lookup.document["generated_at"], "total": len(rows), "results": rows[:limit]}
 
     @router.get("/hardware/detect", response_model=s.DetectResponse)

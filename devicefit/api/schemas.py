@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, RootModel, StringConstraints
 
 from benchmark_runners import registry
-from benchmark_runners.records import MODES, PRECISIONS
+from benchmark_runners.records import MAX_ASKED_BATCH_SIZE, MODES, PRECISIONS
 from models.catalog import FAMILIES
 
 # Enums from the registry and the records: a registered backend's kinds appear here by themselves.
@@ -25,7 +25,7 @@ MAX_KINDS = len(registry.kind_names())
 DEVICE_PATTERN = rf"^(?:{'|'.join(registry.kind_names())})(?::[A-Za-z0-9_.-]{{1,64}})?$"
 Hardware = Annotated[str, StringConstraints(pattern=DEVICE_PATTERN)]
 TaskType = Literal["classification", "generation", "embedding", "speech_recognition", "fine_tuning", "training"]
-MAX_BATCH_SIZE = 4096
+MAX_BATCH_SIZE = MAX_ASKED_BATCH_SIZE
 MAX_SEQUENCE_LENGTH = 32768
 MAX_BATCH_MODELS = 50  # models per /hardware/batch request
 MAX_NEW_TOKENS = 32768  # benchmark_runners.generation.MAX_NEW_TOKENS
@@ -44,7 +44,9 @@ GpuCount = Annotated[int, BeforeValidator(_gpu_count), Field(ge=1, le=1024)]
 
 
 class Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    """A request body: unknown fields, values of another JSON type ("4", 4.0 or true for a batch
+    size of 4) and non-finite numbers are refused (422), never coerced into something asked."""
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), strict=True, allow_inf_nan=False)
 
 
 class Response(BaseModel):
@@ -146,8 +148,8 @@ class MapResponse(Response):
 class PredictRequest(Request):
     model_name: str = Field(min_length=1, max_length=512)
     model_family: Optional[Family] = None
-    hardware: list[Hardware] | Hardware = Field("cpu", description="kinds or torch device strings (cuda:0); "
-                                                     "predictions are keyed as asked")
+    hardware: Annotated[list[Hardware], Field(min_length=1, max_length=MAX_KINDS)] | Hardware = Field(
+        "cpu", description="kinds or torch device strings (cuda:0); predictions are keyed as asked")
     batch_size: int = BatchSize
     sequence_length: Optional[int] = SequenceLength
     mode: Mode = "inference"

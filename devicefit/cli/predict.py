@@ -37,7 +37,7 @@ def predict(
     detect_hardware_first: bool = typer.Option(False, "--detect-hardware", help="Print this host's detected hardware first "
                                                                                  "(alone, without --model)."),
     distributed: bool = typer.Option(False, "--distributed", help="With --mode training: also plan training across --gpu-count GPUs."),
-    gpu_count: int = typer.Option(1, "--gpu-count", min=1, help="GPUs for --distributed."),
+    gpu_count: int = typer.Option(1, "--gpu-count", min=1, max=1024, help="GPUs for --distributed (1 to 1024, as the API)."),
     debug: bool = DEBUG,
     as_json: bool = typer.Option(False, "--json", help="Print the response as JSON."),
 ) -> None:

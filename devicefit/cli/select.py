@@ -81,7 +81,7 @@ def select_command(
     max_ttft_ms: Optional[float] = typer.Option(None, "--max-ttft-ms", help="Generation scenario: exclude hardware whose predicted time "
                                                 "to first token exceeds this."),
     distributed: bool = typer.Option(False, "--distributed", help="Training across --gpu-count GPUs (memory per GPU from the distributed plan)."),
-    gpu_count: int = typer.Option(1, "--gpu-count", help="GPUs for --distributed."),
+    gpu_count: int = typer.Option(1, "--gpu-count", min=1, max=1024, help="GPUs for --distributed (1 to 1024, as the API)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Selection config JSON (spec 002) over the shipped defaults."),
     benchmark_dir: Optional[Path] = BENCHMARK_DIR,
     debug: bool = DEBUG,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 from datetime import datetime, timezone
@@ -69,12 +70,46 @@ def _warn_once(directory: Path, exc: OSError) -> None:
                 directory, type(exc).__name__, exc.strerror or exc)
 
 
+_TEXT = ("recorded_at", "model", "device_kind", "backend", "precision", "mode")  # NOT NULL in the predictions table
+_INT32 = 2**31 - 1
+
+
+def served_row_problem(row: Any) -> str | None:
+    """Why the predictions table cannot hold this line (None: it can). A line the store cannot
+    hold (a batch of 1e11 asked before the CLI had a bound, a hand-edited file) would otherwise
+    fail the whole file's load on every later run."""
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    missing = [k for k in _TEXT if not isinstance(row.get(k), str) or not row[k]]
+    if missing:
+        return f"no text for {', '.join(missing)}"
+    try:
+        datetime.fromisoformat(row["recorded_at"])
+    except ValueError:
+        return f"recorded_at {row['recorded_at'][:40]!r} is not an ISO 8601 time"
+    for key, required in (("batch_size", True), ("seq_length", False)):
+        value = row.get(key)
+        if (value is not None or required) and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= _INT32):
+            return f"{key} {value!r} is not an integer from 1 to {_INT32:,}"
+    for key in ("latency_ms", "throughput", "memory_bytes"):
+        value = row.get(key)
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)):
+            return f"{key} {value!r} is not a finite number"
+    return None
+
+
 def read_served(path: Path) -> list[dict[str, Any]]:
-    """Complete lines only: a line cut short by a crash is not a prediction."""
+    """Complete lines only: a line cut short by a crash is not a prediction, and a line the store
+    cannot hold is left out with a warning naming the file, the line and why."""
     rows = []
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(path.read_text().splitlines(), 1):
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
             continue
+        problem = served_row_problem(row)
+        if problem:
+            log.warning("%s line %d is not a prediction the store can keep (%s): left out", path, number, problem)
+            continue
+        rows.append(row)
     return rows

@@ -161,11 +161,16 @@ def sets_from_document(path: Path) -> list[SampleSet]:
     """A results document (landing file, `benchmark --json`) or a CI report from --output-ci."""
     try:
         document = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BaselineError(f"baseline {path} is unreadable: {exc}") from None
+    except (OSError, json.JSONDecodeError, RecursionError) as exc:
+        raise BaselineError(f"baseline {path} is unreadable: {type(exc).__name__}: {str(exc)[:200]}") from None
     if isinstance(document, dict) and document.get("format") == CI_FORMAT:
-        return [SampleSet(ConfigIdentity(**c["identity"]), c.get("current_samples_ms") or [], c["current_p50_ms"], c.get("current_run"))
-                for c in document["comparisons"] if c.get("current_p50_ms") is not None]
+        try:
+            return [SampleSet(ConfigIdentity(**c["identity"]), [float(x) for x in c.get("current_samples_ms") or []],
+                              float(c["current_p50_ms"]), c.get("current_run"))
+                    for c in document["comparisons"] if c.get("current_p50_ms") is not None]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise BaselineError(f"baseline {path} is a {CI_FORMAT} report whose 'comparisons' are not as --output-ci writes them "
+                                f"({type(exc).__name__}: {str(exc)[:200]})") from None
     results = document.get("results") if isinstance(document, dict) else document
     if not isinstance(results, list):
         raise BaselineError(f"baseline {path} is neither a results document (a 'results' list) nor a {CI_FORMAT} report")
@@ -187,8 +192,8 @@ def sets_from_results(results: list[dict[str, Any]], origin: str = "results") ->
                                                 int(r["batch_size"]), _dims_text(dims), r.get("device_profile") or None),
                                  [float(x) for x in r.get("samples_ms") or []], float(r["p50_ms"]), r.get("run_id"),
                                  r.get("hardware_fingerprint"), r.get("contended"), r.get("other_cpu_share")))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BaselineError(f"{origin}: a result lacks {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise BaselineError(f"{origin}: a result lacks or mistypes {exc}") from None
     return out
 
 
@@ -334,6 +339,8 @@ def compare(current: list[SampleSet], baseline: dict[tuple[ConfigIdentity, str |
             alpha: float = DEFAULT_ALPHA) -> list[Comparison]:
     if not 0 < threshold < 10:
         raise ValueError(f"the regression threshold is a relative change such as 0.1 (10%), got {threshold}")
+    if not 0 < alpha < 1:  # NaN too: a test at level NaN (or 5) calls nothing significant, or everything
+        raise ValueError(f"the significance level alpha must be between 0 and 1 exclusive, such as 0.01, got {alpha}")
     out, matched = [], set()
     for cur in sorted(current, key=lambda s: s.identity.label()):
         base = _match(cur, baseline)

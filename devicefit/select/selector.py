@@ -72,13 +72,23 @@ def device_memory_bytes(kind: str, inventory: dict[str, Any], spec) -> tuple[flo
     if devices and devices[0].get("memory_total_bytes"):
         where = f"registered device {devices[0]['device_id']}" if devices[0].get("device_id") else "here"
         return float(devices[0]["memory_total_bytes"]), f"{devices[0].get('name', kind)} {where}"
-    host = registry.kind(kind).shares_device_of if kind in registry.kind_names() else None
+    registered = registry.kind(kind) if kind in registry.kind_names() else None
+    host = registered.shares_device_of if registered else None
+    if registered and not host and registered.software_runs_on and devices and devices[0].get("software"):
+        host = registered.software_runs_on  # WebGPU on SwiftShader: a software adapter, in the host's RAM
     if host and host != kind:  # OpenVINO's CPU plugin holds its model in the CPU's RAM: the CPU's memory bounds it
         memory, source = device_memory_bytes(host, inventory, None)
         if memory is not None:
             return memory, f"{source} (the {host} {kind} runs on)"
     if spec is not None and spec.memory_gb:
         return spec.memory_gb * 1e9, f"{spec.name} ({spec.source})"
+    if kind != "cpu":
+        # Nothing says what this kind's device holds (a browser's WebGPU or WebNN adapter): the
+        # model reaches it through the host's memory, so that bounds it from above. Unbounded, a
+        # 70B model was recommended for the browser.
+        memory, source = device_memory_bytes("cpu", inventory, None)
+        if memory is not None:
+            return memory, f"{source} (an upper bound: {kind}'s own memory is unknown, and its model loads through the host's)"
     return None, "no memory figure"
 
 

@@ -105,7 +105,9 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
                          git.get("commit"), git.get("dirty"), json.dumps(env.get("versions")), len(rows)])
         con.execute(f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
                         WHERE source_key = ? AND status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""", [source_key])
-        superseded = _drop_superseded(con, source_key, document.get("supersedes") or [], kept)
+        # Only a partition's document replaces older partitions: an ingested file naming one in
+        # `supersedes` would delete rows measured here that nobody replaced.
+        superseded = _drop_superseded(con, source_key, document.get("supersedes") or [], kept) if origin == "partition" else ()
         _upsert_hardware(con, document.get("hardware") or {}, now)
         register_measured(con, kept, document, host, now)
         _upsert_models(con, kept, now)

@@ -125,10 +125,26 @@ def test_analysis_model_example(server):
     ("/hardware/select", {"model_name": "x" * 300}, None, 404, "Unknown model"),
     ("/benchmarks?batch_size=0", None, None, 422, "batch_size"),
     ("/benchmarks?hardware=tpu", None, None, 422, "hardware"),
+    # another JSON type is refused, never coerced into a value that was not asked (true was a batch of 1)
+    ("/hardware/select", {"model_name": "gpt2", "batch_size": "4"}, None, 422, "batch_size"),
+    ("/hardware/select", {"model_name": "gpt2", "batch_size": True}, None, 422, "batch_size"),
+    ("/hardware/select", {"model_name": "gpt2", "batch_size": 4.0}, None, 422, "batch_size"),
+    ("/training/distributed", {"model_name": "gpt2", "gpu_count": True}, None, 422, "gpu_count"),
+    ("/performance/predict", {"model_name": "gpt2", "hardware": []}, None, 422, "hardware"),
+    ("/hardware/select", None, b'{"model_name": "gpt2", "max_latency_ms": Infinity}', 422, "max_latency_ms"),
 ])
 def test_errors_are_json_with_the_right_status(server, path, body, raw, status, message):
     code, r = call(server, path, body, raw)
     assert code == status and r["status"] == "error" and message in r["message"], r
+
+
+def test_benchmarks_take_a_torch_device_string_for_its_kind(server):
+    """As every other endpoint does: `cuda:0` (what the client's get_optimal_device returns) asks
+    for the kind's rows."""
+    code, by_kind = call(server, "/benchmarks?hardware=cpu")
+    code_device, by_device = call(server, "/benchmarks?hardware=cpu:0")
+    assert code == code_device == 200 and by_kind["total"] > 0
+    assert by_device["results"] == by_kind["results"]
 
 
 def test_a_chunked_body_without_length_is_cut_off_at_the_limit(server):

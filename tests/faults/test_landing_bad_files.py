@@ -139,6 +139,11 @@ def test_a_partition_rerun_and_a_reload_keep_one_row_per_natural_key(tmp_path):
     (("report", "forward", "memory", "max_ram"), "2 GB", r"report\.forward\.memory\.max_ram"),
     (("config", "environment", "gpu"), "NVIDIA H100", r"config\.environment\.gpu"),
     (("config", "backend", "model"), 7, r"config\.backend\.model"),
+    # finite, but past what a column holds once converted (int(inf) and a sum of infinities crashed)
+    (("report", "forward", "memory", "max_ram"), 1e308, r"report\.forward\.memory\.max_ram"),
+    (("config", "environment", "cpu_ram_mb"), 1e308, r"config\.environment\.cpu_ram_mb"),
+    (("config", "environment", "gpu_vram_mb"), [1e308], r"config\.environment\.gpu_vram_mb"),
+    (("report", "forward", "latency", "values"), [1e308] * 6, r"report\.forward\.latency\.values\[0\]"),
 ])
 def test_wrong_typed_optimum_fields_are_refused_by_name(tmp_path, where, value, named):
     config, report = optimum_documents()

@@ -125,6 +125,21 @@ def test_a_document_cannot_supersede_rows_of_another_device_or_model(tmp_path):
     assert loaded.superseded == () and len(held) == 4
 
 
+def test_an_ingested_document_cannot_supersede_a_partition(tmp_path):
+    """Only a partition's own document replaces an older partition: an ingested file naming the
+    local partition in `supersedes` (same device, same model) left the store without the rows
+    measured here until the next load."""
+    database = tmp_path / "devicefit.duckdb"
+    config = BenchmarkConfig(model="bert-tiny")
+    _load(database, "partition:cpu|bert-tiny", [replace(_row(config, 5.0), run_id="here")])
+    with store.opened(database) as con:
+        document = {**results_document("r", [replace(_row(config, 5.1), run_id="copied")], HARDWARE),
+                    "supersedes": ["partition:cpu|bert-tiny"]}
+        loaded = store.replace_source(con, "ingest:abc", "ingest", document)
+        held = dict(con.execute("SELECT source_key, count(*) FROM measurements GROUP BY ALL").fetchall())
+    assert loaded.superseded == () and held == {"partition:cpu|bert-tiny": 1, "ingest:abc": 1}
+
+
 @pytest.mark.parametrize("supersedes", ["partition:cpu|x", ["ingest:abc"], [1], ["partition:a"] * 5])
 def test_a_malformed_supersedes_is_refused_by_name(supersedes, tmp_path):
     document = {**results_document("r", [_row(BenchmarkConfig(model="bert-tiny"), 5.0)], HARDWARE), "supersedes": supersedes}

@@ -282,3 +282,21 @@ def test_the_selection_map_answers_text_generation_in_the_generation_scenario(se
     assert small["scenario"] == "generation" and m["model_families"]["text_generation"]["inference"]["batch_sizes"]["1"]["scenario"] == "generation"
     assert m["model_families"]["text_generation"]["model_sizes"]["small"]["training"]["scenario"] == "training"
     assert m["model_families"]["embedding"]["model_sizes"]["small"]["inference"]["scenario"] == "inference"
+
+
+def test_a_kind_without_a_memory_figure_is_bounded_by_the_hosts():
+    """WebGPU had no memory figure, so nothing excluded it: a 70B model (277 GB) was recommended
+    for the browser on a 25 GB machine. A software adapter (SwiftShader) holds its model in the
+    host's RAM; a real adapter's own memory is unknown, but its model loads through the host's,
+    which bounds it from above, labelled so."""
+    from devicefit.select.selector import device_memory_bytes
+
+    cpu = {"name": "EPYC", "memory_total_bytes": 25e9}
+    software = {"platforms": {"cpu": {"devices": [cpu]}, "webgpu": {"devices": [{"name": "SwiftShader", "software": True}]}}}
+    memory, source = device_memory_bytes("webgpu", software, None)
+    assert memory == 25e9 and "the cpu webgpu runs on" in source
+    real = {"platforms": {"cpu": {"devices": [cpu]}, "webgpu": {"devices": [{"name": "NVIDIA", "software": False}]}}}
+    memory, source = device_memory_bytes("webgpu", real, None)
+    assert memory == 25e9 and "an upper bound: webgpu's own memory is unknown" in source
+    assert device_memory_bytes("webnn", {"platforms": {}}, None) == (None, "no memory figure")  # no host figure either
+    assert device_memory_bytes("cpu", {"platforms": {"cpu": {"devices": [{"name": "x"}]}}}, None) == (None, "no memory figure")

@@ -1,0 +1,88 @@
+"""Numbers and documents no user meant: NaN, infinities, values beyond a column's type, and
+baselines whose shape is wrong. Each is refused with the problem named, before anything runs or
+is stored (found by a fault hunt, 2026-11-27)."""
+import json
+import math
+
+import pytest
+
+from benchmark_runners.harness import TimingPolicy
+from benchmark_runners.records import BenchmarkConfig
+from devicefit.reports import regression
+
+
+@pytest.mark.parametrize("field", ["max_time_s", "warmup_max_time_s", "cap_overrun", "ci_target"])
+def test_a_nan_timing_cap_is_refused_not_a_cap_that_never_stops(field):
+    with pytest.raises(ValueError, match=f"{field} must be a number, got nan|ci_target must be in"):
+        TimingPolicy(**{field: math.nan})
+    assert TimingPolicy(max_time_s=math.inf).max_time_s == math.inf  # no cap: max_iterations and the CI stop it
+
+
+@pytest.mark.parametrize("timeout", [math.nan, math.inf, 1e300, 0.0, -1.0])
+def test_a_timeout_that_no_clock_can_hold_is_refused(timeout):
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds up to 604,800"):
+        BenchmarkConfig("bert-tiny", timeout_s=timeout)
+
+
+@pytest.mark.parametrize("alpha", [math.nan, 5.0, -1.0, 0.0, 1.0])
+def test_a_significance_level_outside_zero_to_one_is_refused(alpha):
+    """At alpha NaN every p-value comparison is false: a 1e308-fold slowdown came out 'unchanged'."""
+    with pytest.raises(ValueError, match="alpha must be between 0 and 1"):
+        regression.compare([], [], 0.1, alpha)
+
+
+@pytest.mark.parametrize("document", [
+    {"format": regression.CI_FORMAT, "comparisons": [{"current_p50_ms": 1.0}]},
+    {"format": regression.CI_FORMAT, "comparisons": 5},
+    {"format": regression.CI_FORMAT, "comparisons": [{"current_p50_ms": 1.0, "identity": {"evil": 1}}]},
+    {"format": regression.CI_FORMAT, "comparisons": ["x"]},
+    {"results": [{"status": "ok", "model": "m", "device": 5, "precision": "fp32", "mode": "inference", "batch_size": 1, "p50_ms": 1}]},
+])
+def test_a_malformed_baseline_is_named_not_a_traceback(tmp_path, document):
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(regression.BaselineError, match=str(path)):
+        regression.sets_from_document(path)
+
+
+def test_a_baseline_nested_past_the_parser_is_unreadable_not_a_crash(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000)
+    with pytest.raises(regression.BaselineError, match="is unreadable"):
+        regression.sets_from_document(path)
+
+
+def test_a_served_line_the_store_cannot_hold_is_left_out_not_the_whole_days_file(tmp_path, caplog):
+    """A batch of 1e11 asked before the CLI had a bound was appended to the day's file; loading
+    it failed the whole file (INT32 column) on every later run. Now that line is left out with a
+    warning and the day's other predictions load."""
+    from devicefit import store
+    from devicefit.predict.served import read_served
+
+    good = {"recorded_at": "2026-11-27T05:00:00.000+00:00", "predictor_version": "v", "origin": "cli", "model": "bert-tiny",
+            "device_kind": "cpu", "device": "cpu@h", "backend": "torch", "precision": "fp32", "mode": "inference",
+            "batch_size": 1, "seq_length": 128, "latency_ms": 3.0, "throughput": None, "memory_bytes": None, "source": "trained_predictor"}
+    bad = [{**good, "batch_size": 99_999_999_999}, {**good, "latency_ms": "fast"}, {**good, "seq_length": 0},
+           {**good, "model": None}, {**good, "recorded_at": "yesterday"}, [1, 2]]
+    path = tmp_path / "served-2026-11-27.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [good, *bad, {**good, "batch_size": 4}]) + "\n" + '{"cut short')
+    rows = read_served(path)
+    assert [r["batch_size"] for r in rows] == [1, 4]
+    assert sum("left out" in m for m in caplog.messages) == len(bad)
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    store.replace_served_predictions(con, path.name, rows)
+    assert con.execute("SELECT count(*) FROM predictions").fetchone()[0] == 2
+
+
+def test_the_cli_bounds_an_asked_batch_as_the_api_does():
+    from typer.testing import CliRunner
+
+    from devicefit.api import schemas
+    from devicefit.cli import app
+
+    assert schemas.MAX_BATCH_SIZE == 4096
+    for args in (["predict", "--model", "bert-tiny", "--batch-size", "99999999999"],
+                 ["select", "--model", "bert-tiny", "--distributed", "--gpu-count", "-2"]):
+        out = CliRunner().invoke(app, args)
+        assert out.exit_code == 2 and "Invalid value for" in out.output, out.output
