@@ -60,7 +60,7 @@ genai-export: $(OVX)/.installed-stamp
 
 # Detect this machine, then materialize the quick profile through Dagster and print a summary.
 run: $(STAMP) install-browser genai-export
-	$(VENV)/bin/devicefit detect
+	$(VENV)/bin/devicefit detect --refresh
 	$(VENV)/bin/devicefit run --profile quick
 
 # The Dagster UI on this machine only, with the workspace (runs, lineage, schedule, checks).
