@@ -60,7 +60,7 @@ MODEL = typer.Option(..., "--model", "-m", help="Catalog name, a registered mode
 AS_JSON = typer.Option(False, "--json", help="Print as JSON.")
 MODE = typer.Option("inference", "--mode", help=f"{' or '.join(MODES)}.")
 PRECISION = typer.Option("fp32", "--precision", help=f"{', '.join(PRECISIONS)}.")
-BATCH_SIZE = typer.Option(1, "--batch-size", min=1, max=MAX_ASKED_BATCH_SIZE, help="Samples per batch (as the API: 1 to 4096).")
+BATCH_SIZE = typer.Option(1, "--batch-size", help=f"Samples per batch (1 to {MAX_ASKED_BATCH_SIZE}, as the API).")
 DEBUG = typer.Option(False, "--debug", help="Debug logging of devicefit's own modules on stderr (the guides' --debug).")
 
 

@@ -52,13 +52,13 @@ def predict(
         if not model and not generate_matrix:
             return
     from benchmark_runners import registry
-    from benchmark_runners.records import MODES, PRECISIONS
+    from benchmark_runners.records import MAX_ASKED_BATCH_SIZE, MODES, PRECISIONS
     from devicefit.predict.api import HardwareModelPredictor, PredictorUnavailable
     from devicefit.results_io import write_json_atomic
     from models.catalog import UnknownModelError
 
-    if batch_size < 1:
-        fail(f"--batch-size must be a positive integer, got {batch_size}")
+    if not 1 <= batch_size <= MAX_ASKED_BATCH_SIZE:
+        fail(f"--batch-size must be a positive integer up to {MAX_ASKED_BATCH_SIZE} (the API's bound), got {batch_size}")
     if mode not in MODES:
         fail(f"--mode must be one of {', '.join(MODES)}, got '{mode}'")
     if precision not in PRECISIONS:

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from benchmark_runners import registry
+from benchmark_runners.records import MAX_ASKED_BATCH_SIZE
 from devicefit import store
 from devicefit.predict import served
 from devicefit.predict.api import MB
@@ -87,8 +88,8 @@ def select_devices(selector: HardwareSelector, model_name: str, device_ids: list
                    max_latency_ms: float | None = None) -> dict[str, Any]:
     """The /hardware/select answer over registered devices: every device with its measured and
     predicted figures, each labelled, the fastest feasible one chosen."""
-    if batch_size < 1:
-        raise SelectionError(f"batch_size must be a positive integer, got {batch_size}")
+    if not 1 <= batch_size <= MAX_ASKED_BATCH_SIZE:
+        raise SelectionError(f"batch_size must be a positive integer up to {MAX_ASKED_BATCH_SIZE}, got {batch_size}")
     spec = resolve_model(model_name)
     family = classify_spec(spec).family or "unknown"
     devices = registered_devices(selector, device_ids)

@@ -17,6 +17,7 @@ from typing import Any
 
 from benchmark_runners import registry
 from benchmark_runners.generation import request_shape
+from benchmark_runners.records import MAX_ASKED_BATCH_SIZE
 from devicefit.errors import DevicefitError
 from devicefit.predict.api import HardwareModelPredictor
 from devicefit.select.config import SelectionConfig, load_config
@@ -164,8 +165,8 @@ class HardwareSelector:
         `sequence_length` is the prompt (the context), `new_tokens` the tokens generated, and
         `max_tpot_ms` / `max_ttft_ms` bound the time per output token and to the first token
         (`max_latency_ms` then bounds the whole request)."""
-        if batch_size < 1:
-            raise SelectionError(f"batch_size must be a positive integer, got {batch_size}")
+        if not 1 <= batch_size <= MAX_ASKED_BATCH_SIZE:
+            raise SelectionError(f"batch_size must be a positive integer up to {MAX_ASKED_BATCH_SIZE}, got {batch_size}")
         if task_type is not None:
             if task_type not in TASK_MODES:
                 raise SelectionError(f"unknown task_type '{task_type}'; known: {', '.join(TASK_MODES)}")

@@ -82,7 +82,8 @@ def test_the_cli_bounds_an_asked_batch_as_the_api_does():
     from devicefit.cli import app
 
     assert schemas.MAX_BATCH_SIZE == 4096
-    for args in (["predict", "--model", "bert-tiny", "--batch-size", "99999999999"],
-                 ["select", "--model", "bert-tiny", "--distributed", "--gpu-count", "-2"]):
+    for args, message in ((["predict", "--model", "bert-tiny", "--batch-size", "99999999999"], "up to 4096"),
+                          (["select", "--model", "bert-tiny", "--batch-size", "5000"], "up to 4096"),
+                          (["select", "--model", "bert-tiny", "--distributed", "--gpu-count", "-2"], "Invalid value for")):
         out = CliRunner().invoke(app, args)
-        assert out.exit_code == 2 and "Invalid value for" in out.output, out.output
+        assert out.exit_code == 2 and message in out.output, out.output
