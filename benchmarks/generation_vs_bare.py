@@ -70,7 +70,6 @@ def call_path(model_name: str, batch_size: int, prompt: int | None, new: int, pa
     backend's own timed step (its GenerationConfig, the token timer as a logits processor),
     alternated ABBA. What differs between processes (start, allocator, neighbours) cannot show
     here, so a gap is the call path's own cost."""
-
     from benchmark_runners import registry
     from benchmark_runners.records import BenchmarkConfig
     from benchmark_runners.timers import HostClock

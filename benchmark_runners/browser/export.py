@@ -3,10 +3,11 @@ measures (the same seeded weights: models.loading.build), with torch's fp32 outp
 
 The export is torch.onnx.export's TorchScript exporter through the wrapper the OpenVINO backend
 traces too (backends.traced_wrapper: inputs by name, no key/value cache, the first output),
-opset 17, the batch axis dynamic so one file serves every batch size of a config's shape. int8 is onnxruntime's dynamic quantization of
-that file (weights int8 per channel, activations quantized at run time) and fp16 its float16
-conversion (weights and arithmetic in fp16, inputs and output kept fp32), where the Python package
-onnxruntime is installed. Files are cached under <data>/cache/onnx by everything that shapes them.
+opset 17, the batch axis dynamic so one file serves every batch size of a config's shape. int8
+is onnxruntime's dynamic quantization of that file (weights int8 per channel, activations
+quantized at run time) and fp16 its float16 conversion (weights and arithmetic in fp16, inputs
+and output kept fp32), where the Python package onnxruntime is installed. Files are cached under
+<data>/cache/onnx by everything that shapes them.
 """
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from devicefit.landing_schema import INT32_MAX
 from devicefit.paths import DataPaths
 from devicefit.predict.predictor import PerformancePredictor, Prediction, Request
 
@@ -71,7 +72,6 @@ def _warn_once(directory: Path, exc: OSError) -> None:
 
 
 _TEXT = ("recorded_at", "model", "device_kind", "backend", "precision", "mode")  # NOT NULL in the predictions table
-_INT32 = 2**31 - 1
 
 
 def served_row_problem(row: Any) -> str | None:
@@ -89,8 +89,8 @@ def served_row_problem(row: Any) -> str | None:
         return f"recorded_at {row['recorded_at'][:40]!r} is not an ISO 8601 time"
     for key, required in (("batch_size", True), ("seq_length", False)):
         value = row.get(key)
-        if (value is not None or required) and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= _INT32):
-            return f"{key} {value!r} is not an integer from 1 to {_INT32:,}"
+        if (value is not None or required) and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= INT32_MAX):
+            return f"{key} {value!r} is not an integer from 1 to {INT32_MAX:,}"
     for key in ("latency_ms", "throughput", "memory_bytes"):
         value = row.get(key)
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)):
