@@ -10,6 +10,7 @@ from assets.partitions import measurement_partitions
 from assets.resources import DevicefitData
 from benchmark_runners.code_version import measurement_code_version
 from benchmark_runners.hardware import detect_hardware
+from benchmark_runners.hardware.inventory import PROBE_MAX_AGE_S
 from devicefit.pipeline import measure_partition, results_markdown
 from devicefit.profiles import Selection
 
@@ -23,6 +24,8 @@ class SweepConfig(dg.Config):
     training_mode: bool | None = Field(default=None, description="true: also train; false: inference only; null: profile")
     generation_mode: bool | None = Field(default=None, description="true: also the generation scenario for every model that "
                                                                    "generates; false: none; null: profile")
+    probe_max_age_hours: float = Field(default=PROBE_MAX_AGE_S / 3600, gt=0, allow_inf_nan=False,
+                                       description="re-probe the device first when its cached probe is older than this")
 
     def selection(self) -> Selection:
         return Selection(profile=self.profile, batch_sizes=tuple(self.batch_sizes), precisions=tuple(self.precisions),
@@ -40,7 +43,8 @@ class SweepConfig(dg.Config):
     code_version=measurement_code_version(),  # the harness, backends, worker and model building
 )
 def measurements(context: dg.AssetExecutionContext, config: SweepConfig, devicefit_data: DevicefitData) -> dg.MaterializeResult:
-    outcome = measure_partition(context.partition_key, config.selection(), detect_hardware(), devicefit_data.paths(),
+    hardware = detect_hardware(max_probe_age_s=config.probe_max_age_hours * 3600)
+    outcome = measure_partition(context.partition_key, config.selection(), hardware, devicefit_data.paths(),
                                 on_wait=context.log.warning)  # another process measures on this device
     counts = outcome.status_counts()
     for r in outcome.results:
@@ -56,6 +60,7 @@ def measurements(context: dg.AssetExecutionContext, config: SweepConfig, devicef
         "failed": counts.get("failed", 0),
         "contended": sum(bool(r.contended) for r in outcome.results),
         "duration_s": round(outcome.seconds, 1),
+        "probe_detected_at": hardware.detected_at,  # the probe every row of this partition is scored against
         "landing_file": dg.MetadataValue.path(outcome.landing_path),
         "results": dg.MetadataValue.md(results_markdown(outcome.results)),
     })

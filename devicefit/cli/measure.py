@@ -15,7 +15,8 @@ PANEL = "Measure"
 
 
 @app.command(rich_help_panel=PANEL, help=f"Detect hardware platforms ({', '.join(registry.kind_names())}) and probe each "
-             "measurable device's matmul GFLOP/s and memory bandwidth. Cached in data/hardware.json.")
+             "measurable device's matmul GFLOP/s and memory bandwidth. Cached in data/hardware.json until a reboot; "
+             "a probe older than 12 h is taken again.")
 def detect(
     as_json: bool = typer.Option(False, "--json", help="Print the inventory as JSON."),
     refresh: bool = typer.Option(False, "--refresh", help="Re-detect and re-probe instead of reading the cache."),
@@ -26,13 +27,16 @@ def detect(
 def print_detection(as_json: bool = False, refresh: bool = False) -> None:
     """`devicefit detect`'s output (also `predict --detect-hardware`)."""
     from benchmark_runners.hardware import detect_hardware
+    from benchmark_runners.hardware.inventory import probe_age_s
     from benchmark_runners.hardware.probe import HALF_PRECISIONS
 
     inv = detect_hardware(refresh=refresh)
     if as_json:
         print(json.dumps(inv.to_json(), indent=2))
         return
-    table = Table(title=f"Hardware ({'cached ' if inv.from_cache else ''}detected {inv.detected_at})")
+    age = probe_age_s(inv)
+    ago = f", {age / 3600:.1f} h ago" if inv.from_cache and age is not None else ""
+    table = Table(title=f"Hardware ({'cached ' if inv.from_cache else ''}detected {inv.detected_at}{ago})")
     for col in ("kind", "available", "measured by", "devices", "details / reason"):
         table.add_column(col)
     for kind, info in inv.platforms.items():

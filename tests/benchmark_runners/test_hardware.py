@@ -1,4 +1,5 @@
 import json
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -80,6 +81,48 @@ def test_inventory_is_cached_until_refresh(tmp_path):
     third = detect_hardware(refresh=True, cache_path=path)
     assert not third.from_cache
     assert third.fingerprint("cpu") == first.fingerprint("cpu")
+
+
+def test_a_probe_older_than_its_maximum_age_is_taken_again(tmp_path, monkeypatch):
+    """A cached probe lived until the next reboot, so a nightly sweep scored rows against the
+    boot-time probe for as long as the host stayed up; one older than the maximum age is taken
+    again wherever probe figures are asked for, and kept as the new cache."""
+    from benchmark_runners.hardware import inventory as module
+
+    probed = []
+
+    class Probe:  # the probe's own figures are tested above; here only whether it runs
+        def __init__(self, device):
+            probed.append(device)
+
+        def to_json(self):
+            return {"device": "cpu", "matmul_gflops_best": 100.0 + len(probed), "contended": False}
+
+    monkeypatch.setattr(module, "probe_device", Probe)
+    path = tmp_path / "hardware.json"
+    detect_hardware(refresh=True, cache_path=path)
+    assert probed == ["cpu"]
+
+    def stamp(value):
+        data = json.loads(path.read_text())
+        data["detected_at"] = value
+        path.write_text(json.dumps(data))
+
+    now = datetime.now(timezone.utc)
+    stamp((now - timedelta(hours=11)).isoformat())
+    assert detect_hardware(cache_path=path).from_cache and probed == ["cpu"]  # younger than 12 h: kept
+    stamp((now - timedelta(hours=13)).isoformat())
+    assert detect_hardware(cache_path=path, probe=False).from_cache  # a question of which devices exist: any age
+    assert detect_hardware(cache_path=path, max_probe_age_s=None).from_cache
+    assert detect_hardware(cache_path=path, max_probe_age_s=24 * 3600).from_cache and probed == ["cpu"]
+    again = detect_hardware(cache_path=path)
+    assert not again.from_cache and probed == ["cpu", "cpu"]
+    assert json.loads(path.read_text())["probes"]["cpu"]["matmul_gflops_best"] == 102.0  # the new probe is the cache
+    assert module.probe_age_s(detect_hardware(cache_path=path)) < 60
+    for unreadable in ("", "yesterday", (now + timedelta(hours=1)).isoformat()):  # no stamp, garbled, from the future
+        stamp(unreadable)
+        assert not detect_hardware(cache_path=path).from_cache, unreadable
+    assert len(probed) == 5
 
 
 def test_corrupt_cache_is_re_detected(tmp_path):

@@ -147,6 +147,10 @@ def test_typed_run_config_refuses_an_unknown_profile():
     assert SweepConfig(profile="full").profile == "full"
     with pytest.raises(ValidationError, match="quick"):
         SweepConfig(profile="fastest")
+    assert SweepConfig().probe_max_age_hours == 12  # the nightly schedule's runs re-probe once a night
+    for age in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValidationError, match="probe_max_age_hours"):
+            SweepConfig(probe_max_age_hours=age)
 
 
 def test_the_timing_checks_are_blocking():
