@@ -18,6 +18,7 @@ from typing import Any
 
 # A denormal-dominated output: more than this share of its non-zero elements are denormal.
 MAX_DENORMAL_SHARE = 0.01
+_CHUNK = 1 << 16  # 64K values: a chunk, its magnitudes and its mask stay in a core's L2
 
 
 @dataclass(frozen=True)
@@ -57,28 +58,55 @@ def smallest_normal(dtype: str) -> float:
         return float(np.finfo(np.float32).tiny)
 
 
+def _scan(values, tiny: float) -> tuple[int, float, int, int]:
+    """(non-finite count, largest finite magnitude, non-zero finite count, denormal count) of a
+    flat array, a cache-sized chunk at a time into reused buffers. Why chunks: a causal LM's
+    logits at batch 4 x 512 tokens are 103M values, and whole-array temporaries (the magnitudes,
+    three masks) cost 1.7 s per fresh worker in page faults alone; gpt2's OpenVINO partition
+    spent 8.8 of its 45 s in this check (py-spy, the Zen 4 EPYC, 2026-11-27)."""
+    import numpy as np
+
+    n = int(values.size)
+    size = min(n, _CHUNK)
+    magnitudes = np.empty(size, dtype=values.dtype)
+    mask = np.empty(size, dtype=bool)
+    floating = values.dtype.kind == "f"
+    nonfinite, max_abs, nonzero, denormal = 0, 0.0, 0, 0
+    for start in range(0, n, _CHUNK):
+        chunk = values[start:start + _CHUNK]
+        a = np.abs(chunk, out=magnitudes[:chunk.size])
+        top = a.max()  # NaN when the chunk has one, inf when it has one
+        if not np.isfinite(top):
+            finite = np.isfinite(a)
+            nonfinite += int(chunk.size - np.count_nonzero(finite))
+            a = a[finite]
+            if not a.size:
+                continue
+            top = a.max()
+        max_abs = max(max_abs, float(top))
+        zeros_here = int(a.size - np.count_nonzero(a))
+        nonzero += a.size - zeros_here
+        if floating:  # magnitudes are >= 0 here, so below the smallest normal and non-zero is denormal
+            denormal += int(np.count_nonzero(np.less(a, tiny, out=mask[:a.size]))) - zeros_here
+    return nonfinite, max_abs, nonzero, denormal
+
+
 def check_output(output: Any) -> OutputCheck:
     """The figures of `output` (a torch tensor or an array) and, when it is not a real
     computation's, the problem in words with the figure."""
-    import numpy as np
-
     values, dtype = _as_float_array(output)  # at most one float32 copy: a causal LM's logits are large
     values = values.ravel()
     n = int(values.size)
-    finite_mask = np.isfinite(values)
-    finite = bool(finite_mask.all())
-    magnitudes = np.abs(values if finite else values[finite_mask])
-    max_abs = float(magnitudes.max()) if magnitudes.size else 0.0
-    nonzero = int(np.count_nonzero(magnitudes))
     tiny = smallest_normal(dtype)
+    nonfinite, max_abs, nonzero, denormal = _scan(values, tiny) if n else (0, 0.0, 0, 0)
+    finite = nonfinite == 0
     zero_share = 1.0 - nonzero / n if n else 1.0
-    denormal_share = float(np.count_nonzero((magnitudes > 0) & (magnitudes < tiny)) / nonzero) if nonzero else 0.0
+    denormal_share = denormal / nonzero if nonzero else 0.0
     problem = None
     if n == 0:
         problem = "the output is empty"
     elif not finite:
-        bad = int(n - np.count_nonzero(finite_mask))
-        problem = f"{bad} of {n} output values are NaN or infinite"
+        problem = f"{nonfinite} of {n} output values are NaN or infinite"
     elif max_abs == 0:
         problem = f"all {n} output values are exactly zero (the activations vanished)"
     elif denormal_share > MAX_DENORMAL_SHARE:

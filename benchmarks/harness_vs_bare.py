@@ -90,13 +90,15 @@ def main() -> int:
     failures = 0
     for batch in batch_sizes:
         rounds = []
+        worker_n = None  # the bare loop times as many iterations as the worker did (in the round before, when it goes first)
         for i in range(args.rounds):
             if i % 2 == 0:  # ABBA: the worker first in even rounds, the bare loop first in odd ones
                 w = run_worker(args.model, batch, args.max_time)
                 b = run_bare(args.model, batch, args.iterations or len(w["samples_ms"]))
             else:
-                b = run_bare(args.model, batch, args.iterations or 30)
+                b = run_bare(args.model, batch, args.iterations or worker_n or 30)
                 w = run_worker(args.model, batch, args.max_time)
+            worker_n = len(w["samples_ms"])
             r = {"worker_p50": statistics.median(w["samples_ms"]), "bare_p50": statistics.median(b["samples_ms"]),
                  "worker_cv": cv(w["samples_ms"]), "bare_cv": cv(b["samples_ms"]), "worker_n": len(w["samples_ms"]),
                  "bare_n": len(b["samples_ms"]), "threads": (w["threads"], b["threads"]), "other_cpu_share": w["other_cpu_share"]}

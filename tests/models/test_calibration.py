@@ -60,3 +60,21 @@ def test_the_output_check_fails_what_no_deployed_model_computes():
     assert check_output(torch.full((2,), 1e-10, dtype=torch.bfloat16)).problem is None
     assert "denormal" in check_output(np.full(4, 1e-6, dtype=np.float16)).problem
     assert math.isclose(smallest_normal("float16"), 6.103515625e-05)
+
+
+def test_the_output_check_counts_across_its_chunks():
+    """The check scans a chunk at a time (a causal LM's logits are 10^8 values): a NaN in the
+    last chunk, zeros and denormals spread over all of them count as in one pass."""
+    from benchmark_runners.output_check import _CHUNK
+
+    n = 3 * _CHUNK + 5
+    values = np.ones(n, dtype=np.float32)
+    values[-1] = float("nan")
+    assert check_output(values).problem == f"1 of {n} output values are NaN or infinite"
+    values[-1] = -7.5
+    values[::50] = smallest_normal("float32") / 8  # 2% denormal, in every chunk
+    values[1::10] = 0.0
+    check = check_output(values)
+    assert check.max_abs == 7.5 and math.isclose(check.zero_share, len(values[1::10]) / n)
+    assert math.isclose(check.denormal_share, len(values[::50]) / (n - len(values[1::10])))
+    assert "2% of the non-zero output values are denormal" in check.problem
