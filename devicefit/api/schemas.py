@@ -11,6 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, RootModel, S
 
 from benchmark_runners import registry
 from benchmark_runners.records import MAX_ASKED_BATCH_SIZE, MODES, PRECISIONS
+from devicefit.select.distributed import MAX_GPU_COUNT
 from models.catalog import FAMILIES
 
 # Enums from the registry and the records: a registered backend's kinds appear here by themselves.
@@ -40,7 +41,7 @@ def _gpu_count(value: Any) -> Any:
     return value
 
 
-GpuCount = Annotated[int, BeforeValidator(_gpu_count), Field(ge=1, le=1024)]
+GpuCount = Annotated[int, BeforeValidator(_gpu_count), Field(ge=1, le=MAX_GPU_COUNT)]
 
 
 class Request(BaseModel):

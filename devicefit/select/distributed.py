@@ -26,8 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmark_runners.records import MAX_ASKED_BATCH_SIZE
 from devicefit.errors import DevicefitError
 from models.catalog import ModelSpec
+
+MAX_GPU_COUNT = 1024  # a data-parallel group the planner answers for; the API's GpuCount uses it too
 
 GB = 1e9
 CUDA_CONTEXT_GB = 0.5  # CUDA context, cuBLAS/cuDNN workspaces: held on every GPU before any tensor
@@ -199,8 +202,12 @@ def plan_distributed_training(spec: ModelSpec, gpu_count: int, batch_size: int, 
 
     if gpu_count < 1:
         raise DistributedConfigError(f"gpu_count must be at least 1, got {gpu_count}")
+    if gpu_count > MAX_GPU_COUNT:
+        raise DistributedConfigError(f"gpu_count must be at most {MAX_GPU_COUNT} (the API's bound), got {gpu_count}")
     if batch_size < 1:
         raise DistributedConfigError(f"batch_size must be at least 1, got {batch_size}")
+    if batch_size > MAX_ASKED_BATCH_SIZE:
+        raise DistributedConfigError(f"batch_size must be at most {MAX_ASKED_BATCH_SIZE} per GPU (the API's bound), got {batch_size}")
     if max_memory_gb is not None and max_memory_gb <= CUDA_CONTEXT_GB:
         raise DistributedConfigError(f"max_memory_gb {max_memory_gb} leaves nothing after the {CUDA_CONTEXT_GB} GB CUDA context")
     parameters = parameter_count(spec)
