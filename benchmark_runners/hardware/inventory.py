@@ -26,7 +26,7 @@ from benchmark_runners.hardware.probe import probe_device
 from benchmark_runners.paths import hardware_cache_path
 
 CACHE_SCHEMA = 1
-# A cached probe older than this is taken again by the callers that need probe figures; 12 h
+# A cached probe older than this is taken again by the callers that measure; 12 h
 # means the nightly schedule (every 24 h) re-probes on its first partition and reuses that probe
 # for the rest of the night.
 PROBE_MAX_AGE_S = 12 * 3600.0
@@ -139,10 +139,12 @@ def probe_age_s(inventory: HardwareInventory, now: datetime | None = None) -> fl
 
 
 def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path | None = None,
-                    max_probe_age_s: float | None = PROBE_MAX_AGE_S) -> HardwareInventory:
+                    max_probe_age_s: float | None = None) -> HardwareInventory:
     """Detect (or read the cached) inventory. `refresh` re-detects and re-probes. Where `probe`
-    is asked for, a cache probed more than `max_probe_age_s` ago (None: any age) is probed again;
-    callers that only ask which devices exist (`probe=False`) take the cache at any age."""
+    is asked for, a cache probed more than `max_probe_age_s` ago is probed again: what measures
+    (the measurements asset, `devicefit benchmark`) and `devicefit detect` pass PROBE_MAX_AGE_S;
+    None (the default: predictions, the guide's classifier reading the cache it was given) takes
+    the cache at any age, as do callers that only ask which devices exist (`probe=False`)."""
     path = cache_path or hardware_cache_path()
     if not refresh:
         cached = _read_cache(path)

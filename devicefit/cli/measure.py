@@ -27,10 +27,10 @@ def detect(
 def print_detection(as_json: bool = False, refresh: bool = False) -> None:
     """`devicefit detect`'s output (also `predict --detect-hardware`)."""
     from benchmark_runners.hardware import detect_hardware
-    from benchmark_runners.hardware.inventory import probe_age_s
+    from benchmark_runners.hardware.inventory import PROBE_MAX_AGE_S, probe_age_s
     from benchmark_runners.hardware.probe import HALF_PRECISIONS
 
-    inv = detect_hardware(refresh=refresh)
+    inv = detect_hardware(refresh=refresh, max_probe_age_s=PROBE_MAX_AGE_S)
     if as_json:
         print(json.dumps(inv.to_json(), indent=2))
         return
@@ -163,10 +163,11 @@ def benchmark(
     except (OSError, ValueError):  # no lock directory, or not a device: the sweep says which
         devices_busy = []
     from benchmark_runners.hardware import detect_hardware
+    from benchmark_runners.hardware.inventory import PROBE_MAX_AGE_S
 
     # Before the early worker: a probe (the first detection after a boot) would count the
     # worker's imports as another process's CPU use, take itself again and not be cached.
-    inventory = detect_hardware()
+    inventory = detect_hardware(max_probe_age_s=PROBE_MAX_AGE_S)
     if not devices_busy and not isa:  # beside another process's measurement, its imports would disturb it
         start_worker_early(model_names[0])  # its imports run while the models are resolved and checked
 
