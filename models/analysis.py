@@ -6,10 +6,11 @@ follow the real graph (attention, convolutions, heads) rather than a 2*params ru
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from models.catalog import ModelSpec
+from models.derived_cache import disk_cached, integer
 from models.inputs import InputSignature, input_signature
 from models.loading import meta_model
 
@@ -49,31 +50,43 @@ def _spec_key(spec: ModelSpec) -> tuple:
 _breakdowns: dict[tuple, ParameterBreakdown] = {}
 
 
+def _count_parameters(spec: ModelSpec) -> ParameterBreakdown:
+    import torch.nn as nn
+
+    model = meta_model(spec)
+    seen: set[int] = set()
+    linear = embedding = leaves = 0
+    for module in model.modules():
+        leaves += not any(True for _ in module.children())
+        for p in module.parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            if is_linear_like(module):
+                linear += p.numel()
+            elif type(module).__name__ == "Embedding":
+                embedding += p.numel()
+    total = sum(p.numel() for p in model.parameters())
+    shared = {id(p) for m in model.modules() if is_linear_like(m) for p in m.parameters(recurse=False)}
+    encoder_decoder = bool(spec.config.get("is_encoder_decoder"))
+    gathered = {id(p): p.numel() for name, m in model.named_modules() if isinstance(m, nn.Embedding)
+                and not (encoder_decoder and ".encoder." in f".{name}.")
+                for p in m.parameters(recurse=False) if id(p) not in shared}
+    return ParameterBreakdown(total, linear, embedding, total - linear - embedding, leaves, sum(gathered.values()))
+
+
+def _integers(cls, document: Any):
+    """A dataclass of integer fields back from its JSON (derived_cache's decode)."""
+    if not isinstance(document, dict) or set(document) != {f.name for f in fields(cls)}:
+        raise ValueError(f"not a {cls.__name__}")
+    return cls(**{k: integer(v) for k, v in document.items()})
+
+
 def parameter_breakdown(spec: ModelSpec) -> ParameterBreakdown:
     key = _spec_key(spec)
     if key not in _breakdowns:
-        import torch.nn as nn
-
-        model = meta_model(spec)
-        seen: set[int] = set()
-        linear = embedding = leaves = 0
-        for module in model.modules():
-            leaves += not any(True for _ in module.children())
-            for p in module.parameters(recurse=False):
-                if id(p) in seen:
-                    continue
-                seen.add(id(p))
-                if is_linear_like(module):
-                    linear += p.numel()
-                elif type(module).__name__ == "Embedding":
-                    embedding += p.numel()
-        total = sum(p.numel() for p in model.parameters())
-        shared = {id(p) for m in model.modules() if is_linear_like(m) for p in m.parameters(recurse=False)}
-        encoder_decoder = bool(spec.config.get("is_encoder_decoder"))
-        gathered = {id(p): p.numel() for name, m in model.named_modules() if isinstance(m, nn.Embedding)
-                    and not (encoder_decoder and ".encoder." in f".{name}.")
-                    for p in m.parameters(recurse=False) if id(p) not in shared}
-        _breakdowns[key] = ParameterBreakdown(total, linear, embedding, total - linear - embedding, leaves, sum(gathered.values()))
+        _breakdowns[key] = disk_cached("parameters", asdict(spec), lambda: _count_parameters(spec), encode=asdict,
+                                       decode=lambda d: _integers(ParameterBreakdown, d))
     return _breakdowns[key]
 
 
@@ -192,6 +205,11 @@ class FlopCount:
 
 def forward_flops(spec: ModelSpec, signature: InputSignature) -> FlopCount:
     """FLOPs of one forward pass over the whole batch of `signature` (2 per multiply-add)."""
+    return disk_cached("flops", {"spec": asdict(spec), "inputs": asdict(signature)}, lambda: _count_flops(spec, signature),
+                       encode=asdict, decode=lambda d: _integers(FlopCount, d))
+
+
+def _count_flops(spec: ModelSpec, signature: InputSignature) -> FlopCount:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 

@@ -15,6 +15,7 @@ per-operator roofline does not.
 """
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -23,6 +24,7 @@ import numpy as np
 
 from models.bounded_cache import BoundedCache
 from models.catalog import ModelSpec
+from models.derived_cache import disk_cached, integer, is_number, number
 from models.inputs import InputSignature, input_signature
 
 # Operator categories, each with its own achieved rate on a device.
@@ -242,7 +244,28 @@ def _fused_attention_mode():
     return FusedAttention()
 
 
-def _trace(spec: ModelSpec, signature: InputSignature, training: bool = False, extra: dict | None = None):
+@dataclass(frozen=True)
+class Trace:
+    rows: list  # 7 figures per operator (see `_profile_of`)
+    peak: float  # of live activation bytes
+
+
+def _decode_trace(document: Any) -> Trace:
+    rows = document["rows"]
+    if not isinstance(rows, list) or any(not isinstance(r, list) or len(r) != 7 or not all(map(is_number, r)) for r in rows):
+        raise ValueError("not a trace's rows")
+    return Trace(rows, number(document["peak"]))
+
+
+def _trace(spec: ModelSpec, signature: InputSignature, training: bool = False, extra: dict | None = None) -> Trace:
+    """One forward pass on meta (`_run_trace`), read from the disk cache where this model,
+    input signature, mode and code were traced before, by any process."""
+    identity = {"spec": dataclasses.asdict(spec), "inputs": dataclasses.asdict(signature), "training": training, "extra": extra}
+    return disk_cached("trace", identity, lambda: _run_trace(spec, signature, training, extra),
+                       encode=lambda t: {"rows": t.rows, "peak": t.peak}, decode=_decode_trace)
+
+
+def _run_trace(spec: ModelSpec, signature: InputSignature, training: bool, extra: dict | None) -> Trace:
     """One forward pass on meta. With `training`, autograd records the graph, so the tensors
     it saves for the backward pass stay alive exactly as they would in a training step.
     `extra`: further keyword arguments of the forward (generation's prefill: logits_to_keep)."""
@@ -260,7 +283,7 @@ def _trace(spec: ModelSpec, signature: InputSignature, training: bool = False, e
     with _fused_attention_mode(), tracer, torch.set_grad_enabled(training):
         out = model(**inputs, **(extra or {}))
     del out
-    return tracer
+    return Trace([list(r) for r in tracer.rows], float(tracer.peak))
 
 
 # Bounded: each (model, sequence length) is a trace, and sequence lengths come from requests.
@@ -419,4 +442,6 @@ def decode_step_ops(spec: ModelSpec) -> int:
             model(**step, **{cache_name: prefill.past_key_values}, use_cache=True)
         return sum(1 for row in tracer.rows if row[0] != VIEW)
 
-    return _decode_ops.get(("decode",) + trace_key(spec, TRACE_PROMPT_TOKENS), compute)
+    return _decode_ops.get(("decode",) + trace_key(spec, TRACE_PROMPT_TOKENS),
+                           lambda: disk_cached("decode_ops", {"spec": dataclasses.asdict(spec), "prompt": TRACE_PROMPT_TOKENS},
+                                               compute, encode=int, decode=integer))

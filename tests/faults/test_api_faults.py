@@ -26,10 +26,13 @@ def data_copy(measured, artifact, tmp_path_factory):
     return root
 
 
-def _cold():
-    """Forgets every trace and model point this process cached, as a fresh server has none."""
+def _cold(monkeypatch, tmp_path):
+    """Forgets every trace and model point this process cached, and gives it an empty disk cache,
+    as a fresh server on a fresh machine has neither."""
     from devicefit.predict import features
     from models import op_profile
+
+    monkeypatch.setenv("DEVICEFIT_CACHE_DIR", str(tmp_path / "empty-cache"))
 
     op_profile._profiles.clear()
     op_profile._training_peaks.clear()
@@ -57,13 +60,13 @@ def _mix() -> list[tuple[str, dict]]:
     return requests
 
 
-def test_a_cold_server_answers_50_concurrent_requests_without_a_5xx(measured, artifact):
+def test_a_cold_server_answers_50_concurrent_requests_without_a_5xx(measured, artifact, monkeypatch, tmp_path):
     import torch
     import torch.nn.functional as F
 
     from devicefit.api.app import Settings, create_app
 
-    _cold()
+    _cold(monkeypatch, tmp_path)
     with running(create_app(Settings(benchmark_dir=measured.root, warm_models=(), response_cache_size=0))) as base:
         with ThreadPoolExecutor(50) as pool:
             answers = list(pool.map(lambda r: (r[0], *call(base, *r)), _mix()))
@@ -75,12 +78,12 @@ def test_a_cold_server_answers_50_concurrent_requests_without_a_5xx(measured, ar
     assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention
 
 
-def test_start_up_prepares_the_traces_so_no_request_pays_for_them(measured, artifact):
+def test_start_up_prepares_the_traces_so_no_request_pays_for_them(measured, artifact, monkeypatch, tmp_path):
     from devicefit.api.app import Settings, create_app
     from models.op_profile import is_traced
     from models.resolve import resolve_model
 
-    _cold()
+    _cold(monkeypatch, tmp_path)
     app = create_app(Settings(benchmark_dir=measured.root, warm_models=("bert-tiny", "t5-small")))
     with running(app) as base:
         for name in ("bert-tiny", "t5-small"):

@@ -1,0 +1,101 @@
+"""Facts derived from a model's config on the meta device (parameter counts, FLOPs, per-operator
+traces), kept on disk between processes.
+
+Why: each process that predicts (an asset step, the CLI, the API server) traced the same models
+again. In a `make run` on a 2-core AMD EPYC, the selection map step spent 22 of its 25 s tracing
+models (and 7B-70B configs) that the step before, or the run before, had traced already in
+another process. A trace is a pure function of the model's config, the input shapes, the code
+in `models/` that builds and traces it, and the torch and transformers versions, so each entry
+is keyed by a digest of exactly those: a change to any of them is a new entry. An entry that
+cannot be read, or does not decode into the value its kind stores (a truncated, edited or
+foreign file), is computed again and written over; an unwritable cache directory costs the
+next process the same work and loses nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+log = logging.getLogger("devicefit.cache")
+T = TypeVar("T")
+_MODELS = Path(__file__).resolve().parent
+
+
+def cache_home() -> Path:
+    """The machine's cache of derived facts that are the same whatever the data directory:
+    DEVICEFIT_CACHE_DIR, else $XDG_CACHE_HOME/devicefit, else ~/.cache/devicefit. Entries are
+    keyed by what decides them, so two data directories, or two checkouts, can share it."""
+    explicit = os.environ.get("DEVICEFIT_CACHE_DIR")
+    if explicit:
+        return Path(explicit).resolve()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "devicefit"
+
+
+@lru_cache(maxsize=1)
+def code_identity() -> str:
+    """The sources of `models/` (how a model is built, given inputs and traced) and the versions
+    of the libraries that run the trace (read from their metadata: importing them costs seconds)."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256()
+    for path in sorted(_MODELS.rglob("*.py")):
+        digest.update(str(path.relative_to(_MODELS)).encode())
+        digest.update(path.read_bytes())
+    return f"{digest.hexdigest()[:12]}|torch {version('torch')}|transformers {version('transformers')}"
+
+
+def entry_path(kind: str, identity: Any) -> Path:
+    """Where the entry of `identity` (anything JSON can write, with str() for the rest) lives."""
+    text = json.dumps({"kind": kind, "identity": identity, "code": code_identity()}, sort_keys=True, default=str)
+    return cache_home() / kind / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.json"
+
+
+def disk_cached(kind: str, identity: Any, compute: Callable[[], T], encode: Callable[[T], Any],
+                decode: Callable[[Any], T]) -> T:
+    """The stored value of (kind, identity), else `compute()`, stored. `decode` turns the JSON
+    back into the value and raises (ValueError, TypeError, KeyError) on anything it would not
+    have written; `encode` gives what JSON can write."""
+    path = entry_path(kind, identity)
+    try:
+        return decode(json.loads(path.read_text()))
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
+        log.info("cache entry %s unreadable (%s): computed again", path, exc)
+    value = compute()
+    _write(path, encode(value))
+    return value
+
+
+def _write(path: Path, document: Any) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp", delete=False) as out:
+            out.write(json.dumps(document, default=str))
+        Path(out.name).replace(path)  # whole or absent, whoever else writes the same entry
+    except OSError as exc:  # a read-only home: computed again next time, nothing lost
+        log.info("not cached (%s): %s", path, exc)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def number(value: Any) -> float:
+    """A JSON number as a float, refusing anything else (bools, strings, nulls)."""
+    if not is_number(value):
+        raise TypeError(f"not a number: {value!r}")
+    return float(value)
+
+
+def integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"not an integer: {value!r}")
+    return value

@@ -1,0 +1,109 @@
+"""Traces, parameter and FLOP counts are taken once per model, input, code and library versions,
+on disk, and read back by any later process; a broken entry is taken again, never believed."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from models import analysis, derived_cache, op_profile
+from models.inputs import input_signature
+from models.resolve import resolve_model
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVICEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    _forget_in_process(monkeypatch)
+    monkeypatch.setattr(analysis, "_breakdowns", {})
+    monkeypatch.setattr(analysis, "_flops", {})
+    return tmp_path / "cache"
+
+
+def _counting_traces(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = op_profile._run_trace
+    monkeypatch.setattr(op_profile, "_run_trace", lambda spec, sig, *a: calls.append(sig.batch_size) or real(spec, sig, *a))
+    return calls
+
+
+def _forget_in_process(monkeypatch):
+    for memo in (op_profile._profiles, op_profile._per_sample_peaks, op_profile._training_peaks):
+        monkeypatch.setattr(memo, "_values", type(memo._values)())
+
+
+def test_a_trace_is_read_back_with_the_same_figures_instead_of_taken_again(cache, monkeypatch):
+    spec = resolve_model("bert-tiny")
+    calls = _counting_traces(monkeypatch)
+    first = op_profile.op_profile(spec)
+    figures = (first.flops.tolist(), first.category.tolist(), first.peak_activations(4))
+    assert calls == [1, 2] and len(list((cache / "trace").glob("*.json"))) == 2
+    _forget_in_process(monkeypatch)  # as a new process starts
+    again = op_profile.op_profile(spec)
+    assert (again.flops.tolist(), again.category.tolist(), again.peak_activations(4)) == figures
+    assert calls == [1, 2]
+    # another sequence length, or another config of the same name, is another trace
+    op_profile.op_profile(spec, 64)
+    smaller = type(spec)(**{**spec.__dict__, "config": {**spec.config, "num_hidden_layers": 1}})
+    assert op_profile.op_profile(smaller).flops.sum() < first.flops.sum()
+    assert calls == [1, 2, 1, 1]
+
+
+@pytest.mark.parametrize("damage", ["{not json", json.dumps({"rows": [[0, 1.0]], "peak": 1.0}),
+                                    json.dumps({"rows": [[True, 1, 1, 1, 1, 1, 1]], "peak": 1.0}),
+                                    json.dumps({"rows": [], "peak": "big"}), json.dumps([1, 2]), "[" * 100_000])
+def test_a_damaged_trace_entry_is_taken_again(cache, monkeypatch, damage):
+    spec = resolve_model("bert-tiny")
+    calls = _counting_traces(monkeypatch)
+    first = op_profile.op_profile(spec).flops.tolist()
+    (entry,) = (cache / "trace").glob("*.json")
+    entry.write_text(damage)
+    _forget_in_process(monkeypatch)
+    assert op_profile.op_profile(spec).flops.tolist() == first and calls == [1, 1]
+    assert json.loads(entry.read_text())["rows"]  # written over with the real trace
+
+
+def test_counts_are_read_back_without_building_the_model(cache, monkeypatch):
+    spec = resolve_model("gpt2")
+    breakdown = analysis.parameter_breakdown(spec)
+    flops = analysis.flop_count_per_sample(spec)
+    assert breakdown.total == 124_439_808
+    monkeypatch.setattr(analysis, "_breakdowns", {})
+    monkeypatch.setattr(analysis, "_flops", {})
+    monkeypatch.setattr(analysis, "meta_model", lambda spec: pytest.fail(f"{spec.name} built again"))
+    assert analysis.parameter_breakdown(spec) == breakdown and analysis.flop_count_per_sample(spec) == flops
+    (entry,) = (cache / "parameters").glob("*.json")
+    entry.write_text(json.dumps({**json.loads(entry.read_text()), "total": 1.5}))  # not what a count writes
+    monkeypatch.setattr(analysis, "_breakdowns", {})
+    with pytest.raises(pytest.fail.Exception, match="built again"):
+        analysis.parameter_breakdown(spec)
+
+
+def test_the_entry_names_the_code_and_the_inputs(cache, monkeypatch):
+    spec = resolve_model("bert-tiny")
+    identity = {"spec": str(spec), "inputs": str(input_signature(spec, 1))}
+    path = derived_cache.entry_path("trace", identity)
+    assert derived_cache.entry_path("trace", {**identity, "inputs": str(input_signature(spec, 2))}) != path
+    monkeypatch.setattr(derived_cache, "code_identity", lambda: "other models/ source|torch 0|transformers 0")
+    assert derived_cache.entry_path("trace", identity) != path
+
+
+def test_an_unwritable_cache_still_answers(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("DEVICEFIT_CACHE_DIR", str(blocker))  # a file where the directory should be
+    _forget_in_process(monkeypatch)
+    assert op_profile.op_profile(resolve_model("bert-tiny")).flops.sum() > 0
+
+
+def test_another_process_reads_the_trace_this_one_took(cache):
+    spec = resolve_model("bert-tiny")
+    flops = float(op_profile.op_profile(spec).flops.sum())
+    code = ("import sys; from models import op_profile; from models.resolve import resolve_model\n"
+            "op_profile._run_trace = lambda *a: sys.exit('traced again')\n"
+            "print(float(op_profile.op_profile(resolve_model('bert-tiny')).flops.sum()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "DEVICEFIT_CACHE_DIR": str(cache)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.split()[-1]) == flops
