@@ -16,10 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import tempfile
 from collections.abc import Callable
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,10 +38,7 @@ def cache_home() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "devicefit"
 
 
-@lru_cache(maxsize=1)
-def code_identity() -> str:
-    """The sources of `models/` (how a model is built, given inputs and traced) and the versions
-    of the libraries that run the trace (read from their metadata: importing them costs seconds)."""
+def _code_identity() -> str:
     from importlib.metadata import version
 
     digest = hashlib.sha256()
@@ -49,6 +46,17 @@ def code_identity() -> str:
         digest.update(str(path.relative_to(_MODELS)).encode())
         digest.update(path.read_bytes())
     return f"{digest.hexdigest()[:12]}|torch {version('torch')}|transformers {version('transformers')}"
+
+
+# Taken when `models` is imported, beside the code it names: a process that outlives a change
+# to the sources (a server, and then a `git pull`) keeps writing under its own code's key.
+_CODE = _code_identity()
+
+
+def code_identity() -> str:
+    """The sources of `models/` (how a model is built, given inputs and traced) and the versions
+    of the libraries that run the trace (read from their metadata: importing them costs seconds)."""
+    return _CODE
 
 
 def entry_path(kind: str, identity: Any) -> Path:
@@ -60,42 +68,75 @@ def entry_path(kind: str, identity: Any) -> Path:
 def disk_cached(kind: str, identity: Any, compute: Callable[[], T], encode: Callable[[T], Any],
                 decode: Callable[[Any], T]) -> T:
     """The stored value of (kind, identity), else `compute()`, stored. `decode` turns the JSON
-    back into the value and raises (ValueError, TypeError, KeyError) on anything it would not
-    have written; `encode` gives what JSON can write."""
-    path = entry_path(kind, identity)
+    back into the value and raises (ValueError, TypeError, KeyError, ArithmeticError) on
+    anything it would not have written; `encode` gives what JSON can write."""
     try:
-        return decode(json.loads(path.read_text()))
+        path = entry_path(kind, identity)
+    except (OSError, RuntimeError, KeyError) as exc:  # no home directory to put the cache in
+        log.info("no cache directory (%s): computed, not cached", exc)
+        return compute()
+    try:
+        value = decode(json.loads(path.read_text()))
+        os.utime(path)  # read recently: the last to go when the kind is pruned
+        return value
     except FileNotFoundError:
         pass
-    except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
+    except (OSError, ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError) as exc:
         log.info("cache entry %s unreadable (%s): computed again", path, exc)
     value = compute()
     _write(path, encode(value))
     return value
 
 
+# Entries kept per kind. Sequence lengths come from requests (an API client may ask for any up
+# to a model's limit), so without a bound the cache grows on a client's say-so; a trace entry is
+# 10-300 KB (bert-tiny to a 70B config), so a full kind is tens of MB.
+MAX_ENTRIES = 1024
+
+
 def _write(path: Path, document: Any) -> None:
+    temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp", delete=False) as out:
+            temporary = Path(out.name)
             out.write(json.dumps(document, default=str))
-        Path(out.name).replace(path)  # whole or absent, whoever else writes the same entry
+        temporary.replace(path)  # whole or absent, whoever else writes the same entry
+        _prune(path.parent)
     except OSError as exc:  # a read-only home: computed again next time, nothing lost
         log.info("not cached (%s): %s", path, exc)
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
+
+
+def _prune(directory: Path) -> None:
+    """The least recently read or written entries beyond MAX_ENTRIES, removed."""
+    entries = [e for e in os.scandir(directory) if e.name.endswith(".json")]
+    if len(entries) <= MAX_ENTRIES:
+        return
+    entries.sort(key=lambda e: e.stat().st_mtime)
+    for entry in entries[: len(entries) - MAX_ENTRIES]:
+        Path(entry.path).unlink(missing_ok=True)
 
 
 def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite, non-negative JSON number (every figure cached here is a count, a size or a
+    time); bools, strings, nulls, NaN, infinities and numbers beyond a float are not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value)) and value >= 0
+    except OverflowError:
+        return False
 
 
 def number(value: Any) -> float:
-    """A JSON number as a float, refusing anything else (bools, strings, nulls)."""
     if not is_number(value):
-        raise TypeError(f"not a number: {value!r}")
+        raise ValueError(f"not a finite non-negative number: {value!r}")
     return float(value)
 
 
 def integer(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"not an integer: {value!r}")
+    if not is_number(value) or not isinstance(value, int):
+        raise ValueError(f"not a non-negative integer: {value!r}")
     return value

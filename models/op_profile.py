@@ -252,7 +252,8 @@ class Trace:
 
 def _decode_trace(document: Any) -> Trace:
     rows = document["rows"]
-    if not isinstance(rows, list) or any(not isinstance(r, list) or len(r) != 7 or not all(map(is_number, r)) for r in rows):
+    if not isinstance(rows, list) or not rows or any(not isinstance(r, list) or len(r) != 7 or not all(map(is_number, r))
+                                                     or r[0] not in range(len(CATEGORIES)) for r in rows):
         raise ValueError("not a trace's rows")
     return Trace(rows, number(document["peak"]))
 

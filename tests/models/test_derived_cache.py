@@ -50,9 +50,18 @@ def test_a_trace_is_read_back_with_the_same_figures_instead_of_taken_again(cache
     assert calls == [1, 2, 1, 1]
 
 
-@pytest.mark.parametrize("damage", ["{not json", json.dumps({"rows": [[0, 1.0]], "peak": 1.0}),
-                                    json.dumps({"rows": [[True, 1, 1, 1, 1, 1, 1]], "peak": 1.0}),
-                                    json.dumps({"rows": [], "peak": "big"}), json.dumps([1, 2]), "[" * 100_000])
+ROW = [0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+
+
+@pytest.mark.parametrize("damage", [
+    "{not json", "[" * 100_000, json.dumps([1, 2]), json.dumps({"rows": [ROW]}),
+    json.dumps({"rows": [[0, 1.0]], "peak": 1.0}),  # a row of the wrong length
+    json.dumps({"rows": [[True, *ROW[1:]]], "peak": 1.0}),  # a bool for a category
+    json.dumps({"rows": [[300, *ROW[1:]]], "peak": 1.0}), json.dumps({"rows": [[2.5, *ROW[1:]]], "peak": 1.0}),
+    json.dumps({"rows": [], "peak": 1.0}), json.dumps({"rows": [ROW], "peak": "big"}),
+    json.dumps({"rows": [ROW], "peak": -1.0}), '{"rows": [[0, NaN, 1, 1, 1, 1, 0]], "peak": 1.0}',
+    '{"rows": [[0, 1, 1, 1, 1, 1, 0]], "peak": Infinity}', '{"rows": [[0, 1, 1, 1, 1, 1, 0]], "peak": 1' + "0" * 400 + "}",
+    '{"rows": [[0, 1' + "0" * 400 + ', 1, 1, 1, 1, 0]], "peak": 1.0}'])
 def test_a_damaged_trace_entry_is_taken_again(cache, monkeypatch, damage):
     spec = resolve_model("bert-tiny")
     calls = _counting_traces(monkeypatch)
@@ -80,13 +89,38 @@ def test_counts_are_read_back_without_building_the_model(cache, monkeypatch):
         analysis.parameter_breakdown(spec)
 
 
-def test_the_entry_names_the_code_and_the_inputs(cache, monkeypatch):
+def test_a_trace_is_its_own_entry_per_inputs_mode_and_code(cache, monkeypatch):
     spec = resolve_model("bert-tiny")
-    identity = {"spec": str(spec), "inputs": str(input_signature(spec, 1))}
-    path = derived_cache.entry_path("trace", identity)
-    assert derived_cache.entry_path("trace", {**identity, "inputs": str(input_signature(spec, 2))}) != path
+    calls = _counting_traces(monkeypatch)
+    one, two = input_signature(spec, 1), input_signature(spec, 2)
+    inference = op_profile._trace(spec, one)
+    training = op_profile._trace(spec, one, training=True)  # autograd keeps saved tensors: a higher peak
+    op_profile._trace(spec, two)
+    assert training.peak > inference.peak and calls == [1, 1, 2]
+    assert op_profile._trace(spec, one, training=True) == training and calls == [1, 1, 2]
     monkeypatch.setattr(derived_cache, "code_identity", lambda: "other models/ source|torch 0|transformers 0")
-    assert derived_cache.entry_path("trace", identity) != path
+    op_profile._trace(spec, one)  # another version of the code traces again
+    assert calls == [1, 1, 2, 1] and len(list((cache / "trace").glob("*.json"))) == 4
+
+
+def test_the_least_recently_used_entries_go_beyond_the_bound(cache, monkeypatch):
+    monkeypatch.setattr(derived_cache, "MAX_ENTRIES", 3)
+    for i in range(5):
+        assert derived_cache.disk_cached("test", i, lambda i=i: i, encode=int, decode=derived_cache.integer) == i
+        os.utime(derived_cache.entry_path("test", i), (1000 + i, 1000 + i))  # an mtime per write, whatever the clock's grain
+        if i == 3:
+            derived_cache.disk_cached("test", 1, lambda: pytest.fail("kept entry computed"), encode=int, decode=derived_cache.integer)
+            os.utime(derived_cache.entry_path("test", 1), (2000, 2000))  # 1 was read last
+    kept = {i for i in range(5) if derived_cache.entry_path("test", i).exists()}
+    assert kept == {1, 3, 4}
+
+
+def test_no_home_directory_still_answers(monkeypatch):
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(derived_cache, "cache_home", no_home)
+    assert derived_cache.disk_cached("test", 1, lambda: 7, encode=int, decode=derived_cache.integer) == 7
 
 
 def test_an_unwritable_cache_still_answers(tmp_path, monkeypatch):
