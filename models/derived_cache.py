@@ -77,7 +77,10 @@ def disk_cached(kind: str, identity: Any, compute: Callable[[], T], encode: Call
         return compute()
     try:
         value = decode(json.loads(path.read_text()))
-        os.utime(path)  # read recently: the last to go when the kind is pruned
+        try:
+            os.utime(path)  # read recently: the last to go when the kind is pruned
+        except OSError:  # a cache shared read-only: still read, never pruned by us
+            pass
         return value
     except FileNotFoundError:
         pass

@@ -141,3 +141,14 @@ def test_another_process_reads_the_trace_this_one_took(cache):
                          env={**os.environ, "DEVICEFIT_CACHE_DIR": str(cache)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert float(out.stdout.split()[-1]) == flops
+
+
+def test_a_cache_it_may_not_touch_is_still_read(cache, monkeypatch):
+    """A cache shared read-only: refreshing an entry's time fails, and the entry is still used."""
+    assert derived_cache.disk_cached("test", "x", lambda: 5, encode=int, decode=derived_cache.integer) == 5
+
+    def read_only(*_args):
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(derived_cache.os, "utime", read_only)
+    assert derived_cache.disk_cached("test", "x", lambda: pytest.fail("computed again"), encode=int, decode=derived_cache.integer) == 5
