@@ -4,9 +4,10 @@ a partition measured under other code as out of date, so a change to the harness
 in the UI before anyone compares numbers across it."""
 from __future__ import annotations
 
-import hashlib
 from functools import lru_cache
 from pathlib import Path
+
+from models.derived_cache import source_digest
 
 _ROOT = Path(__file__).resolve().parents[1]
 _PACKAGES = ("benchmark_runners", "models")
@@ -14,9 +15,4 @@ _PACKAGES = ("benchmark_runners", "models")
 
 @lru_cache(maxsize=1)
 def measurement_code_version() -> str:
-    digest = hashlib.sha256()
-    for package in _PACKAGES:
-        for path in sorted((_ROOT / package).rglob("*.py")):
-            digest.update(str(path.relative_to(_ROOT)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
+    return source_digest(_ROOT, _PACKAGES)[:12]

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 log = logging.getLogger("devicefit.cache")
 T = TypeVar("T")
-_MODELS = Path(__file__).resolve().parent
+_ROOT = Path(__file__).resolve().parents[1]
 
 
 def cache_home() -> Path:
@@ -38,14 +38,23 @@ def cache_home() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "devicefit"
 
 
+def source_digest(root: Path, packages: tuple[str, ...]) -> str:
+    """A digest of the Python sources of `packages` under `root`: each file's path (relative to
+    `root`) and bytes, in a fixed order. Also the measurement code version's
+    (benchmark_runners/code_version.py)."""
+    digest = hashlib.sha256()
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def _code_identity() -> str:
     from importlib.metadata import version
 
-    digest = hashlib.sha256()
-    for path in sorted(_MODELS.rglob("*.py")):
-        digest.update(str(path.relative_to(_MODELS)).encode())
-        digest.update(path.read_bytes())
-    return f"{digest.hexdigest()[:12]}|torch {version('torch')}|transformers {version('transformers')}"
+    source = source_digest(_ROOT, ("models",))[:12]
+    return f"{source}|torch {version('torch')}|transformers {version('transformers')}"
 
 
 # Taken when `models` is imported, beside the code it names: a process that outlives a change
