@@ -41,6 +41,7 @@ from benchmark_runners.backends.base import OutputMismatch, PreparedModel, Timed
 from benchmark_runners.generation import RequestTiming, request_shape
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
+from benchmark_runners.vendor_telemetry import BLOCK_LINE
 from models.catalog import ModelSpec
 
 EXPORT_PYTHON_ENV = "DEVICEFIT_OV_EXPORT_PYTHON"
@@ -175,7 +176,7 @@ def export(spec: ModelSpec) -> tuple[Path, dict[str, Any]]:
             src = Path(tmp) / "hf"
             built.model.save_pretrained(src)
             del built.model
-            proc = subprocess.run([str(export_python()), "-c", EXPORT_SCRIPT, str(src), str(staging)], capture_output=True,
+            proc = subprocess.run([str(export_python()), "-c", BLOCK_LINE + EXPORT_SCRIPT, str(src), str(staging)], capture_output=True,
                                   text=True, timeout=EXPORT_TIMEOUT_S, env=_clean_env())
         if proc.returncode != 0 or not (staging / "exporter.json").exists():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]

@@ -165,3 +165,27 @@ def test_a_config_of_the_traced_shape_is_checked_on_its_own_compiled_model(tiny_
     separate, own = rows[3].backend_config["output_check"], rows[1].backend_config["output_check"]
     assert separate["compiled"].startswith("a compile for the check") and own["compiled"].startswith("the measured compile")
     assert own["relative"] <= openvino_backend.TOLERANCE["fp32"] and own["openvino_shape"] == own["shape"]
+
+
+def test_a_worker_converting_a_model_sends_no_vendor_telemetry(tiny_models, tmp_path):
+    """OpenVINO's converter reports usage to Google Analytics unless a consent file says no, and
+    on Linux forks the worker for each event (benchmark_runners/vendor_telemetry.py). A real
+    worker converts a model into an empty IR cache with an empty home directory: the row is
+    measured and openvino_telemetry's files (its client id, its usage count) never appear."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    home, data = tmp_path / "home", tmp_path / "data"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "DEVICEFIT_DATA_DIR": str(data), "DEVICEFIT_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("CI", None)  # the converter's own CI switch must not be what keeps it quiet here
+    job = {"run_id": "test-run", "devices": DEVICES, "configs": [config(tiny_models["text"], batch_size=1).to_json()]}
+    proc = subprocess.run([sys.executable, "-m", "benchmark_runners.worker"], input=json.dumps(job), capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = [json.loads(line) for line in proc.stdout.splitlines() if '"result"' in line][-1]["result"]
+    assert result["status"] == "ok", result["error"]
+    assert result["backend_config"]["conversion"]["source"] == "converted from torch"
+    assert not (home / "intel").exists(), sorted(str(p.relative_to(home)) for p in home.rglob("*"))
