@@ -5,12 +5,13 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from models.class_facts import TRANSFORMERS_LOCK as _TRANSFORMERS_LOCK
+from models.class_facts import class_facts
 from models.errors import DevicefitError
 from models.limits import MAX_CONFIG_BYTES, ConfigLimitError, check_config_limits
 
@@ -153,18 +154,15 @@ def _local_model_name(directory: Path) -> str:
     return directory.name
 
 
-# transformers resolves its classes lazily on first attribute access, and two threads resolving
-# at once can see a half-initialized module ("module 'transformers' has no attribute ...").
-_TRANSFORMERS_LOCK = threading.RLock()
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 
 
 def _architecture_for_local(config: dict[str, Any], directory: Path) -> str:
     """The transformers model class named by `architectures` (the first one this transformers
     has), else the base model class for `model_type`. An `architectures` entry that is not a list
-    of class names, or names no class transformers has, is an error rather than a guess."""
-    import transformers
-    from transformers import PreTrainedModel
+    of class names, or names no class transformers has, is an error rather than a guess. The
+    class check reads models/class_facts.py's cache: no import of the class's module."""
+    from importlib.metadata import version
 
     architectures = config.get("architectures")
     if architectures is not None:
@@ -173,15 +171,14 @@ def _architecture_for_local(config: dict[str, Any], directory: Path) -> str:
         for arch in architectures:
             if not _IDENTIFIER.fullmatch(arch):
                 raise InvalidModelError(directory, f"config.json 'architectures' entry {arch[:100]!r} is not a class name")
-        with _TRANSFORMERS_LOCK:
-            for arch in architectures:
-                cls = getattr(transformers, arch, None)
-                if isinstance(cls, type) and issubclass(cls, PreTrainedModel):
-                    return arch
+        for arch in architectures:
+            if class_facts(arch).is_model:
+                return arch
         if architectures:
             raise InvalidModelError(directory, f"config.json names architectures {architectures}, none of them a model class of "
-                                               f"transformers {transformers.__version__} (custom code is never run)"[:400])
+                                               f"transformers {version('transformers')} (custom code is never run)"[:400])
     model_type = config["model_type"]
+    import transformers
     from transformers import AutoConfig, AutoModel
 
     with _TRANSFORMERS_LOCK:

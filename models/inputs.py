@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from models.catalog import ModelSpec
+from models.class_facts import class_facts
 
 DEFAULT_SEQ_LENGTH = 128
 DEFAULT_IMAGE_SIZE = 224
@@ -54,6 +55,17 @@ def model_class(spec: ModelSpec):
         ) from exc
 
 
+def _main_input(spec: ModelSpec) -> str:
+    """The class's main input, from models/class_facts.py's cache: a process that only builds
+    inputs (the measuring parent, the API) need not import the class's modeling module."""
+    facts = class_facts(spec.architecture)
+    if not facts.exists:
+        from importlib.metadata import version
+
+        raise ValueError(f"transformers {version('transformers')} has no class {spec.architecture} (model {spec.name})")
+    return facts.main_input_name or "input_ids"
+
+
 def _text_limit(cfg: dict[str, Any]) -> int | None:
     for key in ("max_position_embeddings", "n_positions"):
         if isinstance(cfg.get(key), int):
@@ -84,7 +96,7 @@ def input_signature(
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch size must be a positive integer, got {batch_size!r}")
     cfg = spec.config
-    main_input = getattr(model_class(spec), "main_input_name", "input_ids")
+    main_input = _main_input(spec)
     is_classifier = spec.architecture.endswith("ForImageClassification")
     b = batch_size
 

@@ -1,0 +1,61 @@
+"""What the measuring parent needs to know of a transformers class, without importing it.
+
+Resolving a model directory checks that its `architectures` name a model class, and building a
+config's inputs reads the class's `main_input_name`. Either one imports the class: transformers'
+modeling module for its family, and with it torch, about 3.5 s on a 2-core AMD EPYC. In
+`devicefit benchmark` that import ran in the parent while the early worker ran the same one
+on the other core, and the worker's measurement waited for both: 6.4 s from the worker's start
+to its first config, against 2.6 s of measuring for bert-base at batch 1. The two facts are a
+pure function of the class name and the transformers version, so they are kept in the derived
+cache (models/derived_cache.py, whose key includes the transformers version) and the import
+happens once per class and version, not once per process.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import asdict, dataclass
+
+from models.derived_cache import disk_cached
+
+# transformers resolves its classes lazily on first attribute access, and two threads resolving
+# at once can see a half-initialized module ("module 'transformers' has no attribute ...").
+TRANSFORMERS_LOCK = threading.RLock()
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+
+
+@dataclass(frozen=True)
+class ClassFacts:
+    exists: bool  # transformers has a class of this name
+    is_model: bool  # ...and it is a model class (a PreTrainedModel)
+    main_input_name: str | None  # the model's main input ("input_ids", "pixel_values", ...)
+
+
+def _decode(document) -> ClassFacts:
+    exists, is_model, main = document["exists"], document["is_model"], document["main_input_name"]
+    if not isinstance(exists, bool) or not isinstance(is_model, bool) or (is_model and not exists):
+        raise ValueError(f"not a class-facts entry: {document!r}"[:200])
+    if main is not None and not (isinstance(main, str) and _NAME.fullmatch(main)):
+        raise ValueError(f"not an input name: {main!r}"[:200])
+    return ClassFacts(exists, is_model, main)
+
+
+def _inspect(architecture: str) -> ClassFacts:
+    import transformers
+    from transformers import PreTrainedModel
+
+    with TRANSFORMERS_LOCK:
+        cls = getattr(transformers, architecture, None)
+    if not isinstance(cls, type):
+        return ClassFacts(False, False, None)
+    main = getattr(cls, "main_input_name", "input_ids")
+    return ClassFacts(True, issubclass(cls, PreTrainedModel), main if isinstance(main, str) and _NAME.fullmatch(main) else None)
+
+
+def class_facts(architecture: str) -> ClassFacts:
+    """Whether transformers has `architecture` as a class and as a model class, and its main
+    input name: read from the derived cache, else taken by importing the class once. A name that
+    is not an identifier is never looked up (ValueError)."""
+    if not isinstance(architecture, str) or not _NAME.fullmatch(architecture):
+        raise ValueError(f"not a class name: {architecture!r}"[:200])
+    return disk_cached("class_facts", {"architecture": architecture}, lambda: _inspect(architecture), asdict, _decode)
