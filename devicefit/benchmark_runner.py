@@ -46,7 +46,7 @@ class EnhancedHardwareBenchmarkRunner:
 
     def run_benchmark(self, model_name: str, model_family: str | None = None, hardware: str | None = None,
                       batch_sizes: Sequence[int] = (1,), mode: str = "inference", precision: str = "fp32",
-                      max_time_s: float = 30.0) -> dict[str, Any]:
+                      max_time_s: float = 10.0) -> dict[str, Any]:
         """Measure `model_name` on `hardware` (default: the selector's primary choice here), one
         config per batch size. Returns the selection that chose the hardware, the device, the run
         id and every row (ok, skipped with its reason, or failed with the error)."""

@@ -124,7 +124,7 @@ FULL = SweepProfile(
 )
 PROFILES = {p.name: p for p in (QUICK, FULL)}
 # `devicefit benchmark --timing`: "precise" is the harness's default policy (until the median's
-# 95% CI is within 2%, at most 30 s of timed iterations), "quick" is make run's.
+# 95% CI is within 2%, at most 10 s of timed iterations), "quick" is make run's.
 TIMINGS = ("precise", "quick")
 
 

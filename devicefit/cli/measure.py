@@ -125,12 +125,12 @@ def benchmark(
     new_tokens: Optional[int] = typer.Option(None, "--new-tokens", help="Generation scenario: tokens each request generates, "
                                              "every request the same length (default 64)."),
     timing: str = typer.Option("precise", "--timing", help="Timing policy: precise (the default: until the median's 95% CI "
-                               "half-width is within 2%, at most 30 s of timed iterations per config) or quick (make run's: "
+                               "half-width is within 2%, at most 10 s of timed iterations per config) or quick (make run's: "
                                "at most 1 s of cold call and warm-up and 1.5 s of timed iterations, 2 s for a generation "
                                "request; six samples for an interval unless slow ones overrun the cap by half, three within 3% "
                                "of each other suffice). --ci-target and --max-time, given, override either."),
     ci_target: Optional[float] = typer.Option(None, "--ci-target", help="Stop when the median's 95% CI half-width is within this fraction (default 0.02)."),
-    max_time: Optional[float] = typer.Option(None, "--max-time", help="Cap on timed seconds per config (default 30; --timing quick: 1.5, 2 for a generation request)."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Cap on timed seconds per config (default 10; --timing quick: 1.5, 2 for a generation request)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds per config (load included) before its worker is killed."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch threads (default: physical cores); set, the rows name the profile (device id +tN)."),
     isa: Optional[str] = typer.Option(None, "--isa", help="Cap the CPU's instruction set (avx2, avx512) as an older host would run: the worker starts with oneDNN's, ATen's and MKL's caps, and the rows name the profile (device id +avx2)."),
