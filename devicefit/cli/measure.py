@@ -125,7 +125,7 @@ def benchmark(
     new_tokens: Optional[int] = typer.Option(None, "--new-tokens", help="Generation scenario: tokens each request generates, "
                                              "every request the same length (default 64)."),
     timing: str = typer.Option("precise", "--timing", help="Timing policy: precise (the default: until the median's 95% CI "
-                               "half-width is within 2%, at most 10 s of timed iterations per config) or quick (make run's: "
+                               "half-width is within 2%, at most 3 s of cold call and warm-up and 10 s of timed iterations per config) or quick (make run's: "
                                "at most 1 s of cold call and warm-up and 1.5 s of timed iterations, 2 s for a generation "
                                "request; six samples for an interval unless slow ones overrun the cap by half, three within 3% "
                                "of each other suffice). --ci-target and --max-time, given, override either."),
