@@ -9,8 +9,6 @@ import os
 import sys
 import threading
 
-from benchmark_runners.vendor_telemetry import block_vendor_telemetry
-
 # The environment variable naming this worker's end of the lifeline pipe (see sweep._Worker), and
 # the exit status when the parent that started it is gone: nobody is left to read results.
 LIFELINE_ENV = "DEVICEFIT_LIFELINE_FD"
@@ -54,7 +52,6 @@ def _preload(model: str) -> None:
 
 def main() -> int:
     _follow_parent()
-    block_vendor_telemetry()  # before anything imports openvino
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

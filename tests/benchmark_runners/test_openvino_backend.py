@@ -189,3 +189,22 @@ def test_a_worker_converting_a_model_sends_no_vendor_telemetry(tiny_models, tmp_
     assert result["status"] == "ok", result["error"]
     assert result["backend_config"]["conversion"]["source"] == "converted from torch"
     assert not (home / "intel").exists(), sorted(str(p.relative_to(home)) for p in home.rglob("*"))
+
+
+def test_devicefit_detect_writes_nothing_into_the_home_directory(tmp_path):
+    """A bare `import openvino` writes ~/intel/ (telemetry's client id and usage count); the CLI
+    imports openvino to detect its devices. Importing benchmark_runners turns that off first."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "DEVICEFIT_DATA_DIR": str(tmp_path / "data"), "DEVICEFIT_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("CI", None)
+    proc = subprocess.run([str(Path(sys.executable).parent / "devicefit"), "detect", "--json"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert '"openvino"' in proc.stdout
+    assert not (home / "intel").exists(), sorted(str(p.relative_to(home)) for p in home.rglob("*"))
