@@ -48,7 +48,7 @@ class TimingPolicy:
     warmup_min_iterations: int = 2
     warmup_max_iterations: int = 50
     # Cap on the cold call and warm-up together: a config whose cold call alone spends it goes
-    # straight to timing, and slower ones get one warm-up call. Over the 40 configs whose cold
+    # straight to timing, and one whose calls take 1-3 s gets a single warm-up call. Over the 40 configs whose cold
     # call took over 0.6 s on the AMD VM, the call after it differed from the timed p50 by a
     # median 0.6% (see measure() below); an unsteady first sample is one of at least six whose
     # median is taken. It was 10 s: bert-base at batch 16 (2.3 s a call) then spent 7 s warming.
