@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from models.class_facts import IDENTIFIER as _IDENTIFIER
 from models.class_facts import TRANSFORMERS_LOCK as _TRANSFORMERS_LOCK
 from models.class_facts import class_facts
 from models.errors import DevicefitError
@@ -152,9 +152,6 @@ def _local_model_name(directory: Path) -> str:
     if directory.name.lower() in _GENERIC_DIR_NAMES:
         return f"{directory.parent.name}/{directory.name}"
     return directory.name
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 
 
 def _architecture_for_local(config: dict[str, Any], directory: Path) -> str:

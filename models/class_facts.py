@@ -16,12 +16,17 @@ import re
 import threading
 from dataclasses import asdict, dataclass
 
+from models.bounded_cache import BoundedCache
 from models.derived_cache import disk_cached
 
 # transformers resolves its classes lazily on first attribute access, and two threads resolving
 # at once can see a half-initialized module ("module 'transformers' has no attribute ...").
 TRANSFORMERS_LOCK = threading.RLock()
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+# A Python identifier of sane length: a class, input or model-type name from a config file.
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+# In front of the disk: input_signature asks for every prediction. The code identity of the
+# disk entry is fixed for the process's life, so an answer read once stays true in it.
+_memo: BoundedCache["ClassFacts"] = BoundedCache(1024)
 
 
 @dataclass(frozen=True)
@@ -35,7 +40,7 @@ def _decode(document) -> ClassFacts:
     exists, is_model, main = document["exists"], document["is_model"], document["main_input_name"]
     if not isinstance(exists, bool) or not isinstance(is_model, bool) or (is_model and not exists):
         raise ValueError(f"not a class-facts entry: {document!r}"[:200])
-    if main is not None and not (isinstance(main, str) and _NAME.fullmatch(main)):
+    if main is not None and not (isinstance(main, str) and IDENTIFIER.fullmatch(main)):
         raise ValueError(f"not an input name: {main!r}"[:200])
     return ClassFacts(exists, is_model, main)
 
@@ -49,13 +54,14 @@ def _inspect(architecture: str) -> ClassFacts:
     if not isinstance(cls, type):
         return ClassFacts(False, False, None)
     main = getattr(cls, "main_input_name", "input_ids")
-    return ClassFacts(True, issubclass(cls, PreTrainedModel), main if isinstance(main, str) and _NAME.fullmatch(main) else None)
+    return ClassFacts(True, issubclass(cls, PreTrainedModel), main if isinstance(main, str) and IDENTIFIER.fullmatch(main) else None)
 
 
 def class_facts(architecture: str) -> ClassFacts:
     """Whether transformers has `architecture` as a class and as a model class, and its main
     input name: read from the derived cache, else taken by importing the class once. A name that
     is not an identifier is never looked up (ValueError)."""
-    if not isinstance(architecture, str) or not _NAME.fullmatch(architecture):
+    if not isinstance(architecture, str) or not IDENTIFIER.fullmatch(architecture):
         raise ValueError(f"not a class name: {architecture!r}"[:200])
-    return disk_cached("class_facts", {"architecture": architecture}, lambda: _inspect(architecture), asdict, _decode)
+    return _memo.get(architecture, lambda: disk_cached("class_facts", {"architecture": architecture},
+                                                       lambda: _inspect(architecture), asdict, _decode))
