@@ -50,8 +50,9 @@ def config(model: str, device: str, batch: int = 1, precision: str = "fp32"):
     from benchmark_runners.records import BenchmarkConfig
 
     return BenchmarkConfig(model=model, device=device, backend="browser", precision=precision, batch_size=batch,
-                           # short, but waiting for the six samples a CI of the median needs
-                           policy=TimingPolicy(max_time_s=0.5, warmup_max_time_s=0.5, cap_overrun=40.0))
+                           # short, but waiting for the six samples a CI of the median needs however slow
+                           # the machine: at 40x the cap, a VM running whisper-tiny at 5.2 s a call stopped at four
+                           policy=TimingPolicy(max_time_s=0.5, warmup_max_time_s=0.5, cap_overrun=1000.0))
 
 
 def assert_ok_browser_row(row, device: str) -> None:
