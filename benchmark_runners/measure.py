@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from benchmark_runners import contention, registry
+from benchmark_runners import contention, registry, speed_reference
 from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.environment import process_environment
 from benchmark_runners.generation import (
@@ -135,17 +135,23 @@ class ConfigMeasurer:
             inputs = make_inputs(sig, backend.input_device or registry.torch_device_string(config.device), prepared.input_float_dtype,
                                  with_targets=config.mode == "training")
             step = backend.make_step(prepared, inputs)
+            # The optional hooks (backends.base.Backend has them; a plugin registered by shape may not).
+            helpers = tuple(getattr(backend, "helper_pids", lambda _p: [])(prepared))
+            # The machine's speed on a fixed kernel, where the model runs on the host CPU in this
+            # process (a browser's own processes would be timed beside it); before the peak's reset.
+            referenced = not helpers and speed_reference.runs_on_host_cpu(config.device)
+            speed_before = speed_reference.reference_gflops(config.device) if referenced else None
             release_free_heap()
             self.rss.reset()
             device_memory_reset(config.device)
             with backend.measurement_context(prepared):
-                # The optional hooks (backends.base.Backend has them; a plugin registered by shape may not).
-                helpers = getattr(backend, "helper_pids", lambda _p: [])(prepared)
-                m, contention = self._measure(step, config, tuple(helpers))
+                m, contention = self._measure(step, config, helpers)
             row.update(contention)
             # The peaks are the timed work's: read before the output check allocates its copies.
             row.update(device_memory_peaks(config.device))
             row["peak_rss_bytes"] = self.rss.peak_bytes()
+            if referenced:
+                row["speed_reference"] = speed_reference.record(speed_before, speed_reference.reference_gflops(config.device))
             elsewhere = getattr(backend, "memory_after_timing", lambda _p: None)(prepared)
             if elsewhere is not None:  # the model ran outside this process (a browser): its memory is there
                 row["peak_rss_bytes"], row["memory_method"] = elsewhere

@@ -177,6 +177,9 @@ class BenchmarkResult:
     other_cpu_share: float | None = None
     contended: bool | None = None  # other_cpu_share above contention.CONTENDED_SHARE on the kept attempt
     contention_attempts: int | None = None  # 2: the first attempt was contended and measured again
+    # the host CPU's rate on a fixed kernel just before and after timing (speed_reference.py):
+    # a VM's neighbours slow it without a trace in /proc/stat
+    speed_reference: dict[str, Any] | None = None
     # timings (milliseconds per batch)
     samples_ms: list[float] = field(default_factory=list)
     warmup_ms: list[float] = field(default_factory=list)

@@ -168,6 +168,7 @@ class ResultRow(_Strict):
     other_cpu_share: Annotated[float, Field(ge=0, le=1)] | None = None
     contended: bool | None = None
     contention_attempts: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
+    speed_reference: JsonObject | None = None
     samples_ms: list[PositiveDouble] = Field(default_factory=list)
     warmup_ms: list[Double] = Field(default_factory=list)
     warmup_steady: bool | None = None

@@ -28,6 +28,7 @@ from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature
 from devicefit.predict.hardware_specs import DeviceSpec, default_devices, kind_of, machine_of, row_device
 from devicefit.predict.memory_model import MemoryModel, device_memory_kind, fit_memory_model, memory_target
 from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline, transfer_roofline
+from devicefit.predict.speed import speed_factors
 from devicefit.predict.ttft_check import ExtraRequest, ttft_requests, ttft_validation
 from devicefit.predict.validation_report import (
     INTERVAL_LEVEL,
@@ -71,6 +72,7 @@ class TrainingData:
     specs: dict[str, DeviceSpec] = field(default_factory=dict)  # per device, as resolved for these rows
     skipped: dict[str, int] = field(default_factory=dict)
     contended_kept: int = 0  # rows timed under contention, used because their config has no clean one
+    speed: dict[str, dict] = field(default_factory=dict)  # per device: typical reference rate, rows scaled (speed.py)
 
     def __len__(self) -> int:
         return len(self.features)
@@ -125,7 +127,8 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
     process_baseline = {k: statistics.median(v) for k, v in baselines.items()}
     data = TrainingData([], {t: [] for t in TARGETS}, [], [], [], [], [], [], process_baseline, specs)
     measured_clean = {_config_of(r) for r in rows if r.get("status") == "ok" and not r.get("contended")}
-    for r in rows:
+    factors, data.speed = speed_factors(rows)  # each row's time at its device's typical speed
+    for r, speed in zip(rows, factors):
         if r.get("mode") == "generation":
             # A sample is a whole request of prompt + new tokens: its targets are TTFT and TPOT,
             # not a forward pass's latency; the forward-pass targets never learn from it.
@@ -158,8 +161,9 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
         feats = feature_row(point, r["batch_size"], r["precision"], r["mode"], r["backend"], spec)
         baseline = process_baseline.get(r["device_kind"], 0.0)
         data.memory_reference.append(memory_reference_bytes(point, r["precision"], r["mode"], baseline, r["batch_size"]))
-        # Mean latency per batch: throughput is batch / mean, so the two targets agree physically.
-        actual = {"latency": r["mean_ms"], "throughput": r["throughput_samples_per_s"], "memory": memory_target(r)}
+        # Mean latency per batch: throughput is batch / mean, so the two targets agree physically;
+        # both at the device's typical speed where the row has a speed reference (speed.py).
+        actual = {"latency": r["mean_ms"] * speed, "throughput": r["throughput_samples_per_s"] / speed, "memory": memory_target(r)}
         data.features.append(feats)
         for t in TARGETS:
             data.actual[t].append(float(actual[t]))
@@ -425,6 +429,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: 
         "format": ARTIFACT_FORMAT,
         "trained_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "rows": len(data), "models": sorted(set(data.models)), "skipped": data.skipped, "contended_rows_used": data.contended_kept,
+        "speed_reference": data.speed,
         "domain": {"device_kind": sorted(set(data.kinds)), "device": sorted(set(data.devices)), "family": sorted(set(data.families)),
                    "params": parameter_range(data)},
         "devices": default_devices(every.devices, local_host, local_hardware),

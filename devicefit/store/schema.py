@@ -200,6 +200,9 @@ MIGRATIONS[17] = [MIGRATIONS[7][0].replace("CREATE UNIQUE INDEX", "CREATE UNIQUE
 # it is scored against that device's measurements: matched by kind alone, a prediction for one
 # GPU (or one host's CPU) was scored against another's. Older predictions keep NULL: by kind.
 MIGRATIONS[18] = ["ALTER TABLE predictions ADD COLUMN IF NOT EXISTS device VARCHAR"]
+# The host CPU's rate on a fixed kernel just before and after each config was timed
+# (benchmark_runners/speed_reference.py). Older rows keep NULL: not recorded.
+MIGRATIONS[19] = ["ALTER TABLE measurements ADD COLUMN IF NOT EXISTS speed_reference JSON"]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, then 15's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended", "device_profile")
 SCHEMA_VERSION = max(MIGRATIONS)
@@ -208,6 +211,6 @@ RESERVED_TABLES = frozenset({*(m.group(1) for steps in MIGRATIONS.values() for s
                                for m in re.finditer(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", step)),
                              "prediction_errors"})
 # Result fields stored as JSON text; every other BenchmarkResult field has a column of its name.
-JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config", "output_check", "token_times_ms", "kv_cache", "memory_breakdown"}
+JSON_FIELDS = {"input", "environment", "policy", "phase_samples_ms", "backend_config", "output_check", "token_times_ms", "kv_cache", "memory_breakdown", "speed_reference"}
 DERIVED_COLUMNS = ("source_key", "device_kind", "seq_length", "input_dims", "hostname", "host_fingerprint", "device_id")
 MEASUREMENT_COLUMNS = [*DERIVED_COLUMNS, *(f.name for f in fields(BenchmarkResult))]

@@ -1,0 +1,86 @@
+"""How fast was this machine just before and just after a config was timed?
+
+A VM's vCPUs can run much slower for minutes while nothing in the guest uses the CPU: another
+tenant on the host's SMT siblings or shared cache, invisible to /proc/stat (contention.py sees
+only this guest's processes). On the 2-vCPU AMD EPYC VM, with nothing else running, a ViT-base
+forward pass ranged 234-369 ms over 150 s, and a 512x512 fp32 matmul timed just before and
+after each call tracked it: correlation 0.83 with the inverse of the two references' mean,
+log-log slope -1.04 (benchmarks/speed_reference_check.py reproduces it). One such make run
+recorded the same OpenVINO configs 2x slower than the run before, with a 2% CV and nothing in
+/proc/stat.
+
+So the worker times this fixed kernel around every config it runs on the host CPU itself (torch
+on the CPU, OpenVINO's CPU plugin): eight calls, their median, in GFLOP/s, with the threads torch
+runs with in that worker (about 30 ms a config in all). Not around the browser kinds: their
+model runs in the browser's processes, busy beside the kernel (a wasm config's reading before
+timing was a fifth of the one after). The row keeps both figures (`speed_reference`); the
+predictors read them to put each row at its device's typical speed (devicefit/predict/speed.py).
+Nothing here changes the measured samples. A device that is not the host CPU (a GPU) gets None:
+this kernel says nothing about it.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from benchmark_runners import registry
+
+SIZE = 512
+CALLS = 8
+KERNEL = f"fp32 {SIZE}x{SIZE} matmul, median of {CALLS} calls, torch's intra-op threads"
+
+
+def runs_on_host_cpu(device: str) -> bool:
+    """Whether `device` executes on the host's CPU cores: the cpu kind, and a kind that shares
+    the CPU's device (OpenVINO's CPU plugin, wasm), but not that kind's other devices (openvino:GPU)."""
+    kind = registry.kinds().get(registry.kind_of_device(device))
+    if kind is None:
+        return False
+    if kind.name == "cpu":
+        return True
+    return kind.shares_device_of == "cpu" and (":" not in device or device.split(":", 1)[1].upper() == "CPU")
+
+
+def reference_gflops(device: str) -> float | None:
+    """The kernel's rate now, on `device`'s host CPU; None where the device is not the host CPU
+    or torch is not importable in this process."""
+    if not runs_on_host_cpu(device):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    a = torch.full((SIZE, SIZE), 0.5)
+    b = torch.full((SIZE, SIZE), 0.25)
+    torch.mm(a, b)  # the first call allocates and picks the kernel: not timed
+    times = []
+    for _ in range(CALLS):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        times.append(time.perf_counter() - start)
+    return round(2 * SIZE ** 3 / statistics.median(times) / 1e9, 2)
+
+
+def record(before: float | None, after: float | None) -> dict[str, Any] | None:
+    """The row's `speed_reference`: both readings, and the kernel and threads they came from."""
+    if before is None or after is None:
+        return None
+    try:
+        import torch
+
+        threads = torch.get_num_threads()
+    except ImportError:  # pragma: no cover - a reading implies torch
+        threads = None
+    return {"before_gflops": before, "after_gflops": after, "kernel": KERNEL, "threads": threads}
+
+
+def mean_gflops(reference: dict[str, Any] | None) -> float | None:
+    """The config's reference rate: the geometric mean of the readings before and after (None
+    where the row has none or a reading is not a positive number)."""
+    if not isinstance(reference, dict):
+        return None
+    before, after = reference.get("before_gflops"), reference.get("after_gflops")
+    if not all(isinstance(v, (int, float)) and v > 0 for v in (before, after)):
+        return None
+    return (before * after) ** 0.5

@@ -1,0 +1,52 @@
+"""Each row's time at its device's typical speed, from the speed reference the worker took
+around it (benchmark_runners/speed_reference.py).
+
+A VM's host can slow its vCPUs by half for minutes with nothing in the guest to show it. A row
+timed then is a true figure of that moment, but as a training target it is noise: the
+predictors answer "how fast will this config run on this device", not "how fast did it run
+while a neighbour held the core". So a row with a reading is scaled by its reference rate over
+the device's typical one (the median over that device's rows with a reading): a config timed
+while the kernel ran 30% slower than usual counts as 0.7x its measured time. On the AMD EPYC VM
+a ViT-base call's time followed the reference with a log-log slope of -1.04, and scaling by it
+halved the calls' spread (CV 13% -> 7%).
+
+Rows without a reading (older rows, other machines' landing files, GPUs, the browser kinds) keep
+their measured figure. The factor is clamped to [1/MAX_FACTOR, MAX_FACTOR]: beyond it, a reading
+is more likely disturbed itself than the machine that far off. The stored rows never change;
+only the training targets do, and the artifact records each device's typical rate and range.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from benchmark_runners.speed_reference import mean_gflops
+from devicefit.predict.hardware_specs import row_device
+
+MAX_FACTOR = 1.5
+MIN_READINGS = 5  # fewer rows with a reading on a device: its typical rate is not known
+
+
+def speed_factors(rows: list[dict[str, Any]]) -> tuple[list[float], dict[str, dict[str, Any]]]:
+    """Per row, the factor its measured time is multiplied by (1.0 where it has no reading);
+    and per device, its typical rate, the rows scaled and the range of their factors."""
+    readings: dict[str, list[float]] = {}
+    rates: list[float | None] = []
+    for r in rows:
+        rate = mean_gflops(r.get("speed_reference"))
+        rates.append(rate)
+        if rate is not None:
+            readings.setdefault(row_device(r), []).append(rate)
+    typical = {d: statistics.median(v) for d, v in readings.items() if len(v) >= MIN_READINGS}
+    factors, scaled = [], {}
+    for r, rate in zip(rows, rates):
+        device = row_device(r)
+        if rate is None or device not in typical:
+            factors.append(1.0)
+            continue
+        factor = min(max(rate / typical[device], 1 / MAX_FACTOR), MAX_FACTOR)
+        factors.append(factor)
+        scaled.setdefault(device, []).append(factor)
+    summary = {d: {"typical_gflops": round(typical[d], 2), "rows": len(f), "factor_min": round(min(f), 3),
+                   "factor_max": round(max(f), 3)} for d, f in scaled.items()}
+    return factors, summary
