@@ -11,6 +11,7 @@ from assets.resources import DevicefitData
 from benchmark_runners.code_version import measurement_code_version
 from benchmark_runners.hardware import detect_hardware
 from benchmark_runners.hardware.inventory import PROBE_MAX_AGE_S
+from benchmark_runners.speed_reference import config_rates
 from devicefit.pipeline import measure_partition, results_markdown
 from devicefit.profiles import Selection
 
@@ -60,6 +61,8 @@ def measurements(context: dg.AssetExecutionContext, config: SweepConfig, devicef
         "failed": counts.get("failed", 0),
         "contended": sum(bool(r.contended) for r in outcome.results),
         "duration_s": round(outcome.seconds, 1),
+        # the host CPU's rate on the worker's fixed kernel around each config (speed_reference.py)
+        "speed_references": dg.MetadataValue.json(config_rates(outcome.results)),
         "probe_detected_at": hardware.detected_at,  # the probe every row of this partition is scored against
         "landing_file": dg.MetadataValue.path(outcome.landing_path),
         "results": dg.MetadataValue.md(results_markdown(outcome.results)),

@@ -84,3 +84,21 @@ def mean_gflops(reference: dict[str, Any] | None) -> float | None:
     if not all(isinstance(v, (int, float)) and v > 0 for v in (before, after)):
         return None
     return (before * after) ** 0.5
+
+
+def config_rates(results) -> list[float]:
+    """The reference rate of each result that has one (a partition's metadata)."""
+    return [round(g, 1) for g in (mean_gflops(getattr(r, "speed_reference", None)) for r in results) if g is not None]
+
+
+def speed_summary(rates: list[float]) -> str | None:
+    """One line on how steady the host CPU ran during a run: the kernel's rate around each
+    config, and how many configs ran well below the median (a VM's neighbours show here and
+    nowhere else); None where no config has a reading."""
+    if not rates:
+        return None
+    median = statistics.median(rates)
+    slow = sum(g < 0.8 * median for g in rates)
+    return (f"host speed (fixed-kernel reference around each config): median {median:.0f} GFLOP/s, range "
+            f"{min(rates):.0f}-{max(rates):.0f}; {slow} of {len(rates)} configs timed below 0.8x the median"
+            + (" (training scales each to its device's typical rate)" if slow else ""))

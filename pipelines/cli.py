@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from benchmark_runners import registry
+from benchmark_runners.speed_reference import speed_summary
 from devicefit.cli import app
 from devicefit.cli.common import best_precision_table, console, csv_list, data_paths, err, exit_without_teardown, fail, int_list
 from devicefit.errors import DevicefitError
@@ -88,6 +89,9 @@ def run_command(
     console.print(f"configs: {statuses.get('ok', 0)} measured, {statuses.get('skipped', 0)} skipped, {statuses.get('failed', 0)} failed"
                   + (f"; {statuses['contended']} measured while other processes used the CPU (flagged contended)"
                      if statuses.get("contended") else ""))
+    speed = speed_summary([g for _, _, md in outcome.partitions for g in md.get("speed_references") or []])
+    if speed:
+        console.print(speed)
     console.print("written:")
     written = (("database", paths.database), ("landing files", paths.raw),
                ("compatibility matrix", paths.outputs / "compatibility_matrix.json"),

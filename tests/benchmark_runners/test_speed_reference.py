@@ -31,3 +31,16 @@ def test_a_measured_cpu_row_carries_the_readings_taken_around_its_timing(tiny_mo
     assert row.status == "ok", row.error
     reference = row.speed_reference
     assert reference["before_gflops"] > 0 and reference["after_gflops"] > 0 and reference["kernel"] == sr.KERNEL
+
+
+def test_the_run_summary_says_how_many_configs_ran_well_below_the_median():
+    assert sr.speed_summary([]) is None
+    line = sr.speed_summary([100.0, 100.0, 100.0, 70.0, 120.0])
+    assert "median 100 GFLOP/s" in line and "range 70-120" in line and "1 of 5 configs timed below 0.8x" in line
+
+    class Row:
+        def __init__(self, reference):
+            self.speed_reference = reference
+
+    rows = [Row({"before_gflops": 100.0, "after_gflops": 64.0}), Row(None)]
+    assert sr.config_rates(rows) == [80.0]
