@@ -27,6 +27,10 @@ from typing import Any
 from benchmark_runners import registry
 
 SIZE = 512
+# The most a reading is trusted to say the machine ran faster or slower than usual: beyond it,
+# a reading is more likely disturbed itself than the machine that far off (training's factor and
+# the regression report's adjustment are clamped to [1/MAX_FACTOR, MAX_FACTOR]).
+MAX_FACTOR = 1.5
 CALLS = 8
 KERNEL = f"fp32 {SIZE}x{SIZE} matmul, median of {CALLS} calls, torch's intra-op threads"
 

@@ -20,10 +20,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmark_runners.speed_reference import mean_gflops
+from benchmark_runners.speed_reference import MAX_FACTOR, mean_gflops
 from devicefit.predict.hardware_specs import row_device
 
-MAX_FACTOR = 1.5
 MIN_READINGS = 5  # fewer rows with a reading on a device: its typical rate is not known
 
 

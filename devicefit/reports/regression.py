@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from benchmark_runners.speed_reference import MAX_FACTOR, mean_gflops
 from devicefit import store
 from devicefit.errors import DevicefitError
 
@@ -61,6 +62,8 @@ class SampleSet:
     hardware_fingerprint: str | None = None
     contended: bool | None = None  # measured while other processes used the CPU (benchmark_runners.contention)
     other_cpu_share: float | None = None
+    # the host CPU's rate on the worker's fixed kernel around the timing (benchmark_runners.speed_reference)
+    speed_gflops: float | None = None
 
 
 @dataclass
@@ -106,10 +109,19 @@ def compare_samples(current: list[float], baseline: list[float], threshold: floa
 
 # --- Reading sample sets -----------------------------------------------------------------------
 
+def _speed(reference: Any) -> float | None:
+    if isinstance(reference, str):  # DuckDB hands JSON columns back as text
+        try:
+            reference = json.loads(reference)
+        except json.JSONDecodeError:
+            return None
+    return mean_gflops(reference)
+
+
 def _from_history_row(row: tuple) -> SampleSet:
-    run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _, contended, share, profile = row
+    run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _, contended, share, profile, speed = row
     return SampleSet(ConfigIdentity(model, kind, backend, precision, mode, batch, dims, profile), list(samples or []), p50, run_id, fp,
-                     contended, share)
+                     contended, share, _speed(speed))
 
 
 def _history(database: store.Source, run_id: str | None = None, latest_only: bool = False) -> list[tuple]:
@@ -191,7 +203,8 @@ def sets_from_results(results: list[dict[str, Any]], origin: str = "results") ->
             out.append(SampleSet(ConfigIdentity(r["model"], r["device"].split(":")[0], r.get("backend", "torch"), r["precision"], r["mode"],
                                                 int(r["batch_size"]), _dims_text(dims), r.get("device_profile") or None),
                                  [float(x) for x in r.get("samples_ms") or []], float(r["p50_ms"]), r.get("run_id"),
-                                 r.get("hardware_fingerprint"), r.get("contended"), r.get("other_cpu_share")))
+                                 r.get("hardware_fingerprint"), r.get("contended"), r.get("other_cpu_share"),
+                                 _speed(r.get("speed_reference"))))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(f"{origin}: a result lacks or mistypes {exc}") from None
     return out
@@ -355,6 +368,8 @@ def compare(current: list[SampleSet], baseline: dict[tuple[ConfigIdentity, str |
         if busy and verdict in ("regression", "improvement"):
             # A busy neighbour can slow a small model tenfold: the change cannot be told from it.
             verdict, method = "inconclusive", f"{method}; would be {verdict}, but {' and '.join(busy)} (contended)"
+        elif verdict in ("regression", "improvement") and (slowed := _host_speed_explains(cur, base, threshold)):
+            verdict, method = "inconclusive", f"{method}; would be {verdict}, but {slowed}"
         out.append(Comparison(cur.identity.label(), asdict(cur.identity), verdict, method, base.run_id, cur.run_id, base.p50_ms,
                               cur.p50_ms, change, p, len(base.samples_ms), len(cur.samples_ms)))
     # A per-config baseline ("previous") has nothing "missing": configs without one are "new".
@@ -363,6 +378,21 @@ def compare(current: list[SampleSet], baseline: dict[tuple[ConfigIdentity, str |
             out.append(Comparison(base.identity.label(), asdict(base.identity), "missing", "in the baseline, not in this run",
                                   base.run_id, None, base.p50_ms, None, None, None, len(base.samples_ms), 0))
     return out
+
+
+def _host_speed_explains(cur: SampleSet, base: SampleSet, threshold: float) -> str | None:
+    """Why a change is not the code's: the host's speed reference differed between the two runs
+    (a VM's neighbours, invisible to the contention check) by enough that, at the baseline's host
+    speed, the current median would be within the threshold. None where either side has no
+    reading or the speed does not explain the change."""
+    if not cur.speed_gflops or not base.speed_gflops or not base.p50_ms:
+        return None
+    ratio = min(max(cur.speed_gflops / base.speed_gflops, 1 / MAX_FACTOR), MAX_FACTOR)
+    adjusted = cur.p50_ms * ratio / base.p50_ms - 1  # the current median at the baseline's host speed
+    if abs(adjusted) > threshold:
+        return None
+    return (f"the host ran at {ratio:.2f}x the baseline's speed on the fixed-kernel reference ({cur.speed_gflops:.0f} vs "
+            f"{base.speed_gflops:.0f} GFLOP/s), which puts the median at {adjusted:+.1%}")
 
 
 def regression_report(comparisons: list[Comparison], threshold: float, alpha: float, baseline: str, current: str,

@@ -398,3 +398,32 @@ def test_a_change_measured_under_contention_is_inconclusive_not_a_regression():
     (idle_cmp,) = regression.compare([idle], baseline, 0.1)
     assert idle_cmp.verdict == "regression"
     assert regression.regression_report([idle_cmp], 0.1, 0.01, "base", "idle")["status"] == "fail"
+
+
+def test_a_change_the_hosts_speed_explains_is_inconclusive_and_one_it_does_not_stays_a_regression():
+    """A VM's neighbours slow it with nothing in /proc/stat; the worker's speed reference
+    (benchmark_runners.speed_reference) sees it. A median 30% slower on a host whose reference
+    ran at 0.75x the baseline's is inconclusive, with the figures; the same change at the same
+    host speed, or on a host that ran faster, is a regression."""
+    identity = regression.ConfigIdentity("bert-tiny", "cpu", "torch", "fp32", "inference", 1, None)
+    rng = random.Random(11)
+    base_samples = [5 + rng.random() * 0.1 for _ in range(40)]
+    slow = [1.3 * x for x in base_samples]
+    baseline = [regression.SampleSet(identity, base_samples, 5.05, "base", speed_gflops=200.0)]
+
+    def verdict(speed: float | None) -> regression.Comparison:
+        (comparison,) = regression.compare([regression.SampleSet(identity, slow, 6.565, "now", speed_gflops=speed)], baseline, 0.1)
+        return comparison
+
+    slowed = verdict(150.0)
+    assert slowed.verdict == "inconclusive" and "would be regression" in slowed.method and "0.75x" in slowed.method, slowed.method
+    assert regression.regression_report([slowed], 0.1, 0.01, "base", "now")["status"] == "pass"
+    assert verdict(200.0).verdict == "regression" and verdict(260.0).verdict == "regression"
+    assert verdict(None).verdict == "regression"  # no reading on one side: nothing to say
+    # Stored rows carry the reading as JSON: read back from a result dict and from the store's text
+    (from_result,) = regression.sets_from_results([{"status": "ok", "model": "bert-tiny", "device": "cpu", "precision": "fp32",
+                                                    "mode": "inference", "batch_size": 1, "samples_ms": slow, "p50_ms": 6.565,
+                                                    "speed_reference": {"before_gflops": 100.0, "after_gflops": 225.0}}])
+    assert from_result.speed_gflops == pytest.approx(150.0)
+    assert regression._speed('{"before_gflops": 100.0, "after_gflops": 225.0}') == pytest.approx(150.0)
+    assert regression._speed("not json") is None
