@@ -202,9 +202,10 @@ MIGRATIONS[17] = [MIGRATIONS[7][0].replace("CREATE UNIQUE INDEX", "CREATE UNIQUE
 MIGRATIONS[18] = ["ALTER TABLE predictions ADD COLUMN IF NOT EXISTS device VARCHAR"]
 # The host CPU's rate on a fixed kernel just before and after each config was timed
 # (benchmark_runners/speed_reference.py). Older rows keep NULL: not recorded.
-MIGRATIONS[19] = ["ALTER TABLE measurements ADD COLUMN IF NOT EXISTS speed_reference JSON",
-                  "ALTER TABLE sample_history ADD COLUMN IF NOT EXISTS speed_reference JSON"]
-# What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, 15's, 19's).
+MIGRATIONS[19] = ["ALTER TABLE measurements ADD COLUMN IF NOT EXISTS speed_reference JSON"]
+# ...and the sample history keeps it, for the regression report (a store already at 19 gets it here).
+MIGRATIONS[20] = ["ALTER TABLE sample_history ADD COLUMN IF NOT EXISTS speed_reference JSON"]
+# What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, 15's, 20's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended", "device_profile", "speed_reference")
 SCHEMA_VERSION = max(MIGRATIONS)
 # The tables the store's own code creates and writes; a pipeline table asset may not take one's name.
