@@ -20,6 +20,7 @@ this kernel says nothing about it.
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Any
@@ -81,13 +82,14 @@ def record(before: float | None, after: float | None) -> dict[str, Any] | None:
 
 def mean_gflops(reference: dict[str, Any] | None) -> float | None:
     """The config's reference rate: the geometric mean of the readings before and after (None
-    where the row has none or a reading is not a positive number)."""
+    where the row has none or a reading is not a positive finite number: a baseline document
+    is read without the landing schema's check)."""
     if not isinstance(reference, dict):
         return None
     before, after = reference.get("before_gflops"), reference.get("after_gflops")
-    if not all(isinstance(v, (int, float)) and v > 0 for v in (before, after)):
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf for v in (before, after)):
         return None
-    return (before * after) ** 0.5
+    return math.sqrt(before) * math.sqrt(after)
 
 
 def config_rates(results) -> list[float]:

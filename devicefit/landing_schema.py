@@ -133,6 +133,14 @@ class EnvironmentInfo(_Open):
     versions: JsonValue = None
 
 
+class SpeedReference(_Open):
+    """The worker's fixed-kernel rates around a config (benchmark_runners/speed_reference.py):
+    training scales the row's time by them and regression verdicts read them, so both must be
+    real rates; the kernel's description and threads ride along."""
+    before_gflops: PositiveDouble
+    after_gflops: PositiveDouble
+
+
 class ResultRow(_Strict):
     """One `measurements` row as the landing format carries it; each type is its column's type."""
     run_id: Text
@@ -168,7 +176,7 @@ class ResultRow(_Strict):
     other_cpu_share: Annotated[float, Field(ge=0, le=1)] | None = None
     contended: bool | None = None
     contention_attempts: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
-    speed_reference: JsonObject | None = None
+    speed_reference: SpeedReference | None = None
     samples_ms: list[PositiveDouble] = Field(default_factory=list)
     warmup_ms: list[Double] = Field(default_factory=list)
     warmup_steady: bool | None = None

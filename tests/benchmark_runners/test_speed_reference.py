@@ -21,7 +21,8 @@ def test_a_reading_is_a_positive_rate_and_the_row_keeps_both_with_their_kernel()
     assert record["kernel"] == sr.KERNEL and record["threads"] >= 1
     assert sr.mean_gflops(record) == 80.0  # geometric mean of the two
     assert sr.record(None, 64.0) is None
-    for broken in (None, {}, {"before_gflops": 0, "after_gflops": 10}, {"before_gflops": "fast", "after_gflops": 10}):
+    for broken in (None, {}, {"before_gflops": 0, "after_gflops": 10}, {"before_gflops": "fast", "after_gflops": 10},
+                   {"before_gflops": True, "after_gflops": 10}, {"before_gflops": float("inf"), "after_gflops": 10}):
         assert sr.mean_gflops(broken) is None
 
 

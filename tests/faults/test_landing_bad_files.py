@@ -181,3 +181,26 @@ def test_the_ingest_command_says_rows_were_already_stored(tmp_path, monkeypatch)
     assert out.exit_code == 0, out.output
     assert "loaded 0 rows" in out.output and "skipped 2 rows of ingest:" in out.output and "not stored twice" in out.output
     assert _count(paths.database) == 2
+
+
+SPEED_REFUSED = {  # training and regression verdicts divide by these: a real rate or nothing
+    "not an object": {"speed_reference": "fast"},
+    "a negative rate": {"speed_reference": {"before_gflops": -1.0, "after_gflops": 100.0}},
+    "a rate that is a boolean": {"speed_reference": {"before_gflops": True, "after_gflops": 100.0}},
+    "a missing rate": {"speed_reference": {"after_gflops": 100.0}},
+}
+
+
+@pytest.mark.parametrize("case", SPEED_REFUSED)
+def test_a_speed_reference_that_is_not_two_rates_is_quarantined_naming_it(tmp_path, case):
+    paths = DataPaths(tmp_path)
+    _write_raw(paths.raw / "partition__cpu__a-bad.json",
+               {**_doc([{**_row(run_id="bad"), **SPEED_REFUSED[case]}]), "source_key": "partition:cpu|a-bad"})
+    good = {"before_gflops": 150.0, "after_gflops": 170.0, "kernel": "fp32 512x512 matmul", "threads": 2}
+    write_landing(paths.raw, "partition:cpu|z-good", _doc([{**_row(run_id="good"), "speed_reference": good}]))
+    report = load_landing_files(paths.database, paths.raw)
+    assert "speed_reference" in dict(report.quarantined)["partition__cpu__a-bad.json"]
+    assert report.loaded == [("partition:cpu|z-good", 1)] and _count(paths.database) == 1
+    assert _count(paths.database, "speed_reference.before_gflops = 150.0") == 1  # the good one kept whole
+    with pytest.raises(LandingFileError, match="speed_reference"):
+        write_landing(tmp_path / "refused", "partition:cpu|x", _doc([{**_row(), **SPEED_REFUSED[case]}]))
