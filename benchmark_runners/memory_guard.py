@@ -40,29 +40,36 @@ def free_memory(config: BenchmarkConfig, inventory: HardwareInventory) -> tuple[
     return None
 
 
-def memory_refusal(config: BenchmarkConfig, inventory: HardwareInventory) -> str | None:
-    """Why `config` cannot fit on its device, naming both figures; None when it may fit or when
-    either figure is unknown (then the worker's own OOM handling is the guard)."""
+def memory_floor_of(config: BenchmarkConfig):
+    """The least memory `config` needs (models.memory_floor.MemoryFloor): weights, and the peak
+    activations of a meta-device trace, plus the KV cache a generation request grows. Raises
+    what resolving or tracing the model raises (LookupError, ValueError, RuntimeError,
+    NotImplementedError)."""
     from models.memory_floor import memory_floor
     from models.resolve import resolve_model
 
+    spec = resolve_model(config.model)
+    if config.mode == "generation":  # the prefill's forward at the prompt, and the cache the request grows
+        from dataclasses import replace
+
+        from benchmark_runners.generation import kv_cache, request_shape
+
+        shape = request_shape(spec, config.seq_length, config.new_tokens)
+        floor = memory_floor(spec, config.batch_size, config.precision, "inference", shape.signature_seq_length)
+        cache = kv_cache(spec.config, config.batch_size, shape.prompt_tokens or 0, shape.new_tokens,
+                         2 if config.precision in ("fp16", "bf16") else 4, spec.config.get("max_source_positions"))
+        return replace(floor, activation_bytes=floor.activation_bytes + cache.total_bytes)
+    return memory_floor(spec, config.batch_size, config.precision, config.mode, config.seq_length)
+
+
+def memory_refusal(config: BenchmarkConfig, inventory: HardwareInventory) -> str | None:
+    """Why `config` cannot fit on its device, naming both figures; None when it may fit or when
+    either figure is unknown (then the worker's own OOM handling is the guard)."""
     free = free_memory(config, inventory)
     if free is None:
         return None
     try:
-        spec = resolve_model(config.model)
-        if config.mode == "generation":  # the prefill's forward at the prompt, and the cache the request grows
-            from dataclasses import replace
-
-            from benchmark_runners.generation import kv_cache, request_shape
-
-            shape = request_shape(spec, config.seq_length, config.new_tokens)
-            floor = memory_floor(spec, config.batch_size, config.precision, "inference", shape.signature_seq_length)
-            cache = kv_cache(spec.config, config.batch_size, shape.prompt_tokens or 0, shape.new_tokens,
-                             2 if config.precision in ("fp16", "bf16") else 4, spec.config.get("max_source_positions"))
-            floor = replace(floor, activation_bytes=floor.activation_bytes + cache.total_bytes)
-        else:
-            floor = memory_floor(spec, config.batch_size, config.precision, config.mode, config.seq_length)
+        floor = memory_floor_of(config)
     except (LookupError, ValueError, RuntimeError, NotImplementedError) as exc:
         # An unknown model (the worker reports it) or a model the meta-device trace cannot run:
         # measure without the guard, and say so.

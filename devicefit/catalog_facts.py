@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from models.catalog import ModelSpec, load_catalog
-from models.derived_cache import disk_cached, number
+from models.derived_cache import disk_cached, entry_path, number
 
 FIELDS = ("name", "family", "subfamily", "architecture", "parameters", "forward_gflops_per_sample", "weight_bytes", "input")
 
@@ -51,8 +51,24 @@ def _decode(row: Any, spec: ModelSpec) -> dict[str, Any]:
     return row
 
 
+def _identity(spec: ModelSpec) -> dict[str, Any]:
+    return {"spec": dataclasses.asdict(spec), "counted_by": _own()}
+
+
+def catalog_row(spec: ModelSpec) -> dict[str, Any]:
+    """One catalog model's row, read from the cache where its entry exists."""
+    return disk_cached("catalog_facts", _identity(spec), lambda: _count(spec), encode=lambda row: row,
+                       decode=lambda row: _decode(row, spec))
+
+
+def catalog_row_cached(spec: ModelSpec) -> bool:
+    """Whether the cache has an entry for this model's row (readable or not: `catalog_row` decides)."""
+    try:
+        return entry_path("catalog_facts", _identity(spec)).is_file()
+    except (OSError, RuntimeError, KeyError):  # no cache directory: nothing is cached
+        return False
+
+
 def catalog_facts() -> list[dict[str, Any]]:
     """One row per catalog model, read from the cache where its entry exists."""
-    return [disk_cached("catalog_facts", {"spec": dataclasses.asdict(spec), "counted_by": _own()},
-                        lambda spec=spec: _count(spec), encode=lambda row: row, decode=lambda row, spec=spec: _decode(row, spec))
-            for spec in load_catalog().values()]
+    return [catalog_row(spec) for spec in load_catalog().values()]

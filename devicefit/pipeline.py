@@ -4,16 +4,19 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from benchmark_runners.hardware import HardwareInventory
-from benchmark_runners.records import BenchmarkResult
+from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 from benchmark_runners.sweep import new_run_id, run_sweep
 from devicefit import store
 from devicefit.landing import LoadReport, load_landing_files, retire_landing, superseded_landing, write_landing
 from devicefit.paths import DataPaths
 from devicefit.profiles import Selection, partition_configs
 from devicefit.results_io import results_document
+
+if TYPE_CHECKING:
+    from devicefit.fleet.partitions import LocalTarget
 
 
 def partition_source_key(partition_key: str) -> str:
@@ -31,6 +34,21 @@ class PartitionOutcome:
         return dict(Counter(r.status for r in self.results))
 
 
+def local_partition_configs(partition_key: str, selection: Selection, inventory: HardwareInventory) -> tuple[LocalTarget, list[BenchmarkConfig]]:
+    """The device a "<device id>|<model>" partition names on this host and the configs it
+    measures there (its constraint profile's threads and ISA applied). DeviceUnavailable names
+    a device this host does not have."""
+    from dataclasses import replace
+
+    from devicefit.fleet.partitions import capped_isa_flags, resolve_local, split_partition_key
+
+    reference, model = split_partition_key(partition_key)
+    target = resolve_local(reference, inventory.to_json())
+    cpu_isa = capped_isa_flags(inventory.platforms["cpu"].devices[0].get("isa_flags", []), target.profile.isa)
+    return target, [replace(c, device=target.device, threads=target.profile.threads or c.threads, isa=target.profile.isa)
+                    for c in partition_configs(model, target.kind, selection, cpu_isa)]
+
+
 def measure_partition(partition_key: str, selection: Selection, inventory: HardwareInventory, paths: DataPaths,
                       on_wait: Callable[[str], None] | None = None) -> PartitionOutcome:
     """Measure one "<device id>|<model>" partition on this host and land its rows atomically.
@@ -39,17 +57,12 @@ def measure_partition(partition_key: str, selection: Selection, inventory: Hardw
     probe in the document so the store registers the device with its own peaks. Killed midway,
     it leaves no landing file, so no partial rows ever reach the store. A device on another host
     is refused by name (DeviceUnavailable) before anything runs."""
-    from dataclasses import replace
-
-    from devicefit.fleet.partitions import capped_isa_flags, host_of_inventory, resolve_local, split_partition_key
+    from devicefit.fleet.partitions import host_of_inventory, split_partition_key
     from devicefit.fleet.partitions import partition_key as partition_key_of
 
-    reference, model = split_partition_key(partition_key)
+    _, model = split_partition_key(partition_key)
     hardware = inventory.to_json()
-    target = resolve_local(reference, hardware)
-    cpu_isa = capped_isa_flags(inventory.platforms["cpu"].devices[0].get("isa_flags", []), target.profile.isa)
-    configs = [replace(c, device=target.device, threads=target.profile.threads or c.threads, isa=target.profile.isa)
-               for c in partition_configs(model, target.kind, selection, cpu_isa)]
+    target, configs = local_partition_configs(partition_key, selection, inventory)
     if not target.profile.empty:
         from devicefit.fleet.profile_probe import profile_probe
 
@@ -184,7 +197,8 @@ def publish_selection_map(paths: DataPaths, inventory: dict[str, Any],
     from devicefit.select.selector import HardwareSelector
 
     selector = HardwareSelector(benchmark_dir=paths.root, inventory=inventory, record=False, compatibility=compatibility)
-    document = selection_map(selector)
+    # Its representatives' traces on both cores (models.parallel_warm): 25 s on one, on a 2-core AMD EPYC.
+    document = selection_map(selector, helpers=None)
     return write_output_json(paths, "selection_map.json", document), document
 
 

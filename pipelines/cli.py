@@ -92,6 +92,11 @@ def run_command(
     speed = speed_summary([g for _, _, md in outcome.partitions for g in md.get("speed_references") or []])
     if speed:
         console.print(speed)
+    warmed = outcome.warm
+    if warmed is not None and warmed.tasks:
+        console.print(f"before measuring: {warmed.tasks} traces (catalog facts, memory floors) in {warmed.seconds:.1f} s, "
+                      f"{warmed.by_helper} of them by a second process ({warmed.helper})"
+                      + (f"; {len(warmed.failed)} failed, left to the guard" if warmed.failed else ""))
     console.print("written:")
     written = (("database", paths.database), ("landing files", paths.raw),
                ("compatibility matrix", paths.outputs / "compatibility_matrix.json"),

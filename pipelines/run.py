@@ -13,7 +13,7 @@ import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from devicefit.profiles import Selection
 from pipelines.run_guard import WriterBusy  # noqa: F401  (callers catch it from here)
@@ -29,6 +29,7 @@ class PipelineRun:
     failed_checks: list[str] = field(default_factory=list)
     reaped: list[str] = field(default_factory=list)  # "run_id (job): reason" of stale runs marked failed
     dispatch_failures: list[str] = field(default_factory=list)  # "partition: reason" of dispatched runs that failed
+    warm: Any = None  # models.parallel_warm.WarmReport of the traces computed before measuring, where they were
 
 
 def _instance():
@@ -68,7 +69,8 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
 
     wait_s = writer_wait_s()
     instance = _instance()
-    hardware = detect_hardware(probe=False).to_json()
+    inventory = detect_hardware(probe=False)
+    hardware = inventory.to_json()
     host = host_of_inventory(hardware)
     broker = dispatch.broker_url()
     if broker:  # each partition goes to its device's worker (pipelines/dispatch.py); clear errors before anything runs
@@ -95,6 +97,11 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
             # another process's measurement.
             measuring.enter_context(hold_devices({locked_device(t.device) for t in targets.values()}, on_wait=on_wait))
             start_fork_server()  # its imports overlap the inventory run's
+            # The catalog's facts and every config's memory floor, on both cores before anything
+            # is measured (devicefit/run_warm.py); the catalog asset and the guard read them back.
+            from devicefit.run_warm import warm_for_run
+
+            outcome.warm = warm_for_run(selection, partition_keys, inventory)
         outcome.reaped += [f"{s.run_id} ({s.job_name}): {s.reason}" for s in run_guard.reap_stale_runs(instance)]
         add_partitions_for(instance, partition_keys)  # dynamic partitions: a new device or model is a new key
 

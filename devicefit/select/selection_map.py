@@ -10,6 +10,7 @@ default 256-token prompt and 64 new tokens), as its users run it; each cell name
 """
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timezone
 from typing import Any
 
@@ -61,8 +62,23 @@ def _cell(selector: HardwareSelector, model: str, family: str, batch: int, mode:
             "excluded": {k: s["excluded"] for k, s in r["all_scores"].items() if s["excluded"]}}
 
 
+def _warm_cells(task: tuple[HardwareSelector, str, str, tuple[tuple[int, str], ...], list[str]]) -> None:
+    """One model's cells, computed for the traces they leave in the derived cache, in
+    models.parallel_warm's helper or in this process. Nothing is recorded: the map computes its
+    cells again after, and those are what a recording selector serves, once."""
+    selector, family, model, requests, hardware = task
+    quiet = copy.copy(selector)
+    quiet.predictor = copy.copy(selector.predictor)
+    quiet.predictor.record = False
+    for batch, mode in requests:
+        _cell(quiet, model, family, batch, mode, hardware)
+
+
 def selection_map(selector: HardwareSelector, model_families: list[str] | None = None, batch_sizes: list[int] | None = None,
-                  hardware_platforms: list[str] | None = None) -> dict[str, Any]:
+                  hardware_platforms: list[str] | None = None, helpers: int | None = 0) -> dict[str, Any]:
+    """`helpers`: models.parallel_warm's helper processes that trace the representatives'
+    models first (None: one where two CPUs are usable; 0, the default: none, as a server
+    answering a request wants). The cells are the same either way."""
     families = list(model_families or FAMILIES)
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
@@ -73,19 +89,30 @@ def selection_map(selector: HardwareSelector, model_families: list[str] | None =
     hardware = list(hardware_platforms or registry.kind_names())
     reps = representatives(selector)
     out: dict[str, Any] = {}
+    cells: list[tuple[tuple[str, ...], str, str, int, str]] = []  # (where in `out`, family, model, batch, mode)
     for family in families:
         cats = reps.get(family, {})
-        entry: dict[str, Any] = {"model_sizes": {}, "no_model": [c for c in SIZE_CATEGORIES if c not in cats]}
+        out[family] = {"model_sizes": {}, "no_model": [c for c in SIZE_CATEGORIES if c not in cats]}
         for category in SIZE_CATEGORIES:
             if category in cats:
-                model = cats[category][0]
-                entry["model_sizes"][category] = {mode: _cell(selector, model, family, 1 if mode == "inference" else 8, mode, hardware)
-                                                  for mode in MODES}
+                cells += [((family, "model_sizes", category, mode), family, cats[category][0], 1 if mode == "inference" else 8, mode)
+                          for mode in MODES]
         if cats:
             # Batch-size rows use the family's smallest category's representative.
             model = cats[next(c for c in SIZE_CATEGORIES if c in cats)][0]
-            entry["inference"] = {"batch_sizes": {str(b): _cell(selector, model, family, b, "inference", hardware) for b in batches}}
-        out[family] = entry
+            cells += [((family, "inference", "batch_sizes", str(b)), family, model, b, "inference") for b in batches]
+    if helpers != 0:
+        from models.parallel_warm import warm
+
+        by_model: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        for _, family, model, batch, mode in cells:
+            by_model.setdefault((family, model), []).append((batch, mode))
+        warm([(selector, f, m, tuple(r), hardware) for (f, m), r in by_model.items()], _warm_cells, helpers=helpers)
+    for where, family, model, batch, mode in cells:
+        place = out
+        for key in where[:-1]:
+            place = place.setdefault(key, {})
+        place[where[-1]] = _cell(selector, model, family, batch, mode, hardware)
     return {
         "format": SELECTION_MAP_FORMAT,
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),

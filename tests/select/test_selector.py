@@ -183,6 +183,29 @@ def test_selection_map_has_the_spec_shape(selector):
         selection_map(selector, ["poetry"])
 
 
+def test_a_map_traced_beside_a_helper_process_is_the_same_map(measured, artifact, tmp_path, monkeypatch):
+    """`make run` traces the map's models on both cores (helpers=None there): the cells must not
+    depend on which process traced what, and the helper records no served prediction."""
+    from devicefit.select.selection_map import selection_map
+
+    monkeypatch.setenv("DEVICEFIT_CACHE_DIR", str(tmp_path / "cache"))  # cold: the helper has traces to do
+    def served_lines() -> int:
+        return sum(len(p.read_text().splitlines()) for p in measured.root.glob("predictions/served-*.jsonl"))
+
+    args = (["embedding"], [1, 4], ["cpu", "cuda"])
+    before = served_lines()
+    # A selector that records what it serves, as a server's does; each map from a fresh one.
+    helped = selection_map(HardwareSelector(benchmark_dir=measured.root, record=True), *args, helpers=1)
+    by_helped = served_lines() - before
+    alone = selection_map(HardwareSelector(benchmark_dir=measured.root, record=True), *args, helpers=0)
+    by_alone = served_lines() - before - by_helped
+    assert by_helped == by_alone > 0  # this process's cells, once each; none from the helper
+    for m in (helped, alone):
+        m.pop("timestamp")
+    assert helped == alone
+    assert len(list((tmp_path / "cache" / "trace").glob("*.json"))) >= 4  # the representatives were traced there
+
+
 def test_memory_constrained_search_prefers_measurements_and_respects_the_cap(measured, artifact):
     from devicefit.predict.api import HardwareModelPredictor
     from devicefit.select.memory_search import MemorySearchError, memory_constrained_search

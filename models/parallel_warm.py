@@ -1,0 +1,180 @@
+"""Fill the derived cache (models.derived_cache) on two cores instead of one.
+
+Tracing models on the meta device is single-threaded Python: `make run` spent about 22 s
+counting the catalog and another 20 s tracing memory floors at the start of its measurement
+partitions, one core busy and the other idle, while nothing was being measured. Every such
+computation stores its result on disk, keyed by what it depends on, so a second process can do
+part of them and the caller reads them back in a fraction of a second.
+
+`warm(tasks, compute)` runs `compute(task)` for every task exactly once, in this process and in
+one helper: a fresh interpreter (`python -m models.parallel_warm`), never a fork of a process
+that holds threads and an OpenMP pool, and never a re-import of the caller's `__main__` (as
+multiprocessing's spawn does, which re-runs a script without a main guard). This process takes
+tasks from the front of the list and the helper from the back, claiming each under a lock on a
+small state file, so the helper's start-up (its imports, seconds) costs nothing when the work is
+short: the caller simply does more of it, and stops a helper that has claimed nothing. The helper
+reports each task it finished on its stdout; tasks it claimed and did not finish (it died) are
+done here after it. `compute` must be a module-level function and the tasks picklable; its
+return value is dropped (the cache is the result). A task whose `compute` raises is logged and
+counted: the caller's own later call meets the same error with its own handling.
+
+Never used while something is being measured: the helper would take a core from it.
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+log = logging.getLogger("devicefit.parallel_warm")
+HELPER_WAIT_S = 600.0  # a helper still busy this long after the caller finished is stopped
+
+
+@dataclass
+class WarmReport:
+    tasks: int = 0
+    by_caller: int = 0
+    by_helper: int = 0
+    failed: list[str] = field(default_factory=list)  # "task: error"
+    helper: str = "not needed"  # what became of the helper: "finished", "not started (why)", ...
+    seconds: float = 0.0
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _claim(state: Path, from_back: bool) -> int | None:
+    """The next unclaimed index from the front or the back (exclusive) of the state file's
+    "front back" pair; None once they meet."""
+    with open(state, "r+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        front, back = map(int, f.read().split())
+        if front >= back:
+            return None
+        index = back - 1 if from_back else front
+        front, back = (front, back - 1) if from_back else (front + 1, back)
+        f.seek(0)
+        f.write(f"{front} {back}".ljust(40))
+        f.flush()
+        return index
+
+
+def _run_one(compute: Callable[[Any], Any], task: Any) -> str | None:
+    try:
+        compute(task)
+        return None
+    except Exception as exc:  # noqa: BLE001 - a warm-up never fails its caller; the caller's own call will
+        return f"{task}: {type(exc).__name__}: {exc}"
+
+
+def _helper_main() -> int:
+    """In the helper: read (sys.path, state file, compute, tasks) from stdin, then claim from
+    the back until nothing is left, printing "done <i>" or "failed <i>" for each."""
+    paths, state, payload = pickle.loads(sys.stdin.buffer.read())
+    sys.path[:0] = [p for p in paths if p not in sys.path]
+    reports = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # what `compute` prints is not a report
+    compute, tasks = pickle.loads(payload)
+    while (i := _claim(Path(state), from_back=True)) is not None:
+        problem = _run_one(compute, tasks[i])
+        reports.write(f"{'done' if problem is None else 'failed'} {i}\n")
+    return 0
+
+
+def _start_helper(state: Path, compute: Callable[[Any], Any], tasks: list[Any]) -> subprocess.Popen:
+    payload = pickle.dumps((list(sys.path), str(state), pickle.dumps((compute, tasks))))
+    proc = subprocess.Popen([sys.executable, "-m", "models.parallel_warm"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        proc.stdin.write(payload)
+        proc.stdin.close()
+        proc.stdin = None  # written and closed: communicate() must not flush it
+    except OSError:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc
+
+
+def warm(tasks: Sequence[Any], compute: Callable[[Any], Any], helpers: int | None = None) -> WarmReport:
+    """Run `compute` over `tasks`, here and in one helper process when this process may use
+    two CPUs or more (`helpers=0`: here only)."""
+    started = time.perf_counter()
+    tasks = list(tasks)
+    report = WarmReport(tasks=len(tasks))
+    helpers = (1 if usable_cpus() >= 2 else 0) if helpers is None else min(helpers, 1)
+    here: set[int] = set()
+    with tempfile.TemporaryDirectory(prefix="devicefit-warm-") as directory:
+        state = Path(directory) / "claims"
+        state.write_text(f"0 {len(tasks)}".ljust(40))
+        proc = None
+        if helpers and len(tasks) > 1:
+            try:
+                proc = _start_helper(state, compute, tasks)
+            except (OSError, pickle.PicklingError, AttributeError, TypeError) as exc:  # all of it here
+                report.helper = f"not started ({type(exc).__name__}: {exc})"
+        elif len(tasks) > 1:
+            report.helper = "not started (one usable CPU)" if usable_cpus() < 2 else "not started (helpers=0)"
+        while (i := _claim(state, from_back=False)) is not None:
+            here.add(i)
+            if problem := _run_one(compute, tasks[i]):
+                report.failed.append(problem)
+        helper_done: dict[int, str] = {}
+        if proc is not None:
+            helper_idle = _claim_count_from_back(state, len(tasks)) == 0  # still importing: it has claimed nothing
+            if helper_idle:
+                proc.kill()
+            try:
+                out, _ = proc.communicate(timeout=HELPER_WAIT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+                report.helper = f"stopped after {HELPER_WAIT_S:.0f} s"
+            for line in out.decode(errors="replace").splitlines():
+                word, _, index = line.partition(" ")
+                if word in ("done", "failed") and index.isdigit():
+                    helper_done[int(index)] = word
+            if helper_idle:
+                report.helper = "not needed (this process finished first)"
+            elif not report.helper.startswith("stopped"):
+                report.helper = "finished" if proc.returncode == 0 else f"exited with {proc.returncode}"
+    # Claimed by a helper that did not finish them: here, now.
+    for i, task in enumerate(tasks):
+        if i in here:
+            continue
+        if helper_done.get(i) == "failed":
+            report.failed.append(f"{task}: failed in the helper")
+        elif i not in helper_done:
+            here.add(i)
+            if problem := _run_one(compute, task):
+                report.failed.append(problem)
+    report.by_caller = len(here)
+    report.by_helper = len(tasks) - len(here)
+    report.seconds = time.perf_counter() - started
+    if report.failed:
+        log.info("cache warm-up: %d of %d tasks failed (the callers will meet them again): %s",
+                 len(report.failed), len(tasks), "; ".join(report.failed[:3]))
+    return report
+
+
+def _claim_count_from_back(state: Path, total: int) -> int:
+    with open(state) as f:
+        fcntl.flock(f, fcntl.LOCK_SH)
+        _, back = map(int, f.read().split())
+    return total - back
+
+
+if __name__ == "__main__":
+    sys.exit(_helper_main())

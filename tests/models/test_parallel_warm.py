@@ -1,0 +1,96 @@
+"""models.parallel_warm: every task computed exactly once, here or in the helper, whatever
+becomes of the helper."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from models.parallel_warm import warm
+
+WAIT_FOR_HELPER_S = 60.0
+
+
+def _in_helper(task: tuple[str, int, int]) -> bool:
+    return os.getpid() != task[2]  # the caller's pid travels in the task
+
+
+def record_once(task: tuple[str, int, int]) -> None:
+    """Create the task's file; a second computation of the same task fails (O_EXCL)."""
+    directory, index, _ = task
+    fd = os.open(Path(directory) / f"{index}", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+
+
+def record_after_helper_starts(task: tuple[str, int, int]) -> None:
+    """The caller's first task waits for the helper's first, so both processes take part."""
+    directory, index, _ = task
+    if _in_helper(task):
+        (Path(directory) / "helper-started").touch()
+    elif index == 0:
+        deadline = time.monotonic() + WAIT_FOR_HELPER_S
+        while not (Path(directory) / "helper-started").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    record_once(task)
+
+
+def helper_dies(task: tuple[str, int, int]) -> None:
+    """The helper exits (as a crash would) on its first task, which it has claimed."""
+    directory, _, _ = task
+    if _in_helper(task):
+        (Path(directory) / "helper-started").touch()
+        os._exit(3)
+    record_after_helper_starts(task)
+
+
+def fails_on_odd(task: tuple[str, int, int]) -> None:
+    if task[1] % 2:
+        raise ValueError(f"task {task[1]} refused")
+    record_once(task)
+
+
+def _tasks(tmp_path: Path, n: int) -> list[tuple[str, int, int]]:
+    return [(str(tmp_path), i, os.getpid()) for i in range(n)]
+
+
+def _pids(tmp_path: Path, n: int) -> list[str]:
+    return [(tmp_path / str(i)).read_text() for i in range(n)]
+
+
+def test_every_task_runs_once_across_the_caller_and_the_helper(tmp_path):
+    report = warm(_tasks(tmp_path, 30), record_after_helper_starts, helpers=1)
+    assert report.failed == []
+    pids = _pids(tmp_path, 30)
+    assert report.by_caller == pids.count(str(os.getpid()))
+    assert report.by_helper == 30 - report.by_caller >= 1
+    assert report.helper == "finished"
+
+
+def test_without_a_helper_every_task_runs_here(tmp_path):
+    report = warm(_tasks(tmp_path, 5), record_once, helpers=0)
+    assert (report.by_caller, report.by_helper, report.failed) == (5, 0, [])
+    assert set(_pids(tmp_path, 5)) == {str(os.getpid())}
+
+
+def test_a_task_the_helper_claimed_and_did_not_finish_is_done_here(tmp_path):
+    report = warm(_tasks(tmp_path, 12), helper_dies, helpers=1)
+    assert report.helper == "exited with 3"
+    assert report.failed == []
+    assert set(_pids(tmp_path, 12)) == {str(os.getpid())}  # the helper finished none of them
+    assert report.by_caller == 12
+
+
+@pytest.mark.parametrize("helpers", [0, 1])
+def test_a_failing_task_is_reported_and_the_others_still_run(tmp_path, helpers):
+    report = warm(_tasks(tmp_path, 8), fails_on_odd, helpers=helpers)
+    assert len(report.failed) == 4
+    assert all("refused" in f or "failed in the helper" in f for f in report.failed)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0", "2", "4", "6"]
+
+
+def test_no_tasks_starts_nothing(tmp_path):
+    report = warm([], record_once, helpers=1)
+    assert (report.tasks, report.by_caller, report.by_helper, report.helper) == (0, 0, 0, "not needed")

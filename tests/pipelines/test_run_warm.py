@@ -1,0 +1,60 @@
+"""devicefit.run_warm: the traces a run needs before it measures, listed once per model, mode and
+sequence length, and computed so that the memory guard then traces nothing."""
+from __future__ import annotations
+
+import pytest
+
+import models.catalog
+import models.op_profile as op_profile
+from benchmark_runners.hardware import detect_hardware
+from benchmark_runners.memory_guard import memory_floor_of
+from devicefit.catalog_facts import catalog_row
+from devicefit.pipeline import local_partition_configs
+from devicefit.profiles import Selection
+from devicefit.run_warm import run_warm_tasks, warm_task
+from models.parallel_warm import warm
+from models.resolve import resolve_model
+from tests.conftest import local_partition
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVICEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    for cache in (op_profile._profiles, op_profile._training_peaks, op_profile._per_sample_peaks):
+        cache.clear()
+    yield tmp_path / "cache"
+    for cache in (op_profile._profiles, op_profile._training_peaks, op_profile._per_sample_peaks):
+        cache.clear()
+
+
+def test_one_floor_per_model_mode_and_sequence_at_its_largest_batch(fresh_cache, monkeypatch):
+    specs = {name: resolve_model(name) for name in ("bert-tiny", "gpt2")}
+    monkeypatch.setattr(models.catalog, "load_catalog", lambda: specs)
+    catalog_row(specs["bert-tiny"])  # cached: not listed again
+    inventory = detect_hardware(probe=False)
+    keys = [local_partition("bert-tiny"), local_partition("gpt2"), "cuda|gpt2"]  # no CUDA device here: left out
+    tasks = run_warm_tasks(Selection(), keys, inventory)
+    assert [str(t) for t in tasks if t.config is None] == ["catalog row of gpt2"]
+    floors = sorted((t.config.model, t.config.mode, t.config.seq_length or 0, t.config.batch_size) for t in tasks if t.config)
+    assert floors == [("bert-tiny", "inference", 0, 16), ("bert-tiny", "training", 0, 16),
+                      ("gpt2", "generation", 0, 1), ("gpt2", "inference", 0, 16), ("gpt2", "inference", 512, 4)]
+
+
+def test_after_the_warm_up_the_memory_guard_traces_nothing(fresh_cache, monkeypatch):
+    inventory = detect_hardware(probe=False)
+    key = local_partition("bert-tiny")
+    floors = [t for t in run_warm_tasks(Selection(), [key], inventory) if t.config is not None]
+    report = warm(floors, warm_task, helpers=1)
+    assert report.failed == [] and report.by_caller + report.by_helper == len(floors) == 2
+    assert len(list((fresh_cache / "trace").glob("*.json"))) == 4  # inference and training, batch 1 and 2
+
+    def no_tracing(*args, **kwargs):
+        raise AssertionError("traced again after the warm-up")
+
+    monkeypatch.setattr(op_profile, "_run_trace", no_tracing)
+    for cache in (op_profile._profiles, op_profile._training_peaks, op_profile._per_sample_peaks):
+        cache.clear()  # what the helper computed, and what this process did, both come from disk now
+    _, configs = local_partition_configs(key, Selection(), inventory)
+    assert len(configs) > 2
+    for config in configs:
+        assert memory_floor_of(config).total_bytes > 0
