@@ -32,9 +32,13 @@ def test_the_share_is_the_host_busy_time_less_the_measuring_process_own():
 def test_a_competing_process_marks_the_config_contended(tiny_models):
     """One busy loop per CPU this process may use beside the measurement: every attempt is
     contended, so the config is measured twice and the row says so with the figure (the timings
-    are not asserted). The loops inherit the affinity mask, so they land on the same CPUs."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(len(os.sched_getaffinity(0)))]
+    are not asserted). The loops inherit the affinity mask, so they land on the same CPUs.
+    Each says when it spins: measured before an interpreter had started (slow beside a busy
+    suite), the tiny model's first attempt took milliseconds on an idle CPU and passed."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"], stdout=subprocess.PIPE, text=True)
+            for _ in range(len(os.sched_getaffinity(0)))]
     try:
+        assert all(hog.stdout.readline().strip() == "spinning" for hog in hogs)
         measurer = ConfigMeasurer("test-run", {"suite": "pytest"}, {"cpu": {"name": "test cpu", "fingerprint": "cpu-test"}})
         row = measurer.run(BenchmarkConfig(model=str(tiny_models["text"]), policy=FAST_POLICY))
     finally:
