@@ -1,12 +1,17 @@
 """Before a `devicefit run` measures anything, compute on both cores what it would otherwise
-compute on one while nothing is measured: the catalog's facts (the model_catalog asset) and
-the memory floor of every config it will measure (the sweep's memory guard, at the start of
-each partition). Both are meta-device traces, single-threaded, stored in the derived cache;
-the asset and the guard then read them back. On a 2-core AMD EPYC the catalog took about 22 s
-and the floors about 20 s of `make run`, each on one core.
+compute on one while nothing is measured: the catalog's facts (the model_catalog asset), the
+memory floor of every config it will measure (the sweep's memory guard, at the start of each
+partition), and what a backend keeps on disk between processes (OpenVINO's conversions, torch's
+reference outputs and the GenAI export: `Backend.fill_cache`). The first two are meta-device
+traces, single-threaded, stored in the derived cache; the conversions are mostly
+single-threaded too. The asset, the guard and the workers then read them back. On a 2-core AMD
+EPYC the catalog took about 22 s of `make run`, the floors about 20 s and OpenVINO's
+conversions and export about 55 s, each on one core.
 
-Nothing here changes what is measured or stored: a task that fails is the guard's own failure
-later (it measures without a floor and says so), and a cache that is already warm costs a read.
+Nothing here changes what is measured: a task that fails is the guard's or the worker's own
+failure later (the guard measures without a floor and says so; the worker converts again, and
+its row says how it fared), and a cache that is already warm costs a read. An OpenVINO row's
+`conversion.source` says "disk cache" where the conversion was done here, as on any later run.
 """
 from __future__ import annotations
 
@@ -23,37 +28,47 @@ log = logging.getLogger("devicefit.run_warm")
 
 @dataclass(frozen=True)
 class WarmTask:
-    """One model's catalog row (`config` None), or the memory floor of one config, standing for
+    """One model's catalog row (no configs); the memory floor of `configs[0]`, standing for
     every config of its model, mode and sequence length (the largest batch: its floor traces
-    batch 1 and 2, which the others' floors read)."""
+    batch 1 and 2, which the others' floors read); or `backend`'s cache for the configs that
+    share one of its `cache_key`s."""
 
     model: str
-    config: BenchmarkConfig | None = None
+    configs: tuple[BenchmarkConfig, ...] = ()
+    backend: str | None = None
 
     def __str__(self) -> str:
-        if self.config is None:
+        if not self.configs:
             return f"catalog row of {self.model}"
-        c = self.config
+        c = self.configs[0]
+        if self.backend:
+            return f"{self.backend} cache of {c.model} {c.mode}" + (f" seq {c.seq_length}" if c.seq_length else "")
         return f"memory floor of {c.model} {c.mode} batch {c.batch_size}" + (f" seq {c.seq_length}" if c.seq_length else "")
 
 
 def warm_task(task: WarmTask) -> None:
-    """Compute what `task` stands for (into the derived cache); the value is not needed here."""
-    if task.config is None:
+    """Compute what `task` stands for (into the caches); the value is not needed here."""
+    if not task.configs:
         from devicefit.catalog_facts import catalog_row
         from models.catalog import load_catalog
 
         catalog_row(load_catalog()[task.model])
+    elif task.backend:
+        from benchmark_runners import registry
+        from models.resolve import resolve_model
+
+        registry.backend(task.backend).fill_cache(resolve_model(task.model), list(task.configs))
     else:
         from benchmark_runners.memory_guard import memory_floor_of
 
-        memory_floor_of(task.config)
+        memory_floor_of(task.configs[0])
 
 
 def run_warm_tasks(selection: Selection, partition_keys: list[str], inventory: HardwareInventory) -> list[WarmTask]:
-    """The catalog rows not yet cached, then one floor per (model, mode, sequence length) of the
-    configs the partitions measure on this host's available devices. A partition whose device is
-    not here is left out: its run reports that."""
+    """The catalog rows not yet cached, one floor per (model, mode, sequence length) of the
+    configs the partitions measure on this host's available devices, and one backend cache per
+    backend `cache_key`. A partition whose device is not here is left out: its run reports that."""
+    from benchmark_runners import registry
     from devicefit.catalog_facts import catalog_row_cached
     from devicefit.errors import DevicefitError
     from devicefit.pipeline import local_partition_configs
@@ -62,19 +77,26 @@ def run_warm_tasks(selection: Selection, partition_keys: list[str], inventory: H
     tasks = [WarmTask(name) for name, spec in load_catalog().items() if not catalog_row_cached(spec)]
     available = set(inventory.available_kinds())
     largest: dict[tuple, BenchmarkConfig] = {}
+    shared: dict[tuple, list[BenchmarkConfig]] = {}
     for key in partition_keys:
         try:
             target, configs = local_partition_configs(key, selection, inventory)
         except (DevicefitError, LookupError, ValueError) as exc:
-            log.info("no memory floors warmed for %s: %s", key, exc)
+            log.info("nothing warmed for %s: %s", key, exc)
             continue
         if target.kind not in available:
             continue
+        backend = registry.backend_of_kind(target.kind)
         for c in configs:
             group = (c.model, c.mode, c.seq_length, c.new_tokens)
             if group not in largest or c.batch_size > largest[group].batch_size:
                 largest[group] = c
-    return tasks + [WarmTask(c.model, c) for c in largest.values()]
+            cache_key = backend.cache_key(c) if backend is not None else None
+            if cache_key is not None:
+                shared.setdefault((backend.name, cache_key), []).append(c)
+    # The helper takes from the back: the long conversions there, the short traces here.
+    return (tasks + [WarmTask(c.model, (c,)) for c in largest.values()]
+            + [WarmTask(cs[0].model, tuple(cs), name) for (name, _), cs in shared.items()])
 
 
 def warm_for_run(selection: Selection, partition_keys: list[str], inventory: HardwareInventory) -> WarmReport:

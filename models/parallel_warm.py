@@ -22,6 +22,7 @@ Never used while something is being measured: the helper would take a core from 
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -36,6 +37,10 @@ from typing import Any, Callable, Sequence
 
 log = logging.getLogger("devicefit.parallel_warm")
 HELPER_WAIT_S = 600.0  # a helper still busy this long after the caller finished is stopped
+# Each process computes with one thread: two processes of two OpenMP threads each on two cores
+# spin against each other (OpenVINO's conversions with torch's reference forward took 95 s
+# that way, against 69 s in one process).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 @dataclass
@@ -96,7 +101,7 @@ def _helper_main() -> int:
 def _start_helper(state: Path, compute: Callable[[Any], Any], tasks: list[Any]) -> subprocess.Popen:
     payload = pickle.dumps((list(sys.path), str(state), pickle.dumps((compute, tasks))))
     proc = subprocess.Popen([sys.executable, "-m", "models.parallel_warm"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+                            stderr=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **ONE_THREAD})
     try:
         proc.stdin.write(payload)
         proc.stdin.close()
@@ -127,10 +132,11 @@ def warm(tasks: Sequence[Any], compute: Callable[[Any], Any], helpers: int | Non
                 report.helper = f"not started ({type(exc).__name__}: {exc})"
         elif len(tasks) > 1:
             report.helper = "not started (one usable CPU)" if usable_cpus() < 2 else "not started (helpers=0)"
-        while (i := _claim(state, from_back=False)) is not None:
-            here.add(i)
-            if problem := _run_one(compute, tasks[i]):
-                report.failed.append(problem)
+        with _one_torch_thread(proc is not None):
+            while (i := _claim(state, from_back=False)) is not None:
+                here.add(i)
+                if problem := _run_one(compute, tasks[i]):
+                    report.failed.append(problem)
         helper_done: dict[int, str] = {}
         if proc is not None:
             helper_idle = _claim_count_from_back(state, len(tasks)) == 0  # still importing: it has claimed nothing
@@ -167,6 +173,23 @@ def warm(tasks: Sequence[Any], compute: Callable[[Any], Any], helpers: int | Non
         log.info("cache warm-up: %d of %d tasks failed (the callers will meet them again): %s",
                  len(report.failed), len(tasks), "; ".join(report.failed[:3]))
     return report
+
+
+@contextlib.contextmanager
+def _one_torch_thread(active: bool):
+    """torch's intra-op threads in this process set to one while a helper computes beside it
+    (the helper starts with one: ONE_THREAD), and given back after."""
+    if not active:
+        yield
+        return
+    import torch  # the tasks would import it anyway, with as many threads as cores
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _claim_count_from_back(state: Path, total: int) -> int:

@@ -94,7 +94,7 @@ def run_command(
         console.print(speed)
     warmed = outcome.warm
     if warmed is not None and warmed.tasks:
-        console.print(f"before measuring: {warmed.tasks} traces (catalog facts, memory floors) in {warmed.seconds:.1f} s, "
+        console.print(f"before measuring: {warmed.tasks} cache entries (catalog facts, memory floors, conversions) in {warmed.seconds:.1f} s, "
                       f"{warmed.by_helper} of them by a second process ({warmed.helper})"
                       + (f"; {len(warmed.failed)} failed, left to the guard" if warmed.failed else ""))
     console.print("written:")

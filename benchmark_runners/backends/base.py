@@ -164,6 +164,17 @@ class Backend(ABC):
         """Entered around warm-up and timing (torch: inference_mode)."""
         return contextlib.nullcontext()
 
+    def cache_key(self, config: "BenchmarkConfig") -> tuple | None:
+        """Configs with the same key share what `fill_cache` keeps on disk; None: nothing."""
+        return None
+
+    def fill_cache(self, spec: "ModelSpec", configs: "list[BenchmarkConfig]") -> None:
+        """Do now, outside any worker, what `prepare` would otherwise do once per machine and keep
+        on disk for later processes (OpenVINO: the conversion, torch's reference outputs, the
+        GenAI export), for configs that share one `cache_key`; `prepare` then reads it back, and
+        its row says so. `devicefit run` calls this on both cores before it measures
+        (devicefit/run_warm.py). Nothing here by default."""
+
     def loaded_key(self, config: "BenchmarkConfig") -> tuple:
         """Configs with the same key share one prepared model."""
         # new_tokens: a generation model's settings (max_new_tokens) are set when it is prepared

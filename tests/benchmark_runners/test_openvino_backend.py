@@ -208,3 +208,31 @@ def test_devicefit_detect_writes_nothing_into_the_home_directory(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert '"openvino"' in proc.stdout
     assert not (home / "intel").exists(), sorted(str(p.relative_to(home)) for p in home.rglob("*"))
+
+
+def test_a_cache_filled_before_measuring_is_what_the_row_reads(measurer, tiny_models, monkeypatch, tmp_path):
+    """`devicefit run` converts ahead, on both cores (Backend.fill_cache): the IR and torch's
+    bf16 reference are on disk, so the rows convert nothing and say they read the disk cache."""
+    from benchmark_runners.registry import backend
+    from models.resolve import resolve_model
+
+    monkeypatch.setattr(openvino_backend, "_cache_dir", lambda: tmp_path / "ov-cache")
+    monkeypatch.setattr(openvino_backend, "_converted", {})
+    ov = backend("openvino")
+    configs = [config(tiny_models["text"], batch_size=b, precision=p) for p in ("fp32", "bf16") for b in (1, 4)]
+    assert len({ov.cache_key(c) for c in configs}) == 1  # one IR for both precisions and every batch
+    ov.fill_cache(resolve_model(str(tiny_models["text"])), configs)
+    written = {p.name.split(".", 1)[1] for p in (tmp_path / "ov-cache").iterdir()}
+    assert {"xml", "bin", "json", "reference.npy", "reference-bf16.npy"} <= written  # the IR, its record, torch's outputs
+    monkeypatch.setattr(openvino_backend, "_converted", {})  # a worker's own process: nothing in memory
+
+    def no_conversion(*args, **kwargs):
+        raise AssertionError("converted again after fill_cache")
+
+    import openvino
+    monkeypatch.setattr(openvino, "convert_model", no_conversion)
+    for c in configs:
+        r = measurer.run(c)  # bf16: skipped, with the reason, where OpenVINO has no bf16 capability
+        assert r.status in ("ok", "skipped"), r.error
+        if r.status == "ok":
+            assert r.backend_config["conversion"]["source"] in ("disk cache", "in-process cache")

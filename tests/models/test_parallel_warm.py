@@ -94,3 +94,25 @@ def test_a_failing_task_is_reported_and_the_others_still_run(tmp_path, helpers):
 def test_no_tasks_starts_nothing(tmp_path):
     report = warm([], record_once, helpers=1)
     assert (report.tasks, report.by_caller, report.by_helper, report.helper) == (0, 0, 0, "not needed")
+
+
+def record_threads(task: tuple[str, int, int]) -> None:
+    """Which process ran the task, with the OpenMP and torch threads it computed with."""
+    import torch
+
+    directory, index, _ = task
+    record_after_helper_starts(task)
+    (Path(directory) / f"{index}.threads").write_text(f"{os.environ.get('OMP_NUM_THREADS')} {torch.get_num_threads()}")
+
+
+def test_both_processes_compute_on_one_thread_and_this_one_gets_its_threads_back(tmp_path):
+    """Two processes of two OpenMP threads each on two cores spin against each other."""
+    import torch
+
+    before = torch.get_num_threads()
+    report = warm(_tasks(tmp_path, 6), record_threads, helpers=1)
+    assert report.failed == [] and report.by_helper >= 1
+    assert torch.get_num_threads() == before
+    for i, pid in enumerate(_pids(tmp_path, 6)):
+        omp, threads = (tmp_path / f"{i}.threads").read_text().split()
+        assert threads == "1" and (omp == "1" or pid == str(os.getpid()))

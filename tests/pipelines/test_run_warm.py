@@ -34,8 +34,9 @@ def test_one_floor_per_model_mode_and_sequence_at_its_largest_batch(fresh_cache,
     inventory = detect_hardware(probe=False)
     keys = [local_partition("bert-tiny"), local_partition("gpt2"), "cuda|gpt2"]  # no CUDA device here: left out
     tasks = run_warm_tasks(Selection(), keys, inventory)
-    assert [str(t) for t in tasks if t.config is None] == ["catalog row of gpt2"]
-    floors = sorted((t.config.model, t.config.mode, t.config.seq_length or 0, t.config.batch_size) for t in tasks if t.config)
+    assert [str(t) for t in tasks if not t.configs] == ["catalog row of gpt2"]
+    assert not [t for t in tasks if t.backend]  # torch on the CPU keeps nothing on disk between processes
+    floors = sorted((c.model, c.mode, c.seq_length or 0, c.batch_size) for t in tasks for c in t.configs)
     assert floors == [("bert-tiny", "inference", 0, 16), ("bert-tiny", "training", 0, 16),
                       ("gpt2", "generation", 0, 1), ("gpt2", "inference", 0, 16), ("gpt2", "inference", 512, 4)]
 
@@ -43,7 +44,7 @@ def test_one_floor_per_model_mode_and_sequence_at_its_largest_batch(fresh_cache,
 def test_after_the_warm_up_the_memory_guard_traces_nothing(fresh_cache, monkeypatch):
     inventory = detect_hardware(probe=False)
     key = local_partition("bert-tiny")
-    floors = [t for t in run_warm_tasks(Selection(), [key], inventory) if t.config is not None]
+    floors = [t for t in run_warm_tasks(Selection(), [key], inventory) if t.configs and not t.backend]
     report = warm(floors, warm_task, helpers=1)
     assert report.failed == [] and report.by_caller + report.by_helper == len(floors) == 2
     assert len(list((fresh_cache / "trace").glob("*.json"))) == 4  # inference and training, batch 1 and 2
@@ -58,3 +59,15 @@ def test_after_the_warm_up_the_memory_guard_traces_nothing(fresh_cache, monkeypa
     assert len(configs) > 2
     for config in configs:
         assert memory_floor_of(config).total_bytes > 0
+
+
+def test_openvino_configs_that_share_an_ir_are_one_task(fresh_cache):
+    inventory = detect_hardware(probe=False)
+    if "openvino" not in inventory.available_kinds():
+        pytest.skip(f"OpenVINO is not available here: {inventory.platforms['openvino'].reason}")
+    tasks = [t for t in run_warm_tasks(Selection(), [local_partition("gpt2", "openvino")], inventory) if t.backend]
+    shapes = sorted((t.configs[0].mode, t.configs[0].seq_length or 0, sorted({(c.precision, c.batch_size) for c in t.configs}))
+                    for t in tasks)
+    both = [(p, b) for p in ("bf16", "fp32") for b in (1, 4, 16)]
+    assert shapes == [("generation", 0, [("fp32", 1)]), ("inference", 0, both), ("inference", 512, [(p, b) for p, b in both if b < 16])]
+    assert {t.backend for t in tasks} == {"openvino"}
