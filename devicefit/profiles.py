@@ -88,7 +88,8 @@ QUICK = SweepProfile(
     # The cap is now 1.5 s, for make run's 12 minutes: replayed over the EPYC's 136 rows of
     # 2026-11-26 the timed work goes from 7.8 to 7.0 min (p50 shift p90 0.4%, worst 1.4%), over
     # the Xeon's 400 rows from 16.1 to 14.6 min (p90 1.26% -> 2.18%, inside the recorded CI 85%
-    # -> 84%).
+    # -> 84%). A 1.0 s cap saves about 66 s more of a make run (replayed over two EPYC Zen 4
+    # runs) but cost held-out latency 0.3-0.5 points, 1.1-1.4 on the Xeon's OpenVINO: not taken.
     policy=TimingPolicy(max_time_s=1.5, warmup_max_time_s=1.0, cap_overrun=1.5, cap_agreement=0.03),
     # Generation keeps the 2 s cap: two requests of 256 + 64 tokens fill it for gpt2 on the Xeon
     # (TPOT from 126 decode steps), where 1.5 s would stop gpt2 on the EPYC (2.7 s a request)

@@ -6,16 +6,19 @@ partitions, one core busy and the other idle, while nothing was being measured. 
 computation stores its result on disk, keyed by what it depends on, so a second process can do
 part of them and the caller reads them back in a fraction of a second.
 
-`warm(tasks, compute)` runs `compute(task)` for every task exactly once, in this process and in
+`warm(tasks, compute)` runs `compute(task)` for every task, in this process and in
 one helper: a fresh interpreter (`python -m models.parallel_warm`), never a fork of a process
 that holds threads and an OpenMP pool, and never a re-import of the caller's `__main__` (as
 multiprocessing's spawn does, which re-runs a script without a main guard). This process takes
 tasks from the front of the list and the helper from the back, claiming each under a lock on a
 small state file, so the helper's start-up (its imports, seconds) costs nothing when the work is
 short: the caller simply does more of it, and stops a helper that has claimed nothing. The helper
-reports each task it finished on its stdout; tasks it claimed and did not finish (it died) are
-done here after it. `compute` must be a module-level function and the tasks picklable; its
-return value is dropped (the cache is the result). A task whose `compute` raises is logged and
+reports each task it finished on its stdout; tasks it claimed and did not report (it died, or
+was stopped after HELPER_WAIT_S) are done here after it, so a task runs once, or twice where
+the helper was stopped between finishing it and saying so; one that failed in the helper is not
+retried. The helper never outlives the call: its whole session is killed when the call
+returns or raises (a signal that stops `devicefit run`). `compute` must be a module-level
+function and the tasks picklable; its return value is dropped (the cache is the result). A task whose `compute` raises is logged and
 counted: the caller's own later call meets the same error with its own handling.
 
 Never used while something is being measured: the helper would take a core from it.
@@ -27,6 +30,7 @@ import fcntl
 import logging
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import tempfile
@@ -98,19 +102,69 @@ def _helper_main() -> int:
     return 0
 
 
-def _start_helper(state: Path, compute: Callable[[Any], Any], tasks: list[Any]) -> subprocess.Popen:
+def _start_helper(state: Path, compute: Callable[[Any], Any], tasks: list[Any], stderr: Path) -> subprocess.Popen:
+    """The helper, in a session of its own (so that `_stop` reaches whatever it starts, such as
+    an exporter's subprocess). `-P`: a `models/` directory in the caller's working directory
+    must not stand in for this package."""
     payload = pickle.dumps((list(sys.path), str(state), pickle.dumps((compute, tasks))))
-    proc = subprocess.Popen([sys.executable, "-m", "models.parallel_warm"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **ONE_THREAD})
+    with open(stderr, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "models.parallel_warm"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=err, start_new_session=True, env={**os.environ, **ONE_THREAD})
     try:
         proc.stdin.write(payload)
         proc.stdin.close()
         proc.stdin = None  # written and closed: communicate() must not flush it
     except OSError:
-        proc.kill()
-        proc.wait()
+        _stop(proc)
         raise
     return proc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Kill the helper's whole session (its exporter's subprocess too) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=30)
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f": {lines[-1][:300]}" if lines else ""
+
+
+def _join(proc: subprocess.Popen, state: Path, total: int, stderr: Path, report: WarmReport) -> dict[int, str]:
+    """Wait for the helper (or stop it, when it has claimed nothing: it is still starting) and
+    read what it finished: index -> "done" or "failed"."""
+    claimed = _claim_count_from_back(state, total)
+    if claimed == 0 and proc.poll() is None:
+        _stop(proc)
+        report.helper = "not needed (this process finished first)"
+        return {}
+    try:
+        out, _ = proc.communicate(timeout=HELPER_WAIT_S)
+    except subprocess.TimeoutExpired:
+        out = b""
+        report.helper = f"stopped after {HELPER_WAIT_S:.0f} s"
+    finally:
+        _stop(proc)  # also what its tasks started and left behind
+    done = {}
+    for line in out.decode(errors="replace").splitlines():
+        word, _, index = line.partition(" ")
+        if word in ("done", "failed") and index.isdigit():
+            done[int(index)] = word
+    if not report.helper.startswith("stopped"):
+        report.helper = ("finished" if proc.returncode == 0 else
+                         f"exited with {proc.returncode}{' before claiming a task' if claimed == 0 else ''}{_tail(stderr)}")
+    return done
 
 
 def warm(tasks: Sequence[Any], compute: Callable[[Any], Any], helpers: int | None = None) -> WarmReport:
@@ -121,42 +175,30 @@ def warm(tasks: Sequence[Any], compute: Callable[[Any], Any], helpers: int | Non
     report = WarmReport(tasks=len(tasks))
     helpers = (1 if usable_cpus() >= 2 else 0) if helpers is None else min(helpers, 1)
     here: set[int] = set()
+    helper_done: dict[int, str] = {}
     with tempfile.TemporaryDirectory(prefix="devicefit-warm-") as directory:
-        state = Path(directory) / "claims"
+        state, stderr = Path(directory) / "claims", Path(directory) / "helper.stderr"
         state.write_text(f"0 {len(tasks)}".ljust(40))
         proc = None
         if helpers and len(tasks) > 1:
             try:
-                proc = _start_helper(state, compute, tasks)
+                proc = _start_helper(state, compute, tasks, stderr)
             except (OSError, pickle.PicklingError, AttributeError, TypeError) as exc:  # all of it here
                 report.helper = f"not started ({type(exc).__name__}: {exc})"
         elif len(tasks) > 1:
             report.helper = "not started (one usable CPU)" if usable_cpus() < 2 else "not started (helpers=0)"
-        with _one_torch_thread(proc is not None):
-            while (i := _claim(state, from_back=False)) is not None:
-                here.add(i)
-                if problem := _run_one(compute, tasks[i]):
-                    report.failed.append(problem)
-        helper_done: dict[int, str] = {}
-        if proc is not None:
-            helper_idle = _claim_count_from_back(state, len(tasks)) == 0  # still importing: it has claimed nothing
-            if helper_idle:
-                proc.kill()
-            try:
-                out, _ = proc.communicate(timeout=HELPER_WAIT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, _ = proc.communicate()
-                report.helper = f"stopped after {HELPER_WAIT_S:.0f} s"
-            for line in out.decode(errors="replace").splitlines():
-                word, _, index = line.partition(" ")
-                if word in ("done", "failed") and index.isdigit():
-                    helper_done[int(index)] = word
-            if helper_idle:
-                report.helper = "not needed (this process finished first)"
-            elif not report.helper.startswith("stopped"):
-                report.helper = "finished" if proc.returncode == 0 else f"exited with {proc.returncode}"
-    # Claimed by a helper that did not finish them: here, now.
+        try:
+            with _one_torch_thread(proc is not None):
+                while (i := _claim(state, from_back=False)) is not None:
+                    here.add(i)
+                    if problem := _run_one(compute, tasks[i]):
+                        report.failed.append(problem)
+            if proc is not None:
+                helper_done = _join(proc, state, len(tasks), stderr, report)
+        finally:
+            if proc is not None and proc.returncode is None:  # interrupted (a signal, Ctrl-C): no helper outlives us
+                _stop(proc)
+    # Claimed by a helper that did not report them: here, now.
     for i, task in enumerate(tasks):
         if i in here:
             continue

@@ -8,6 +8,7 @@ killed `devicefit run` never blocks the next one; the wait for the DuckDB writer
 (DEVICEFIT_WRITER_WAIT_S, default 600 s) and SIGINT/SIGTERM end the run cleanly (run_watch)."""
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from contextlib import ExitStack
@@ -21,6 +22,8 @@ from pipelines.run_watch import RunInterrupted  # noqa: F401
 
 DEFAULT_WRITER_WAIT_S = 600.0
 
+
+log = logging.getLogger("devicefit.run")
 
 @dataclass
 class PipelineRun:
@@ -101,7 +104,10 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
             # is measured (devicefit/run_warm.py); the catalog asset and the guard read them back.
             from devicefit.run_warm import warm_for_run
 
-            outcome.warm = warm_for_run(selection, partition_keys, inventory)
+            try:
+                outcome.warm = warm_for_run(selection, partition_keys, inventory)
+            except Exception as exc:  # noqa: BLE001 - a head start only: the catalog, the guard and the workers compute it anyway
+                log.warning("nothing computed ahead of measuring (%s: %s)", type(exc).__name__, exc)
         outcome.reaped += [f"{s.run_id} ({s.job_name}): {s.reason}" for s in run_guard.reap_stale_runs(instance)]
         add_partitions_for(instance, partition_keys)  # dynamic partitions: a new device or model is a new key
 

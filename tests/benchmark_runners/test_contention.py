@@ -45,6 +45,7 @@ def test_a_competing_process_marks_the_config_contended(tiny_models):
         for hog in hogs:
             hog.kill()
             hog.wait()
+            hog.stdout.close()
     assert row.status == "ok", row.error
     if row.other_cpu_share is None:
         pytest.skip("contention is not measurable here: /proc/stat's busy time does not hold this process's own work")

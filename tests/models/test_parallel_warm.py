@@ -116,3 +116,40 @@ def test_both_processes_compute_on_one_thread_and_this_one_gets_its_threads_back
     for i, pid in enumerate(_pids(tmp_path, 6)):
         omp, threads = (tmp_path / f"{i}.threads").read_text().split()
         assert threads == "1" and (omp == "1" or pid == str(os.getpid()))
+
+
+def interrupted_while_the_helper_works(task: tuple[str, int, int]) -> None:
+    """The helper starts a grandchild and sleeps; the caller is interrupted (Ctrl-C, or the
+    signal that stops `devicefit run`) once both are under way."""
+    import subprocess
+    import sys
+
+    directory, _, _ = task
+    if _in_helper(task):
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        (Path(directory) / "pids").write_text(f"{os.getpid()} {child.pid}")
+        time.sleep(120)
+        return
+    deadline = time.monotonic() + WAIT_FOR_HELPER_S
+    while not (Path(directory) / "pids").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    raise KeyboardInterrupt
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" in status.read_text()  # killed, not yet reaped by its (dead) parent
+
+
+def test_an_interrupted_warm_up_leaves_no_helper_nor_what_it_started(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        warm(_tasks(tmp_path, 4), interrupted_while_the_helper_works, helpers=1)
+    helper, grandchild = map(int, (tmp_path / "pids").read_text().split())
+    deadline = time.monotonic() + 10
+    while not (_gone(helper) and _gone(grandchild)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(helper) and _gone(grandchild)

@@ -2,6 +2,10 @@
 sequence length, and computed so that the memory guard then traces nothing."""
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import pytest
 
 import models.catalog
@@ -41,12 +45,26 @@ def test_one_floor_per_model_mode_and_sequence_at_its_largest_batch(fresh_cache,
                       ("gpt2", "generation", 0, 1), ("gpt2", "inference", 0, 16), ("gpt2", "inference", 512, 4)]
 
 
-def test_after_the_warm_up_the_memory_guard_traces_nothing(fresh_cache, monkeypatch):
+def warm_task_beside_the_helper(task) -> None:
+    """warm_task, the caller's first waiting until the helper has begun one: both take part."""
+    marker = Path(os.environ["DEVICEFIT_TEST_WARM_MARKER"])
+    if os.getpid() != int(os.environ["DEVICEFIT_TEST_WARM_CALLER"]):
+        marker.touch()
+    else:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    warm_task(task)
+
+
+def test_after_the_warm_up_the_memory_guard_traces_nothing(fresh_cache, monkeypatch, tmp_path):
     inventory = detect_hardware(probe=False)
     key = local_partition("bert-tiny")
     floors = [t for t in run_warm_tasks(Selection(), [key], inventory) if t.configs and not t.backend]
-    report = warm(floors, warm_task, helpers=1)
-    assert report.failed == [] and report.by_caller + report.by_helper == len(floors) == 2
+    monkeypatch.setenv("DEVICEFIT_TEST_WARM_MARKER", str(tmp_path / "helper-began"))
+    monkeypatch.setenv("DEVICEFIT_TEST_WARM_CALLER", str(os.getpid()))
+    report = warm(floors, warm_task_beside_the_helper, helpers=1)
+    assert report.failed == [] and report.by_caller == report.by_helper == 1 and len(floors) == 2
     assert len(list((fresh_cache / "trace").glob("*.json"))) == 4  # inference and training, batch 1 and 2
 
     def no_tracing(*args, **kwargs):
