@@ -186,9 +186,12 @@ def test_selection_map_has_the_spec_shape(selector):
 def test_a_map_traced_beside_a_helper_process_is_the_same_map(measured, artifact, tmp_path, monkeypatch):
     """`make run` traces the map's models on both cores (helpers=None there): the cells must not
     depend on which process traced what, and the helper records no served prediction."""
+    import models.op_profile as op_profile
     from devicefit.select.selection_map import selection_map
 
     monkeypatch.setenv("DEVICEFIT_CACHE_DIR", str(tmp_path / "cache"))  # cold: the helper has traces to do
+    for cache in (op_profile._profiles, op_profile._training_peaks, op_profile._per_sample_peaks):
+        cache.clear()  # and none in this process from earlier tests
     def served_lines() -> int:
         return sum(len(p.read_text().splitlines()) for p in measured.root.glob("predictions/served-*.jsonl"))
 
