@@ -14,16 +14,20 @@ import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from devicefit.profiles import Selection
 from pipelines.run_guard import WriterBusy  # noqa: F401  (callers catch it from here)
 from pipelines.run_watch import RunInterrupted  # noqa: F401
 
+if TYPE_CHECKING:
+    from models.parallel_warm import WarmReport
+
 DEFAULT_WRITER_WAIT_S = 600.0
 
 
 log = logging.getLogger("devicefit.run")
+
 
 @dataclass
 class PipelineRun:
@@ -32,7 +36,7 @@ class PipelineRun:
     failed_checks: list[str] = field(default_factory=list)
     reaped: list[str] = field(default_factory=list)  # "run_id (job): reason" of stale runs marked failed
     dispatch_failures: list[str] = field(default_factory=list)  # "partition: reason" of dispatched runs that failed
-    warm: Any = None  # models.parallel_warm.WarmReport of the traces computed before measuring, where they were
+    warm: WarmReport | None = None  # what was computed before measuring, and where
 
 
 def _instance():
