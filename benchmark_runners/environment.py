@@ -1,6 +1,7 @@
 """What a row needs to be reproduced and compared: versions, threads, host, git commit."""
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import subprocess
@@ -70,4 +71,7 @@ def process_environment() -> dict[str, Any]:
         "cuda_runtime": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "quantized_engine": torch.backends.quantized.engine,
+        # Objects the garbage collector no longer walks (benchmark_runners.worker.freeze_imports):
+        # 0 in a process that did not freeze its imports, whose full collections cost 100x more.
+        "gc_frozen_objects": gc.get_freeze_count(),
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import re
 import threading
 from pathlib import Path
@@ -53,18 +54,25 @@ def _can_reset_hwm() -> bool:
     return _read_hwm_bytes() is not None
 
 
+@functools.cache
+def _malloc_trim():
+    """glibc's malloc_trim, or None. Looked up once: find_library runs `ldconfig -p` in a
+    subprocess each time (3 ms, and a fork), twice a config."""
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None)
+    except OSError:
+        return None
+
+
 def release_free_heap() -> None:
     """Return freed heap pages to the OS (glibc), so an earlier, larger config's leftovers do
     not count towards the next config's peak."""
-    name = ctypes.util.find_library("c")
-    if not name:
-        return
-    try:
-        libc = ctypes.CDLL(name)
-        if hasattr(libc, "malloc_trim"):
-            libc.malloc_trim(0)
-    except OSError:
-        pass
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 class PeakRSS:

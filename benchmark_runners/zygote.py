@@ -74,6 +74,11 @@ def serve(sock_fd: int) -> int:
         importlib.import_module(name)
     from transformers import PreTrainedModel  # noqa: F401 - modeling_utils, which every model class needs
 
+    from benchmark_runners.worker import freeze_imports
+
+    # Frozen before any fork: a child's collections then never touch the server's objects (no
+    # copy-on-write of their pages), and each walks only what the worker made itself.
+    freeze_imports()
     sock.send(READY)
     while True:
         try:

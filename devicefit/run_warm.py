@@ -24,6 +24,9 @@ from devicefit.profiles import Selection
 from models.parallel_warm import WarmReport, warm
 
 log = logging.getLogger("devicefit.run_warm")
+# What the helper imports while this process lists the tasks (6 s of imports on a 2-core AMD
+# EPYC, the helper's own about as long): its first tasks are conversions.
+HELPER_PRELOAD = ("torch", "transformers", "openvino")
 
 
 @dataclass(frozen=True)
@@ -94,14 +97,32 @@ def run_warm_tasks(selection: Selection, partition_keys: list[str], inventory: H
             cache_key = backend.cache_key(c) if backend is not None else None
             if cache_key is not None:
                 shared.setdefault((backend.name, cache_key), []).append(c)
-    # The helper takes from the back: the long conversions there, the short traces here.
-    return (tasks + [WarmTask(c.model, (c,)) for c in largest.values()]
-            + [WarmTask(cs[0].model, tuple(cs), name) for (name, _), cs in shared.items()])
+    # The helper takes from the back, so the backends' caches go there longest last (the longest
+    # first for the helper), and the short traces here: the two meet on the shortest
+    # conversions. In arbitrary order, gpt2's GenAI export (22 s on one core) came last
+    # and this process waited 15 s of a 63 s warm-up for it.
+    fills = sorted((WarmTask(cs[0].model, tuple(cs), name) for (name, _), cs in shared.items()), key=_expected_cost)
+    return tasks + [WarmTask(c.model, (c,)) for c in largest.values()] + fills
+
+
+def _expected_cost(task: WarmTask) -> tuple[bool, float]:
+    """What orders a backend's cache fills: an export for generation (a separate exporter, the
+    longest) after the rest, then parameters times tokens (conversion and reference forward)."""
+    from models.analysis import parameter_count
+    from models.resolve import resolve_model
+
+    c = task.configs[0]
+    try:
+        parameters = float(parameter_count(resolve_model(c.model)))
+    except Exception:  # noqa: BLE001 - an order only; the fill itself reports what is wrong
+        parameters = 0.0
+    return c.mode == "generation", parameters * max(c.seq_length or 128, 128)
 
 
 def warm_for_run(selection: Selection, partition_keys: list[str], inventory: HardwareInventory) -> WarmReport:
-    """Compute `run_warm_tasks` on this process and a helper (models.parallel_warm)."""
-    report = warm(run_warm_tasks(selection, partition_keys, inventory), warm_task)
+    """Compute `run_warm_tasks` on this process and a helper (models.parallel_warm), which
+    starts first and imports HELPER_PRELOAD while this process lists them."""
+    report = warm(lambda: run_warm_tasks(selection, partition_keys, inventory), warm_task, preload=HELPER_PRELOAD)
     log.info("warmed %d cache entries in %.1f s (%d here, %d by the helper: %s)", report.tasks, report.seconds,
              report.by_caller, report.by_helper, report.helper)
     return report

@@ -88,9 +88,15 @@ def _run_one(compute: Callable[[Any], Any], task: Any) -> str | None:
         return f"{task}: {type(exc).__name__}: {exc}"
 
 
-def _helper_main() -> int:
-    """In the helper: read (sys.path, state file, compute, tasks) from stdin, then claim from
-    the back until nothing is left, printing "done <i>" or "failed <i>" for each."""
+def _helper_main(preload: Sequence[str]) -> int:
+    """In the helper: import `preload` (while the caller still lists the tasks), read
+    (sys.path, state file, compute, tasks) from stdin, then claim from the back until nothing is
+    left, printing "done <i>" or "failed <i>" for each."""
+    import importlib
+
+    for name in preload:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
     paths, state, payload = pickle.loads(sys.stdin.buffer.read())
     sys.path[:0] = [p for p in paths if p not in sys.path]
     reports = os.fdopen(os.dup(1), "w", buffering=1)
@@ -102,14 +108,17 @@ def _helper_main() -> int:
     return 0
 
 
-def _start_helper(state: Path, compute: Callable[[Any], Any], tasks: list[Any], stderr: Path) -> subprocess.Popen:
+def _start_helper(stderr: Path, preload: Sequence[str]) -> subprocess.Popen:
     """The helper, in a session of its own (so that `_stop` reaches whatever it starts, such as
-    an exporter's subprocess). `-P`: a `models/` directory in the caller's working directory
-    must not stand in for this package."""
-    payload = pickle.dumps((list(sys.path), str(state), pickle.dumps((compute, tasks))))
+    an exporter's subprocess), importing `preload` until `_send` gives it the tasks. `-P`: a
+    `models/` directory in the caller's working directory must not stand in for this package."""
     with open(stderr, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-P", "-m", "models.parallel_warm"], stdin=subprocess.PIPE,
+        return subprocess.Popen([sys.executable, "-P", "-m", "models.parallel_warm", *preload], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=err, start_new_session=True, env={**os.environ, **ONE_THREAD})
+
+
+def _send(proc: subprocess.Popen, state: Path, compute: Callable[[Any], Any], tasks: list[Any]) -> None:
+    payload = pickle.dumps((list(sys.path), str(state), pickle.dumps((compute, tasks))))
     try:
         proc.stdin.write(payload)
         proc.stdin.close()
@@ -117,7 +126,6 @@ def _start_helper(state: Path, compute: Callable[[Any], Any], tasks: list[Any], 
     except OSError:
         _stop(proc)
         raise
-    return proc
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -167,27 +175,41 @@ def _join(proc: subprocess.Popen, state: Path, total: int, stderr: Path, report:
     return done
 
 
-def warm(tasks: Sequence[Any], compute: Callable[[Any], Any], helpers: int | None = None) -> WarmReport:
+def warm(tasks: Sequence[Any] | Callable[[], Sequence[Any]], compute: Callable[[Any], Any], helpers: int | None = None,
+         preload: Sequence[str] = ()) -> WarmReport:
     """Run `compute` over `tasks`, here and in one helper process when this process may use
-    two CPUs or more (`helpers=0`: here only)."""
+    two CPUs or more (`helpers=0`: here only). `tasks` may be a function that lists them: the
+    helper then starts first and imports `preload` (module names, such as "torch") while this
+    process lists, so its start-up overlaps the listing instead of following it."""
     started = time.perf_counter()
-    tasks = list(tasks)
-    report = WarmReport(tasks=len(tasks))
     helpers = (1 if usable_cpus() >= 2 else 0) if helpers is None else min(helpers, 1)
     here: set[int] = set()
     helper_done: dict[int, str] = {}
+    report = WarmReport()
     with tempfile.TemporaryDirectory(prefix="devicefit-warm-") as directory:
         state, stderr = Path(directory) / "claims", Path(directory) / "helper.stderr"
-        state.write_text(f"0 {len(tasks)}".ljust(40))
         proc = None
-        if helpers and len(tasks) > 1:
-            try:
-                proc = _start_helper(state, compute, tasks, stderr)
-            except (OSError, pickle.PicklingError, AttributeError, TypeError) as exc:  # all of it here
-                report.helper = f"not started ({type(exc).__name__}: {exc})"
-        elif len(tasks) > 1:
-            report.helper = "not started (one usable CPU)" if usable_cpus() < 2 else "not started (helpers=0)"
         try:
+            if helpers and (callable(tasks) or len(tasks) > 1):
+                try:
+                    proc = _start_helper(stderr, preload)
+                except OSError as exc:
+                    report.helper = f"not started ({type(exc).__name__}: {exc})"
+            tasks = list(tasks() if callable(tasks) else tasks)
+            report.tasks = len(tasks)
+            state.write_text(f"0 {len(tasks)}".ljust(40))
+            if proc is not None and len(tasks) <= 1:
+                _stop(proc)  # nothing to share
+                proc = None
+            elif proc is not None:
+                try:
+                    _send(proc, state, compute, tasks)
+                except (OSError, pickle.PicklingError, AttributeError, TypeError) as exc:  # all of it here
+                    _stop(proc)
+                    proc = None
+                    report.helper = f"not started ({type(exc).__name__}: {exc})"
+            elif len(tasks) > 1 and report.helper == "not needed":
+                report.helper = "not started (one usable CPU)" if usable_cpus() < 2 else "not started (helpers=0)"
             with _one_torch_thread(proc is not None):
                 while (i := _claim(state, from_back=False)) is not None:
                     here.add(i)
@@ -242,4 +264,4 @@ def _claim_count_from_back(state: Path, total: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_helper_main())
+    sys.exit(_helper_main(sys.argv[1:]))

@@ -113,6 +113,9 @@ def test_workers_are_forked_from_one_server_and_the_sweep_falls_back_without_it(
                BenchmarkConfig("all-MiniLM-L6-v2", batch_size=1, policy=FAST_POLICY)]
     rows = run_sweep(configs, on_event=lambda e: pids.append(e.worker_pid) if e.kind == "worker_started" else None)
     assert [r.status for r in rows] == ["ok", "ok"] and len(set(pids)) == 2
+    # The server's imports and the worker's own are out of the collector's reach (a full
+    # collection walked some 370,000 objects otherwise, at every model a worker releases).
+    assert all(r.environment["gc_frozen_objects"] > 100_000 for r in rows)
     server = sweep._server
     assert server is not None and server.proc.poll() is None
     for pid in pids:  # each worker was the server's child, in a session of its own, and is gone
@@ -125,4 +128,29 @@ def test_workers_are_forked_from_one_server_and_the_sweep_falls_back_without_it(
     monkeypatch.setattr(sweep, "_server_broken", None)
     [row] = run_sweep([BenchmarkConfig("bert-tiny", batch_size=2, policy=FAST_POLICY)])
     assert row.status == "ok" and sweep._server is None and "fork server exited" in sweep._server_broken
+    assert row.environment["gc_frozen_objects"] > 100_000  # a fresh interpreter freezes its own
     assert server.proc.poll() is not None  # the broken server was shut down, not left behind
+
+
+def test_a_model_made_after_the_freeze_is_still_collected():
+    """freeze_imports takes what is alive at the worker's start out of the collector's reach;
+    a model made and dropped afterwards (reference cycles included) is still freed by the
+    collection between configs."""
+    import subprocess
+    import sys
+
+    code = """
+import gc, weakref
+from benchmark_runners.worker import freeze_imports
+freeze_imports()
+assert gc.get_freeze_count() > 0
+class Node: pass
+a, b = Node(), Node()
+a.other, b.other = b, a
+gone = weakref.ref(a)
+del a, b
+gc.collect()
+print("freed" if gone() is None else "kept")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "freed", out.stderr

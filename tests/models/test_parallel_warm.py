@@ -153,3 +153,37 @@ def test_an_interrupted_warm_up_leaves_no_helper_nor_what_it_started(tmp_path):
     while not (_gone(helper) and _gone(grandchild)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(helper) and _gone(grandchild)
+
+
+def _helpers_now() -> list[list[str]]:
+    import psutil
+
+    return [p.cmdline() for p in psutil.Process().children() if "models.parallel_warm" in " ".join(p.cmdline())]
+
+
+def test_a_listing_function_runs_while_the_helper_starts_and_imports(tmp_path):
+    """Given a function that lists the tasks, the helper is started first, importing `preload`
+    while the listing runs; then every task still runs once."""
+    seen: list[list[list[str]]] = []
+
+    def listing():
+        seen.append(_helpers_now())
+        return _tasks(tmp_path, 30)
+
+    report = warm(listing, record_after_helper_starts, helpers=1, preload=("json",))
+    assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0][-1] == "json"
+    assert report.tasks == 30 and report.failed == [] and report.helper == "finished"
+    assert report.by_helper >= 1 and len(_pids(tmp_path, 30)) == 30
+    assert _helpers_now() == []
+
+
+def test_a_listing_with_one_task_or_a_failure_leaves_no_helper(tmp_path):
+    report = warm(lambda: _tasks(tmp_path, 1), record_once, helpers=1)
+    assert (report.tasks, report.by_caller, report.helper) == (1, 1, "not needed")
+
+    def broken():
+        raise RuntimeError("listing failed")
+
+    with pytest.raises(RuntimeError, match="listing failed"):
+        warm(broken, record_once, helpers=1)
+    assert _helpers_now() == []

@@ -89,3 +89,19 @@ def test_openvino_configs_that_share_an_ir_are_one_task(fresh_cache):
     both = [(p, b) for p in ("bf16", "fp32") for b in (1, 4, 16)]
     assert shapes == [("generation", 0, [("fp32", 1)]), ("inference", 0, both), ("inference", 512, [(p, b) for p, b in both if b < 16])]
     assert {t.backend for t in tasks} == {"openvino"}
+
+
+def test_backend_caches_come_last_longest_last_for_the_helper_to_take_first():
+    """The helper claims from the back: the GenAI export (the longest fill, a separate
+    exporter) is its first task, then the conversions from the largest model down; the traces
+    stay at the front, for this process."""
+    from benchmark_runners.records import BenchmarkConfig
+    from devicefit.run_warm import WarmTask, _expected_cost
+
+    fills = [WarmTask(m, (BenchmarkConfig(m, mode=mode, seq_length=seq),), "openvino")
+             for m, mode, seq in [("gpt2", "generation", None), ("bert-tiny", "inference", 128), ("gpt2", "inference", 512),
+                                  ("gpt2", "inference", 128), ("resnet-18", "inference", None)]]
+    order = [str(t) for t in sorted(fills, key=_expected_cost)]
+    assert order == ["openvino cache of bert-tiny inference seq 128", "openvino cache of resnet-18 inference",
+                     "openvino cache of gpt2 inference seq 128", "openvino cache of gpt2 inference seq 512",
+                     "openvino cache of gpt2 generation"]
