@@ -168,6 +168,14 @@ class OperatorSamples:
         self.kernels = self._count(self.cat != VIEW)
         self.views = self._count(self.cat == VIEW)
         self.linears = self._count(self.cat == LINEAR)
+        # What does not depend on the parameters, computed once: the fit evaluates times_ms
+        # some 500 times per fit (a numerical Jacobian per step), and these were a third of it.
+        self.masks = {c: self.cat == c for c in (LINEAR, MATMUL, CONV, GROUPED_CONV, OTHER)}
+        self.unique_precisions = sorted(set(self.precisions))
+        self.precision_of_op = np.array([self.unique_precisions.index(p) for p in self.precisions], dtype=int)[self.seg]
+        self.rows_known, self.inner_known = self.rows > 0, self.inner > 0
+        self.weight_moved = self.weight * np.where(self.int8_linear, INT8_WEIGHT_FACTOR, self.bytes_scale)
+        self.act_moved = self.act * self.bytes_scale
 
     def _count(self, mask: np.ndarray) -> np.ndarray:
         return np.bincount(self.seg, weights=mask.astype(float), minlength=self.n)
@@ -177,21 +185,22 @@ class OperatorSamples:
 
     def times_ms(self, v: dict[str, float]) -> np.ndarray:
         """Predicted ms per sample under parameters `v` (see the module docstring)."""
-        cat, seg = self.cat, self.seg
-        linear = np.array([v[f"linear_gflops_{p}"] for p in self.precisions])
+        masks, precision = self.masks, self.precision_of_op
+        linear = np.array([v[f"linear_gflops_{p}"] for p in self.unique_precisions])[precision]
         # Dynamic int8 runs the GEMMs other than linear layers in fp32.
-        gemm = np.array([v.get(f"linear_gflops_{_compute_precision(p)}", v[f"linear_gflops_{p}"]) for p in self.precisions])
+        gemm = np.array([v.get(f"linear_gflops_{_compute_precision(p)}", v[f"linear_gflops_{p}"])
+                         for p in self.unique_precisions])[precision]
         rate = np.select(
-            [cat == LINEAR, cat == MATMUL, cat == CONV, cat == GROUPED_CONV],
-            [linear[seg], gemm[seg] * v.get("matmul_to_linear", 1.0), gemm[seg] * v.get("conv_to_linear", 1.0),
-             gemm[seg] * v.get("grouped_conv_to_linear", 1.0)], default=np.inf)
-        saturation = np.where(self.rows > 0, self.rows / (self.rows + v["gemm_m_half"]), 1.0) \
-            * np.where(self.inner > 0, self.inner / (self.inner + v.get("gemm_k_half", 0.0)), 1.0)
-        weight = self.weight * np.where(self.int8_linear, INT8_WEIGHT_FACTOR, self.bytes_scale)
-        act = self.act * self.bytes_scale * np.select(
-            [cat == CONV, cat == GROUPED_CONV],
+            [masks[LINEAR], masks[MATMUL], masks[CONV], masks[GROUPED_CONV]],
+            [linear, gemm * v.get("matmul_to_linear", 1.0), gemm * v.get("conv_to_linear", 1.0),
+             gemm * v.get("grouped_conv_to_linear", 1.0)], default=np.inf)
+        saturation = np.where(self.rows_known, self.rows / (self.rows + v["gemm_m_half"]), 1.0) \
+            * np.where(self.inner_known, self.inner / (self.inner + v.get("gemm_k_half", 0.0)), 1.0)
+        weight = self.weight_moved
+        act = self.act_moved * np.select(
+            [masks[CONV], masks[GROUPED_CONV]],
             [v.get("conv_activation_traffic", 1.0), v.get("grouped_conv_activation_traffic", 1.0)], 1.0)
-        bandwidth = np.where(cat == OTHER, v["other_bandwidth_gbs"], v["bandwidth_gbs"])
+        bandwidth = np.where(masks[OTHER], v["other_bandwidth_gbs"], v["bandwidth_gbs"])
         if "cache_bandwidth_gain" in v:
             moved = weight + act
             bandwidth = bandwidth * (1 + v["cache_bandwidth_gain"] * v["cache_half_mb"] * 1e6 / (v["cache_half_mb"] * 1e6 + moved))
