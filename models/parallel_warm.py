@@ -95,7 +95,7 @@ def _helper_main(preload: Sequence[str]) -> int:
     import importlib
 
     for name in preload:
-        with contextlib.suppress(ImportError):
+        with contextlib.suppress(Exception):  # a head start only: a task needing it meets the error itself
             importlib.import_module(name)
     paths, state, payload = pickle.loads(sys.stdin.buffer.read())
     sys.path[:0] = [p for p in paths if p not in sys.path]
