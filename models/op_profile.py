@@ -294,6 +294,13 @@ _training_peaks: BoundedCache[tuple[float, float]] = BoundedCache(TRACE_CACHE_SI
 _per_sample_peaks: BoundedCache[float] = BoundedCache(TRACE_CACHE_SIZE)
 
 
+def forget_in_process() -> None:
+    """Drop this process's memos of forward and training traces (not the disk cache): what a
+    fresh process would hold, for a test that must see where its traces come from."""
+    for memo in (_profiles, _training_peaks, _per_sample_peaks):
+        memo.clear()
+
+
 def trace_key(spec: ModelSpec, seq_length: int | None) -> tuple:
     """What a trace depends on: the model (name, source, path, config) and the sequence length."""
     return (spec.name, spec.source, str(spec.path), seq_length, repr(sorted(spec.config.items())) if spec.config else "")

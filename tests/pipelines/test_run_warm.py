@@ -24,11 +24,9 @@ from tests.conftest import local_partition
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DEVICEFIT_CACHE_DIR", str(tmp_path / "cache"))
-    for cache in (op_profile._profiles, op_profile._training_peaks, op_profile._per_sample_peaks):
-        cache.clear()
+    op_profile.forget_in_process()
     yield tmp_path / "cache"
-    for cache in (op_profile._profiles, op_profile._training_peaks, op_profile._per_sample_peaks):
-        cache.clear()
+    op_profile.forget_in_process()
 
 
 def test_one_floor_per_model_mode_and_sequence_at_its_largest_batch(fresh_cache, monkeypatch):
@@ -71,8 +69,7 @@ def test_after_the_warm_up_the_memory_guard_traces_nothing(fresh_cache, monkeypa
         raise AssertionError("traced again after the warm-up")
 
     monkeypatch.setattr(op_profile, "_run_trace", no_tracing)
-    for cache in (op_profile._profiles, op_profile._training_peaks, op_profile._per_sample_peaks):
-        cache.clear()  # what the helper computed, and what this process did, both come from disk now
+    op_profile.forget_in_process()  # what the helper computed, and what this process did, both come from disk now
     _, configs = local_partition_configs(key, Selection(), inventory)
     assert len(configs) > 2
     for config in configs:

@@ -190,8 +190,7 @@ def test_a_map_traced_beside_a_helper_process_is_the_same_map(measured, artifact
     from devicefit.select.selection_map import selection_map
 
     monkeypatch.setenv("DEVICEFIT_CACHE_DIR", str(tmp_path / "cache"))  # cold: the helper has traces to do
-    for cache in (op_profile._profiles, op_profile._training_peaks, op_profile._per_sample_peaks):
-        cache.clear()  # and none in this process from earlier tests
+    op_profile.forget_in_process()  # and none in this process from earlier tests
     def served_lines() -> int:
         return sum(len(p.read_text().splitlines()) for p in measured.root.glob("predictions/served-*.jsonl"))
 
