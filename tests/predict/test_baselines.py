@@ -1,10 +1,11 @@
 """The fitted physical baselines: they recover known parameters, and say what they cover."""
+import numpy as np
 import pytest
 
 from devicefit.predict.features import model_point
 from devicefit.predict.hardware_specs import DeviceSpec
 from devicefit.predict.memory_model import TERMS, fit_memory_model
-from devicefit.predict.operator_roofline import fit_operator_roofline, operator_time_ms, parameter_priors
+from devicefit.predict.operator_roofline import OperatorSamples, _forward_steps, fit_operator_roofline, operator_time_ms, parameter_priors
 from models.resolve import resolve_model
 
 SPEC = DeviceSpec("cpu", "test cpu", 200.0, 50.0, "measured_probe")
@@ -45,6 +46,66 @@ def test_roofline_fit_recovers_a_transcendental_rate_and_the_cache_term(points):
     mobilenet = points[MODELS.index("mobilenet-v2")]
     without_cache = {**truth, "cache_bandwidth_gain": 0.0}
     assert operator_time_ms(mobilenet, 1, "fp32", "inference", truth) < operator_time_ms(mobilenet, 1, "fp32", "inference", without_cache)
+
+
+def _per_operator_ms(point, batch, precision, v):
+    """The module docstring's sum, operator by operator in plain Python (fp32 inference, no
+    cache, transcendental or conv-traffic terms): what the packed, deduplicated arrays must equal."""
+    from models.op_profile import CONV, GROUPED_CONV, LINEAR, MATMUL, OTHER, VIEW
+
+    prof, rate = point.profile, v[f"linear_gflops_{precision}"]
+    ratio = {LINEAR: 1.0, MATMUL: v["matmul_to_linear"], CONV: v["conv_to_linear"], GROUPED_CONV: v["grouped_conv_to_linear"]}
+    total = 0.0
+    for i, cat in enumerate(prof.category.tolist()):
+        flops, moved = prof.flops[i] * batch, prof.weight_bytes[i] + prof.activation_bytes[i] * batch
+        compute = float("inf") if cat not in ratio else rate * ratio[cat]
+        rows, inner = prof.output_rows[i] * batch, prof.inner_dimension[i]
+        compute *= (rows / (rows + v["gemm_m_half"]) if rows > 0 else 1.0) * (inner / (inner + v["gemm_k_half"]) if inner > 0 else 1.0)
+        bandwidth = v["other_bandwidth_gbs"] if cat == OTHER else v["bandwidth_gbs"]
+        total += max(flops / (compute * 1e9), moved / (bandwidth * 1e9)) * 1e3
+        total += v["view_ms"] if cat == VIEW else v["kernel_ms"]
+    return total
+
+
+def test_the_packed_roofline_sums_every_operator_once_per_repeat(points):
+    """Layers repeat (gpt2's 458 operators are 16 distinct ones): the packed evaluation counts
+    each distinct operator as often as it occurs, and K parameter vectors at once give what K
+    calls give one by one."""
+    gpt2 = points[MODELS.index("gpt2")]
+    first, counts = gpt2.profile.distinct_operators
+    assert len(first) < len(gpt2.profile.category) / 5 and counts.sum() == len(gpt2.profile.category)
+    v = {**parameter_priors(SPEC, {"fp32"}, {"inference"}, {0, 1, 2, 3, 4, 5}), "cache_bandwidth_gain": 0.0,
+         "conv_activation_traffic": 1.0, "grouped_conv_activation_traffic": 1.0}
+    for point in points:
+        assert operator_time_ms(point, 4, "fp32", "inference", v) == pytest.approx(_per_operator_ms(point, 4, "fp32", v), rel=1e-9)
+    packed = OperatorSamples([(p, b, "fp32", "inference") for p in points for b in (1, 16)])
+    scales = np.array([0.5, 1.0, 3.0])
+    batched = packed.times_ms({name: value * scales for name, value in v.items()})
+    assert batched.shape == (3, packed.n)
+    for row, scale in zip(batched, scales):
+        assert row == pytest.approx(packed.times_ms({name: value * scale for name, value in v.items()}), rel=1e-12)
+
+
+def test_the_fits_jacobian_is_scipys_forward_difference(points):
+    """fit_operator_roofline's vectorized Jacobian takes scipy's own "2-point" steps: the fit
+    lands where scipy's numerical Jacobian lands."""
+    from scipy.optimize import _numdiff
+
+    x = np.array([0.0, -2.5, 3.0, 1e-3, 40.0])
+    assert np.array_equal(_forward_steps(x), _numdiff._compute_absolute_step(None, x, np.zeros(3), "2-point"))
+    has = {int(c) for p in points for c in set(p.profile.category.tolist())}
+    truth = {k: v * 1.3 for k, v in parameter_priors(SPEC, {"fp32"}, {"inference"}, has).items()}
+    samples = [(p, b, "fp32", "inference", operator_time_ms(p, b, "fp32", "inference", truth)) for p in points for b in (1, 4, 16)]
+    ours = fit_operator_roofline("cpu", "torch", samples, SPEC)
+    from unittest import mock
+
+    import scipy.optimize
+
+    real = scipy.optimize.least_squares
+    with mock.patch.object(scipy.optimize, "least_squares", lambda f, x0, jac, method: real(f, x0, method=method)):
+        theirs = fit_operator_roofline("cpu", "torch", samples, SPEC)
+    for name, value in ours.values.items():
+        assert value == pytest.approx(theirs.values[name], rel=1e-4)
 
 
 def test_roofline_covers_only_what_it_was_fitted_on(points):
