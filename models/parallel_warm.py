@@ -21,6 +21,9 @@ returns or raises (a signal that stops `devicefit run`). `compute` must be a mod
 function and the tasks picklable; its return value is dropped (the cache is the result). A task whose `compute` raises is logged and
 counted: the caller's own later call meets the same error with its own handling.
 
+`ahead(tasks, compute)` is the helper alone, computing while this process does other work
+that leaves a core idle (`devicefit run`'s results before the selection map), until `stop()`.
+
 Never used while something is being measured: the helper would take a core from it.
 """
 from __future__ import annotations
@@ -37,7 +40,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 log = logging.getLogger("devicefit.parallel_warm")
 HELPER_WAIT_S = 600.0  # a helper still busy this long after the caller finished is stopped
@@ -137,8 +140,10 @@ def _stop(proc: subprocess.Popen) -> None:
     try:
         proc.wait(timeout=30)
     finally:
-        if proc.stdout is not None:
-            proc.stdout.close()
+        for pipe in (proc.stdin, proc.stdout):  # stdin too: a helper stopped before `_send` has it open
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
 
 def _tail(path: Path) -> str:
@@ -237,6 +242,71 @@ def warm(tasks: Sequence[Any] | Callable[[], Sequence[Any]], compute: Callable[[
         log.info("cache warm-up: %d of %d tasks failed (the callers will meet them again): %s",
                  len(report.failed), len(tasks), "; ".join(report.failed[:3]))
     return report
+
+
+@dataclass
+class Ahead:
+    """The helper `ahead` started (None: none was, `why_not` says why), and what became of it."""
+
+    proc: subprocess.Popen | None
+    why_not: str = ""
+    started: float = field(default_factory=time.perf_counter)
+    stopped_after_s: float | None = None  # when `stop` killed it while it still ran
+    _reaped: bool = False
+
+    def stop(self) -> None:
+        """Kill it if it still runs (what it finished is in the cache), and reap it, once."""
+        if self.proc is None or self._reaped:
+            return
+        if self.proc.poll() is None:
+            self.stopped_after_s = time.perf_counter() - self.started
+        _stop(self.proc)  # also what its session started, and its pipe closed
+        self._reaped = True
+
+    def wait(self, timeout_s: float) -> bool:
+        """Whether it has exited (its tasks done), waiting up to `timeout_s` for it."""
+        if self.proc is None:
+            return True
+        try:
+            self.proc.wait(timeout=timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def describe(self) -> str:
+        if self.proc is None:
+            return f"not started ({self.why_not})"
+        if self.stopped_after_s is not None:
+            return f"stopped after {self.stopped_after_s:.1f} s"
+        code = self.proc.poll()
+        return "running" if code is None else "finished" if code == 0 else f"exited with {code}"
+
+
+@contextlib.contextmanager
+def ahead(tasks: Sequence[Any], compute: Callable[[Any], Any], preload: Sequence[str] = ()) -> Iterator[Ahead]:
+    """The helper alone computing `tasks` (from the back, as in `warm`) while this process does
+    other work; stopped when the block ends, so it never outlives it, or earlier by `stop()`
+    (a task it was in the middle of is left to whoever needs it). Nothing is started where
+    fewer than two CPUs are usable, or for no tasks; a helper that cannot start is logged, not
+    raised: this is a head start only. The helper reports to a pipe nobody reads while it runs:
+    a line per task, far below a pipe's buffer for the tens of tasks this is for."""
+    helper = Ahead(None, "no tasks" if not tasks else "one usable CPU" if usable_cpus() < 2 else "")
+    with tempfile.TemporaryDirectory(prefix="devicefit-ahead-") as directory:
+        state, stderr = Path(directory) / "claims", Path(directory) / "helper.stderr"
+        state.write_text(f"0 {len(tasks)}".ljust(40))
+        if not helper.why_not:
+            try:
+                helper.proc = _start_helper(stderr, preload)
+                _send(helper.proc, state, compute, list(tasks))
+            except (OSError, pickle.PicklingError, AttributeError, TypeError) as exc:
+                log.info("no helper ahead (%s: %s)", type(exc).__name__, exc)
+                if helper.proc is not None:
+                    _stop(helper.proc)
+                helper.proc, helper.why_not = None, f"{type(exc).__name__}: {exc}"
+        try:
+            yield helper
+        finally:
+            helper.stop()
 
 
 @contextlib.contextmanager

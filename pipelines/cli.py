@@ -97,6 +97,8 @@ def run_command(
         console.print(f"before measuring: {warmed.tasks} cache entries (catalog facts, memory floors, conversions) in {warmed.seconds:.1f} s, "
                       f"{warmed.by_helper} of them by a second process ({warmed.helper})"
                       + (f"; {len(warmed.failed)} failed, left to the guard" if warmed.failed else ""))
+    if outcome.map_ahead:
+        console.print(f"during the results: the selection map's models traced in a second process ({outcome.map_ahead})")
     console.print("written:")
     written = (("database", paths.database), ("landing files", paths.raw),
                ("compatibility matrix", paths.outputs / "compatibility_matrix.json"),

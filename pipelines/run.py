@@ -21,7 +21,7 @@ from pipelines.run_guard import WriterBusy  # noqa: F401  (callers catch it from
 from pipelines.run_watch import RunInterrupted  # noqa: F401
 
 if TYPE_CHECKING:
-    from models.parallel_warm import WarmReport
+    from models.parallel_warm import Ahead, WarmReport
 
 DEFAULT_WRITER_WAIT_S = 600.0
 
@@ -37,6 +37,7 @@ class PipelineRun:
     reaped: list[str] = field(default_factory=list)  # "run_id (job): reason" of stale runs marked failed
     dispatch_failures: list[str] = field(default_factory=list)  # "partition: reason" of dispatched runs that failed
     warm: WarmReport | None = None  # what was computed before measuring, and where
+    map_ahead: str | None = None  # what became of the helper tracing the selection map's models during the results
 
 
 def _instance():
@@ -147,7 +148,10 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
         # Measuring took minutes: a run may have died meanwhile. Wait (bounded) for the writer here,
         # where a signal ends the wait at once; the watchdog covers the rare slot taken in between.
         run_guard.wait_for_writer(instance, wait_s, sleep=_interruptible_sleep(watch), on_wait=on_wait)
-        results = execute("results_job", uses_pools=True, run_config=dg.RunConfig(loggers=quiet))
+        with ExitStack() as ahead:  # the selection map's traces, on the core the steps before the map leave idle
+            helper = _map_traces_ahead(hardware, ahead)
+            results = execute("results_job", uses_pools=True, run_config=dg.RunConfig(loggers=quiet))
+        outcome.map_ahead = helper.describe() if helper is not None else None
     outcome.results_success = results.success
     for event in results.all_events:
         if event.event_type_value == "ASSET_CHECK_EVALUATION":
@@ -155,6 +159,18 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
             if not evaluation.passed:
                 outcome.failed_checks.append(f"{evaluation.check_name} ({evaluation.severity.value}): {evaluation.description}")
     return outcome
+
+
+def _map_traces_ahead(hardware: dict, stack: ExitStack) -> Ahead | None:
+    """devicefit.select.selection_map.traces_ahead entered on `stack`, or None where it cannot
+    start (a head start only: the map traces what it needs itself)."""
+    from devicefit.select.selection_map import traces_ahead
+
+    try:
+        return stack.enter_context(traces_ahead(hardware))
+    except Exception as exc:  # noqa: BLE001 - the map step does the same work without it
+        log.warning("the selection map's traces were not started ahead (%s: %s)", type(exc).__name__, exc)
+        return None
 
 
 def _interruptible_sleep(watch) -> Callable[[float], None]:

@@ -10,9 +10,12 @@ default 256-token prompt and 64 new tokens), as its users run it; each cell name
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import tempfile
+from collections.abc import Iterator
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmark_runners import registry
 from devicefit.contracts import SELECTION_MAP_FORMAT
@@ -20,6 +23,9 @@ from devicefit.select.selector import HardwareSelector, SelectionError
 from models.analysis import parameter_count
 from models.catalog import FAMILIES, load_catalog
 from models.classifier import classify_spec
+
+if TYPE_CHECKING:
+    from models.parallel_warm import Ahead
 
 DEFAULT_MAP_BATCH_SIZES = (1, 4, 16, 32, 64)
 MODES = ("inference", "training")
@@ -74,6 +80,76 @@ def _warm_cells(task: tuple[HardwareSelector, str, str, tuple[tuple[int, str], .
         _cell(quiet, model, family, batch, mode, hardware)
 
 
+Cell = tuple[tuple[str, ...], str, str, int, str]  # (where in the map, family, model, batch, mode)
+
+
+def _map_cells(selector: HardwareSelector, families: list[str], batches: list[int]) -> tuple[dict[str, Any], list[Cell]]:
+    """The map's skeleton (each family's `no_model` categories) and the cells to answer."""
+    reps = representatives(selector)
+    out: dict[str, Any] = {}
+    cells: list[Cell] = []
+    for family in families:
+        cats = reps.get(family, {})
+        out[family] = {"model_sizes": {}, "no_model": [c for c in SIZE_CATEGORIES if c not in cats]}
+        for category in SIZE_CATEGORIES:
+            if category in cats:
+                cells += [((family, "model_sizes", category, mode), family, cats[category][0], 1 if mode == "inference" else 8, mode)
+                          for mode in MODES]
+        if cats:
+            # Batch-size rows use the family's smallest category's representative.
+            model = cats[next(c for c in SIZE_CATEGORIES if c in cats)][0]
+            cells += [((family, "inference", "batch_sizes", str(b)), family, model, b, "inference") for b in batches]
+    return out, cells
+
+
+def _warm_tasks(selector: HardwareSelector, cells: list[Cell], hardware: list[str]) -> list[tuple]:
+    """One `_warm_cells` task per model: its cells' (batch, mode) requests."""
+    by_model: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for _, family, model, batch, mode in cells:
+        by_model.setdefault((family, model), []).append((batch, mode))
+    return [(selector, f, m, tuple(r), hardware) for (f, m), r in by_model.items()]
+
+
+# The helpers `traces_ahead` started, while their blocks run.
+_ahead: list["Ahead"] = []
+
+
+@contextlib.contextmanager
+def traces_ahead(inventory: dict[str, Any], families: list[str] | None = None) -> Iterator["Ahead"]:
+    """A helper process tracing the default map's models into the derived cache while this
+    process does other work, until the map itself starts (it stops the helper and traces
+    what is left on both cores). `devicefit run` wraps its results run in it: the steps before
+    the map (loading, predictors, reports) leave a core mostly idle, and a fresh run's map
+    spent 20-27 s of a 47 s results run counting and tracing on a 2-core AMD EPYC."""
+    from models.parallel_warm import ahead
+
+    with ahead([(inventory, list(families or FAMILIES))], _trace_map, preload=("torch", "transformers")) as helper:
+        _ahead.append(helper)
+        try:
+            yield helper
+        finally:
+            _ahead.remove(helper)
+
+
+def _trace_map(task: tuple[dict[str, Any], list[str]]) -> None:
+    """In the helper: the map's representatives (their parameter counts) and every cell's
+    traces, largest model first (the map step does the small ones left, on both cores). The
+    cells need no predictor to be traced, so this selector has none (an empty directory): the
+    map's own selector, with the trained one, reads the traces back and answers the cells."""
+    inventory, families = task
+    with tempfile.TemporaryDirectory(prefix="devicefit-map-ahead-") as empty:
+        selector = HardwareSelector(benchmark_dir=empty, inventory=inventory, record=False)
+        _, cells = _map_cells(selector, families, list(DEFAULT_MAP_BATCH_SIZES))
+        tasks = _warm_tasks(selector, cells, list(registry.kind_names()))
+        for task_of_model in sorted(tasks, key=lambda t: parameter_count(load_catalog()[t[2]]), reverse=True):
+            _warm_cells(task_of_model)
+
+
+def _stop_ahead() -> None:
+    for helper in list(_ahead):
+        helper.stop()
+
+
 def selection_map(selector: HardwareSelector, model_families: list[str] | None = None, batch_sizes: list[int] | None = None,
                   hardware_platforms: list[str] | None = None, helpers: int | None = 0) -> dict[str, Any]:
     """`helpers`: models.parallel_warm's helper processes that trace the representatives'
@@ -87,27 +163,12 @@ def selection_map(selector: HardwareSelector, model_families: list[str] | None =
     if any(b < 1 for b in batches):
         raise SelectionError(f"batch sizes must be positive integers, got {batches}")
     hardware = list(hardware_platforms or registry.kind_names())
-    reps = representatives(selector)
-    out: dict[str, Any] = {}
-    cells: list[tuple[tuple[str, ...], str, str, int, str]] = []  # (where in `out`, family, model, batch, mode)
-    for family in families:
-        cats = reps.get(family, {})
-        out[family] = {"model_sizes": {}, "no_model": [c for c in SIZE_CATEGORIES if c not in cats]}
-        for category in SIZE_CATEGORIES:
-            if category in cats:
-                cells += [((family, "model_sizes", category, mode), family, cats[category][0], 1 if mode == "inference" else 8, mode)
-                          for mode in MODES]
-        if cats:
-            # Batch-size rows use the family's smallest category's representative.
-            model = cats[next(c for c in SIZE_CATEGORIES if c in cats)][0]
-            cells += [((family, "inference", "batch_sizes", str(b)), family, model, b, "inference") for b in batches]
+    out, cells = _map_cells(selector, families, batches)
+    _stop_ahead()  # what a helper started ahead (`traces_ahead`) finished is on disk; the rest is done here
     if helpers != 0:
         from models.parallel_warm import warm
 
-        by_model: dict[tuple[str, str], list[tuple[int, str]]] = {}
-        for _, family, model, batch, mode in cells:
-            by_model.setdefault((family, model), []).append((batch, mode))
-        warm([(selector, f, m, tuple(r), hardware) for (f, m), r in by_model.items()], _warm_cells, helpers=helpers)
+        warm(_warm_tasks(selector, cells, hardware), _warm_cells, helpers=helpers)
     for where, family, model, batch, mode in cells:
         place = out
         for key in where[:-1]:

@@ -3,11 +3,13 @@ becomes of the helper."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
+from models import parallel_warm
 from models.parallel_warm import warm
 
 WAIT_FOR_HELPER_S = 60.0
@@ -187,3 +189,48 @@ def test_a_listing_with_one_task_or_a_failure_leaves_no_helper(tmp_path):
     with pytest.raises(RuntimeError, match="listing failed"):
         warm(broken, record_once, helpers=1)
     assert _helpers_now() == []
+
+
+def record_then_linger(task: tuple[str, int, int]) -> None:
+    """Record the task, then stay busy long past any test: only a stop ends the helper."""
+    record_once(task)
+    time.sleep(120)
+
+
+def test_a_helper_ahead_computes_the_tasks_alone_while_this_process_does_other_work(tmp_path, monkeypatch):
+    monkeypatch.setattr(parallel_warm, "usable_cpus", lambda: 2)
+    with parallel_warm.ahead(_tasks(tmp_path, 5), record_once, preload=("json",)) as helper:
+        assert helper.wait(WAIT_FOR_HELPER_S), "the helper did not finish five file writes"
+        assert helper.proc.returncode == 0
+    pids = _pids(tmp_path, 5)
+    assert len(set(pids)) == 1 and pids[0] != str(os.getpid())  # all in the helper, none here
+    assert _helpers_now() == []
+
+
+def test_a_helper_ahead_is_killed_by_stop_and_never_outlives_its_block(tmp_path, monkeypatch):
+    """It takes from the back; stopped in the middle of a task, it does no other; and a block
+    left without a stop (a results run that raised) kills it too."""
+    monkeypatch.setattr(parallel_warm, "usable_cpus", lambda: 2)
+    with parallel_warm.ahead(_tasks(tmp_path, 3), record_then_linger) as helper:
+        deadline = time.monotonic() + WAIT_FOR_HELPER_S
+        while not (tmp_path / "2").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (tmp_path / "2").exists()
+        helper.stop()
+        assert helper.proc.returncode == -signal.SIGKILL
+        assert not (tmp_path / "1").exists() and not (tmp_path / "0").exists()
+    (tmp_path / "2").unlink()
+    with pytest.raises(RuntimeError, match="the block failed"):
+        with parallel_warm.ahead(_tasks(tmp_path, 3), record_then_linger) as helper:
+            raise RuntimeError("the block failed")
+    assert helper.proc.returncode == -signal.SIGKILL and _helpers_now() == []
+
+
+def test_no_helper_ahead_on_one_cpu_or_for_no_tasks(tmp_path, monkeypatch):
+    monkeypatch.setattr(parallel_warm, "usable_cpus", lambda: 1)
+    with parallel_warm.ahead(_tasks(tmp_path, 3), record_once) as helper:
+        assert helper.proc is None and helper.wait(0)
+    monkeypatch.setattr(parallel_warm, "usable_cpus", lambda: 2)
+    with parallel_warm.ahead([], record_once) as helper:
+        assert helper.proc is None
+    assert list(tmp_path.iterdir()) == []

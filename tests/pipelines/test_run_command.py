@@ -19,6 +19,12 @@ def test_run_materializes_a_tiny_selection_and_records_dagster_runs(tmp_path):
     out = devicefit_run(["--model", "bert-tiny", "--batch-sizes", "1", "--precision", "fp32", "--no-training-mode"], env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Best precision per config" in out.stdout and "compatibility matrix:" in out.stdout
+    # the selection map's models were traced in a helper while the results ran (or it says why not)
+    from models.parallel_warm import usable_cpus
+
+    ahead = "during the results: the selection map's models traced in a second process ("
+    assert ahead in out.stdout
+    assert ("not started (one usable CPU)" in out.stdout) == (usable_cpus() < 2), out.stdout[-2000:]
     con = store.connect(DataPaths(tmp_path / "data").database, read_only=True)
     # torch on the CPU and OpenVINO's CPU plugin, one row each; a model named with --model is
     # measured on every kind, so the browser's too where Chromium is here (wasm, WebGPU)

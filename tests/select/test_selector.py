@@ -208,6 +208,37 @@ def test_a_map_traced_beside_a_helper_process_is_the_same_map(measured, artifact
     assert len(list((tmp_path / "cache" / "trace").glob("*.json"))) >= 4  # the representatives were traced there
 
 
+def test_traces_started_ahead_are_the_maps_and_a_map_stops_their_helper(measured, artifact, tmp_path, monkeypatch):
+    """`devicefit run` traces the map's models in a helper while its results run
+    (traces_ahead). The helper traces with a selector that has no predictor; the map's own,
+    with the trained one, must then find every trace it needs on disk. A map that starts
+    while the helper still runs stops it first."""
+    import signal
+
+    import models.op_profile as op_profile
+    from devicefit.select import selection_map as sm
+    from models.parallel_warm import usable_cpus
+
+    if usable_cpus() < 2:
+        pytest.skip("one usable CPU: traces_ahead starts no helper")
+    monkeypatch.setenv("DEVICEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    op_profile.forget_in_process()
+    selector = HardwareSelector(benchmark_dir=measured.root, record=False)
+    with sm.traces_ahead(selector.inventory, ["embedding"]) as helper:
+        assert helper.wait(300), "the helper did not trace the embedding family's models in 5 minutes"
+    assert helper.proc.returncode == 0
+    traced: list[str] = []
+    real = op_profile._run_trace
+    monkeypatch.setattr(op_profile, "_run_trace", lambda spec, *rest: traced.append(spec.name) or real(spec, *rest))
+    op_profile.forget_in_process()
+    m = sm.selection_map(selector, ["embedding"], helpers=0)
+    assert traced == [] and m["model_families"]["embedding"]["model_sizes"]
+    with sm.traces_ahead(selector.inventory, ["embedding"]) as helper:
+        sm.selection_map(selector, ["embedding"], [1], ["cpu"], helpers=0)
+        assert helper.proc.returncode == -signal.SIGKILL  # still importing torch when the map began
+    assert sm._ahead == []
+
+
 def test_memory_constrained_search_prefers_measurements_and_respects_the_cap(measured, artifact):
     from devicefit.predict.api import HardwareModelPredictor
     from devicefit.select.memory_search import MemorySearchError, memory_constrained_search
