@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -121,9 +122,24 @@ def _write(path: Path, document: Any) -> None:
             temporary.unlink(missing_ok=True)
 
 
+# A write's temporary file older than this was left by a writer that died mid-write (a helper
+# process stopped by its caller, models/parallel_warm.py): a write takes milliseconds.
+STALE_TEMPORARY_S = 600.0
+
+
 def _prune(directory: Path) -> None:
-    """The least recently read or written entries beyond MAX_ENTRIES, removed."""
-    entries = [e for e in os.scandir(directory) if e.name.endswith(".json")]
+    """The least recently read or written entries beyond MAX_ENTRIES, removed; and temporary
+    files their writers left behind."""
+    entries, now = [], time.time()
+    for e in os.scandir(directory):
+        if e.name.endswith(".json"):
+            entries.append(e)
+        elif e.name.endswith(".tmp"):
+            try:
+                if now - e.stat().st_mtime > STALE_TEMPORARY_S:
+                    Path(e.path).unlink(missing_ok=True)
+            except OSError:  # renamed into place meanwhile: a live write
+                pass
     if len(entries) <= MAX_ENTRIES:
         return
     entries.sort(key=lambda e: e.stat().st_mtime)

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -113,6 +114,21 @@ def test_the_least_recently_used_entries_go_beyond_the_bound(cache, monkeypatch)
             os.utime(derived_cache.entry_path("test", 1), (2000, 2000))  # 1 was read last
     kept = {i for i in range(5) if derived_cache.entry_path("test", i).exists()}
     assert kept == {1, 3, 4}
+
+
+def test_a_write_removes_temporary_files_a_dead_writer_left(cache):
+    """A helper killed mid-write (parallel_warm's stop) leaves its temporary file; the next
+    write in that kind removes it once it is older than any live write, and no younger one."""
+    derived_cache.disk_cached("test", 0, lambda: 0, encode=int, decode=derived_cache.integer)
+    directory = derived_cache.entry_path("test", 0).parent
+    stale, live = directory / ".left-by-a-killed-helper.tmp", directory / ".being-written.tmp"
+    stale.write_text("{")
+    live.write_text("{")
+    old = time.time() - derived_cache.STALE_TEMPORARY_S - 60
+    os.utime(stale, (old, old))
+    derived_cache.disk_cached("test", 1, lambda: 1, encode=int, decode=derived_cache.integer)
+    assert not stale.exists() and live.exists()
+    assert derived_cache.disk_cached("test", 0, lambda: pytest.fail("entry lost"), encode=int, decode=derived_cache.integer) == 0
 
 
 def test_no_home_directory_still_answers(monkeypatch):
