@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -27,25 +26,18 @@ from models.bounded_cache import BoundedCache
 from models.catalog import ModelSpec
 from models.derived_cache import disk_cached, integer, is_number, number
 from models.inputs import InputSignature, input_signature
-
-# Operator categories, each with its own achieved rate on a device.
-LINEAR = 0  # matmul against a weight: the part int8 dynamic quantization replaces
-MATMUL = 1  # matmul between activations (attention scores and values)
-CONV = 2  # dense convolution (groups == 1)
-GROUPED_CONV = 3  # grouped / depthwise convolution
-OTHER = 4  # element-wise, normalization, softmax, pooling, gathers: bandwidth-bound
-VIEW = 5  # no data moves: a dispatch and a new tensor header
-CATEGORIES = ("linear", "matmul", "conv", "grouped_conv", "other", "view")
-
-_MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear"}
-# Element-wise ops that evaluate an exponential (or erf/tanh) per element: on a CPU each element
-# costs a polynomial, not a load, so a large map can make them compute-bound (EfficientNet's SiLU
-# over every expanded map; GELU in transformer FFNs; sigmoid gates). ReLU, ReLU6 and hardswish
-# are comparisons and multiply-adds: bandwidth-bound like any other element-wise op.
-_TRANSCENDENTAL = {"silu", "gelu", "sigmoid", "tanh", "exp", "erf", "_softmax", "softmax", "_log_softmax",
-                   "log_softmax", "_safe_softmax", "logsigmoid", "mish", "elu", "softplus", "log", "expm1"}
-_ATTENTION = {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
-              "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention", "scaled_dot_product_attention"}
+from models.op_tracer import (  # noqa: F401  (the categories, re-exported: the profile's arrays are coded in them)
+    CATEGORIES,
+    CONV,
+    GROUPED_CONV,
+    LINEAR,
+    MATMUL,
+    OTHER,
+    VIEW,
+    fused_attention_mode,
+    storage_key,
+    tracer_class,
+)
 
 
 @dataclass(frozen=True)
@@ -98,164 +90,6 @@ class OpProfile:
                 "peak_activation_bytes_per_extra_sample": self.peak_activation_bytes[1]}
 
 
-def _inner_dimension(name: str, category: int, args) -> float:
-    """The GEMM's K: the reduction length each output sums over (in_features; head size; input
-    channels per group x kernel area). A short K gives each loaded tile little work."""
-    if category == LINEAR or (category == MATMUL and name not in _ATTENTION):
-        a = args[1] if name in ("addmm", "baddbmm") else args[0]
-        return float(a.shape[-1])
-    if category == MATMUL:
-        return float(args[0].shape[-1])
-    if category in (CONV, GROUPED_CONV):
-        w = args[1]
-        area = 1
-        for d in w.shape[2:]:
-            area *= d
-        return float(w.shape[1] * area)
-    return 0.0
-
-
-def _output_rows(category: int, tensors_out) -> float:
-    """The GEMM's M: output rows (tokens x batch, or output pixels x batch for a convolution).
-    Small M leaves vector units idle, so achieved rate grows with it."""
-    if not tensors_out or category not in (LINEAR, MATMUL, CONV, GROUPED_CONV):
-        return 0.0
-    out = tensors_out[0]
-    channels = out.shape[1] if category in (CONV, GROUPED_CONV) and out.dim() > 1 else out.shape[-1]
-    return float(out.nelement() / max(channels, 1))
-
-
-def _storage_key(t) -> int:
-    return t.untyped_storage()._cdata
-
-
-def _tracer_class():
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
-    from torch.utils.flop_counter import flop_registry
-
-    class OperatorTracer(TorchDispatchMode):
-        def __init__(self, weight_storages: set[int]):
-            super().__init__()
-            self.weights = weight_storages
-            self.rows: list[tuple[int, float, float, float, float, float, float]] = []
-            self.live: dict[int, list[int]] = {}  # storage -> [tensor objects alive, bytes]
-            self.live_bytes = 0
-            self.peak = 0
-
-        def _release(self, key: int) -> None:
-            entry = self.live.get(key)
-            if entry is None:
-                return
-            entry[0] -= 1
-            if entry[0] <= 0:
-                self.live_bytes -= entry[1]
-                del self.live[key]
-
-        def _category(self, name: str, args, tensors_in) -> int:
-            if name in _MATMULS:
-                return LINEAR if any(_storage_key(t) in self.weights for t in tensors_in) else MATMUL
-            if name in _ATTENTION:
-                return MATMUL
-            if name == "convolution":
-                groups = args[8] if len(args) > 8 else 1
-                return GROUPED_CONV if groups > 1 else CONV
-            return OTHER
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            out = func(*args, **kwargs)
-            tensors_in = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-            tensors_out = [a for a in tree_flatten(out)[0] if isinstance(a, torch.Tensor)]
-            packet = func._overloadpacket
-            name = packet.__name__
-            in_keys = {_storage_key(t) for t in tensors_in}
-            is_view = bool(tensors_out) and all(_storage_key(t) in in_keys for t in tensors_out)
-            written = 0
-            for t in tensors_out:
-                key = _storage_key(t)
-                if key in self.live:
-                    self.live[key][0] += 1
-                elif key not in in_keys and key not in self.weights:
-                    nbytes = t.untyped_storage().nbytes()
-                    written += t.nelement() * t.element_size()
-                    self.live[key] = [1, nbytes]
-                    self.live_bytes += nbytes
-                else:
-                    continue
-                weakref.finalize(t, self._release, key)
-            self.peak = max(self.peak, self.live_bytes)
-            if is_view:
-                self.rows.append((VIEW, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
-                return out
-            if name in _ATTENTION:
-                q, k, v = args[:3]
-                flops = 2.0 * q.nelement() / q.shape[-1] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
-            elif packet in flop_registry:
-                flops = float(flop_registry[packet](*args, **kwargs, out_val=out))
-            else:
-                flops = 0.0
-            weight = 0.0
-            activation = float(written)
-            for t in tensors_in:
-                nbytes = t.nelement() * t.element_size()
-                if _storage_key(t) in self.weights:
-                    # A gather reads the rows it returns, not the whole table.
-                    weight += written if name == "embedding" else nbytes
-                else:
-                    activation += nbytes
-            category = self._category(name, args, tensors_in)
-            special = float(sum(t.nelement() for t in tensors_out)) if name in _TRANSCENDENTAL else 0.0
-            self.rows.append((category, flops, weight, activation, _output_rows(category, tensors_out),
-                              _inner_dimension(name, category, args), special))
-            return out
-
-    return OperatorTracer
-
-
-def _fused_attention(original, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                     enable_gqa=False):
-    """scaled_dot_product_attention as the eager CPU (and GPU) run executes it: one fused
-    kernel that never materializes the score matrix. On meta, torch would otherwise pick the
-    math fallback (bmm, softmax, bmm), whose memory and operator count are not what runs."""
-    import torch
-
-    if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():
-        # The fused CPU kernel cannot differentiate a learned bias (T5): torch runs the math path.
-        return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
-                        scale=scale, enable_gqa=enable_gqa)
-    if enable_gqa and key.shape[-3] != query.shape[-3]:
-        repeat = query.shape[-3] // key.shape[-3]
-        key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
-    out, _ = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale)
-    return out
-
-
-def _fused_attention_mode():
-    """A torch function mode that routes scaled_dot_product_attention to `_fused_attention`.
-
-    Why a mode and not a patched `F.scaled_dot_product_attention`: torch keeps function modes per
-    thread, so a trace on one thread never changes what another thread (an API request, a
-    benchmark) calls, and nothing global is left behind if a trace fails. Every other function
-    passes through untouched. While `__torch_function__` runs, torch disables the mode, so the
-    calls it makes (the original function, the fused kernel) are not intercepted again."""
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    sdpa = torch._C._nn.scaled_dot_product_attention  # the builtin itself, whatever F's attribute holds now
-
-    class FusedAttention(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if func is sdpa:
-                return _fused_attention(func, *args, **kwargs)
-            return func(*args, **kwargs)
-
-    return FusedAttention()
-
-
 @dataclass(frozen=True)
 class Trace:
     rows: list  # 7 figures per operator (see `_profile_of`)
@@ -291,9 +125,9 @@ def _run_trace(spec: ModelSpec, signature: InputSignature, training: bool, extra
     model.config.pad_token_id = None  # see analysis.forward_flops: meta tensors hold no token values
     inputs = {name: torch.zeros(t.shape, dtype=torch.float32 if t.kind == "float" else torch.long, device="meta")
               for name, t in signature.inputs.items() if t.kind != "mask"}
-    weights = {_storage_key(p) for p in model.parameters()} | {_storage_key(b) for b in model.buffers()}
-    tracer = _tracer_class()(weights)
-    with _fused_attention_mode(), tracer, torch.set_grad_enabled(training):
+    weights = {storage_key(p) for p in model.parameters()} | {storage_key(b) for b in model.buffers()}
+    tracer = tracer_class()(weights)
+    with fused_attention_mode(), tracer, torch.set_grad_enabled(training):
         out = model(**inputs, **(extra or {}))
     del out
     return Trace([list(r) for r in tracer.rows], float(tracer.peak))
@@ -451,14 +285,14 @@ def decode_step_ops(spec: ModelSpec) -> int:
                   torch.zeros(t.shape, dtype=torch.float32 if t.kind == "float" else torch.long, device="meta")
                   for name, t in signature.inputs.items() if t.kind != "mask"}
         cache_name = "past_key_values" if "past_key_values" in inspect.signature(model_class(spec).forward).parameters else "cache"
-        with _fused_attention_mode(), torch.no_grad():
+        with fused_attention_mode(), torch.no_grad():
             prefill = model(**inputs, use_cache=True)
         if "decoder_input_ids" in inputs:
             step = {"decoder_input_ids": token, "encoder_outputs": (prefill.encoder_last_hidden_state,)}
         else:
             step = {"input_ids": token}
-        tracer = _tracer_class()({_storage_key(p) for p in model.parameters()} | {_storage_key(b) for b in model.buffers()})
-        with _fused_attention_mode(), tracer, torch.no_grad():
+        tracer = tracer_class()({storage_key(p) for p in model.parameters()} | {storage_key(b) for b in model.buffers()})
+        with fused_attention_mode(), tracer, torch.no_grad():
             model(**step, **{cache_name: prefill.past_key_values}, use_cache=True)
         return sum(1 for row in tracer.rows if row[0] != VIEW)
 
