@@ -259,6 +259,7 @@ class HardwareProbe(_Open):
     tiny_kernel_us_median: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     matmul_gflops_bf16_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     matmul_gflops_fp16_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    speed_reference: SpeedReference | None = None  # the kernel's readings around the probe: training scales the peaks by them
 
 
 class HardwareInventory(_Open):

@@ -69,6 +69,13 @@ class ProbeResult:
     half_matmul_n: int | None = None
     matmul_gflops_bf16_best: float | None = None
     matmul_gflops_fp16_best: float | None = None
+    # The speed-reference kernel's readings just before and after the probe
+    # (benchmark_runners.speed_reference.record; None on a device that is not the host CPU). A
+    # VM's vCPUs drift for minutes: one probe on the AMD EPYC VM read 105 GFLOP/s where the
+    # kernel around that run's configs had a median of 184, and every transfer between devices
+    # scaled by that moment. With the reading, training puts the probe at the device's typical
+    # speed, as it does each row (devicefit.predict.hardware_specs.measured_device_specs).
+    speed_reference: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,12 +107,14 @@ def _repeat(fn: Callable[[], None], sync: Callable[[], None], budget_s: float, m
 def probe_device(device: str = "cpu", budget_s: float = 0.5) -> ProbeResult:
     """Measure `device` ("cpu", "cuda:0", "mps") for about 2 * budget_s seconds; a probe that
     others' CPU use disturbed is taken again once, and the result says whether it was."""
-    from benchmark_runners import contention
+    from benchmark_runners import contention, speed_reference
 
     result = None
     for _attempt in range(2):
         before = contention.snapshot()
+        reading = speed_reference.reference_gflops(device)
         result = _probe_once(device, budget_s)
+        result.speed_reference = speed_reference.record(reading, speed_reference.reference_gflops(device))
         result.other_cpu_share = contention.other_cpu_share(before, contention.snapshot())
         result.contended = contention.is_contended(result.other_cpu_share)
         if not result.contended:

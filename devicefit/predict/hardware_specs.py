@@ -10,11 +10,17 @@ labelled as such. Kinds with neither get None: no number is made up for them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from benchmark_runners import registry
 from benchmark_runners.hardware.probe import HALF_PRECISIONS
+from benchmark_runners.speed_reference import mean_gflops
+
+# The most a probe is moved to its device's typical speed. Wider than a row's clamp
+# (speed_reference.MAX_FACTOR, 1.5): the reading and the probe are taken within two seconds of
+# each other, so a slow minute slows both alike; a probe of the AMD EPYC VM read 1.8x below its run.
+PROBE_MAX_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -50,16 +56,35 @@ PUBLISHED_BY_NAME = {
 }
 
 
-def spec_from_probe(kind: str, name: str | None, probe: dict) -> DeviceSpec | None:
-    """The device's peaks from its probe; None for a failed probe or one without both figures."""
+def spec_from_probe(kind: str, name: str | None, probe: dict, typical_reference: float | None = None) -> DeviceSpec | None:
+    """The device's peaks from its probe; None for a failed probe or one without both figures.
+    With `typical_reference` (the rate the speed-reference kernel had around the device's rows),
+    the compute peaks are put at that speed (`probe_speed_factor`) and the source says by how much."""
     if not isinstance(probe, dict) or "error" in probe:
         return None
     peak, bandwidth = probe.get("matmul_gflops_best"), probe.get("memory_bandwidth_gbs_best")
     if not (_positive(peak) and _positive(bandwidth)):
         return None
-    half = {p: float(v) if _positive(v := probe.get(f"matmul_gflops_{p}_best")) else None for p in HALF_PRECISIONS}
-    return DeviceSpec(kind, name or kind, float(peak), float(bandwidth), "measured_probe",
+    factor = probe_speed_factor(probe, typical_reference)
+    half = {p: float(v) * factor if _positive(v := probe.get(f"matmul_gflops_{p}_best")) else None for p in HALF_PRECISIONS}
+    source = "measured_probe"
+    if factor != 1.0:
+        source += (f" (compute peaks x{factor:.3g}: the speed reference read {mean_gflops(probe.get('speed_reference')):.0f} "
+                   f"GFLOP/s at the probe, {typical_reference:.0f} typical around the device's rows)")
+    return DeviceSpec(kind, name or kind, float(peak) * factor, float(bandwidth), source,
                       bf16_gflops=half["bf16"], fp16_gflops=half["fp16"])
+
+
+def probe_speed_factor(probe: dict, typical_reference: float | None) -> float:
+    """How much faster the device typically ran than at its probe: the speed-reference kernel's
+    typical rate around the device's rows over its reading at the probe, within
+    [1/PROBE_MAX_FACTOR, PROBE_MAX_FACTOR]; 1.0 where either is missing. The compute peaks only:
+    the kernel is a compute-bound matmul, and what a slow minute does to DRAM bandwidth it does
+    not tell."""
+    at_probe = mean_gflops(probe.get("speed_reference"))
+    if at_probe is None or not _positive(typical_reference):
+        return 1.0
+    return min(max(typical_reference / at_probe, 1 / PROBE_MAX_FACTOR), PROBE_MAX_FACTOR)
 
 
 def _positive(v: Any) -> bool:
@@ -194,10 +219,16 @@ def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, 
     """The spec of every device `rows` were measured on, from the store's `hardware` rows
     (fingerprint, kind, name, probe): the device's own probe; for OpenVINO's CPU plugin, the
     probe of the CPU it ran on (the row's host); else a published figure for its name. A device
-    with none of these is left out (its rows are counted as unscored by training)."""
+    with none of these is left out (its rows are counted as unscored by training). A probe with
+    a speed-reference reading is put at the typical speed its rows ran at (`probe_speed_factor`)."""
     import json
 
     known = {fp: (name, json.loads(probe) if isinstance(probe, str) else probe) for fp, _kind, name, probe in hardware}
+    typical = typical_reference_by_probe(rows, known)
+
+    def from_probe(kind: str, fingerprint: str | None, name: str | None, probe: Any) -> DeviceSpec | None:
+        return spec_from_probe(kind, name, probe, typical.get(fingerprint or ""))
+
     specs: dict[str, DeviceSpec] = {}
     for r in rows:
         device = row_device(r)
@@ -205,23 +236,45 @@ def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, 
             continue
         kind = r["device_kind"]
         # A profiled device's own probe (registered under its device id); else the hardware's.
-        name, probe = known.get(r.get("device_id") or "", None) or known.get(r.get("hardware_fingerprint"), (r.get("device_name"), None))
+        own = r.get("device_id") if r.get("device_id") in known else r.get("hardware_fingerprint")
+        name, probe = known.get(own or "", (r.get("device_name"), None))
         if r.get("device_profile") and r.get("device_id") not in known:
             continue  # the unconstrained hardware's peaks would misdescribe it: unscored until registered
-        spec = spec_from_probe(kind, name, probe)
+        spec = from_probe(kind, own, name, probe)
         host = known.get(r.get("host_fingerprint"))
         if spec is None and kind == "openvino" and name == "CPU" and host:
-            cpu = spec_from_probe("cpu", host[0], host[1])
+            cpu = from_probe("cpu", r.get("host_fingerprint"), *host)
             if cpu:
-                spec = DeviceSpec(kind, f"OpenVINO CPU plugin on {cpu.name}", cpu.peak_gflops, cpu.bandwidth_gbs,
-                                  f"{cpu.source} (the CPU OpenVINO runs on)")
+                spec = replace(cpu, kind=kind, name=f"OpenVINO CPU plugin on {cpu.name}", source=f"{cpu.source} (the CPU OpenVINO runs on)",
+                               bf16_gflops=None, fp16_gflops=None)
         if spec is None and host and runs_on_cpu(kind, _software_row(r)):
-            cpu = spec_from_probe("cpu", host[0], host[1])
+            cpu = from_probe("cpu", r.get("host_fingerprint"), *host)
             spec = on_cpu(kind, cpu) if cpu else None
         spec = spec or published_spec(kind, r.get("device_name"))
         if spec:
             specs[device] = spec
     return specs
+
+
+def typical_reference_by_probe(rows: list[dict], known: dict[str, tuple]) -> dict[str, float]:
+    """Per probed fingerprint, the median speed-reference rate of the rows its probe describes
+    (devicefit.predict.speed): a profiled device's under its device id, every other row that ran
+    on the host CPU (torch's, OpenVINO's CPU plugin's: the worker reads the same kernel with the
+    same threads) under the host's fingerprint. Fewer than speed.MIN_READINGS readings: absent."""
+    import statistics
+
+    from benchmark_runners.speed_reference import mean_gflops
+    from devicefit.predict.speed import MIN_READINGS
+
+    readings: dict[str, list[float]] = {}
+    for r in rows:
+        rate = mean_gflops(r.get("speed_reference"))
+        if rate is None:
+            continue
+        key = r.get("device_id") if r.get("device_profile") else r.get("host_fingerprint")
+        if key in known:
+            readings.setdefault(key, []).append(rate)
+    return {key: statistics.median(v) for key, v in readings.items() if len(v) >= MIN_READINGS}
 
 
 def training_specs(rows: list[dict], hardware: list[tuple], inventory: dict) -> tuple[dict[str, DeviceSpec], str | None]:

@@ -57,6 +57,8 @@ def test_probe_measures_positive_figures_quickly():
     assert result.half_matmul_n == 256
     assert result.matmul_gflops_bf16_best is None or result.matmul_gflops_bf16_best > 0
     assert result.matmul_gflops_fp16_best is None or result.matmul_gflops_fp16_best > 0
+    # the speed-reference kernel read around it, so training can put its peaks at the run's typical speed
+    assert result.speed_reference["before_gflops"] > 0 and result.speed_reference["after_gflops"] > 0
 
 
 def test_fingerprint_is_stable_and_ignores_volatile_fields():

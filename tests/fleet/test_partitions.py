@@ -214,6 +214,7 @@ def test_a_device_a_worker_wrote_is_registered_at_the_next_load(tmp_path):
     ({"probe": {"matmul_gflops_best": -1}}, "matmul_gflops_best"),
     ({"probe": {"matmul_gflops_best": 100.0, "tiny_kernel_us_median": -2}}, "tiny_kernel_us_median"),
     ({"probe": {"matmul_gflops_best": 100.0, "matmul_gflops_bf16_best": 0}}, "matmul_gflops_bf16_best"),
+    ({"probe": {"matmul_gflops_best": 100.0, "speed_reference": {"before_gflops": 150.0, "after_gflops": -3}}}, "speed_reference.after_gflops"),
     ({"profile": {"threads": 0, "isa": None}}, "threads"),
 ])
 def test_a_bad_device_record_is_quarantined_with_its_reason(over, words, tmp_path):
