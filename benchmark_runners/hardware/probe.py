@@ -69,7 +69,7 @@ class ProbeResult:
     half_matmul_n: int | None = None
     matmul_gflops_bf16_best: float | None = None
     matmul_gflops_fp16_best: float | None = None
-    # The speed-reference kernel's readings just before and after the probe
+    # The speed-reference kernel's readings after the fp32 matmul and at the end of the probe
     # (benchmark_runners.speed_reference.record; None on a device that is not the host CPU). A
     # VM's vCPUs drift for minutes: one probe on the AMD EPYC VM read 105 GFLOP/s where the
     # kernel around that run's configs had a median of 184, and every transfer between devices
@@ -107,14 +107,12 @@ def _repeat(fn: Callable[[], None], sync: Callable[[], None], budget_s: float, m
 def probe_device(device: str = "cpu", budget_s: float = 0.5) -> ProbeResult:
     """Measure `device` ("cpu", "cuda:0", "mps") for about 2 * budget_s seconds; a probe that
     others' CPU use disturbed is taken again once, and the result says whether it was."""
-    from benchmark_runners import contention, speed_reference
+    from benchmark_runners import contention
 
     result = None
     for _attempt in range(2):
         before = contention.snapshot()
-        reading = speed_reference.reference_gflops(device)
         result = _probe_once(device, budget_s)
-        result.speed_reference = speed_reference.record(reading, speed_reference.reference_gflops(device))
         result.other_cpu_share = contention.other_cpu_share(before, contention.snapshot())
         result.contended = contention.is_contended(result.other_cpu_share)
         if not result.contended:
@@ -125,6 +123,7 @@ def probe_device(device: str = "cpu", budget_s: float = 0.5) -> ProbeResult:
 def _probe_once(device: str, budget_s: float) -> ProbeResult:
     import torch
 
+    from benchmark_runners import speed_reference
     from benchmark_runners.registry import torch_device_string
 
     kind = device.split(":")[0]
@@ -139,6 +138,9 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
     mm_times = _repeat(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), sync, budget_s)
     flops = 2.0 * n**3
     del a, b, c
+    # Read after the matmul's warm-up and timing, not before: the first reading in a fresh process
+    # read 40 GFLOP/s where the matmul right after ran at 206 and the reading after the probe 202.
+    reading = speed_reference.reference_gflops(device)
     half_n = sizes["half_matmul_n"]
     half = {p: _half_matmul_gflops(getattr(torch, dtype), half_n, device, sync, budget_s / 4) for p, dtype in HALF_PRECISIONS.items()}
     elems = sizes["copy_bytes"] // 4
@@ -163,6 +165,7 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
             torch.add(x, x, out=y)
 
     tiny_times = _repeat(tiny, sync, budget_s / 4)
+    reference = speed_reference.record(reading, speed_reference.reference_gflops(device))
     return ProbeResult(
         device=device,
         matmul_dtype="fp32",
@@ -181,6 +184,7 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
         half_matmul_n=half_n,
         matmul_gflops_bf16_best=half["bf16"],
         matmul_gflops_fp16_best=half["fp16"],
+        speed_reference=reference,
     )
 
 
