@@ -32,6 +32,7 @@ SIZE = 512
 # a reading is more likely disturbed itself than the machine that far off (training's factor and
 # the regression report's adjustment are clamped to [1/MAX_FACTOR, MAX_FACTOR]).
 MAX_FACTOR = 1.5
+MIN_READINGS = 5  # fewer rows with a reading on a device: its typical rate is not known
 CALLS = 8
 KERNEL = f"fp32 {SIZE}x{SIZE} matmul, median of {CALLS} calls, torch's intra-op threads"
 

@@ -273,11 +273,10 @@ def typical_reference_by_probe(rows: list[dict], known: dict[str, tuple]) -> dic
     """Per probed fingerprint, the median speed-reference rate of the rows its probe describes
     (devicefit.predict.speed): a profiled device's under its device id, every other row that ran
     on the host CPU (torch's, OpenVINO's CPU plugin's: the worker reads the same kernel with the
-    same threads) under the host's fingerprint. Fewer than speed.MIN_READINGS readings: absent."""
+    same threads) under the host's fingerprint. Fewer than MIN_READINGS readings: absent."""
     import statistics
 
-    from benchmark_runners.speed_reference import mean_gflops
-    from devicefit.predict.speed import MIN_READINGS
+    from benchmark_runners.speed_reference import MIN_READINGS
 
     readings: dict[str, list[float]] = {}
     for r in rows:

@@ -20,10 +20,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmark_runners.speed_reference import MAX_FACTOR, mean_gflops
+from benchmark_runners.speed_reference import MAX_FACTOR, MIN_READINGS, mean_gflops
 from devicefit.predict.hardware_specs import row_device
-
-MIN_READINGS = 5  # fewer rows with a reading on a device: its typical rate is not known
 
 
 def speed_factors(rows: list[dict[str, Any]]) -> tuple[list[float], dict[str, dict[str, Any]]]:
