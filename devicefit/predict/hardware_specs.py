@@ -73,8 +73,9 @@ def spec_from_probe(kind: str, name: str | None, probe: dict, typical_reference:
     half = {p: float(v) * factor if _positive(v := probe.get(f"matmul_gflops_{p}_best")) else None for p in HALF_PRECISIONS}
     source = "measured_probe"
     if factor != 1.0:
-        source += (f" (compute peaks x{factor:.3g}: the speed reference read {mean_gflops(probe.get('speed_reference')):.0f} "
-                   f"GFLOP/s at the probe, {typical_reference:.0f} typical around the device's rows)")
+        at_probe = max(probe["speed_reference"]["before_gflops"], probe["speed_reference"]["after_gflops"])
+        source += (f" (compute peaks x{factor:.3g}: the speed reference read {at_probe:.0f} GFLOP/s at the probe, "
+                   f"{typical_reference:.0f} typical around the device's rows)")
     return DeviceSpec(kind, name or kind, float(peak) * factor, float(bandwidth), source,
                       bf16_gflops=half["bf16"], fp16_gflops=half["fp16"])
 
