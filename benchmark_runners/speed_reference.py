@@ -93,6 +93,12 @@ def mean_gflops(reference: dict[str, Any] | None) -> float | None:
     return math.sqrt(before) * math.sqrt(after)
 
 
+def typical_rates(readings: dict[str, list[float]]) -> dict[str, float]:
+    """Per key (a device, a probe's fingerprint), the median of its readings: its typical rate;
+    absent with fewer than MIN_READINGS, where it is not known."""
+    return {key: statistics.median(v) for key, v in readings.items() if len(v) >= MIN_READINGS}
+
+
 def config_rates(results) -> list[float]:
     """The reference rate of each result that has one (a partition's metadata)."""
     return [round(g, 1) for g in (mean_gflops(getattr(r, "speed_reference", None)) for r in results) if g is not None]

@@ -15,7 +15,7 @@ from typing import Any
 
 from benchmark_runners import registry
 from benchmark_runners.hardware.probe import HALF_PRECISIONS
-from benchmark_runners.speed_reference import mean_gflops
+from benchmark_runners.speed_reference import mean_gflops, typical_rates
 
 # The most a probe is moved to its device's typical speed. Wider than a row's clamp
 # (speed_reference.MAX_FACTOR, 1.5): the reading and the probe are taken within two seconds of
@@ -275,10 +275,6 @@ def typical_reference_by_probe(rows: list[dict], known: dict[str, tuple]) -> dic
     (devicefit.predict.speed): a profiled device's under its device id, every other row that ran
     on the host CPU (torch's, OpenVINO's CPU plugin's: the worker reads the same kernel with the
     same threads) under the host's fingerprint. Fewer than MIN_READINGS readings: absent."""
-    import statistics
-
-    from benchmark_runners.speed_reference import MIN_READINGS
-
     readings: dict[str, list[float]] = {}
     for r in rows:
         rate = mean_gflops(r.get("speed_reference"))
@@ -287,7 +283,7 @@ def typical_reference_by_probe(rows: list[dict], known: dict[str, tuple]) -> dic
         key = r.get("device_id") if r.get("device_profile") else r.get("host_fingerprint")
         if key in known:
             readings.setdefault(key, []).append(rate)
-    return {key: statistics.median(v) for key, v in readings.items() if len(v) >= MIN_READINGS}
+    return typical_rates(readings)
 
 
 def training_specs(rows: list[dict], hardware: list[tuple], inventory: dict) -> tuple[dict[str, DeviceSpec], str | None]:

@@ -17,10 +17,9 @@ only the training targets do, and the artifact records each device's typical rat
 """
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
-from benchmark_runners.speed_reference import MAX_FACTOR, MIN_READINGS, mean_gflops
+from benchmark_runners.speed_reference import MAX_FACTOR, mean_gflops, typical_rates
 from devicefit.predict.hardware_specs import row_device
 
 
@@ -34,7 +33,7 @@ def speed_factors(rows: list[dict[str, Any]]) -> tuple[list[float], dict[str, di
         rates.append(rate)
         if rate is not None:
             readings.setdefault(row_device(r), []).append(rate)
-    typical = {d: statistics.median(v) for d, v in readings.items() if len(v) >= MIN_READINGS}
+    typical = typical_rates(readings)
     factors, scaled = [], {}
     for r, rate in zip(rows, rates):
         device = row_device(r)

@@ -2,6 +2,7 @@
 import pytest
 
 from benchmark_runners.hardware import detect_hardware
+from benchmark_runners.speed_reference import MIN_READINGS
 from devicefit.predict import speed, training
 from devicefit.predict.hardware_specs import device_specs
 from tests.predict.test_predictors import rows_of
@@ -28,8 +29,8 @@ def test_devices_are_scaled_apart_and_a_device_with_few_readings_is_not_scaled()
     factors, summary = speed.speed_factors(rows)
     assert factors == [1.0] * 9 + [pytest.approx(0.8)]  # cpu-b's typical rate is its own
     assert {f["typical_gflops"] for f in summary.values()} == {100, 50}
-    few = [_row("cpu", "cpu-c", 100)] * (speed.MIN_READINGS - 1) + [_row("cpu", "cpu-c", 50)]
-    assert speed.speed_factors(few[1:])[0] == [1.0] * (speed.MIN_READINGS - 1)
+    few = [_row("cpu", "cpu-c", 100)] * (MIN_READINGS - 1) + [_row("cpu", "cpu-c", 50)]
+    assert speed.speed_factors(few[1:])[0] == [1.0] * (MIN_READINGS - 1)
 
 
 def test_training_targets_follow_the_reference_and_the_stored_rows_do_not_change(measured):
