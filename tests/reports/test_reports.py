@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from devicefit.cli import app
 from devicefit.paths import DataPaths
-from devicefit.reports import analysis, figures, publish_reports, regression
+from devicefit.reports import analysis, baselines, figures, publish_reports, regression
 from devicefit.reports.data import load_report_data
 from tests.conftest import local_partition
 
@@ -147,6 +147,53 @@ def test_two_gpus_are_each_compared_with_their_own_previous_run(tmp_path):
                     "bert-tiny,embedding,inference,fp32,1,{},3.0,2.0\n")
     with pytest.raises(BaselineError, match="several cuda devices"):
         sets_from_csv(wide)
+
+
+def test_a_config_is_compared_with_its_own_machines_baseline_only(tmp_path):
+    """A store holding an EPYC's and a Xeon's runs of the same config (issue 15 ingests the Xeon's
+    landing files beside this machine's): a baseline file or run id from the EPYC is the EPYC's
+    baseline only. The Xeon's row, 40% faster, is "new", not an "improvement"; the two rows are
+    labelled apart; a baseline from a third machine alone is an error naming both machines, not
+    a passing report that compared nothing; the exported CSV and the CI report keep the machine."""
+    from devicefit import store
+    from tests.pipelines.test_store import _doc, _row
+
+    def row(p50, fingerprint, run_id, ts):
+        return {**_row(p50=p50, run_id=run_id), "hardware_fingerprint": fingerprint, "timestamp": ts}
+
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    for source, rows in {"epyc-0": [row(10.0, "cpu-epyc", "e0", "2026-11-20T00:00:00+00:00")],
+                         "epyc-1": [row(10.0, "cpu-epyc", "e1", "2026-11-21T00:00:00+00:00")],
+                         "xeon-1": [row(6.0, "cpu-xeon", "x1", "2026-11-22T00:00:00+00:00")]}.items():
+        store.replace_source(con, source, "ingest", _doc(rows))
+    current = regression.current_sets(con)
+    assert {s.hardware_fingerprint: s.run_id for s in current} == {"cpu-epyc": "e1", "cpu-xeon": "x1"}
+    epyc_file = tmp_path / "epyc.json"
+    epyc_file.write_text(json.dumps(_doc([row(10.0, "cpu-epyc", "e0", "2026-11-20T00:00:00+00:00")])))
+    for baseline in (str(epyc_file), "e0"):
+        report = regression.check_against_baseline(current, baseline, con, 0.1)
+        verdicts = {c["hardware_fingerprint"]: (c["verdict"], c["baseline_run"]) for c in report["comparisons"]}
+        assert verdicts == {"cpu-epyc": ("unchanged", "e0"), "cpu-xeon": ("new", None)}, baseline
+        labels = {c["config"] for c in report["comparisons"]}
+        assert len(labels) == 2 and any(label.endswith(" · on cpu-xeon") for label in labels)
+        # each comparison carries its own machine's samples, not the other one's under a shared label
+        assert {c["hardware_fingerprint"]: c["current_samples_ms"][1] for c in report["comparisons"]} == {"cpu-epyc": 10.0, "cpu-xeon": 6.0}
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(_doc([row(8.0, "cpu-other", "o1", "2026-11-19T00:00:00+00:00")])))
+    with pytest.raises(regression.BaselineError, match="measured on cpu-other and this run on cpu-epyc, cpu-xeon"):
+        regression.check_against_baseline(current, str(other), con, 0.1)
+    # The CSV export and the CI report, read back as baselines, keep each row's machine.
+    exported = regression.write_baseline_csv(current, tmp_path / "baseline.csv")
+    assert {s.hardware_fingerprint for s in regression.sets_from_csv(exported)} == {"cpu-epyc", "cpu-xeon"}
+    ci = tmp_path / "ci.json"
+    ci.write_text(json.dumps(report))
+    assert {s.hardware_fingerprint for s in regression.sets_from_document(ci)} == {"cpu-epyc", "cpu-xeon"}
+    # A CSV row that names no machine (an export made before the column existed) matches either.
+    bare = tmp_path / "bare.csv"
+    bare.write_text("model,device_kind,backend,precision,mode,batch_size,input_dims,p50_ms\n"
+                    'bert-tiny,cpu,torch,fp32,inference,1,"{""seq_length"": 128}",10\n')
+    assert {c.verdict for c in regression.compare(current, regression.sets_from_csv(bare), 0.1)} == {"unchanged", "improvement"}
 
 
 def test_analysis_csv_has_a_row_per_config_with_speedups(tiny_run):
@@ -425,5 +472,5 @@ def test_a_change_the_hosts_speed_explains_is_inconclusive_and_one_it_does_not_s
                                                     "mode": "inference", "batch_size": 1, "samples_ms": slow, "p50_ms": 6.565,
                                                     "speed_reference": {"before_gflops": 100.0, "after_gflops": 225.0}}])
     assert from_result.speed_gflops == pytest.approx(150.0)
-    assert regression._speed('{"before_gflops": 100.0, "after_gflops": 225.0}') == pytest.approx(150.0)
-    assert regression._speed("not json") is None
+    assert baselines._speed('{"before_gflops": 100.0, "after_gflops": 225.0}') == pytest.approx(150.0)
+    assert baselines._speed("not json") is None

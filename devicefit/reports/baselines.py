@@ -1,0 +1,280 @@
+"""Sample sets to compare: one config's timing samples on one machine, read from the store (the
+latest run of each config, one run, each config's previous run), from a results document or a
+CI report, or from a baseline CSV (`compare --export-baseline`'s, or `analyze --output`'s
+comparative analysis). The regression report (devicefit/reports/regression.py) compares them.
+
+Every set carries the machine it was measured on (the row's hardware fingerprint) where its
+source names it, so that a config is compared with its own machine's earlier figures only."""
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark_runners.speed_reference import mean_gflops
+from devicefit import store
+from devicefit.errors import DevicefitError
+
+CI_FORMAT = "devicefit.regression_report/1"
+
+
+class BaselineError(DevicefitError, ValueError):
+    """A baseline that cannot be read or matched, said in words."""
+
+
+@dataclass(frozen=True)
+class ConfigIdentity:
+    model: str
+    device_kind: str
+    backend: str
+    precision: str
+    mode: str
+    batch_size: int
+    input_dims: str | None  # JSON text; None matches any input when the baseline does not say
+    device_profile: str | None = None  # the constraint profile ("t1", "avx2"): another device, never compared with none
+
+    def label(self) -> str:
+        return (f"{self.model} · {self.device_kind}{f' ({self.device_profile})' if self.device_profile else ''}{'' if self.backend in ('torch', self.device_kind) else ' · ' + self.backend} · {self.precision} · "
+                f"{self.mode} · batch {self.batch_size}" + (f" · {self.input_dims}" if self.input_dims else ""))
+
+
+@dataclass
+class SampleSet:
+    identity: ConfigIdentity
+    samples_ms: list[float]
+    p50_ms: float
+    run_id: str | None = None
+    hardware_fingerprint: str | None = None
+    contended: bool | None = None  # measured while other processes used the CPU (benchmark_runners.contention)
+    other_cpu_share: float | None = None
+    # the host CPU's rate on the worker's fixed kernel around the timing (benchmark_runners.speed_reference)
+    speed_gflops: float | None = None
+
+
+def _speed(reference: Any) -> float | None:
+    if isinstance(reference, str):  # DuckDB hands JSON columns back as text
+        try:
+            reference = json.loads(reference)
+        except json.JSONDecodeError:
+            return None
+    return mean_gflops(reference)
+
+
+def _from_history_row(row: tuple) -> SampleSet:
+    run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _, contended, share, profile, speed = row
+    return SampleSet(ConfigIdentity(model, kind, backend, precision, mode, batch, dims, profile), list(samples or []), p50, run_id, fp,
+                     contended, share, _speed(speed))
+
+
+def _history(database: store.Source, run_id: str | None = None, latest_only: bool = False) -> list[tuple]:
+    """Sample history from the store (a path opens read-only); a database that cannot be opened
+    (corrupt, locked, missing) is a comparison that cannot be made, said in one line like any
+    other BaselineError."""
+    try:
+        with store.opened(database, read_only=True) as con:
+            return store.sample_history(con, run_id, latest_only=latest_only)
+    except store.StoreError as exc:
+        raise BaselineError(str(exc)) from exc
+
+
+def current_sets(database: store.Source, run_id: str | None = None) -> list[SampleSet]:
+    """The latest run of every config in the store, or the configs of one run."""
+    rows = _history(database, run_id, latest_only=not run_id)
+    if run_id and not rows:
+        raise BaselineError(f"run {run_id!r} has no measured rows in {database if isinstance(database, (str, Path)) else 'the store'}")
+    return [_from_history_row(r) for r in rows]
+
+
+def previous_sets(database: store.Source, current: list[SampleSet]) -> dict[tuple[ConfigIdentity, str | None], SampleSet]:
+    """For each current set, the latest earlier run of the same config on the same device, keyed
+    by (config, hardware fingerprint): two GPUs behind one host CPU are each compared with their
+    own previous run."""
+    rows = _history(database)
+    wanted = {(s.identity, s.hardware_fingerprint): s.run_id for s in current}
+    out: dict[tuple[ConfigIdentity, str | None], SampleSet] = {}
+    for row in rows:
+        s = _from_history_row(row)
+        key = (s.identity, s.hardware_fingerprint)
+        if key in wanted and s.run_id != wanted[key] and key not in out:
+            out[key] = s
+    return out
+
+
+def _dims_text(value: Any) -> str | None:
+    if value in (None, "", {}):
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise BaselineError(f"input_dims {value!r} is not JSON") from None
+    return json.dumps(value, sort_keys=True)
+
+
+def sets_from_document(path: Path) -> list[SampleSet]:
+    """A results document (landing file, `benchmark --json`) or a CI report from --output-ci."""
+    try:
+        document = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError, RecursionError) as exc:
+        raise BaselineError(f"baseline {path} is unreadable: {type(exc).__name__}: {str(exc)[:200]}") from None
+    if isinstance(document, dict) and document.get("format") == CI_FORMAT:
+        try:
+            return [SampleSet(ConfigIdentity(**c["identity"]), [float(x) for x in c.get("current_samples_ms") or []],
+                              float(c["current_p50_ms"]), c.get("current_run"), c.get("hardware_fingerprint") or None)
+                    for c in document["comparisons"] if c.get("current_p50_ms") is not None]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise BaselineError(f"baseline {path} is a {CI_FORMAT} report whose 'comparisons' are not as --output-ci writes them "
+                                f"({type(exc).__name__}: {str(exc)[:200]})") from None
+    results = document.get("results") if isinstance(document, dict) else document
+    if not isinstance(results, list):
+        raise BaselineError(f"baseline {path} is neither a results document (a 'results' list) nor a {CI_FORMAT} report")
+    out = sets_from_results(results, str(path))
+    if not out:
+        raise BaselineError(f"baseline {path} holds no ok results to compare with")
+    return out
+
+
+def sets_from_results(results: list[dict[str, Any]], origin: str = "results") -> list[SampleSet]:
+    """Sample sets of the ok rows among BenchmarkResult JSON dicts (`BenchmarkResult.to_json()`)."""
+    out = []
+    for r in results:
+        if not isinstance(r, dict) or r.get("status") != "ok":
+            continue
+        try:
+            dims = ((r.get("input") or {}).get("dims")) or None
+            out.append(SampleSet(ConfigIdentity(r["model"], r["device"].split(":")[0], r.get("backend", "torch"), r["precision"], r["mode"],
+                                                int(r["batch_size"]), _dims_text(dims), r.get("device_profile") or None),
+                                 [float(x) for x in r.get("samples_ms") or []], float(r["p50_ms"]), r.get("run_id"),
+                                 r.get("hardware_fingerprint"), r.get("contended"), r.get("other_cpu_share"),
+                                 _speed(r.get("speed_reference"))))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise BaselineError(f"{origin}: a result lacks or mistypes {exc}") from None
+    return out
+
+
+def _wide_sets(path: Path, rows: list[dict[str, str]], columns: list[str]) -> list[SampleSet]:
+    """Sample sets from `devicefit analyze --output` (spec 004's comparative analysis): one row
+    per config, one `<hardware>_p50_ms` column per hardware label ("cpu", "cpu_openvino" for
+    OpenVINO's plugin on the CPU). It keeps medians only, so the comparison is by threshold."""
+    from benchmark_runners import registry
+
+    out = []
+    hardware = [c[: -len("_p50_ms")] for c in columns if c.endswith("_p50_ms")]
+    parsed = {label: _wide_label(path, label) for label in hardware}
+    by_kind: dict[tuple[str, str], list[str]] = {}
+    for label, (kind, backend, _device) in parsed.items():
+        by_kind.setdefault((kind, backend), []).append(label)
+    several = {k: v for k, v in by_kind.items() if len(v) > 1}
+    if several:
+        (kind, _), labels = next(iter(several.items()))
+        raise BaselineError(f"baseline {path} holds several {kind} devices ({', '.join(labels)}): a comparative analysis "
+                            "names them by device name, not by the fingerprint this run's rows carry; compare against "
+                            "'previous', a run id, or `compare --export-baseline`'s CSV of one machine instead")
+    for n, r in enumerate(rows, start=2):
+        for label in hardware:
+            value = r.get(f"{label}_p50_ms")
+            if not value:
+                continue  # that hardware did not measure this config
+            kind, backend, _device = parsed[label]
+            try:
+                default_backend = registry.backend_of_kind(kind)
+                identity = ConfigIdentity(r["model"], kind, backend or (default_backend.name if default_backend else "torch"),
+                                          r["precision"], r["mode"], int(r["batch_size"]), _dims_text(r.get("input_dims")), None)
+                out.append(SampleSet(identity, [], float(value), None))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise BaselineError(f"baseline {path} line {n}: {exc}") from None
+    if not out:
+        raise BaselineError(f"baseline {path} has no rows")
+    return out
+
+
+def _wide_label(path: Path, label: str) -> tuple[str, str, str]:
+    """(kind, backend or "", device) of a comparative analysis column prefix: "cpu",
+    "cpu_openvino", or with the device's name where the analysis held several of a kind
+    ("cuda_nvidia_h100_80gb_hbm3": reports.data.label_devices)."""
+    from benchmark_runners import registry
+
+    def split(text: str, names) -> tuple[str, str]:
+        for name in sorted(names, key=len, reverse=True):
+            if text == name or text.startswith(name + "_"):
+                return name, text[len(name) + 1:]
+        return "", text
+
+    kind, rest = split(label, registry.kind_names())
+    if not kind:
+        raise BaselineError(f"baseline {path}: column {label}_p50_ms names no hardware kind ({', '.join(registry.kind_names())})")
+    backend, device = split(rest, registry.backend_names())
+    return kind, backend, device
+
+
+def sets_from_csv(path: Path) -> list[SampleSet]:
+    """A baseline CSV: `compare --export-baseline`'s (one row per config and hardware, with its
+    samples) or `analyze --output`'s comparative analysis (one row per config, medians only)."""
+    try:
+        with open(path, newline="") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            columns = list(reader.fieldnames or [])
+    except OSError as exc:
+        raise BaselineError(f"baseline {path} is unreadable: {exc}") from None
+    if "p50_ms" not in columns and any(c.endswith("_p50_ms") for c in columns):
+        return _wide_sets(path, rows, columns)
+    out = []
+    for n, r in enumerate(rows, start=2):
+        try:
+            samples = [float(x) for x in (r.get("samples_ms") or "").replace(",", ";").split(";") if x.strip()]
+            p50 = float(r["p50_ms"]) if r.get("p50_ms") else statistics.median(samples) if samples else None
+            if p50 is None:
+                raise ValueError("neither samples_ms nor p50_ms")
+            kind = r.get("device_kind") or r.get("hardware")
+            if not kind:
+                raise KeyError("device_kind (or hardware)")
+            out.append(SampleSet(ConfigIdentity(r["model"], kind, r.get("backend") or "torch", r["precision"], r["mode"],
+                                                int(r["batch_size"]), _dims_text(r.get("input_dims")), r.get("device_profile") or None),
+                                 samples, p50, r.get("run_id"), r.get("hardware_fingerprint") or None))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BaselineError(f"baseline {path} line {n}: {exc}") from None
+    if not out:
+        raise BaselineError(f"baseline {path} has no rows")
+    return out
+
+
+def write_baseline_csv(sets: list[SampleSet], path: Path) -> Path:
+    """The CSV form of sample sets, readable back as a baseline (samples kept)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["model", "device_kind", "backend", "precision", "mode", "batch_size", "input_dims", "run_id",
+                         "hardware_fingerprint", "p50_ms", "samples_ms"])
+        for s in sets:
+            i = s.identity
+            writer.writerow([i.model, i.device_kind, i.backend, i.precision, i.mode, i.batch_size, i.input_dims or "", s.run_id or "",
+                             s.hardware_fingerprint or "", f"{s.p50_ms:.6g}", ";".join(f"{x:.6g}" for x in s.samples_ms)])
+    return path
+
+
+def load_baseline(spec: str, database: store.Source | None, current: list[SampleSet]) -> tuple[str, dict[tuple[ConfigIdentity, str | None], SampleSet] | list[SampleSet]]:
+    """(description, baseline sets) from `previous`, a run id, or a CSV / JSON file."""
+    path = Path(spec)
+    if spec == "previous":
+        if database is None:
+            raise BaselineError("baseline 'previous' needs the database")
+        return "previous run of each config", previous_sets(database, current)
+    if path.suffix.lower() == ".csv":
+        if not path.is_file():
+            raise BaselineError(f"baseline file {path} does not exist")
+        return f"CSV {path}", sets_from_csv(path)
+    if path.suffix.lower() == ".json" or path.is_file():
+        if not path.is_file():
+            raise BaselineError(f"baseline file {path} does not exist")
+        return f"results document {path}", sets_from_document(path)
+    if database is None:
+        raise BaselineError(f"baseline {spec!r} is not a file, and there is no database to look up a run id in")
+    try:
+        return f"run {spec}", current_sets(database, spec.removeprefix("run:"))
+    except BaselineError:
+        raise BaselineError(f"baseline {spec!r} is neither a file, nor 'previous', nor a run id in {database}") from None
