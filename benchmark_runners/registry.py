@@ -273,6 +273,17 @@ def kind_of_device(device: str) -> str:
     return device.split(":")[0]
 
 
+def runs_on_host_cpu(device: str, software: bool = False) -> bool:
+    """Whether `device` executes on the host's CPU cores: the cpu kind, a kind that shares the
+    CPU's device (OpenVINO's CPU plugin, wasm) but not that kind's other devices (openvino:GPU),
+    and, with `software`, a kind whose device detection found to be a software one on the CPU
+    (WebGPU on SwiftShader)."""
+    k = kinds().get(kind_of_device(device))
+    if k is None or physical_kind(k.name, software) != "cpu":
+        return False
+    return k.name == "cpu" or ":" not in device or device.split(":", 1)[1].upper() == "CPU"
+
+
 def physical_kind(kind_name: str, software: bool = False) -> str:
     """The kind whose physical device a kind's measurements run on; `software`: detection found
     this kind's device to be a software one (see DeviceKind.software_runs_on)."""

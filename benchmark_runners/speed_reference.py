@@ -40,12 +40,7 @@ KERNEL = f"fp32 {SIZE}x{SIZE} matmul, median of {CALLS} calls, torch's intra-op 
 def runs_on_host_cpu(device: str) -> bool:
     """Whether `device` executes on the host's CPU cores: the cpu kind, and a kind that shares
     the CPU's device (OpenVINO's CPU plugin, wasm), but not that kind's other devices (openvino:GPU)."""
-    kind = registry.kinds().get(registry.kind_of_device(device))
-    if kind is None:
-        return False
-    if kind.name == "cpu":
-        return True
-    return kind.shares_device_of == "cpu" and (":" not in device or device.split(":", 1)[1].upper() == "CPU")
+    return registry.runs_on_host_cpu(device)
 
 
 def reference_gflops(device: str) -> float | None:

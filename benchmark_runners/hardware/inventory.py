@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -25,7 +26,7 @@ from benchmark_runners.hardware.platforms import PlatformInfo, detect_platforms
 from benchmark_runners.hardware.probe import probe_device
 from benchmark_runners.paths import hardware_cache_path
 
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2  # 2: the fingerprints of devices on the host's CPU are qualified by it (host_qualified)
 # A cached probe older than this is taken again by the callers that measure; 12 h
 # means the nightly schedule (every 24 h) re-probes on its first partition and reuses that probe
 # for the rest of the night.
@@ -41,6 +42,49 @@ def device_fingerprint(kind: str, device: dict[str, Any]) -> str:
         stable["memory_total_bytes"] = round(stable["memory_total_bytes"] / 2**30)
     digest = hashlib.sha256(json.dumps([kind, stable], sort_keys=True).encode()).hexdigest()
     return f"{kind}-{digest[:12]}"
+
+
+# A fingerprint as device_fingerprint writes it; one qualified by its host has a second group.
+_PLAIN_FINGERPRINT = re.compile(r"[a-z0-9_]+-[0-9a-f]{12}")
+
+
+def host_qualified(fingerprint: str | None, host: str | None) -> str | None:
+    """The fingerprint of a device that runs on the host's CPU (OpenVINO's CPU plugin, wasm,
+    WebGPU on a software adapter), qualified by that CPU's: "openvino-4ebbcabb1705-b203dd7cc145".
+    Such a device's own attributes say little (OpenVINO's CPU plugin is named "CPU" on every
+    machine), so without the host an AMD EPYC's and a Xeon's OpenVINO were one device id: one
+    fleet partition, one registered device, one baseline. A fingerprint already qualified, or
+    without a host to qualify it by, is returned as it is."""
+    if not isinstance(fingerprint, str) or not isinstance(host, str) or not host or not _PLAIN_FINGERPRINT.fullmatch(fingerprint):
+        return fingerprint
+    return f"{fingerprint}-{host.split('-', 1)[-1]}"
+
+
+def qualify_host_runtimes(devices_by_kind: dict[str, list[Any]]) -> dict[str, str]:
+    """Qualify, in place, the fingerprint of every device in `devices_by_kind` (kind -> device
+    dicts, as detection and a landing file's hardware block hold them) that runs on the host's
+    CPU by that CPU's fingerprint (host_qualified). Returns {old: new} for those it changed."""
+    cpus = [d for d in devices_by_kind.get("cpu") or [] if isinstance(d, dict)]
+    host = cpus[0].get("fingerprint") if cpus else None
+    changed: dict[str, str] = {}
+    for kind, devices in devices_by_kind.items():
+        if kind == "cpu" or kind not in registry.kinds():
+            continue
+        for dev in devices or []:
+            if not isinstance(dev, dict) or not dev.get("fingerprint"):
+                continue
+            software = bool(dev.get("software"))
+            if registry.physical_kind(kind, software) != "cpu":
+                continue  # a device of its own (a GPU, an NPU): its fingerprint is its own
+            try:
+                device = registry.kind(kind).device_id(dev)
+            except (KeyError, IndexError, ValueError, TypeError, registry.DeviceRegistryError):
+                continue  # a file's device that names no addressable device: left as it is
+            if registry.runs_on_host_cpu(device, software):
+                new = host_qualified(dev["fingerprint"], host)
+                if new != dev["fingerprint"]:
+                    changed[dev["fingerprint"]], dev["fingerprint"] = new, new
+    return changed
 
 
 def _boot_id() -> str | None:
@@ -156,6 +200,7 @@ def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path 
     for kind, info in platforms.items():
         for dev in info.devices:
             dev["fingerprint"] = device_fingerprint(kind, dev)
+    qualify_host_runtimes({kind: info.devices for kind, info in platforms.items()})
     probes: dict[str, dict[str, Any]] = {}
     if probe:
         for kind in registry.probed_kinds():

@@ -17,6 +17,7 @@ from typing import Any
 from benchmark_runners.speed_reference import mean_gflops
 from devicefit import store
 from devicefit.errors import DevicefitError
+from devicefit.store.loading import host_qualifier
 
 CI_FORMAT = "devicefit.regression_report/1"
 
@@ -131,6 +132,11 @@ def sets_from_document(path: Path) -> list[SampleSet]:
     results = document.get("results") if isinstance(document, dict) else document
     if not isinstance(results, list):
         raise BaselineError(f"baseline {path} is neither a results document (a 'results' list) nor a {CI_FORMAT} report")
+    if isinstance(document, dict):  # a file from before host-qualified device ids names them as its rows now do
+        _, qualify = host_qualifier(document)
+        results = [{**r, "hardware_fingerprint": qualify(str(r.get("device") or ""), r.get("hardware_fingerprint"),
+                                                         bool((r.get("backend_config") or {}).get("software_adapter")))}
+                   if isinstance(r, dict) and isinstance(r.get("backend_config") or {}, dict) else r for r in results]
     out = sets_from_results(results, str(path))
     if not out:
         raise BaselineError(f"baseline {path} holds no ok results to compare with")

@@ -2,13 +2,16 @@
 natural key (run_id, config_key) whatever file brought it."""
 from __future__ import annotations
 
+import copy
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 import duckdb
 
+from benchmark_runners import registry
+from benchmark_runners.hardware.inventory import host_qualified, qualify_host_runtimes
 from benchmark_runners.records import BenchmarkResult
 from devicefit.landing_schema import LandingFileError, parse_timestamp, validated_rows
 from devicefit.store.connection import DATA_ERRORS, _now, _rollback, _write_failure, database_file
@@ -21,6 +24,37 @@ def host_fingerprint(document: dict[str, Any]) -> str | None:
     one is none (see _measurement_values)."""
     devices = (((document.get("hardware") or {}).get("platforms") or {}).get("cpu") or {}).get("devices") or []
     return (devices[0].get("fingerprint") or None) if devices and isinstance(devices[0], dict) else None
+
+
+def host_qualifier(document: dict[str, Any]) -> tuple[dict[str, Any], Callable[[str, str | None, bool], str | None]]:
+    """A landing document's hardware block with every device that runs on the host's CPU
+    (OpenVINO's CPU plugin, wasm, software WebGPU) named by its host-qualified fingerprint, as
+    detection names it since CACHE_SCHEMA 2 (inventory.host_qualified), and the rule that names
+    a row's device alike: (device, fingerprint, software adapter) -> fingerprint. A file written
+    before names such a device by a fingerprint every machine shares ("openvino-4ebbcabb1705" on
+    the AMD EPYC and on the Xeon), so its rows would land on the other machine's device."""
+    hardware = copy.deepcopy(document.get("hardware") or {})
+    platforms = hardware.get("platforms") if isinstance(hardware, dict) else None
+    devices = {k: v.get("devices") or [] for k, v in platforms.items() if isinstance(v, dict)} if isinstance(platforms, dict) else {}
+    renamed = qualify_host_runtimes(devices)
+    host = host_fingerprint(document)
+
+    def qualify(device: str, fingerprint: str | None, software: bool) -> str | None:
+        if fingerprint in renamed:
+            return renamed[fingerprint]
+        on_host = device.split(":")[0] != "cpu" and registry.runs_on_host_cpu(device, software)
+        return host_qualified(fingerprint, host) if on_host else fingerprint
+    return hardware, qualify
+
+
+def with_host_qualified_devices(document: dict[str, Any], results: list[BenchmarkResult]) -> tuple[dict[str, Any], list[BenchmarkResult]]:
+    """The document and its rows under host_qualifier's names (rows already qualified unchanged)."""
+    hardware, qualify = host_qualifier(document)
+    out = []
+    for r in results:
+        fingerprint = qualify(r.device, r.hardware_fingerprint, bool((r.backend_config or {}).get("software_adapter")))
+        out.append(r if fingerprint == r.hardware_fingerprint else replace(r, hardware_fingerprint=fingerprint))
+    return {**document, "hardware": hardware}, out
 
 
 def _measurement_values(source_key: str, r: BenchmarkResult, host: str | None = None) -> list[Any]:
@@ -75,6 +109,7 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
     A failure rolls everything back: LandingFileError when the content is at fault, StoreError
     (naming a full disk as such) when the machine is."""
     results = [BenchmarkResult.from_json(r) for r in validated_rows(document, f"rows for {source_key}")]
+    document, results = with_host_qualified_devices(document, results)
     now = _now()
     con.execute("BEGIN TRANSACTION")
     try:

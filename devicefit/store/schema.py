@@ -205,6 +205,39 @@ MIGRATIONS[18] = ["ALTER TABLE predictions ADD COLUMN IF NOT EXISTS device VARCH
 MIGRATIONS[19] = ["ALTER TABLE measurements ADD COLUMN IF NOT EXISTS speed_reference JSON"]
 # ...and the sample history keeps it, for the regression report (a store already at 19 gets it here).
 MIGRATIONS[20] = ["ALTER TABLE sample_history ADD COLUMN IF NOT EXISTS speed_reference JSON"]
+# Devices that run on the host's CPU (OpenVINO's CPU plugin, wasm, software WebGPU) are named by
+# their host-qualified fingerprint (benchmark_runners.hardware.inventory.host_qualified): rows
+# stored before named them by one fingerprint on every machine, so an AMD EPYC's and a Xeon's
+# OpenVINO rows were one device (one device id, one registered device, one baseline). Each stored
+# row gets its host's name, as loading gives a file written before; the sample history of a row
+# still stored follows it; the devices are registered under their new ids, and an old id left
+# with no rows is dropped. (History whose rows were replaced keeps the old name: no host.)
+def _qualify_host_cpu_devices(con) -> None:
+    from benchmark_runners import registry
+    from benchmark_runners.hardware.inventory import host_qualified
+
+    software = "coalesce(json_extract_string(backend_config, '$.software_adapter'), 'false') = 'true'"
+    found = con.execute(f"SELECT DISTINCT device, hardware_fingerprint, host_fingerprint, {software} FROM measurements "
+                        "WHERE device_kind <> 'cpu' AND hardware_fingerprint IS NOT NULL AND host_fingerprint IS NOT NULL").fetchall()
+    renamed = set()
+    for device, old, host, on_software in found:
+        new = host_qualified(old, host) if registry.runs_on_host_cpu(device, on_software) else old
+        if new != old:
+            renamed.add(old)
+            con.execute(f"UPDATE measurements SET hardware_fingerprint = ?, device_id = ? || coalesce('+' || device_profile, '') "
+                        f"WHERE device = ? AND hardware_fingerprint = ? AND host_fingerprint = ? AND ({software}) = ?",
+                        [new, new, device, old, host, on_software])
+    if not renamed:
+        return
+    con.execute("""UPDATE sample_history SET hardware_fingerprint = m.hardware_fingerprint FROM measurements m
+                   WHERE m.run_id = sample_history.run_id AND m.config_key = sample_history.config_key
+                     AND m.hardware_fingerprint IS DISTINCT FROM sample_history.hardware_fingerprint""")
+    _register_stored_devices(con)
+    con.execute(f"DELETE FROM devices WHERE id IN ({', '.join('?' for _ in renamed)}) "
+                "AND id NOT IN (SELECT device_id FROM measurements WHERE device_id IS NOT NULL)", sorted(renamed))
+
+
+MIGRATIONS[21] = [_qualify_host_cpu_devices]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, 15's, 20's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended", "device_profile", "speed_reference")
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -68,6 +68,37 @@ def test_fingerprint_is_stable_and_ignores_volatile_fields():
     assert device_fingerprint("cpu", dev) != device_fingerprint("cpu", dict(dev, name="Y"))
 
 
+def test_a_device_on_the_host_cpu_is_named_with_its_host():
+    """OpenVINO's CPU plugin is "CPU" on every machine, so its own fingerprint was one id on the
+    AMD EPYC and on the Xeon (openvino-4ebbcabb1705 in both machines' landing files): what runs on
+    the host's CPU (that plugin, wasm, WebGPU on a software adapter) is qualified by the CPU's
+    fingerprint; a device of its own (OpenVINO's GPU, a CUDA card, WebGPU on a GPU) is not; and
+    qualifying twice changes nothing. Detection here names its OpenVINO CPU device so."""
+    from benchmark_runners.hardware.inventory import qualify_host_runtimes
+
+    def machine(cpu: str) -> dict:
+        return {"cpu": [{"name": "X", "fingerprint": cpu}],
+                "openvino": [{"name": "CPU", "fingerprint": "openvino-4ebbcabb1705"}, {"name": "GPU.0", "fingerprint": "openvino-111111111111"}],
+                "wasm": [{"name": "wasm", "fingerprint": "wasm-222222222222"}],
+                "webgpu": [{"name": "swiftshader", "software": True, "fingerprint": "webgpu-333333333333"},
+                           {"name": "a GPU", "software": False, "fingerprint": "webgpu-444444444444"}],
+                "cuda": [{"name": "H100", "fingerprint": "cuda-555555555555"}]}
+
+    epyc, xeon = machine("cpu-b203dd7cc145"), machine("cpu-e1d9c1f8fde0")
+    assert qualify_host_runtimes(epyc) == {"openvino-4ebbcabb1705": "openvino-4ebbcabb1705-b203dd7cc145",
+                                           "wasm-222222222222": "wasm-222222222222-b203dd7cc145",
+                                           "webgpu-333333333333": "webgpu-333333333333-b203dd7cc145"}
+    qualify_host_runtimes(xeon)
+    assert epyc["openvino"][0]["fingerprint"] != xeon["openvino"][0]["fingerprint"] == "openvino-4ebbcabb1705-e1d9c1f8fde0"
+    assert [d["fingerprint"] for d in (*epyc["openvino"][1:], epyc["webgpu"][1], *epyc["cuda"], *epyc["cpu"])] == [
+        "openvino-111111111111", "webgpu-444444444444", "cuda-555555555555", "cpu-b203dd7cc145"]
+    assert qualify_host_runtimes(epyc) == {}
+    detected = detect_hardware(probe=False)
+    cpu = detected.platforms["cpu"].devices[0]["fingerprint"]
+    for dev in detected.platforms["openvino"].devices if detected.platforms["openvino"].available else []:
+        assert dev["fingerprint"].endswith("-" + cpu.split("-", 1)[1]) == (dev["name"] == "CPU"), dev
+
+
 def test_inventory_is_cached_until_refresh(tmp_path):
     path = tmp_path / "hardware.json"
     first = detect_hardware(refresh=True, cache_path=path)

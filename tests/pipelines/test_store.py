@@ -142,6 +142,51 @@ def test_two_gpus_behind_one_host_cpu_are_two_devices(tmp_path):
     assert row_device({**software, "backend_config": {}}) == "webgpu@cpu-xeon+webgpu-1"
 
 
+def test_two_machines_openvino_rows_are_two_devices_whenever_their_files_were_written(tmp_path):
+    """The AMD EPYC's and the Xeon's landing files (written before device ids on the host's CPU
+    were host-qualified) both name OpenVINO's CPU plugin openvino-4ebbcabb1705. Loaded, each
+    machine's rows are its own device: two device ids, two registered devices with their own
+    hosts, and each config's previous run is its own machine's. A store that loaded such files
+    before is brought to the same state by its migration."""
+    from devicefit.reports.regression import compare, current_sets, previous_sets
+
+    plain = "openvino-4ebbcabb1705"
+
+    def doc(host, run_id, p50, ts):
+        row = {**_row(device="openvino:CPU", p50=p50, run_id=run_id), "hardware_fingerprint": plain, "timestamp": ts}
+        return {**_doc([row]), "hardware": {"platforms": {"cpu": {"devices": [{"name": host, "fingerprint": host}]},
+                                                          "openvino": {"devices": [{"name": "CPU", "fingerprint": plain}]}}}}
+
+    def state(con):
+        rows = con.execute("SELECT host_fingerprint, hardware_fingerprint, device_id FROM measurements ORDER BY ALL").fetchall()
+        devices = con.execute("SELECT id, host_fingerprint FROM devices WHERE kind = 'openvino' ORDER BY id").fetchall()
+        history = con.execute("SELECT DISTINCT hardware_fingerprint FROM sample_history ORDER BY 1").fetchall()
+        return rows, devices, history
+
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    for source, document in {"epyc-1": doc("cpu-aaaaaaaaaaaa", "e1", 10.0, "2026-11-20T00:00:00+00:00"),
+                             "xeon-1": doc("cpu-bbbbbbbbbbbb", "x1", 6.0, "2026-11-21T00:00:00+00:00"),
+                             "epyc-2": doc("cpu-aaaaaaaaaaaa", "e2", 10.0, "2026-11-22T00:00:00+00:00")}.items():
+        store.replace_source(con, source, "ingest", document)
+    epyc, xeon = f"{plain}-aaaaaaaaaaaa", f"{plain}-bbbbbbbbbbbb"
+    loaded = state(con)
+    assert loaded == ([("cpu-aaaaaaaaaaaa", epyc, epyc)] * 2 + [("cpu-bbbbbbbbbbbb", xeon, xeon)],
+                      [(epyc, "cpu-aaaaaaaaaaaa"), (xeon, "cpu-bbbbbbbbbbbb")], [(epyc,), (xeon,)])
+    current = current_sets(con)
+    verdicts = {c.current_run: (c.verdict, c.baseline_run) for c in compare(current, previous_sets(con, current), 0.1)}
+    assert verdicts == {"e2": ("unchanged", "e1"), "x1": ("new", None)}  # never the Xeon's 6 ms as the EPYC's previous run
+
+    # The same rows as a store held them before: one id, one device; the migration separates them.
+    con.execute("UPDATE measurements SET hardware_fingerprint = ?, device_id = ?", [plain, plain])
+    con.execute("UPDATE sample_history SET hardware_fingerprint = ?", [plain])
+    con.execute("DELETE FROM devices WHERE kind = 'openvino'")
+    con.execute("INSERT INTO devices SELECT ?, 'openvino', 'Xeon', NULL, 'cpu-bbbbbbbbbbbb', ?, NULL, NULL, NULL, now(), now()", [plain, plain])
+    con.execute("DELETE FROM schema_version WHERE version = 21")
+    assert store.migrate(con) == [21]
+    assert state(con) == loaded
+
+
 def test_a_served_prediction_is_scored_against_the_device_it_was_for(tmp_path):
     """A prediction answered for the H100 box is scored against the H100's later measurement,
     never the H200's (same kind, same host CPU fingerprint), and one for this host's CPU never
