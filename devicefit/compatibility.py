@@ -19,9 +19,14 @@ RATING_THRESHOLDS = ((0.5, "high"), (0.15, "medium"), (0.0, "low"))
 
 
 def performance_ratings(con, inventory: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
-    """(family, kind) -> rating from measured fp32 inference efficiency against this machine's
-    probe. Kinds without a probe here (measurements ingested from elsewhere) get no rating."""
+    """(family, kind) -> rating from this machine's measured fp32 inference efficiency against
+    its probe: rows of another host (a store holding the Xeon's landing files beside the EPYC's),
+    or of a constraint profile, are not divided by this machine's peak (the Xeon's rows read 98%
+    of the EPYC's peak and 49% of their own, and the two machines' rows were one median). Kinds
+    without a probe here get no rating."""
     probes = (inventory or {}).get("probes") or {}
+    cpus = (((inventory or {}).get("platforms") or {}).get("cpu") or {}).get("devices") or [{}]
+    here = cpus[0].get("fingerprint") if isinstance(cpus[0], dict) else None
     peaks = {registry.kind_of_device(d): p.get("matmul_gflops_best")
              for d, p in probes.items() if isinstance(p, dict) and p.get("matmul_gflops_best")}
     from devicefit.predict.hardware_specs import runs_on_cpu
@@ -32,7 +37,7 @@ def performance_ratings(con, inventory: dict[str, Any] | None) -> dict[tuple[str
             peaks[kind] = peaks["cpu"]
     efficiencies: dict[tuple[str, str], list[float]] = {}
     for r in store.fp32_inference_gflops(con):
-        if r["device_kind"] in peaks:
+        if r["device_kind"] in peaks and r["host_fingerprint"] == here and not r["device_profile"]:
             efficiencies.setdefault((r["family"], r["device_kind"]), []).append(r["gflops"] / peaks[r["device_kind"]])
     out = {}
     for key, values in efficiencies.items():
@@ -40,7 +45,7 @@ def performance_ratings(con, inventory: dict[str, Any] | None) -> dict[tuple[str
         rating = next(label for bound, label in RATING_THRESHOLDS if median >= bound)
         out[key] = {"performance_rating": rating,
                     "performance_basis": f"median fp32 inference reaches {median:.0%} of the probed {peaks[key[1]]:.0f} GFLOP/s "
-                                         f"over {len(values)} rows"}
+                                         f"over {len(values)} rows measured on this machine ({here})"}
     return out
 
 

@@ -256,7 +256,7 @@ def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, 
             continue  # the unconstrained hardware's peaks would misdescribe it: unscored until registered
         spec = from_probe(kind, own, name, probe)
         host = known.get(r.get("host_fingerprint"))
-        if spec is None and kind == "openvino" and name == "CPU" and host:
+        if spec is None and kind == "openvino" and (name == "CPU" or registry.runs_on_host_cpu(r.get("device") or "")) and host:
             cpu = from_probe("cpu", r.get("host_fingerprint"), *host)
             if cpu:
                 spec = replace(cpu, kind=kind, name=f"OpenVINO CPU plugin on {cpu.name}", source=f"{cpu.source} (the CPU OpenVINO runs on)",

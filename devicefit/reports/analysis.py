@@ -141,6 +141,8 @@ def write_recommendations(aggregates: list[dict[str, Any]], path: Path) -> Path:
 
 def training_inference_comparison(aggregates: list[dict[str, Any]], model: str | None = None) -> list[dict[str, Any]]:
     """Spec 004's --compare-training-inference: configs measured in both modes, with the ratio of
-    training step to inference latency, throughput and peak memory of each."""
-    rows = [r for r in aggregates if model is None or r["model"].lower() == model.lower()]
+    training step to inference latency, throughput and peak memory of each, per device: labelled
+    (label_devices) so that two machines' CPUs are "cpu (AMD EPYC)" and "cpu (Intel Xeon)", each
+    step paired with its own machine's inference."""
+    rows = labelled([r for r in aggregates if model is None or r["model"].lower() == model.lower()])
     return training_inference_pairs(rows)

@@ -20,17 +20,36 @@ class MemorySearchError(DevicefitError, ValueError):
     """The cap is not positive, the hardware has no backend, or nothing fits."""
 
 
-def measured_configs(database: Path, model: str, kind: str, mode: str) -> dict[tuple[int, str], dict[str, Any]]:
-    """Measured rows at the model's default input, by (batch, precision); the newest wins."""
+def on_device(rows: list[dict[str, Any]], kind: str, device: str) -> list[dict[str, Any]]:
+    """The rows of `kind` measured on `device`: the device key a predictor answers `kind` for
+    ("cpu@<host>", PerformancePredictor.device_of), so that measured and predicted candidates are
+    one machine's. A store can hold two machines' rows of a kind (the AMD EPYC's and the Xeon's):
+    keyed by batch and precision alone, the newest row of either answered, a bf16 candidate
+    measured on the Xeon beside fp32 ones measured on the EPYC. A bare kind (a cold start: no
+    trained predictor) keeps this host's rows of the kind as it is."""
+    from devicefit.predict.hardware_specs import row_device
+
+    if "@" in device:
+        return [r for r in rows if r["device_kind"] == kind and row_device(r) == device]
+    from benchmark_runners.hardware import detect_hardware
+
+    cpus = detect_hardware(probe=False).platforms["cpu"].devices
+    host = cpus[0]["fingerprint"] if cpus else None
+    return [r for r in rows if r["device_kind"] == kind and r.get("host_fingerprint") == host and not r.get("device_profile")]
+
+
+def measured_configs(database: Path, model: str, kind: str, mode: str, device: str) -> dict[tuple[int, str], dict[str, Any]]:
+    """Measured rows on `device` (on_device) at the model's default input, by (batch,
+    precision); the newest wins."""
     from models.inputs import input_signature
 
     if not database.exists():
         return {}
     default_seq = input_signature(resolve_model(model), 1, None).dims.get("seq_length") or 0
-    rows = store.read_ok_measurements(database)
+    rows = on_device(store.read_ok_measurements(database), kind, device)
     out: dict[tuple[int, str], dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: str(r.get("timestamp"))):
-        if r["model"] == model and r["device_kind"] == kind and r["mode"] == mode and (r.get("seq_length") or 0) == default_seq:
+        if r["model"] == model and r["mode"] == mode and (r.get("seq_length") or 0) == default_seq:
             out[(r["batch_size"], r["precision"])] = r
     return out
 
@@ -45,7 +64,8 @@ def memory_constrained_search(model: str, kind: str, cap_mb: float, mode: str = 
         raise MemorySearchError(f"no devicefit backend measures {kind}; searchable: {', '.join(searchable)}")
     spec = resolve_model(model)
     predictor = predictor or HardwareModelPredictor(record=False)
-    measured = measured_configs(predictor.paths.database, spec.name, kind, mode)
+    device = predictor.predictor.device_of(kind)
+    measured = measured_configs(predictor.paths.database, spec.name, kind, mode, device)
     precisions = ("fp32",) if mode == "training" else registry.kind(kind).native_precisions
     candidates = []
     for precision in precisions:
@@ -69,7 +89,7 @@ def memory_constrained_search(model: str, kind: str, cap_mb: float, mode: str = 
                                 (f": the smallest is batch {smallest['batch_size']} {smallest['precision']} at "
                                  f"{smallest['memory_mb']:.0f} MB ({smallest['basis']})" if smallest else ""))
     best = max(fitting, key=lambda c: (c["throughput"], -c["latency_ms"]))
-    return {"model_name": spec.name, "hardware": kind, "mode": mode, "memory_cap_mb": cap_mb, "best": best,
+    return {"model_name": spec.name, "hardware": kind, "device": device, "mode": mode, "memory_cap_mb": cap_mb, "best": best,
             "candidates": sorted(candidates, key=lambda c: (c["precision"], c["batch_size"])),
             "excluded": [f"batch {c['batch_size']} {c['precision']}: {c['memory_mb']:.0f} MB > {cap_mb:g} MB ({c['basis']})"
                          for c in candidates if c["memory_mb"] > cap_mb]}

@@ -25,7 +25,7 @@ from devicefit.errors import DevicefitError
 from devicefit.predict.api import MB
 from devicefit.predict.memory_model import memory_target
 from devicefit.results_io import write_json_atomic
-from devicefit.select.memory_search import measured_configs
+from devicefit.select.memory_search import measured_configs, on_device
 from devicefit.select.selector import TASK_MODES, HardwareSelector, SelectionError
 from devicefit.testgen.naming import template_file, template_for_family
 from models.analysis import parameter_count, weight_bytes
@@ -171,10 +171,14 @@ class HardwareAwareModelClassifier:
         self._measured: dict[tuple[str, str, str], dict] = {}  # one read of the store per (model, kind, mode)
         self._rows: list[dict[str, Any]] | None = None
 
+    def _device(self, kind: str) -> str:
+        """The device the predictor answers `kind` for: measured figures are that one's too."""
+        return self.selector.predictor.predictor.device_of(kind)
+
     def _measured_configs(self, model: str, kind: str, mode: str) -> dict:
         key = (model, kind, mode)
         if key not in self._measured:
-            self._measured[key] = measured_configs(self.selector.predictor.paths.database, model, kind, mode)
+            self._measured[key] = measured_configs(self.selector.predictor.paths.database, model, kind, mode, self._device(kind))
         return self._measured[key]
 
     def _peak_mb(self, spec, kind: str, batch: int, mode: str) -> tuple[float, float, str]:
@@ -298,8 +302,8 @@ class HardwareAwareModelClassifier:
             database = self.selector.predictor.paths.database
             self._rows = store.read_ok_measurements(database) if database.exists() else []
         by_model: dict[str, list[float]] = {}
-        for r in self._rows:
-            if r["device_kind"] == kind and r["precision"] == "fp32" and r.get("load_time_s"):
+        for r in on_device(self._rows, kind, self._device(kind)):
+            if r["precision"] == "fp32" and r.get("load_time_s"):
                 by_model.setdefault(r["model"], []).append(r["load_time_s"])
         rates = {}
         for name, seconds in by_model.items():

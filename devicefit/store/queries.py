@@ -298,9 +298,9 @@ def ok_measurements(con) -> list[dict[str, Any]]:
 
 def fp32_inference_gflops(con) -> list[dict[str, Any]]:
     """Achieved GFLOP/s of each ok fp32 inference row (forward FLOPs x batch / mean time), by
-    family and device kind and the device it ran on."""
+    family and device kind and the device it ran on (its host, and the profile it ran under)."""
     return query(con, """
-        SELECT family, device_kind, hardware_fingerprint,
+        SELECT family, device_kind, hardware_fingerprint, host_fingerprint, device_profile,
                forward_flops_per_sample * batch_size / (mean_ms / 1e3) / 1e9 AS gflops
         FROM measurements
         WHERE status = 'ok' AND precision = 'fp32' AND mode = 'inference' AND family IS NOT NULL

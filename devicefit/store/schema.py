@@ -232,9 +232,18 @@ def _qualify_host_cpu_devices(con) -> None:
     con.execute("""UPDATE sample_history SET hardware_fingerprint = m.hardware_fingerprint FROM measurements m
                    WHERE m.run_id = sample_history.run_id AND m.config_key = sample_history.config_key
                      AND m.hardware_fingerprint IS DISTINCT FROM sample_history.hardware_fingerprint""")
+    # The hardware table describes each new id by the old one's kind and name (the same on every
+    # machine for OpenVINO's "CPU"); the old row, describing whichever machine loaded last, goes.
+    con.execute("""INSERT INTO hardware (fingerprint, kind, name, hostname, details, probe, last_seen)
+                   SELECT m.hardware_fingerprint, any_value(h.kind), any_value(h.name), any_value(m.hostname), NULL, NULL, now()
+                   FROM measurements m JOIN hardware h ON m.hardware_fingerprint LIKE h.fingerprint || '-%'
+                   WHERE m.hardware_fingerprint NOT IN (SELECT fingerprint FROM hardware) GROUP BY m.hardware_fingerprint""")
     _register_stored_devices(con)
-    con.execute(f"DELETE FROM devices WHERE id IN ({', '.join('?' for _ in renamed)}) "
-                "AND id NOT IN (SELECT device_id FROM measurements WHERE device_id IS NOT NULL)", sorted(renamed))
+    held = f"IN ({', '.join('?' for _ in renamed)})"
+    con.execute(f"DELETE FROM devices WHERE id {held} AND id NOT IN (SELECT device_id FROM measurements WHERE device_id IS NOT NULL)",
+                sorted(renamed))
+    con.execute(f"DELETE FROM hardware WHERE fingerprint {held} AND fingerprint NOT IN "
+                "(SELECT hardware_fingerprint FROM measurements WHERE hardware_fingerprint IS NOT NULL)", sorted(renamed))
 
 
 MIGRATIONS[21] = [_qualify_host_cpu_devices]

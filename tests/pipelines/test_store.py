@@ -161,7 +161,8 @@ def test_two_machines_openvino_rows_are_two_devices_whenever_their_files_were_wr
         rows = con.execute("SELECT host_fingerprint, hardware_fingerprint, device_id FROM measurements ORDER BY ALL").fetchall()
         devices = con.execute("SELECT id, host_fingerprint FROM devices WHERE kind = 'openvino' ORDER BY id").fetchall()
         history = con.execute("SELECT DISTINCT hardware_fingerprint FROM sample_history ORDER BY 1").fetchall()
-        return rows, devices, history
+        described = con.execute("SELECT fingerprint, name FROM hardware WHERE kind = 'openvino' ORDER BY 1").fetchall()
+        return rows, devices, history, described
 
     con = store.connect(tmp_path / "db.duckdb")
     store.migrate(con)
@@ -172,7 +173,7 @@ def test_two_machines_openvino_rows_are_two_devices_whenever_their_files_were_wr
     epyc, xeon = f"{plain}-aaaaaaaaaaaa", f"{plain}-bbbbbbbbbbbb"
     loaded = state(con)
     assert loaded == ([("cpu-aaaaaaaaaaaa", epyc, epyc)] * 2 + [("cpu-bbbbbbbbbbbb", xeon, xeon)],
-                      [(epyc, "cpu-aaaaaaaaaaaa"), (xeon, "cpu-bbbbbbbbbbbb")], [(epyc,), (xeon,)])
+                      [(epyc, "cpu-aaaaaaaaaaaa"), (xeon, "cpu-bbbbbbbbbbbb")], [(epyc,), (xeon,)], [(epyc, "CPU"), (xeon, "CPU")])
     current = current_sets(con)
     verdicts = {c.current_run: (c.verdict, c.baseline_run) for c in compare(current, previous_sets(con, current), 0.1)}
     assert verdicts == {"e2": ("unchanged", "e1"), "x1": ("new", None)}  # never the Xeon's 6 ms as the EPYC's previous run
@@ -181,10 +182,36 @@ def test_two_machines_openvino_rows_are_two_devices_whenever_their_files_were_wr
     con.execute("UPDATE measurements SET hardware_fingerprint = ?, device_id = ?", [plain, plain])
     con.execute("UPDATE sample_history SET hardware_fingerprint = ?", [plain])
     con.execute("DELETE FROM devices WHERE kind = 'openvino'")
+    con.execute("DELETE FROM hardware WHERE kind = 'openvino'")
+    con.execute("INSERT INTO hardware VALUES (?, 'openvino', 'CPU', 'vm', NULL, NULL, now())", [plain])
     con.execute("INSERT INTO devices SELECT ?, 'openvino', 'Xeon', NULL, 'cpu-bbbbbbbbbbbb', ?, NULL, NULL, NULL, now(), now()", [plain, plain])
     con.execute("DELETE FROM schema_version WHERE version = 21")
     assert store.migrate(con) == [21]
     assert state(con) == loaded
+
+
+def test_a_compatibility_rating_divides_this_machines_rows_by_its_own_probe(tmp_path):
+    """A store holding two machines' rows: this machine's rating is its own rows over its own
+    probe; the other machine's rows (measured at 90% of this probe) and a 1-thread profile's
+    are not in its median."""
+    from devicefit.compatibility import performance_ratings
+
+    def row(host, mean_ms, run_id, profile=None):
+        r = {**_row(run_id=run_id), "hardware_fingerprint": host, "forward_flops_per_sample": 10**9, "mean_ms": mean_ms,
+             "device_profile": profile}
+        return {**_doc([r]), "hardware": {"platforms": {"cpu": {"devices": [{"fingerprint": host}]}}}}
+
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    # 1 GFLOP a sample: 50 ms is 20 GFLOP/s, 20% of a 100 GFLOP/s probe; 11.1 ms is 90%.
+    for source, document in {"here-1": row("cpu-here", 50.0, "h1"), "here-2": row("cpu-here", 50.0, "h2"),
+                             "there": row("cpu-there", 100 / 9, "t1"), "there-2": row("cpu-there", 100 / 9, "t2"),
+                             "there-3": row("cpu-there", 100 / 9, "t3"), "profiled": row("cpu-here", 100 / 9, "p1", "t1")}.items():
+        store.replace_source(con, source, "ingest", document)
+    inventory = {"platforms": {"cpu": {"devices": [{"fingerprint": "cpu-here"}]}}, "probes": {"cpu": {"matmul_gflops_best": 100.0}}}
+    rating = performance_ratings(con, inventory)[("embedding", "cpu")]
+    assert rating["performance_rating"] == "medium" and "reaches 20%" in rating["performance_basis"]
+    assert "over 2 rows measured on this machine (cpu-here)" in rating["performance_basis"]
 
 
 def test_a_served_prediction_is_scored_against_the_device_it_was_for(tmp_path):

@@ -85,6 +85,21 @@ def test_roofline_names_a_device_by_its_kind_where_its_own_name_does_not():
     assert sorted(t.name for t in fig.data) == ["AMD EPYC: measured configs", "openvino · CPU: measured configs"]
 
 
+def test_a_training_step_is_compared_with_its_own_machines_inference():
+    """A store holding the AMD EPYC's and the Xeon's runs: each machine's training step is set
+    against its own inference (the figures are those machines': MiniLM fp32 batch 1), and the
+    rows say which CPU; unpaired, the EPYC's step was divided by the Xeon's inference."""
+    def row(host, name, mode, p50):
+        return {"model": "all-MiniLM-L6-v2", "input_dims": "{}", "mode": mode, "precision": "fp32", "batch_size": 1, "p50_ms": p50,
+                "device_kind": "cpu", "backend": "torch", "host": host, "accelerator": None, "device_name": name,
+                "throughput_samples_per_s": 1000 / p50, "peak_rss_bytes": 2**29, "runs": 1}
+
+    pairs = analysis.training_inference_comparison([row("cpu-epyc", "AMD EPYC", "training", 236.49), row("cpu-xeon", "Xeon", "inference", 17.04),
+                                                    row("cpu-epyc", "AMD EPYC", "inference", 25.62), row("cpu-xeon", "Xeon", "training", 170.93)])
+    ratios = {p["hardware"]: round(p["training_to_inference"], 2) for p in pairs}
+    assert ratios == {"cpu (AMD EPYC)": round(236.49 / 25.62, 2), "cpu (Xeon)": round(170.93 / 17.04, 2)}
+
+
 def test_two_gpus_of_one_host_are_two_hardware_columns_and_series():
     """An H100 and an H200 behind the same host CPU: the analysis has a column for each, and a
     precision's ratio is taken against the same GPU's fp32, never the other's."""

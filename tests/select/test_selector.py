@@ -256,6 +256,27 @@ def test_memory_constrained_search_prefers_measurements_and_respects_the_cap(mea
         memory_constrained_search("bert-tiny", "qnn", 1024, predictor=predictor)
 
 
+def test_measured_candidates_are_the_answering_devices_own():
+    """A store holding the AMD EPYC's and the Xeon's rows: the candidates measured for "cpu" are
+    those of the device the predictor answers "cpu" for, never the other machine's (the Xeon's
+    bf16 rows beside the EPYC's fp32 ones, and both machines' load times pooled, before); with
+    no trained predictor (a bare kind), this host's rows of the kind as it is."""
+    from benchmark_runners.hardware import detect_hardware
+    from devicefit.select.memory_search import on_device
+
+    here = detect_hardware(probe=False).platforms["cpu"].devices[0]["fingerprint"]
+
+    def row(host, precision, profile=None):
+        return {"device_kind": "cpu", "host_fingerprint": host, "hardware_fingerprint": host, "precision": precision,
+                "device_profile": profile}
+
+    rows = [row("cpu-epyc", "fp32"), row("cpu-xeon", "bf16"), row("cpu-epyc", "fp32", "t1"), row(here, "int8"), row(here, "fp32", "t1")]
+    assert on_device(rows, "cpu", "cpu@cpu-epyc") == [rows[0]]
+    assert on_device(rows, "cpu", "cpu@cpu-epyc+t1") == [rows[2]]
+    assert on_device(rows, "openvino", "openvino@cpu-epyc") == []
+    assert on_device(rows, "cpu", "cpu") == [rows[3]]
+
+
 def test_hardware_aware_classification_and_resource_pool(selector):
     from devicefit.select.resources import HardwareAwareModelClassifier
 
