@@ -37,7 +37,7 @@ def performance_ratings(con, inventory: dict[str, Any] | None) -> dict[tuple[str
             peaks[kind] = peaks["cpu"]
     efficiencies: dict[tuple[str, str], list[float]] = {}
     for r in store.fp32_inference_gflops(con):
-        if r["device_kind"] in peaks and r["host_fingerprint"] == here and not r["device_profile"]:
+        if r["device_kind"] in peaks and here is not None and r["host_fingerprint"] == here and not r["device_profile"]:
             efficiencies.setdefault((r["family"], r["device_kind"]), []).append(r["gflops"] / peaks[r["device_kind"]])
     out = {}
     for key, values in efficiencies.items():

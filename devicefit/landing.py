@@ -63,12 +63,12 @@ def read_document(path: Path, data: bytes | None = None) -> dict[str, Any]:
 
 def superseded_landing(raw_dir: Path, source_key: str, device_fingerprint: str, host: str | None) -> Path | None:
     """The landing file of `source_key` when every row in it was measured on this device of
-    this host (a kind-level partition's file, "cpu|gpt2", that a device partition now
-    measures): the device partition's document says it supersedes that source, so the store
+    this host (a kind-level partition's file, "cpu|gpt2", or one under the device's id from
+    before host-qualified ids, "openvino-4ebbcabb1705|gpt2", that a device partition now measures): the device partition's document says it supersedes that source, so the store
     keeps one partition's rows per device and model, not two runs' worth. None when there is no
     such file, when it holds rows of another device or host (copied from elsewhere: it stays),
     or when it does not validate (the loader quarantines it with its reason)."""
-    from devicefit.store.loading import host_fingerprint
+    from devicefit.store.loading import host_fingerprint, host_qualifier
 
     path = landing_path(raw_dir, source_key)
     try:
@@ -77,7 +77,10 @@ def superseded_landing(raw_dir: Path, source_key: str, device_fingerprint: str, 
         return None
     if document is None or document.get("source_key", source_key) != source_key:
         return None
-    fingerprints = {r.get("hardware_fingerprint") for r in document["results"]} - {None}
+    _, qualify = host_qualifier(document)  # a file from before host-qualified ids names the device as this one does
+    fingerprints = {qualify(str(r.get("device") or ""), r.get("hardware_fingerprint"),
+                            bool(((r.get("backend_config") if isinstance(r.get("backend_config"), dict) else None) or {}).get("software_adapter")))
+                    for r in document["results"]} - {None}
     written_on = host_fingerprint(document)
     if not fingerprints <= {device_fingerprint} or (written_on and host and written_on != host):
         return None
@@ -157,6 +160,20 @@ def load_landing_files(database: store.Source, raw_dir: Path) -> LoadReport:
 DEVICES_DIR = "devices"  # raw/devices/<device id>.json: devices workers serve, registered at each load
 
 
+def _host_qualified_record(device: dict[str, Any]) -> dict[str, Any]:
+    """A device record written before host-qualified ids (an OpenVINO CPU plugin served as
+    openvino-4ebbcabb1705) under the id detection gives it now, by the record's own host, so it
+    registers the device its rows load under rather than the id every host shared."""
+    from benchmark_runners.hardware.inventory import qualify_host_runtimes
+
+    old = device["hardware_fingerprint"]
+    described = {**(device.get("details") or {}), "fingerprint": old}
+    described.setdefault("name", device.get("name"))
+    qualify_host_runtimes({"cpu": [{"fingerprint": device.get("host_fingerprint")}], device["kind"]: [described]})
+    new = described["fingerprint"]
+    return device if new == old else {**device, "id": new + device["id"][len(old):], "hardware_fingerprint": new}
+
+
 def _register_device_files(con, raw_dir: Path, report: "LoadReport") -> None:
     """Register (or refresh) the devices that workers wrote beside the landing files, so a
     device is in the fleet, with its own probe, before its first rows arrive. A bad file is
@@ -167,7 +184,7 @@ def _register_device_files(con, raw_dir: Path, report: "LoadReport") -> None:
                 document = json.loads(path.read_bytes())
             except (ValueError, RecursionError) as exc:
                 raise LandingFileError(f"{path}: not a JSON device record ({type(exc).__name__})") from None
-            device = validated_device(document, str(path))
+            device = _host_qualified_record(validated_device(document, str(path)))
             seen = con.execute("SELECT last_seen FROM devices WHERE id = ?", [device["id"]]).fetchone()
             written = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).replace(tzinfo=None)
             if seen and seen[0] >= written:

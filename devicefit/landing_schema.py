@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from benchmark_runners.constraints import parse_profile_slug, profile_slug
+from benchmark_runners.hardware.inventory import FINGERPRINT
 from benchmark_runners.records import MODES, PRECISIONS, REASON_CODES, STATUSES, BenchmarkResult
 from devicefit.errors import DevicefitError
 from devicefit.results_io import FORMAT
@@ -381,7 +382,7 @@ class DeviceProfileJson(_Strict):
 class DeviceRecord(_Open):
     """A device description a worker writes beside the landing files (raw/devices/<id>.json) so
     the single writer registers the device it serves before any of its rows arrive."""
-    id: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}-[0-9a-f]{6,64}(\+[a-z0-9-]{1,40})?$")]
+    id: Annotated[str, Field(pattern=rf"^{FINGERPRINT}(\+[a-z0-9-]{{1,40}})?$")]
     kind: Text
     name: Text | None = None
     hostname: Text | None = None

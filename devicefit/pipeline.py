@@ -57,6 +57,7 @@ def measure_partition(partition_key: str, selection: Selection, inventory: Hardw
     probe in the document so the store registers the device with its own peaks. Killed midway,
     it leaves no landing file, so no partial rows ever reach the store. A device on another host
     is refused by name (DeviceUnavailable) before anything runs."""
+    from benchmark_runners.hardware.inventory import unqualified
     from devicefit.fleet.partitions import host_of_inventory, split_partition_key
     from devicefit.fleet.partitions import partition_key as partition_key_of
 
@@ -73,15 +74,18 @@ def measure_partition(partition_key: str, selection: Selection, inventory: Hardw
                         on_event=lambda e: on_wait(e.message) if on_wait and e.kind == "waiting" else None)
     document = results_document(run_id, results, hardware)
     source_key = partition_source_key(partition_key)
-    legacy_key = partition_source_key(partition_key_of(target.legacy_kind, model)) if target.legacy_kind else None
-    legacy = None
-    if legacy_key and legacy_key != source_key:
-        legacy = superseded_landing(paths.raw, legacy_key, target.hardware_fingerprint, host_of_inventory(hardware))
-    if legacy is not None:
-        document["supersedes"] = [legacy_key]
+    # Older partitions of this device: its kind's (before device partitions), and its id's from
+    # before host-qualified ids (OpenVINO's CPU plugin was "openvino-4ebbcabb1705" on every host).
+    earlier = [target.legacy_kind] if target.legacy_kind else []
+    if (own := unqualified(target.hardware_fingerprint)) is not None:
+        earlier.append(target.device_id.replace(target.hardware_fingerprint, own, 1))
+    legacy = {key: found for key in (partition_source_key(partition_key_of(d, model)) for d in earlier) if key != source_key
+              if (found := superseded_landing(paths.raw, key, target.hardware_fingerprint, host_of_inventory(hardware))) is not None}
+    if legacy:
+        document["supersedes"] = list(legacy)
     path = write_landing(paths.raw, source_key, document)
-    if legacy is not None:
-        retire_landing(legacy)
+    for found in legacy.values():
+        retire_landing(found)
     return PartitionOutcome(partition_key, results, str(path), time.perf_counter() - started)
 
 

@@ -17,13 +17,14 @@ import re
 from dataclasses import dataclass, field, replace
 
 from benchmark_runners import registry
+from benchmark_runners.hardware.inventory import FINGERPRINT
 from benchmark_runners.harness import TimingPolicy
 from benchmark_runners.records import PRECISIONS, BenchmarkConfig
 from models.catalog import catalog_names, swept_catalog_names
 from models.classifier import classify_spec
 from models.resolve import resolve_model
 
-_FINGERPRINT = re.compile(r"[a-z][a-z0-9_]{0,31}-[0-9a-f]{6,64}")
+_FINGERPRINT = re.compile(FINGERPRINT)
 
 
 @dataclass(frozen=True)

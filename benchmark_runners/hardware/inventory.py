@@ -45,7 +45,10 @@ def device_fingerprint(kind: str, device: dict[str, Any]) -> str:
 
 
 # A fingerprint as device_fingerprint writes it; one qualified by its host has a second group.
+# FINGERPRINT is the shape every reader of a device id accepts (landing files' device records,
+# --hardware): either form.
 _PLAIN_FINGERPRINT = re.compile(r"[a-z0-9_]+-[0-9a-f]{12}")
+FINGERPRINT = r"[a-z][a-z0-9_]{0,31}-[0-9a-f]{6,64}(?:-[0-9a-f]{6,64})?"
 
 
 def host_qualified(fingerprint: str | None, host: str | None) -> str | None:
@@ -58,6 +61,13 @@ def host_qualified(fingerprint: str | None, host: str | None) -> str | None:
     if not isinstance(fingerprint, str) or not isinstance(host, str) or not host or not _PLAIN_FINGERPRINT.fullmatch(fingerprint):
         return fingerprint
     return f"{fingerprint}-{host.split('-', 1)[-1]}"
+
+
+def unqualified(fingerprint: str) -> str | None:
+    """The fingerprint a host-qualified one had before (host_qualified's input), or None for one
+    that is not qualified: what files written before name the device by."""
+    own, _, host = fingerprint.rpartition("-")
+    return own if _PLAIN_FINGERPRINT.fullmatch(own) and re.fullmatch(r"[0-9a-f]{12}", host) else None
 
 
 def qualify_host_runtimes(devices_by_kind: dict[str, list[Any]]) -> dict[str, str]:

@@ -151,6 +151,8 @@ def sets_from_results(results: list[dict[str, Any]], origin: str = "results") ->
             continue
         try:
             dims = ((r.get("input") or {}).get("dims")) or None
+            if not isinstance(r.get("hardware_fingerprint"), (str, type(None))):
+                raise TypeError(f"hardware_fingerprint {str(r.get('hardware_fingerprint'))[:60]!r} (not a string)")
             out.append(SampleSet(ConfigIdentity(r["model"], r["device"].split(":")[0], r.get("backend", "torch"), r["precision"], r["mode"],
                                                 int(r["batch_size"]), _dims_text(dims), r.get("device_profile") or None),
                                  [float(x) for x in r.get("samples_ms") or []], float(r["p50_ms"]), r.get("run_id"),

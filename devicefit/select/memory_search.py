@@ -3,6 +3,7 @@ whose peak memory stays under a cap. Measured rows answer where they exist; the 
 the rest, and every candidate says which it is (`basis`)."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,19 @@ def on_device(rows: list[dict[str, Any]], kind: str, device: str) -> list[dict[s
 
     if "@" in device:
         return [r for r in rows if r["device_kind"] == kind and row_device(r) == device]
+    host = _this_host()
+    return [r for r in rows if r["device_kind"] == kind and host is not None and r.get("host_fingerprint") == host
+            and not r.get("device_profile")]
+
+
+@functools.lru_cache(maxsize=1)
+def _this_host() -> str | None:
+    """This machine's CPU fingerprint (detected once a process: without a cache, detection is
+    seconds of work, and a classifier asks per model, kind and mode)."""
     from benchmark_runners.hardware import detect_hardware
 
     cpus = detect_hardware(probe=False).platforms["cpu"].devices
-    host = cpus[0]["fingerprint"] if cpus else None
-    return [r for r in rows if r["device_kind"] == kind and r.get("host_fingerprint") == host and not r.get("device_profile")]
+    return cpus[0]["fingerprint"] if cpus else None
 
 
 def measured_configs(database: Path, model: str, kind: str, mode: str, device: str) -> dict[tuple[int, str], dict[str, Any]]:

@@ -22,8 +22,12 @@ from devicefit.store.schema import _LEGACY_REASON_CODES, HISTORY_COLUMNS, JSON_F
 def host_fingerprint(document: dict[str, Any]) -> str | None:
     """The fingerprint of the CPU of the host that wrote `document` (its hardware block); an empty
     one is none (see _measurement_values)."""
-    devices = (((document.get("hardware") or {}).get("platforms") or {}).get("cpu") or {}).get("devices") or []
-    return (devices[0].get("fingerprint") or None) if devices and isinstance(devices[0], dict) else None
+    hardware = document.get("hardware")
+    platforms = hardware.get("platforms") if isinstance(hardware, dict) else None
+    cpu = platforms.get("cpu") if isinstance(platforms, dict) else None
+    devices = cpu.get("devices") if isinstance(cpu, dict) else None
+    found = devices[0].get("fingerprint") if isinstance(devices, list) and devices and isinstance(devices[0], dict) else None
+    return found if isinstance(found, str) and found else None
 
 
 def host_qualifier(document: dict[str, Any]) -> tuple[dict[str, Any], Callable[[str, str | None, bool], str | None]]:
@@ -35,11 +39,14 @@ def host_qualifier(document: dict[str, Any]) -> tuple[dict[str, Any], Callable[[
     the AMD EPYC and on the Xeon), so its rows would land on the other machine's device."""
     hardware = copy.deepcopy(document.get("hardware") or {})
     platforms = hardware.get("platforms") if isinstance(hardware, dict) else None
-    devices = {k: v.get("devices") or [] for k, v in platforms.items() if isinstance(v, dict)} if isinstance(platforms, dict) else {}
+    devices = {k: v["devices"] for k, v in platforms.items() if isinstance(v, dict) and isinstance(v.get("devices"), list)} \
+        if isinstance(platforms, dict) else {}
     renamed = qualify_host_runtimes(devices)
     host = host_fingerprint(document)
 
     def qualify(device: str, fingerprint: str | None, software: bool) -> str | None:
+        if not isinstance(fingerprint, str):  # none, or a hostile file's: left for the reader's own checks
+            return fingerprint
         if fingerprint in renamed:
             return renamed[fingerprint]
         on_host = device.split(":")[0] != "cpu" and registry.runs_on_host_cpu(device, software)

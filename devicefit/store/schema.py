@@ -209,29 +209,45 @@ MIGRATIONS[20] = ["ALTER TABLE sample_history ADD COLUMN IF NOT EXISTS speed_ref
 # their host-qualified fingerprint (benchmark_runners.hardware.inventory.host_qualified): rows
 # stored before named them by one fingerprint on every machine, so an AMD EPYC's and a Xeon's
 # OpenVINO rows were one device (one device id, one registered device, one baseline). Each stored
-# row gets its host's name, as loading gives a file written before; the sample history of a row
-# still stored follows it; the devices are registered under their new ids, and an old id left
-# with no rows is dropped. (History whose rows were replaced keeps the old name: no host.)
+# row gets its host's name, as loading gives a file written before; its sample history follows
+# it, and history whose rows were since replaced takes the host of its run (the run's other rows
+# name it; a run seen on two hosts is left as it is). Each device is registered under its new id
+# with what its old entry said where that entry was its host's, and an old id left with no rows
+# is dropped.
 def _qualify_host_cpu_devices(con) -> None:
     from benchmark_runners import registry
-    from benchmark_runners.hardware.inventory import host_qualified
+    from benchmark_runners.hardware.inventory import device_fingerprint, host_qualified
 
     software = "coalesce(json_extract_string(backend_config, '$.software_adapter'), 'false') = 'true'"
     found = con.execute(f"SELECT DISTINCT device, hardware_fingerprint, host_fingerprint, {software} FROM measurements "
                         "WHERE device_kind <> 'cpu' AND hardware_fingerprint IS NOT NULL AND host_fingerprint IS NOT NULL").fetchall()
-    renamed = set()
+    renamed: dict[tuple[str, str], str] = {}  # (old fingerprint, host) -> new
     for device, old, host, on_software in found:
         new = host_qualified(old, host) if registry.runs_on_host_cpu(device, on_software) else old
         if new != old:
-            renamed.add(old)
+            renamed[(old, host)] = new
             con.execute(f"UPDATE measurements SET hardware_fingerprint = ?, device_id = ? || coalesce('+' || device_profile, '') "
                         f"WHERE device = ? AND hardware_fingerprint = ? AND host_fingerprint = ? AND ({software}) = ?",
                         [new, new, device, old, host, on_software])
-    if not renamed:
-        return
     con.execute("""UPDATE sample_history SET hardware_fingerprint = m.hardware_fingerprint FROM measurements m
                    WHERE m.run_id = sample_history.run_id AND m.config_key = sample_history.config_key
                      AND m.hardware_fingerprint IS DISTINCT FROM sample_history.hardware_fingerprint""")
+    olds = sorted({old for old, _ in renamed} | {device_fingerprint("openvino", {"name": "CPU"})})
+    runs = con.execute("""SELECT run_id, min(host) FROM (
+                            SELECT run_id, host_fingerprint AS host FROM measurements WHERE host_fingerprint IS NOT NULL
+                            UNION ALL SELECT run_id, hardware_fingerprint FROM sample_history
+                              WHERE device_kind = 'cpu' AND device_profile IS NULL AND hardware_fingerprint IS NOT NULL)
+                          GROUP BY run_id HAVING count(DISTINCT host) = 1""").fetchall()
+    for run_id, host in runs:
+        for (old,) in con.execute("SELECT DISTINCT hardware_fingerprint FROM sample_history WHERE run_id = ? AND "
+                                  "(hardware_fingerprint IN (SELECT unnest(?)) OR device_kind = 'wasm')", [run_id, olds]).fetchall():
+            if (new := host_qualified(old, host)) != old:
+                con.execute("UPDATE sample_history SET hardware_fingerprint = ? WHERE run_id = ? AND hardware_fingerprint = ?", [new, run_id, old])
+    if not renamed:
+        return
+    for (old, host), new in renamed.items():  # the old entry, where it was this host's, describes the new id
+        con.execute("INSERT INTO devices SELECT ?, kind, name, hostname, host_fingerprint, ?, profile, details, probe, registered_at, "
+                    "last_seen FROM devices WHERE id = ? AND host_fingerprint = ? AND ? NOT IN (SELECT id FROM devices)", [new, new, old, host, new])
     # The hardware table describes each new id by the old one's kind and name (the same on every
     # machine for OpenVINO's "CPU"); the old row, describing whichever machine loaded last, goes.
     con.execute("""INSERT INTO hardware (fingerprint, kind, name, hostname, details, probe, last_seen)
@@ -239,11 +255,14 @@ def _qualify_host_cpu_devices(con) -> None:
                    FROM measurements m JOIN hardware h ON m.hardware_fingerprint LIKE h.fingerprint || '-%'
                    WHERE m.hardware_fingerprint NOT IN (SELECT fingerprint FROM hardware) GROUP BY m.hardware_fingerprint""")
     _register_stored_devices(con)
-    held = f"IN ({', '.join('?' for _ in renamed)})"
-    con.execute(f"DELETE FROM devices WHERE id {held} AND id NOT IN (SELECT device_id FROM measurements WHERE device_id IS NOT NULL)",
-                sorted(renamed))
+    # a WebGPU device registered without its old entry still says it is a software one (select/devices.py reads it)
+    con.execute(f"""UPDATE devices SET details = json_object('software', true) WHERE kind = 'webgpu' AND details IS NULL
+                    AND id IN (SELECT device_id FROM measurements WHERE {software})""")
+    gone = sorted({old for old, _ in renamed})
+    held = f"IN ({', '.join('?' for _ in gone)})"
+    con.execute(f"DELETE FROM devices WHERE id {held} AND id NOT IN (SELECT device_id FROM measurements WHERE device_id IS NOT NULL)", gone)
     con.execute(f"DELETE FROM hardware WHERE fingerprint {held} AND fingerprint NOT IN "
-                "(SELECT hardware_fingerprint FROM measurements WHERE hardware_fingerprint IS NOT NULL)", sorted(renamed))
+                "(SELECT hardware_fingerprint FROM measurements WHERE hardware_fingerprint IS NOT NULL)", gone)
 
 
 MIGRATIONS[21] = [_qualify_host_cpu_devices]

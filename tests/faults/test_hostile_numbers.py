@@ -37,6 +37,10 @@ def test_a_significance_level_outside_zero_to_one_is_refused(alpha):
     {"format": regression.CI_FORMAT, "comparisons": [{"current_p50_ms": 1.0, "identity": {"evil": 1}}]},
     {"format": regression.CI_FORMAT, "comparisons": ["x"]},
     {"results": [{"status": "ok", "model": "m", "device": 5, "precision": "fp32", "mode": "inference", "batch_size": 1, "p50_ms": 1}]},
+    # a device's fingerprint that is not a string, and hardware blocks of the wrong shapes, beside it
+    *({"hardware": hardware, "results": [{"status": "ok", "model": "m", "device": "openvino:CPU", "precision": "fp32", "mode": "inference",
+                                          "batch_size": 1, "p50_ms": 1, "hardware_fingerprint": ["a"]}]}
+      for hardware in ({}, "x", {"platforms": [1]}, {"platforms": {"cpu": {"devices": 5}}})),
 ])
 def test_a_malformed_baseline_is_named_not_a_traceback(tmp_path, document):
     path = tmp_path / "baseline.json"

@@ -114,6 +114,27 @@ def test_a_device_partition_replaces_the_kind_partition_of_the_same_device(tmp_p
     assert history == {"old", "new"}  # the replaced run's samples stay for regression tracking
 
 
+def test_a_partition_under_the_id_from_before_host_qualified_ids_is_superseded_on_its_own_host_only(tmp_path):
+    """OpenVINO's CPU plugin was openvino-4ebbcabb1705 on every host; its partition is now
+    openvino-4ebbcabb1705-<host>. The old partition's file, written on this host, is superseded
+    by the new one (one run of each config in the store, not two); the same file written on
+    another host is not (it stays, and loads as that host's)."""
+    from benchmark_runners.hardware.inventory import unqualified
+    from devicefit.landing import superseded_landing
+
+    plain, here, there = "openvino-4ebbcabb1705", "cpu-aaaaaaaaaaaa", "cpu-bbbbbbbbbbbb"
+    assert unqualified(f"{plain}-aaaaaaaaaaaa") == plain and unqualified(plain) is None and unqualified(here) is None
+    row = replace(_row(BenchmarkConfig(model="bert-tiny", device="openvino:CPU", backend="openvino"), 5.0), hardware_fingerprint=plain)
+    key = f"partition:{plain}|bert-tiny"
+    for host in (here, there):
+        raw = tmp_path / host
+        hardware = {"hostname": "vm", "platforms": {"cpu": {"available": True, "devices": [{"name": "X", "fingerprint": host}]},
+                                                    "openvino": {"available": True, "devices": [{"name": "CPU", "fingerprint": plain}]}}}
+        write_landing(raw, key, results_document("r", [row], hardware))
+        found = superseded_landing(raw, key, f"{plain}-aaaaaaaaaaaa", here)
+        assert (found is not None) == (host == here), host
+
+
 def test_a_document_cannot_supersede_rows_of_another_device_or_model(tmp_path):
     database = tmp_path / "devicefit.duckdb"
     config = BenchmarkConfig(model="bert-tiny")
@@ -205,6 +226,20 @@ def test_a_device_a_worker_wrote_is_registered_at_the_next_load(tmp_path):
     assert again.devices_registered == []
     with store.opened(paths.database, read_only=True) as con:
         assert con.execute("SELECT last_seen FROM devices").fetchone()[0] == seen
+
+
+def test_a_device_record_on_the_host_cpu_registers_under_its_host_qualified_id(tmp_path):
+    """A worker serving OpenVINO's CPU plugin writes its record under the host-qualified id
+    (which the record's id pattern accepts); one written before, under the id every host shared,
+    registers under the id its rows now load under, by the record's own host."""
+    paths = DataPaths(tmp_path)
+    (paths.raw / "devices").mkdir(parents=True)
+    plain, qualified = "openvino-4ebbcabb1705", "openvino-4ebbcabb1705-eeeeeeeeeeee"
+    for name, fingerprint in (("old.json", plain), ("new.json", "openvino-4ebbcabb1705-ffffffffffff")):
+        (paths.raw / "devices" / name).write_text(json.dumps(_device_record(
+            id=fingerprint, kind="openvino", name="CPU", hardware_fingerprint=fingerprint, details={"name": "CPU"}, probe=None)))
+    report = load_landing_files(paths.database, paths.raw)
+    assert sorted(report.devices_registered) == [qualified, "openvino-4ebbcabb1705-ffffffffffff"] and not report.quarantined
 
 
 @pytest.mark.parametrize("over, words", [

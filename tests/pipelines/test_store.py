@@ -1,4 +1,6 @@
 """The DuckDB store: migrations, status, per-source replacement, aggregates."""
+import json
+
 import duckdb
 import pytest
 
@@ -160,7 +162,7 @@ def test_two_machines_openvino_rows_are_two_devices_whenever_their_files_were_wr
     def state(con):
         rows = con.execute("SELECT host_fingerprint, hardware_fingerprint, device_id FROM measurements ORDER BY ALL").fetchall()
         devices = con.execute("SELECT id, host_fingerprint FROM devices WHERE kind = 'openvino' ORDER BY id").fetchall()
-        history = con.execute("SELECT DISTINCT hardware_fingerprint FROM sample_history ORDER BY 1").fetchall()
+        history = con.execute("SELECT DISTINCT hardware_fingerprint FROM sample_history WHERE device_kind = 'openvino' ORDER BY 1").fetchall()
         described = con.execute("SELECT fingerprint, name FROM hardware WHERE kind = 'openvino' ORDER BY 1").fetchall()
         return rows, devices, history, described
 
@@ -178,16 +180,30 @@ def test_two_machines_openvino_rows_are_two_devices_whenever_their_files_were_wr
     verdicts = {c.current_run: (c.verdict, c.baseline_run) for c in compare(current, previous_sets(con, current), 0.1)}
     assert verdicts == {"e2": ("unchanged", "e1"), "x1": ("new", None)}  # never the Xeon's 6 ms as the EPYC's previous run
 
+    # An earlier EPYC run whose partition was re-measured since: its rows are gone, its samples
+    # stay in the history (with the run's CPU row, which names its host).
+    cpu_row = {**_row(run_id="e0"), "hardware_fingerprint": "cpu-aaaaaaaaaaaa", "timestamp": "2026-11-19T00:00:00+00:00"}
+    earlier = doc("cpu-aaaaaaaaaaaa", "e0", 10.0, "2026-11-19T00:00:00+00:00")
+    store.replace_source(con, "epyc-0", "ingest", {**earlier, "results": [*earlier["results"], cpu_row]})
+    store.replace_source(con, "epyc-0", "ingest", {**earlier, "results": []})
+    history = con.execute("SELECT run_id, hardware_fingerprint FROM sample_history WHERE device_kind = 'openvino' ORDER BY 1").fetchall()
+    assert history == [("e0", epyc), ("e1", epyc), ("e2", epyc), ("x1", xeon)]
+
     # The same rows as a store held them before: one id, one device; the migration separates them.
-    con.execute("UPDATE measurements SET hardware_fingerprint = ?, device_id = ?", [plain, plain])
-    con.execute("UPDATE sample_history SET hardware_fingerprint = ?", [plain])
+    con.execute("UPDATE measurements SET hardware_fingerprint = ?, device_id = ? WHERE device_kind = 'openvino'", [plain, plain])
+    con.execute("UPDATE sample_history SET hardware_fingerprint = ? WHERE device_kind = 'openvino'", [plain])
     con.execute("DELETE FROM devices WHERE kind = 'openvino'")
     con.execute("DELETE FROM hardware WHERE kind = 'openvino'")
     con.execute("INSERT INTO hardware VALUES (?, 'openvino', 'CPU', 'vm', NULL, NULL, now())", [plain])
-    con.execute("INSERT INTO devices SELECT ?, 'openvino', 'Xeon', NULL, 'cpu-bbbbbbbbbbbb', ?, NULL, NULL, NULL, now(), now()", [plain, plain])
+    con.execute("INSERT INTO devices SELECT ?, 'openvino', 'Xeon', NULL, 'cpu-bbbbbbbbbbbb', ?, NULL, '{\"said\": 1}', NULL, now(), now()",
+                [plain, plain])
     con.execute("DELETE FROM schema_version WHERE version = 21")
     assert store.migrate(con) == [21]
     assert state(con) == loaded
+    assert con.execute("SELECT run_id, hardware_fingerprint FROM sample_history WHERE device_kind = 'openvino' ORDER BY 1").fetchall() == history
+    # the old entry described the Xeon's device: the Xeon's new id keeps what it said, the EPYC's does not take it
+    details = dict(con.execute("SELECT id, details FROM devices WHERE kind = 'openvino'").fetchall())
+    assert json.loads(details[xeon]) == {"said": 1} and details[epyc] is None
 
 
 def test_a_compatibility_rating_divides_this_machines_rows_by_its_own_probe(tmp_path):
