@@ -12,6 +12,7 @@ from typing import Any
 from benchmark_runners import registry
 from devicefit import store
 from devicefit.contracts import COMPATIBILITY_MATRIX_FORMAT
+from devicefit.fleet.partitions import host_of_inventory
 from models.catalog import FAMILIES
 
 # Median achieved fraction of the device's probed fp32 matmul peak, as spec 002's rating.
@@ -25,8 +26,7 @@ def performance_ratings(con, inventory: dict[str, Any] | None) -> dict[tuple[str
     of the EPYC's peak and 49% of their own, and the two machines' rows were one median). Kinds
     without a probe here get no rating."""
     probes = (inventory or {}).get("probes") or {}
-    cpus = (((inventory or {}).get("platforms") or {}).get("cpu") or {}).get("devices") or [{}]
-    here = cpus[0].get("fingerprint") if isinstance(cpus[0], dict) else None
+    here = host_of_inventory(inventory or {})
     peaks = {registry.kind_of_device(d): p.get("matmul_gflops_best")
              for d, p in probes.items() if isinstance(p, dict) and p.get("matmul_gflops_best")}
     from devicefit.predict.hardware_specs import runs_on_cpu

@@ -78,8 +78,7 @@ def superseded_landing(raw_dir: Path, source_key: str, device_fingerprint: str, 
     if document is None or document.get("source_key", source_key) != source_key:
         return None
     _, qualify = host_qualifier(document)  # a file from before host-qualified ids names the device as this one does
-    fingerprints = {qualify(str(r.get("device") or ""), r.get("hardware_fingerprint"),
-                            bool(((r.get("backend_config") if isinstance(r.get("backend_config"), dict) else None) or {}).get("software_adapter")))
+    fingerprints = {qualify(str(r.get("device") or ""), r.get("hardware_fingerprint"), r.get("backend_config"))
                     for r in document["results"]} - {None}
     written_on = host_fingerprint(document)
     if not fingerprints <= {device_fingerprint} or (written_on and host and written_on != host):

@@ -296,12 +296,6 @@ def training_specs(rows: list[dict], hardware: list[tuple], inventory: dict) -> 
 
 def _software_row(row: dict) -> bool:
     """Whether a row was measured on a software device (its backend_config says so)."""
-    import json
+    from devicefit.store.loading import on_software_adapter
 
-    config = row.get("backend_config")
-    if isinstance(config, str):
-        try:
-            config = json.loads(config)
-        except ValueError:
-            return False
-    return bool(isinstance(config, dict) and config.get("software_adapter"))
+    return on_software_adapter(row.get("backend_config"))

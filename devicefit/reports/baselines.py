@@ -134,9 +134,8 @@ def sets_from_document(path: Path) -> list[SampleSet]:
         raise BaselineError(f"baseline {path} is neither a results document (a 'results' list) nor a {CI_FORMAT} report")
     if isinstance(document, dict):  # a file from before host-qualified device ids names them as its rows now do
         _, qualify = host_qualifier(document)
-        results = [{**r, "hardware_fingerprint": qualify(str(r.get("device") or ""), r.get("hardware_fingerprint"),
-                                                         bool((r.get("backend_config") or {}).get("software_adapter")))}
-                   if isinstance(r, dict) and isinstance(r.get("backend_config") or {}, dict) else r for r in results]
+        results = [{**r, "hardware_fingerprint": qualify(str(r.get("device") or ""), r.get("hardware_fingerprint"), r.get("backend_config"))}
+                   if isinstance(r, dict) else r for r in results]
     out = sets_from_results(results, str(path))
     if not out:
         raise BaselineError(f"baseline {path} holds no ok results to compare with")

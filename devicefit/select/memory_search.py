@@ -42,9 +42,9 @@ def _this_host() -> str | None:
     """This machine's CPU fingerprint (detected once a process: without a cache, detection is
     seconds of work, and a classifier asks per model, kind and mode)."""
     from benchmark_runners.hardware import detect_hardware
+    from devicefit.fleet.partitions import host_of_inventory
 
-    cpus = detect_hardware(probe=False).platforms["cpu"].devices
-    return cpus[0]["fingerprint"] if cpus else None
+    return host_of_inventory(detect_hardware(probe=False).to_json())
 
 
 def measured_configs(database: Path, model: str, kind: str, mode: str, device: str) -> dict[tuple[int, str], dict[str, Any]]:

@@ -30,11 +30,22 @@ def host_fingerprint(document: dict[str, Any]) -> str | None:
     return found if isinstance(found, str) and found else None
 
 
-def host_qualifier(document: dict[str, Any]) -> tuple[dict[str, Any], Callable[[str, str | None, bool], str | None]]:
+def on_software_adapter(backend_config: Any) -> bool:
+    """Whether a row's backend_config (a dict, or the JSON text DuckDB hands back) says it ran on
+    a software device (WebGPU on SwiftShader)."""
+    if isinstance(backend_config, str):
+        try:
+            backend_config = json.loads(backend_config)
+        except ValueError:
+            return False
+    return bool(isinstance(backend_config, dict) and backend_config.get("software_adapter"))
+
+
+def host_qualifier(document: dict[str, Any]) -> tuple[dict[str, Any], Callable[[str, str | None, Any], str | None]]:
     """A landing document's hardware block with every device that runs on the host's CPU
     (OpenVINO's CPU plugin, wasm, software WebGPU) named by its host-qualified fingerprint, as
     detection names it since CACHE_SCHEMA 2 (inventory.host_qualified), and the rule that names
-    a row's device alike: (device, fingerprint, software adapter) -> fingerprint. A file written
+    a row's device alike: (device, fingerprint, backend_config) -> fingerprint. A file written
     before names such a device by a fingerprint every machine shares ("openvino-4ebbcabb1705" on
     the AMD EPYC and on the Xeon), so its rows would land on the other machine's device."""
     hardware = copy.deepcopy(document.get("hardware") or {})
@@ -44,12 +55,12 @@ def host_qualifier(document: dict[str, Any]) -> tuple[dict[str, Any], Callable[[
     renamed = qualify_host_runtimes(devices)
     host = host_fingerprint(document)
 
-    def qualify(device: str, fingerprint: str | None, software: bool) -> str | None:
+    def qualify(device: str, fingerprint: str | None, backend_config: Any) -> str | None:
         if not isinstance(fingerprint, str):  # none, or a hostile file's: left for the reader's own checks
             return fingerprint
         if fingerprint in renamed:
             return renamed[fingerprint]
-        on_host = device.split(":")[0] != "cpu" and registry.runs_on_host_cpu(device, software)
+        on_host = device.split(":")[0] != "cpu" and registry.runs_on_host_cpu(device, on_software_adapter(backend_config))
         return host_qualified(fingerprint, host) if on_host else fingerprint
     return hardware, qualify
 
@@ -59,7 +70,7 @@ def with_host_qualified_devices(document: dict[str, Any], results: list[Benchmar
     hardware, qualify = host_qualifier(document)
     out = []
     for r in results:
-        fingerprint = qualify(r.device, r.hardware_fingerprint, bool((r.backend_config or {}).get("software_adapter")))
+        fingerprint = qualify(r.device, r.hardware_fingerprint, r.backend_config)
         out.append(r if fingerprint == r.hardware_fingerprint else replace(r, hardware_fingerprint=fingerprint))
     return {**document, "hardware": hardware}, out
 
