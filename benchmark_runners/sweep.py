@@ -27,8 +27,9 @@ from benchmark_runners.hardware import HardwareInventory, PlatformInfo, detect_h
 from benchmark_runners.measure import now_iso
 from benchmark_runners.memory_guard import memory_refusal
 from benchmark_runners.records import MODES, BenchmarkConfig, BenchmarkResult
-from benchmark_runners.worker import LIFELINE_ENV, PRELOAD_ENV
+from benchmark_runners.worker import PRELOAD_ENV
 from benchmark_runners.zygote import ForkServer
+from models.lifeline import LIFELINE_ENV, open_lifeline
 
 log = logging.getLogger("devicefit.sweep")
 # Set to any value: start every worker as a fresh interpreter instead of forking it from the
@@ -158,7 +159,7 @@ class _Worker:
         self.env = dict(env or {})
         self.configs: list[BenchmarkConfig] = []
         self.stderr = tempfile.TemporaryFile()
-        lifeline_read, self.lifeline = os.pipe()  # both ends non-inheritable; the worker gets the read end only
+        lifeline_read, self.lifeline = open_lifeline()  # the worker gets the read end only
         try:
             server = _fork_server(python) if forked and not self.env else None
             if server is not None:

@@ -8,32 +8,13 @@ import gc
 import json
 import os
 import sys
-import threading
 
-# The environment variable naming this worker's end of the lifeline pipe (see sweep._Worker), and
-# the exit status when the parent that started it is gone: nobody is left to read results.
-LIFELINE_ENV = "DEVICEFIT_LIFELINE_FD"
+from models.lifeline import follow_parent
+
+# The exit status when the parent that started this worker is gone: nobody is left to read results.
 ORPHANED_EXIT = 75
 # The model whose classes the worker imports while it waits for its job.
 PRELOAD_ENV = "DEVICEFIT_PRELOAD_MODEL"
-
-
-def _follow_parent() -> None:
-    """Exit as soon as the parent dies: a daemon thread blocks (no polling, no CPU) reading the
-    lifeline pipe the parent alone can write; end of file means the parent is gone."""
-    fd = os.environ.pop(LIFELINE_ENV, None)
-    if fd is None:
-        return
-
-    def wait_for_parent_exit() -> None:
-        try:
-            while os.read(int(fd), 1):
-                pass
-        except OSError:
-            pass
-        os._exit(ORPHANED_EXIT)
-
-    threading.Thread(target=wait_for_parent_exit, name="lifeline", daemon=True).start()
 
 
 def _preload(model: str) -> None:
@@ -64,7 +45,7 @@ def freeze_imports() -> None:
 
 
 def main() -> int:
-    _follow_parent()
+    follow_parent(ORPHANED_EXIT)  # the lifeline sweep._Worker gave it
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -52,8 +52,9 @@ def _run_worker(sock: socket.socket, fds: list[int], env: dict[str, str]) -> Non
             os.close(fd)
         os.environ.update(env)
         from benchmark_runners import worker
+        from models.lifeline import LIFELINE_ENV
 
-        os.environ[worker.LIFELINE_ENV] = str(lifeline_fd)
+        os.environ[LIFELINE_ENV] = str(lifeline_fd)
         status = worker.main()
     except BaseException:  # noqa: BLE001 - reported on the worker's stderr, which the sweep reads
         import traceback

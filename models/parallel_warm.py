@@ -42,12 +42,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from models.lifeline import LIFELINE_ENV, follow_parent, open_lifeline
+
 log = logging.getLogger("devicefit.parallel_warm")
 HELPER_WAIT_S = 600.0  # a helper still busy this long after the caller finished is stopped
 # Each process computes with one thread: two processes of two OpenMP threads each on two cores
 # spin against each other (OpenVINO's conversions with torch's reference forward took 95 s
 # that way, against 69 s in one process).
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+ORPHANED_EXIT = 75  # the helper's exit status when its caller died before it finished
+_lifelines: dict[int, int] = {}  # helper pid -> the write end of its lifeline, closed when it is stopped
 
 
 @dataclass
@@ -97,6 +101,7 @@ def _helper_main(preload: Sequence[str]) -> int:
     left, printing "done <i>" or "failed <i>" for each."""
     import importlib
 
+    follow_parent(ORPHANED_EXIT)  # a caller killed with SIGKILL takes its helper with it
     for name in preload:
         with contextlib.suppress(Exception):  # a head start only: a task needing it meets the error itself
             importlib.import_module(name)
@@ -111,13 +116,28 @@ def _helper_main(preload: Sequence[str]) -> int:
     return 0
 
 
-def _start_helper(stderr: Path, preload: Sequence[str]) -> subprocess.Popen:
+def _start_helper(directory: Path, preload: Sequence[str]) -> subprocess.Popen:
     """The helper, in a session of its own (so that `_stop` reaches whatever it starts, such as
     an exporter's subprocess), importing `preload` until `_send` gives it the tasks. `-P`: a
-    `models/` directory in the caller's working directory must not stand in for this package."""
-    with open(stderr, "wb") as err:
-        return subprocess.Popen([sys.executable, "-P", "-m", "models.parallel_warm", *preload], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=err, start_new_session=True, env={**os.environ, **ONE_THREAD})
+    `models/` directory in the caller's working directory must not stand in for this package.
+    It follows a lifeline (models.lifeline): a session of its own is not killed with its caller.
+    Its temporary files go under the caller's `directory` (TMPDIR), which the caller removes:
+    a helper killed mid-task cannot clean up after itself."""
+    scratch = directory / "tmp"
+    scratch.mkdir(exist_ok=True)
+    lifeline_read, lifeline_write = open_lifeline()
+    try:
+        with open(directory / "helper.stderr", "wb") as err:
+            proc = subprocess.Popen([sys.executable, "-P", "-m", "models.parallel_warm", *preload], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=err, start_new_session=True, pass_fds=(lifeline_read,),
+                                    env={**os.environ, **ONE_THREAD, "TMPDIR": str(scratch), LIFELINE_ENV: str(lifeline_read)})
+    except BaseException:
+        os.close(lifeline_write)
+        raise
+    finally:
+        os.close(lifeline_read)
+    _lifelines[proc.pid] = lifeline_write
+    return proc
 
 
 def _send(proc: subprocess.Popen, state: Path, compute: Callable[[Any], Any], tasks: list[Any]) -> None:
@@ -140,6 +160,8 @@ def _stop(proc: subprocess.Popen) -> None:
     try:
         proc.wait(timeout=30)
     finally:
+        if (lifeline := _lifelines.pop(proc.pid, None)) is not None:
+            os.close(lifeline)
         for pipe in (proc.stdin, proc.stdout):  # stdin too: a helper stopped before `_send` has it open
             if pipe is not None:
                 with contextlib.suppress(OSError):
@@ -197,7 +219,7 @@ def warm(tasks: Sequence[Any] | Callable[[], Sequence[Any]], compute: Callable[[
         try:
             if helpers and (callable(tasks) or len(tasks) > 1):
                 try:
-                    proc = _start_helper(stderr, preload)
+                    proc = _start_helper(Path(directory), preload)
                 except OSError as exc:
                     report.helper = f"not started ({type(exc).__name__}: {exc})"
             tasks = list(tasks() if callable(tasks) else tasks)
@@ -292,11 +314,11 @@ def ahead(tasks: Sequence[Any], compute: Callable[[Any], Any], preload: Sequence
     a line per task, far below a pipe's buffer for the tens of tasks this is for."""
     helper = Ahead(None, "no tasks" if not tasks else "one usable CPU" if usable_cpus() < 2 else "")
     with tempfile.TemporaryDirectory(prefix="devicefit-ahead-") as directory:
-        state, stderr = Path(directory) / "claims", Path(directory) / "helper.stderr"
+        state = Path(directory) / "claims"
         state.write_text(f"0 {len(tasks)}".ljust(40))
         if not helper.why_not:
             try:
-                helper.proc = _start_helper(stderr, preload)
+                helper.proc = _start_helper(Path(directory), preload)
                 _send(helper.proc, state, compute, list(tasks))
             except (OSError, pickle.PicklingError, AttributeError, TypeError) as exc:
                 log.info("no helper ahead (%s: %s)", type(exc).__name__, exc)

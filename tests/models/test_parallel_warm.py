@@ -234,3 +234,68 @@ def test_no_helper_ahead_on_one_cpu_or_for_no_tasks(tmp_path, monkeypatch):
     with parallel_warm.ahead([], record_once) as helper:
         assert helper.proc is None
     assert list(tmp_path.iterdir()) == []
+
+
+def record_scratch_then_linger(task: tuple[str, int, int]) -> None:
+    """Make a temporary directory where any task would (tempfile's default), name it in the
+    task's file, then stay busy until stopped: a helper killed here cannot remove it."""
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix="helper-scratch-")
+    (Path(task[0]) / "scratch").write_text(scratch)
+    record_then_linger(task)
+
+
+def test_a_stopped_helper_leaves_no_temporary_files_behind(tmp_path, monkeypatch):
+    """Its TMPDIR is inside the caller's directory, which the caller removes (the selection map's
+    helper, killed mid-trace, left a directory in /tmp on every `devicefit run`)."""
+    monkeypatch.setattr(parallel_warm, "usable_cpus", lambda: 2)
+    with parallel_warm.ahead(_tasks(tmp_path, 1), record_scratch_then_linger) as helper:
+        deadline = time.monotonic() + WAIT_FOR_HELPER_S
+        while not (tmp_path / "0").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        scratch = Path((tmp_path / "scratch").read_text())
+        assert scratch.is_dir()
+        helper.stop()
+    assert not scratch.exists() and _helpers_now() == []
+
+
+_KILLED_CALLER = """
+import sys, time
+sys.path[:0] = {paths!r}
+from models import parallel_warm
+from tests.models.test_parallel_warm import record_then_linger
+parallel_warm.usable_cpus = lambda: 2
+with parallel_warm.ahead([({directory!r}, 0, 0)], record_then_linger) as helper:
+    print(helper.proc.pid, flush=True)
+    time.sleep(300)
+"""
+
+
+def test_a_helper_dies_with_a_caller_killed_by_sigkill(tmp_path):
+    """The helper runs in a session of its own, so a caller killed outright (the OOM killer, a CI
+    timeout) does not take it along by signal: its lifeline does, within moments, instead of a
+    core left busy beside the next run's measurements."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    caller = subprocess.Popen([sys.executable, "-c", _KILLED_CALLER.format(paths=sys.path, directory=str(tmp_path))],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        helper = psutil.Process(int(caller.stdout.readline()))
+        deadline = time.monotonic() + WAIT_FOR_HELPER_S
+        while not (tmp_path / "0").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (tmp_path / "0").exists(), "the helper never started its task"
+        caller.kill()
+        caller.wait(timeout=30)
+        try:
+            helper.wait(timeout=WAIT_FOR_HELPER_S)  # not our child: psutil sees it end, not its status
+        except psutil.TimeoutExpired:
+            helper.kill()
+            pytest.fail(f"the helper outlived its killed caller by {WAIT_FOR_HELPER_S:.0f} s")
+    finally:
+        caller.kill()
+        caller.stdout.close()
