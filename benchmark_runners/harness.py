@@ -95,6 +95,18 @@ class Measurement:
     phase_samples_ns: dict[str, list[int]] = field(default_factory=dict)
     stop_reason: str = ""  # converged | noise_floor | time_cap | max_iterations
     timed_wall_s: float = 0.0
+    # Minor page faults this process (all its threads) took during the timed samples: memory the
+    # allocator gave back to the OS between iterations and touched again. None: not countable here.
+    timed_minor_faults: int | None = None
+
+
+def minor_faults() -> int | None:
+    """This process's minor page faults so far (getrusage; None where there is none)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 # Stop when the fewest samples that could reach the target need this many times the time left.
@@ -172,6 +184,7 @@ def measure(step: Step, clock: IterationClock, policy: TimingPolicy, now: Callab
     phases: dict[str, list[int]] = defaultdict(list)
     next_check = policy.min_iterations
     widths: list[float] = []  # the CI's relative half-width at each check
+    faults_before = minor_faults()
     start = now()
     reason = ""
     while True:
@@ -211,4 +224,5 @@ def measure(step: Step, clock: IterationClock, policy: TimingPolicy, now: Callab
         phase_samples_ns=dict(phases),
         stop_reason=reason,
         timed_wall_s=now() - start,
+        timed_minor_faults=None if faults_before is None else minor_faults() - faults_before,
     )

@@ -147,6 +147,8 @@ class ConfigMeasurer:
             with backend.measurement_context(prepared):
                 m, contention = self._measure(step, config, helpers)
             row.update(contention)
+            if m.timed_minor_faults is not None and m.samples_ns and not helpers:  # per batch, as the samples
+                row["minor_faults_per_iteration"] = m.timed_minor_faults / (len(m.samples_ns) * step.amortize)
             # The peaks are the timed work's: read before the output check allocates its copies.
             row.update(device_memory_peaks(config.device))
             row["peak_rss_bytes"] = self.rss.peak_bytes()

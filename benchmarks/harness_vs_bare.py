@@ -7,7 +7,10 @@ drift of the machine cancels), at each batch size. The bare process does what a 
 does: build the same model (the same seeded weights), torch's default threads, three warm-up
 calls, then --iterations timed forward passes under `torch.inference_mode()`. Printed per
 batch size: the median over rounds of each side's p50 and per-iteration CV, the p50 ratio
-(worker / bare) and the CV ratio, against the bars: p50 within 2%, CV within 1.2x.
+(worker / bare) and the CV ratio, against the bars: p50 within 2%, CV within 1.2x. Each round
+also prints both sides' minor page faults per call (the allocator handing activations back to
+the OS and faulting them in again), which a process's history can move; `--fixed-allocator`
+runs both sides with glibc's thresholds fixed, so that neither faults between calls.
 
     python benchmarks/harness_vs_bare.py --model bert-base-uncased --batch-sizes 1,4,16 --rounds 4
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -26,12 +30,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 P50_BAR = 0.02
 CV_BAR = 1.2
+# glibc's dynamic thresholds fixed: blocks up to 32 MiB (the most M_MMAP_THRESHOLD allows) come
+# from the heap, and the heap is not trimmed, so freed activations are reused, not faulted in again.
+FIXED_ALLOCATOR = {"MALLOC_MMAP_THRESHOLD_": str(32 * 2**20), "MALLOC_TRIM_THRESHOLD_": str(4 * 2**30)}
 
 
 def bare_loop(model_name: str, batch_size: int, iterations: int) -> dict:
     """The bare side, run in its own process (`--bare`): a user's plain timing loop."""
     import torch
 
+    from benchmark_runners.harness import minor_faults
     from models.inputs import input_signature
     from models.loading import build_model
     from models.resolve import resolve_model
@@ -44,11 +52,14 @@ def bare_loop(model_name: str, batch_size: int, iterations: int) -> dict:
     with torch.inference_mode():
         for _ in range(3):
             model(**inputs)
+        faults = minor_faults()
         for _ in range(iterations):
             t0 = time.perf_counter_ns()
             model(**inputs)
             samples.append((time.perf_counter_ns() - t0) / 1e6)
-    return {"samples_ms": samples, "threads": torch.get_num_threads()}
+        faults = minor_faults() - faults if faults is not None else None
+    return {"samples_ms": samples, "threads": torch.get_num_threads(),
+            "faults": faults / iterations if faults is not None else None}
 
 
 def run_bare(model: str, batch_size: int, iterations: int) -> dict:
@@ -66,7 +77,11 @@ def run_worker(model: str, batch_size: int, max_time: float) -> dict:
     if row.status != "ok":
         raise SystemExit(f"the worker did not measure {model} batch {batch_size}: {row.error}")
     return {"samples_ms": row.samples_ms, "threads": row.environment.get("torch_threads"), "stop_reason": row.stop_reason,
-            "other_cpu_share": row.other_cpu_share}
+            "other_cpu_share": row.other_cpu_share, "faults": row.minor_faults_per_iteration}
+
+
+def _count(faults: float | None) -> str:
+    return "-" if faults is None else f"{faults:,.0f}"
 
 
 def cv(samples: list[float]) -> float:
@@ -81,7 +96,12 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=None, help="bare loop iterations (default: as many as the worker took)")
     ap.add_argument("--max-time", type=float, default=10.0, help="the worker's timing cap per config, seconds")
     ap.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--fixed-allocator", action="store_true",
+                    help=f"run both sides with glibc's thresholds fixed ({' '.join(f'{k}={v}' for k, v in FIXED_ALLOCATOR.items())}): "
+                         "no page faults between calls, so what is left is the harness's own difference")
     args = ap.parse_args()
+    if args.fixed_allocator:  # read by malloc at start: the bare process, the fork server and its workers inherit it
+        os.environ.update(FIXED_ALLOCATOR)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     if args.bare:
         print(json.dumps(bare_loop(args.model, batch_sizes[0], args.iterations or 30)))
@@ -101,12 +121,14 @@ def main() -> int:
             worker_n = len(w["samples_ms"])
             r = {"worker_p50": statistics.median(w["samples_ms"]), "bare_p50": statistics.median(b["samples_ms"]),
                  "worker_cv": cv(w["samples_ms"]), "bare_cv": cv(b["samples_ms"]), "worker_n": len(w["samples_ms"]),
-                 "bare_n": len(b["samples_ms"]), "threads": (w["threads"], b["threads"]), "other_cpu_share": w["other_cpu_share"]}
+                 "bare_n": len(b["samples_ms"]), "threads": (w["threads"], b["threads"]), "other_cpu_share": w["other_cpu_share"],
+                 "faults": (w["faults"], b["faults"])}
             rounds.append(r)
             print(f"batch {batch} round {i + 1}: worker p50 {r['worker_p50']:.2f} ms (cv {r['worker_cv']:.1%}, n {r['worker_n']}, "
                   f"{w['stop_reason']}), bare p50 {r['bare_p50']:.2f} ms (cv {r['bare_cv']:.1%}, n {r['bare_n']}), "
                   f"threads worker/bare {r['threads'][0]}/{r['threads'][1]}, others used "
-                  f"{'-' if r['other_cpu_share'] is None else format(r['other_cpu_share'], '.1%')} of the CPU", flush=True)
+                  f"{'-' if r['other_cpu_share'] is None else format(r['other_cpu_share'], '.1%')} of the CPU, "
+                  f"minor page faults per call worker/bare {_count(r['faults'][0])}/{_count(r['faults'][1])}", flush=True)
         p50_ratio = statistics.median(r["worker_p50"] / r["bare_p50"] for r in rounds)
         cv_ratio = statistics.median(r["worker_cv"] / r["bare_cv"] for r in rounds)
         ok = abs(p50_ratio - 1) <= P50_BAR and cv_ratio <= CV_BAR

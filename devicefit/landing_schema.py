@@ -178,6 +178,7 @@ class ResultRow(_Strict):
     contended: bool | None = None
     contention_attempts: Annotated[int, Field(ge=1, le=INT32_MAX)] | None = None
     speed_reference: SpeedReference | None = None
+    minor_faults_per_iteration: NonNegativeDouble | None = None
     samples_ms: list[PositiveDouble] = Field(default_factory=list)
     warmup_ms: list[Double] = Field(default_factory=list)
     warmup_steady: bool | None = None

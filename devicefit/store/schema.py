@@ -266,6 +266,8 @@ def _qualify_host_cpu_devices(con) -> None:
 
 
 MIGRATIONS[21] = [_qualify_host_cpu_devices]
+# Minor page faults per timed iteration (benchmark_runners.records). Older rows keep NULL: not counted.
+MIGRATIONS[22] = ["ALTER TABLE measurements ADD COLUMN IF NOT EXISTS minor_faults_per_iteration DOUBLE"]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, 15's, 20's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended", "device_profile", "speed_reference")
 SCHEMA_VERSION = max(MIGRATIONS)

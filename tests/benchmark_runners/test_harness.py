@@ -217,3 +217,20 @@ def test_slow_iterations_that_agree_stop_at_the_cap_and_ones_that_do_not_run_on(
     assert len(_slow_run(bimodal, max_time_s=2, cap_agreement=0.03)) == 4
     # Off by default: the same agreeing samples wait for the 2x overrun.
     assert len(_slow_run(agree, max_time_s=2)) == 5
+
+
+def test_the_timed_samples_page_faults_are_counted():
+    """A step that maps fresh memory each call (64 MiB: glibc always maps a block that large
+    and unmaps it when freed) faults on every page it touches; a step that allocates nothing
+    does not. The count covers the timed samples only, not the cold call or the warm-up."""
+    from benchmark_runners.harness import minor_faults
+
+    if minor_faults() is None:
+        pytest.skip("no getrusage on this platform: page faults are not counted here")
+    pages = 64 * 2**20 // 4096
+    policy = TimingPolicy(ci_target=0.0, min_iterations=5, max_iterations=5, warmup_max_iterations=2, warmup_max_time_s=0.05)
+    fresh = measure(lambda clock: bytearray(64 * 2**20), HostClock(), policy)
+    assert len(fresh.samples_ns) == 5
+    assert fresh.timed_minor_faults / 5 >= 0.5 * pages  # zero-filled, so every page is touched
+    quiet = measure(lambda clock: None, HostClock(), policy)
+    assert quiet.timed_minor_faults / 5 < 0.05 * pages

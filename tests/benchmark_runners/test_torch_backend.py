@@ -38,6 +38,7 @@ def test_inference_measures_every_modality(measurer, tiny_models, modality):
     assert r.forward_flops_per_sample > 0
     assert r.hardware_fingerprint == "cpu-test"
     assert r.environment["torch_threads"] >= 1
+    assert r.minor_faults_per_iteration is not None and r.minor_faults_per_iteration >= 0
 
 
 def test_the_output_check_reads_the_last_timed_output_without_another_forward(measurer, tiny_models, monkeypatch):
