@@ -231,10 +231,10 @@ class BenchmarkResult:
     rss_after_load_bytes: int | None = None
     rss_before_load_bytes: int | None = None
     memory_method: str | None = None
-    # Minor page faults per timed iteration in the measuring process (all its threads; None where
-    # the model runs in other processes): glibc's malloc hands large activations back to the OS
-    # between iterations, and touching them again costs a kernel entry and a zeroed page each
-    # (bert-base at batch 16 on a 2-core VM: 80-150k a call, about 7% of its time).
+    # Minor page faults per timed sample (one batch, as samples_ms) in the measuring process (all
+    # its threads; None where the model runs in other processes): glibc's malloc hands large
+    # activations back to the OS between calls, and touching them again costs a kernel entry and
+    # a zeroed page each (bert-base at batch 16 on a 2-core VM: 80-140k a call, about 7% of its time).
     minor_faults_per_iteration: float | None = None
     device_allocated_peak_bytes: int | None = None
     device_reserved_peak_bytes: int | None = None

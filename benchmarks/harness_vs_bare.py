@@ -10,7 +10,8 @@ batch size: the median over rounds of each side's p50 and per-iteration CV, the 
 (worker / bare) and the CV ratio, against the bars: p50 within 2%, CV within 1.2x. Each round
 also prints both sides' minor page faults per call (the allocator handing activations back to
 the OS and faulting them in again), which a process's history can move; `--fixed-allocator`
-runs both sides with glibc's thresholds fixed, so that neither faults between calls.
+runs both sides with glibc's thresholds fixed, so that neither faults between calls (while
+every activation is under 32 MiB: larger blocks are still mapped and unmapped each call).
 
     python benchmarks/harness_vs_bare.py --model bert-base-uncased --batch-sizes 1,4,16 --rounds 4
 

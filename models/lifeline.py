@@ -10,8 +10,11 @@ system, unlike Linux's PR_SET_PDEATHSIG, and bound to the process, not to the th
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import threading
+from typing import Callable
 
 # The environment variable naming the child's end of the pipe.
 LIFELINE_ENV = "DEVICEFIT_LIFELINE_FD"
@@ -23,10 +26,12 @@ def open_lifeline() -> tuple[int, int]:
     return os.pipe()  # both non-inheritable (PEP 446): the child gets the read end by pass_fds only
 
 
-def follow_parent(exit_code: int) -> None:
-    """In the child: exit with `exit_code` as soon as the parent that set LIFELINE_ENV is gone
-    (nothing is left to read what this process would report). A process started without one
-    is left alone."""
+def follow_parent(exit_code: int, on_orphan: Callable[[], None] | None = None) -> None:
+    """In the child: once the parent that set LIFELINE_ENV is gone (nothing is left to read what
+    this process would report), run `on_orphan` (the parent's cleanup it can no longer do),
+    then end: where this process leads its own process group (started in a session of its own),
+    the whole group, so that what it started (an exporter's subprocess) does not run on either;
+    else itself, with `exit_code`. A process started without a lifeline is left alone."""
     fd = os.environ.pop(LIFELINE_ENV, None)
     if fd is None or not fd.isdigit():
         return
@@ -37,6 +42,13 @@ def follow_parent(exit_code: int) -> None:
                 pass
         except OSError:
             pass
-        os._exit(exit_code)
+        try:
+            if on_orphan is not None:
+                on_orphan()
+        finally:
+            if os.getpgrp() == os.getpid():
+                with contextlib.suppress(OSError):
+                    os.killpg(os.getpid(), signal.SIGKILL)  # this process too
+            os._exit(exit_code)
 
     threading.Thread(target=wait_for_parent_exit, name="lifeline", daemon=True).start()

@@ -33,6 +33,7 @@ import fcntl
 import logging
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,7 +52,7 @@ HELPER_WAIT_S = 600.0  # a helper still busy this long after the caller finished
 # that way, against 69 s in one process).
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 ORPHANED_EXIT = 75  # the helper's exit status when its caller died before it finished
-_lifelines: dict[int, int] = {}  # helper pid -> the write end of its lifeline, closed when it is stopped
+CALLER_DIR_ENV = "DEVICEFIT_WARM_DIR"  # the caller's temporary directory, which an orphaned helper removes
 
 
 @dataclass
@@ -101,7 +102,10 @@ def _helper_main(preload: Sequence[str]) -> int:
     left, printing "done <i>" or "failed <i>" for each."""
     import importlib
 
-    follow_parent(ORPHANED_EXIT)  # a caller killed with SIGKILL takes its helper with it
+    caller_dir = os.environ.pop(CALLER_DIR_ENV, "")
+    # A caller killed with SIGKILL takes its helper (and what the helper started) with it, and
+    # the helper removes the directory the caller can no longer remove (its TMPDIR is inside).
+    follow_parent(ORPHANED_EXIT, (lambda: shutil.rmtree(caller_dir, ignore_errors=True)) if caller_dir else None)
     for name in preload:
         with contextlib.suppress(Exception):  # a head start only: a task needing it meets the error itself
             importlib.import_module(name)
@@ -122,7 +126,8 @@ def _start_helper(directory: Path, preload: Sequence[str]) -> subprocess.Popen:
     `models/` directory in the caller's working directory must not stand in for this package.
     It follows a lifeline (models.lifeline): a session of its own is not killed with its caller.
     Its temporary files go under the caller's `directory` (TMPDIR), which the caller removes:
-    a helper killed mid-task cannot clean up after itself."""
+    a helper killed mid-task cannot clean up after itself. (So its `tempfile.gettempdir()` is
+    not the caller's: a helper never measures, and takes no device lock under it.)"""
     scratch = directory / "tmp"
     scratch.mkdir(exist_ok=True)
     lifeline_read, lifeline_write = open_lifeline()
@@ -130,13 +135,14 @@ def _start_helper(directory: Path, preload: Sequence[str]) -> subprocess.Popen:
         with open(directory / "helper.stderr", "wb") as err:
             proc = subprocess.Popen([sys.executable, "-P", "-m", "models.parallel_warm", *preload], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=err, start_new_session=True, pass_fds=(lifeline_read,),
-                                    env={**os.environ, **ONE_THREAD, "TMPDIR": str(scratch), LIFELINE_ENV: str(lifeline_read)})
+                                    env={**os.environ, **ONE_THREAD, "TMPDIR": str(scratch), CALLER_DIR_ENV: str(directory),
+                                         LIFELINE_ENV: str(lifeline_read)})
     except BaseException:
         os.close(lifeline_write)
         raise
     finally:
         os.close(lifeline_read)
-    _lifelines[proc.pid] = lifeline_write
+    proc.devicefit_lifeline = lifeline_write  # closed by `_stop`, with the pipes
     return proc
 
 
@@ -160,7 +166,8 @@ def _stop(proc: subprocess.Popen) -> None:
     try:
         proc.wait(timeout=30)
     finally:
-        if (lifeline := _lifelines.pop(proc.pid, None)) is not None:
+        if (lifeline := getattr(proc, "devicefit_lifeline", None)) is not None:
+            proc.devicefit_lifeline = None
             os.close(lifeline)
         for pipe in (proc.stdin, proc.stdout):  # stdin too: a helper stopped before `_send` has it open
             if pipe is not None:
@@ -325,6 +332,10 @@ def ahead(tasks: Sequence[Any], compute: Callable[[Any], Any], preload: Sequence
                 if helper.proc is not None:
                     _stop(helper.proc)
                 helper.proc, helper.why_not = None, f"{type(exc).__name__}: {exc}"
+            except BaseException:  # a signal while starting it: no helper outlives this block
+                if helper.proc is not None:
+                    _stop(helper.proc)
+                raise
         try:
             yield helper
         finally:

@@ -260,13 +260,23 @@ def test_a_stopped_helper_leaves_no_temporary_files_behind(tmp_path, monkeypatch
     assert not scratch.exists() and _helpers_now() == []
 
 
+def spawn_then_linger(task: tuple[str, int, int]) -> None:
+    """Start a child that would run for minutes (as an exporter's subprocess does), name it,
+    record the task, then stay busy until stopped."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "300"])
+    (Path(task[0]) / "child").write_text(str(child.pid))
+    record_then_linger(task)
+
+
 _KILLED_CALLER = """
 import sys, time
 sys.path[:0] = {paths!r}
 from models import parallel_warm
-from tests.models.test_parallel_warm import record_then_linger
+from tests.models.test_parallel_warm import spawn_then_linger
 parallel_warm.usable_cpus = lambda: 2
-with parallel_warm.ahead([({directory!r}, 0, 0)], record_then_linger) as helper:
+with parallel_warm.ahead([({directory!r}, 0, 0)], spawn_then_linger) as helper:
     print(helper.proc.pid, flush=True)
     time.sleep(300)
 """
@@ -275,27 +285,36 @@ with parallel_warm.ahead([({directory!r}, 0, 0)], record_then_linger) as helper:
 def test_a_helper_dies_with_a_caller_killed_by_sigkill(tmp_path):
     """The helper runs in a session of its own, so a caller killed outright (the OOM killer, a CI
     timeout) does not take it along by signal: its lifeline does, within moments, instead of a
-    core left busy beside the next run's measurements."""
+    core left busy beside the next run's measurements. What the helper started goes with it,
+    and the caller's temporary directory, which the caller can no longer remove, goes too."""
     import subprocess
     import sys
 
-    import psutil
-
-    caller = subprocess.Popen([sys.executable, "-c", _KILLED_CALLER.format(paths=sys.path, directory=str(tmp_path))],
-                              stdout=subprocess.PIPE, text=True)
+    work, temporary = tmp_path / "work", tmp_path / "tmp"
+    work.mkdir()
+    temporary.mkdir()
+    caller = subprocess.Popen([sys.executable, "-c", _KILLED_CALLER.format(paths=sys.path, directory=str(work))],
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(temporary)})
+    helper = child = None
     try:
-        helper = psutil.Process(int(caller.stdout.readline()))
+        helper = int(caller.stdout.readline())
         deadline = time.monotonic() + WAIT_FOR_HELPER_S
-        while not (tmp_path / "0").exists() and time.monotonic() < deadline:
+        while not (work / "0").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert (tmp_path / "0").exists(), "the helper never started its task"
+        assert (work / "0").exists(), "the helper never started its task"
+        child = int((work / "child").read_text())
+        assert [p.name for p in temporary.iterdir()] and not _gone(child)
         caller.kill()
         caller.wait(timeout=30)
-        try:
-            helper.wait(timeout=WAIT_FOR_HELPER_S)  # not our child: psutil sees it end, not its status
-        except psutil.TimeoutExpired:
-            helper.kill()
-            pytest.fail(f"the helper outlived its killed caller by {WAIT_FOR_HELPER_S:.0f} s")
+        deadline = time.monotonic() + WAIT_FOR_HELPER_S
+        while not (_gone(helper) and _gone(child)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(helper), f"the helper outlived its killed caller by {WAIT_FOR_HELPER_S:.0f} s"
+        assert _gone(child), "the helper's own subprocess outlived it"
+        assert list(temporary.iterdir()) == [], "the killed caller's temporary directory was left behind"
     finally:
         caller.kill()
         caller.stdout.close()
+        for pid in (helper, child):
+            if pid is not None and not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
