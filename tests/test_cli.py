@@ -88,3 +88,28 @@ def test_benchmark_timing_quick_times_as_make_run_does(tmp_path):
     assert row["status"] == "ok" and row["policy"] == QUICK.policy.to_json()
     refused = devicefit("benchmark", "--model", "bert-tiny", "--timing", "fast")
     assert refused.returncode != 0 and "--timing must be one of precise, quick, got 'fast'" in refused.stderr
+
+
+def test_the_results_table_says_when_a_config_spends_its_calls_faulting_in_pages():
+    """A row whose calls fault in 40 MiB or more of fresh pages says how many; a row under that,
+    or one whose faults were not counted (a browser kind), says nothing of them."""
+    import io
+
+    from rich.console import Console
+
+    from benchmark_runners.records import BenchmarkResult
+    from devicefit.cli.measure import _results_table
+
+    def row(faults):
+        return BenchmarkResult(run_id="r", config_key=f"k{faults}", status="ok", model="whisper-tiny", backend="torch", device="cpu",
+                               precision="fp32", mode="inference", batch_size=16, timestamp="2026-11-28T10:00:00+00:00",
+                               stop_reason="time_cap", p50_ms=7016.0, p95_ms=7286.0, ci_rel_half_width=0.02,
+                               throughput_samples_per_s=2.3, peak_rss_bytes=2**30, iterations=4, minor_faults_per_iteration=faults)
+
+    def rendered(faults):
+        out = io.StringIO()
+        Console(file=out, width=400).print(_results_table([row(faults)]))
+        return out.getvalue()
+
+    assert "1.37M page faults a call (5,341 MiB of fresh 4 KiB pages)" in rendered(1_367_333.5)
+    assert "page faults" not in rendered(9_000.0) and "page faults" not in rendered(None)
