@@ -203,6 +203,9 @@ class OpenVINOBackend(Backend):
             # Tracing turns transformers' Python shape checks into constants; the shapes are
             # fixed per config anyway (the model is reshaped to them before compiling).
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            # torch.jit.trace probes every attribute of every submodule (module_has_exports),
+            # transformers' deprecated alias property included: one warning per model, not ours.
+            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
             reference = wrapper(*example.values()).float().numpy()
             model = ov.convert_model(_decoder(wrapper, tuple(example.values())))
             # Only the precision asked for: torch's fp16 on a CPU without fp16 arithmetic

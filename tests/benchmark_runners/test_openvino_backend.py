@@ -238,3 +238,22 @@ def test_a_cache_filled_before_measuring_is_what_the_row_reads(measurer, tiny_mo
         assert r.status in ("ok", "skipped"), r.error
         if r.status == "ok":
             assert r.backend_config["conversion"]["source"] in ("disk cache", "in-process cache")
+
+
+def test_a_conversion_says_nothing_of_transformers_deprecated_aliases(tiny_models, monkeypatch, tmp_path):
+    """torch.jit.trace reads every attribute of every submodule, transformers' deprecated
+    `is_gradient_checkpointing` alias included: `make run` printed its FutureWarning once per
+    converted model. The conversion keeps it out of the user's output; other warnings still show."""
+    import warnings
+
+    from benchmark_runners.registry import backend
+    from models.resolve import resolve_model
+
+    monkeypatch.setattr(openvino_backend, "_cache_dir", lambda: tmp_path / "ov-cache")
+    monkeypatch.setattr(openvino_backend, "_converted", {})
+    c = config(tiny_models["text"], batch_size=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        backend("openvino").fill_cache(resolve_model(str(tiny_models["text"])), [c])
+    assert (tmp_path / "ov-cache").exists()
+    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]
