@@ -11,6 +11,7 @@ system, unlike Linux's PR_SET_PDEATHSIG, and bound to the process, not to the th
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import threading
@@ -23,7 +24,12 @@ LIFELINE_ENV = "DEVICEFIT_LIFELINE_FD"
 def open_lifeline() -> tuple[int, int]:
     """(read end for the child: pass it with `pass_fds` and name it in LIFELINE_ENV; write end
     this process keeps, closing it when the child is stopped)."""
-    return os.pipe()  # both non-inheritable (PEP 446): the child gets the read end by pass_fds only
+    read, write = os.pipe()  # both non-inheritable (PEP 446): the child gets the read end by pass_fds only
+    if read <= 2:  # a parent started with a standard stream closed: the child's own stdin/stdout/stderr would replace it
+        moved = fcntl.fcntl(read, fcntl.F_DUPFD_CLOEXEC, 3)
+        os.close(read)
+        read = moved
+    return read, write
 
 
 def follow_parent(exit_code: int, on_orphan: Callable[[], None] | None = None) -> None:
