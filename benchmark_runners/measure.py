@@ -157,6 +157,7 @@ class ConfigMeasurer:
             elsewhere = getattr(backend, "memory_after_timing", lambda _p: None)(prepared)
             if elsewhere is not None:  # the model ran outside this process (a browser): its memory is there
                 row["peak_rss_bytes"], row["memory_method"] = elsewhere
+                row.pop("minor_faults_per_iteration", None)  # and its page faults: this process only waited
             check = check_output(step.last_output() if step.last_output else backend.output(prepared, inputs))
             row["output_check"] = check.to_json()
             if check.problem:

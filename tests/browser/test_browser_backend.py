@@ -68,6 +68,7 @@ def assert_ok_browser_row(row, device: str) -> None:
     if Path("/proc/self/clear_refs").exists():
         assert row.memory_method == "browser_peak_uss_bound"
     assert row.output_check["problem"] is None
+    assert row.minor_faults_per_iteration is None  # the model ran in the browser's processes, not the worker's
 
 
 @pytest.mark.parametrize("model", ["bert-tiny", "mobilenet-v2", "whisper-tiny", "clip-vit-base-patch32"])
