@@ -139,7 +139,7 @@ class ConfigMeasurer:
             helpers = tuple(getattr(backend, "helper_pids", lambda _p: [])(prepared))
             # The machine's speed on a fixed kernel, where the model runs on the host CPU in this
             # process (a browser's own processes would be timed beside it); before the peak's reset.
-            referenced = not helpers and speed_reference.runs_on_host_cpu(config.device)
+            referenced = not helpers and registry.runs_on_host_cpu(config.device)
             speed_before = speed_reference.reference_gflops(config.device) if referenced else None
             release_free_heap()
             self.rss.reset()
@@ -147,8 +147,6 @@ class ConfigMeasurer:
             with backend.measurement_context(prepared):
                 m, contention = self._measure(step, config, helpers)
             row.update(contention)
-            if m.timed_minor_faults is not None and m.samples_ns and not helpers:  # per batch, as the samples
-                row["minor_faults_per_iteration"] = m.timed_minor_faults / (len(m.samples_ns) * step.amortize)
             # The peaks are the timed work's: read before the output check allocates its copies.
             row.update(device_memory_peaks(config.device))
             row["peak_rss_bytes"] = self.rss.peak_bytes()
@@ -157,7 +155,8 @@ class ConfigMeasurer:
             elsewhere = getattr(backend, "memory_after_timing", lambda _p: None)(prepared)
             if elsewhere is not None:  # the model ran outside this process (a browser): its memory is there
                 row["peak_rss_bytes"], row["memory_method"] = elsewhere
-                row.pop("minor_faults_per_iteration", None)  # and its page faults: this process only waited
+            elif m.timed_minor_faults is not None and m.samples_ns and not helpers:  # this process's own work: its faults, per batch
+                row["minor_faults_per_iteration"] = m.timed_minor_faults / (len(m.samples_ns) * step.amortize)
             check = check_output(step.last_output() if step.last_output else backend.output(prepared, inputs))
             row["output_check"] = check.to_json()
             if check.problem:

@@ -37,16 +37,10 @@ CALLS = 8
 KERNEL = f"fp32 {SIZE}x{SIZE} matmul, median of {CALLS} calls, torch's intra-op threads"
 
 
-def runs_on_host_cpu(device: str) -> bool:
-    """Whether `device` executes on the host's CPU cores: the cpu kind, and a kind that shares
-    the CPU's device (OpenVINO's CPU plugin, wasm), but not that kind's other devices (openvino:GPU)."""
-    return registry.runs_on_host_cpu(device)
-
-
 def reference_gflops(device: str) -> float | None:
     """The kernel's rate now, on `device`'s host CPU; None where the device is not the host CPU
     or torch is not importable in this process."""
-    if not runs_on_host_cpu(device):
+    if not registry.runs_on_host_cpu(device):
         return None
     try:
         import torch

@@ -1,5 +1,6 @@
 """The speed reference the worker takes around each host-CPU config (speed_reference.py): which
 devices get one, that a reading is a real rate, and that a measured row carries both readings."""
+from benchmark_runners import registry
 from benchmark_runners import speed_reference as sr
 from benchmark_runners.measure import ConfigMeasurer
 from benchmark_runners.records import BenchmarkConfig
@@ -7,9 +8,9 @@ from tests.conftest import FAST_POLICY
 
 
 def test_only_devices_that_run_on_the_host_cpu_get_a_reference():
-    assert sr.runs_on_host_cpu("cpu") and sr.runs_on_host_cpu("openvino:CPU")
-    assert not sr.runs_on_host_cpu("openvino:GPU") and not sr.runs_on_host_cpu("cuda:0") and not sr.runs_on_host_cpu("mps")
-    assert not sr.runs_on_host_cpu("no-such-kind")
+    assert registry.runs_on_host_cpu("cpu") and registry.runs_on_host_cpu("openvino:CPU")
+    assert not registry.runs_on_host_cpu("openvino:GPU") and not registry.runs_on_host_cpu("cuda:0") and not registry.runs_on_host_cpu("mps")
+    assert not registry.runs_on_host_cpu("no-such-kind")
     assert sr.reference_gflops("cuda:0") is None  # a CPU kernel says nothing of a GPU
 
 
