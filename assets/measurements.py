@@ -11,7 +11,7 @@ from assets.resources import DevicefitData
 from benchmark_runners.code_version import measurement_code_version
 from benchmark_runners.hardware import detect_hardware
 from benchmark_runners.hardware.inventory import PROBE_MAX_AGE_S
-from benchmark_runners.speed_reference import config_rates
+from benchmark_runners.speed_reference import config_rates, worker_copy_rates
 from devicefit.pipeline import measure_partition, results_markdown
 from devicefit.profiles import Selection
 
@@ -63,6 +63,7 @@ def measurements(context: dg.AssetExecutionContext, config: SweepConfig, devicef
         "duration_s": round(outcome.seconds, 1),
         # the host CPU's rate on the worker's fixed kernel around each config (speed_reference.py)
         "speed_references": dg.MetadataValue.json(config_rates(outcome.results)),
+        "copy_references": dg.MetadataValue.json(worker_copy_rates(outcome.results)),  # GB/s, one a worker
         "probe_detected_at": hardware.detected_at,  # the probe every row of this partition is scored against
         "landing_file": dg.MetadataValue.path(outcome.landing_path),
         "results": dg.MetadataValue.md(results_markdown(outcome.results)),

@@ -57,6 +57,7 @@ class ConfigMeasurer:
         self._loaded_key: tuple | None = None
         self._loaded: PreparedModel | None = None
         self._loaded_backend: str | None = None
+        self._copy_gbs: float | None = None  # the copy kernel's reading, once a process (speed_reference)
 
     def _release(self) -> None:
         self.close()
@@ -140,6 +141,8 @@ class ConfigMeasurer:
             # The machine's speed on a fixed kernel, where the model runs on the host CPU in this
             # process (a browser's own processes would be timed beside it); before the peak's reset.
             referenced = not helpers and registry.runs_on_host_cpu(config.device)
+            if referenced and self._copy_gbs is None:
+                self._copy_gbs = speed_reference.reference_copy_gbs(config.device)
             speed_before = speed_reference.reference_gflops(config.device) if referenced else None
             release_free_heap()
             self.rss.reset()
@@ -151,7 +154,8 @@ class ConfigMeasurer:
             row.update(device_memory_peaks(config.device))
             row["peak_rss_bytes"] = self.rss.peak_bytes()
             if referenced:
-                row["speed_reference"] = speed_reference.record(speed_before, speed_reference.reference_gflops(config.device))
+                row["speed_reference"] = speed_reference.record(speed_before, speed_reference.reference_gflops(config.device),
+                                                                self._copy_gbs)
             elsewhere = getattr(backend, "memory_after_timing", lambda _p: None)(prepared)
             if elsewhere is not None:  # the model ran outside this process (a browser): its memory is there
                 row["peak_rss_bytes"], row["memory_method"] = elsewhere

@@ -17,10 +17,22 @@ timing was a fifth of the one after). The row keeps both figures (`speed_referen
 predictors read them to put each row at its device's typical speed (devicefit/predict/speed.py).
 Nothing here changes the measured samples. A device that is not the host CPU (a GPU) gets None:
 this kernel says nothing about it.
+
+Memory bandwidth drifts on its own: on the Zen 4 EPYC VM a 256 MiB copy read either about 34 or
+about 53 GB/s, in spells of tens of seconds, with the compute kernel unmoved (over 126 calm probes
+of another VM the two did not correlate). The probe's bandwidth, one moment, read 32 GB/s in one
+make run and 55 in the next, and the predictors' leave-one-device-out error followed it. So each
+worker also reads a copy kernel once, on its first host-CPU config (`reference_copy_gbs`: 64 MiB,
+twice the VM's L3, about 75 ms with its pages' first touch), and the rows carry it (`copy_gbs`);
+training puts the probe's bandwidth at the device's typical copy rate as it does the compute peak
+(devicefit/predict/hardware_specs.py). Once a worker, not around every config: the 32,768 page
+faults of a fresh 128 MiB cost more than a small config's timing, and a run's two dozen workers
+already give its typical rate.
 """
 from __future__ import annotations
 
 import math
+import mmap
 import statistics
 import time
 from typing import Any
@@ -35,6 +47,10 @@ MAX_FACTOR = 1.5
 MIN_READINGS = 5  # fewer rows with a reading on a device: its typical rate is not known
 CALLS = 8
 KERNEL = f"fp32 {SIZE}x{SIZE} matmul, median of {CALLS} calls, torch's intra-op threads"
+COPY_BYTES = 64 * 2**20  # per buffer: twice the Zen 4 VM's 32 MiB L3, so the copy streams from DRAM
+COPY_CALLS = 4
+COPY_KERNEL = (f"fp32 copy of {COPY_BYTES >> 20} MiB into {COPY_BYTES >> 20} MiB (bytes read + written), "
+               f"median of {COPY_CALLS} calls, torch's intra-op threads, once per worker")
 
 
 def reference_gflops(device: str) -> float | None:
@@ -57,8 +73,36 @@ def reference_gflops(device: str) -> float | None:
     return round(2 * SIZE ** 3 / statistics.median(times) / 1e9, 2)
 
 
-def record(before: float | None, after: float | None) -> dict[str, Any] | None:
-    """The row's `speed_reference`: both readings, and the kernel and threads they came from."""
+def reference_copy_gbs(device: str) -> float | None:
+    """The copy kernel's memory bandwidth now, in GB/s, on `device`'s host CPU; None where the
+    device is not the host CPU or torch is not importable. Its buffers are mapped for it and
+    unmapped after, so nothing of them stays in the process's memory (nor in its allocator's)."""
+    if not registry.runs_on_host_cpu(device):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    maps = [mmap.mmap(-1, COPY_BYTES), mmap.mmap(-1, COPY_BYTES)]
+    try:
+        src, dst = (torch.frombuffer(m, dtype=torch.float32) for m in maps)
+        src.fill_(1.0)
+        dst.copy_(src)  # touches every page of both: not timed
+        times = []
+        for _ in range(COPY_CALLS):
+            start = time.perf_counter()
+            dst.copy_(src)
+            times.append(time.perf_counter() - start)
+        del src, dst
+    finally:
+        for m in maps:
+            m.close()
+    return round(2 * COPY_BYTES / statistics.median(times) / 1e9, 2)
+
+
+def record(before: float | None, after: float | None, copy_gbs: float | None = None) -> dict[str, Any] | None:
+    """The row's `speed_reference`: both readings, and the kernel and threads they came from;
+    with `copy_gbs`, the worker's copy reading and its kernel too."""
     if before is None or after is None:
         return None
     try:
@@ -67,7 +111,17 @@ def record(before: float | None, after: float | None) -> dict[str, Any] | None:
         threads = torch.get_num_threads()
     except ImportError:  # pragma: no cover - a reading implies torch
         threads = None
-    return {"before_gflops": before, "after_gflops": after, "kernel": KERNEL, "threads": threads}
+    out = {"before_gflops": before, "after_gflops": after, "kernel": KERNEL, "threads": threads}
+    if copy_gbs is not None:
+        out.update(copy_gbs=copy_gbs, copy_kernel=COPY_KERNEL)
+    return out
+
+
+def copy_rate(reference: dict[str, Any] | None) -> float | None:
+    """The copy reading a row or probe carries: a positive finite number, else None."""
+    value = reference.get("copy_gbs") if isinstance(reference, dict) else None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf
+    return float(value) if ok else None
 
 
 def mean_gflops(reference: dict[str, Any] | None) -> float | None:
@@ -93,14 +147,30 @@ def config_rates(results) -> list[float]:
     return [round(g, 1) for g in (mean_gflops(getattr(r, "speed_reference", None)) for r in results) if g is not None]
 
 
-def speed_summary(rates: list[float]) -> str | None:
+def worker_copy_rates(results) -> list[float]:
+    """The copy readings of a partition's results, one per worker (a worker's configs carry the
+    same reading, one after another)."""
+    out: list[float] = []
+    for r in results:
+        rate = copy_rate(getattr(r, "speed_reference", None))
+        if rate is not None and (not out or out[-1] != rate):
+            out.append(rate)
+    return out
+
+
+def speed_summary(rates: list[float], copies: list[float] = ()) -> str | None:
     """One line on how steady the host CPU ran during a run: the kernel's rate around each
     config, and how many configs ran well below the median (a VM's neighbours show here and
-    nowhere else); None where no config has a reading."""
+    nowhere else); with `copies`, the copy kernel's bandwidth over the workers too. None where
+    no config has a reading."""
     if not rates:
         return None
     median = statistics.median(rates)
     slow = sum(g < 0.8 * median for g in rates)
-    return (f"host speed (fixed-kernel reference around each config): median {median:.0f} GFLOP/s, range "
+    line = (f"host speed (fixed-kernel reference around each config): median {median:.0f} GFLOP/s, range "
             f"{min(rates):.0f}-{max(rates):.0f}; {slow} of {len(rates)} configs timed below 0.8x the median"
             + (" (training scales each to its device's typical rate)" if slow else ""))
+    if copies:
+        line += (f"; copy bandwidth (once a worker): median {statistics.median(copies):.1f} GB/s, range "
+                 f"{min(copies):.1f}-{max(copies):.1f} over {len(copies)} workers")
+    return line

@@ -140,6 +140,7 @@ class SpeedReference(_Open):
     real rates; the kernel's description and threads ride along."""
     before_gflops: PositiveDouble
     after_gflops: PositiveDouble
+    copy_gbs: PositiveDouble | None = None  # the worker's copy kernel (once a process): training's bandwidth
 
 
 class ResultRow(_Strict):

@@ -89,7 +89,8 @@ def run_command(
     console.print(f"configs: {statuses.get('ok', 0)} measured, {statuses.get('skipped', 0)} skipped, {statuses.get('failed', 0)} failed"
                   + (f"; {statuses['contended']} measured while other processes used the CPU (flagged contended)"
                      if statuses.get("contended") else ""))
-    speed = speed_summary([g for _, _, md in outcome.partitions for g in md.get("speed_references") or []])
+    speed = speed_summary([g for _, _, md in outcome.partitions for g in md.get("speed_references") or []],
+                          [c for _, _, md in outcome.partitions for c in md.get("copy_references") or []])
     if speed:
         console.print(speed)
     warmed = outcome.warm

@@ -165,7 +165,7 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
             torch.add(x, x, out=y)
 
     tiny_times = _repeat(tiny, sync, budget_s / 4)
-    reference = speed_reference.record(reading, speed_reference.reference_gflops(device))
+    reference = speed_reference.record(reading, speed_reference.reference_gflops(device), speed_reference.reference_copy_gbs(device))
     return ProbeResult(
         device=device,
         matmul_dtype="fp32",

@@ -15,7 +15,7 @@ from typing import Any
 
 from benchmark_runners import registry
 from benchmark_runners.hardware.probe import HALF_PRECISIONS
-from benchmark_runners.speed_reference import mean_gflops, typical_rates
+from benchmark_runners.speed_reference import copy_rate, mean_gflops, typical_rates
 
 # The most a probe is moved to its device's typical speed. Wider than a row's clamp
 # (speed_reference.MAX_FACTOR, 1.5): the reading and the probe are taken within two seconds of
@@ -60,23 +60,30 @@ PUBLISHED_BY_NAME = {
 }
 
 
-def spec_from_probe(kind: str, name: str | None, probe: dict, typical_reference: float | None = None) -> DeviceSpec | None:
+def spec_from_probe(kind: str, name: str | None, probe: dict, typical_reference: float | None = None,
+                    typical_copy: float | None = None) -> DeviceSpec | None:
     """The device's peaks from its probe; None for a failed probe or one without both figures.
     With `typical_reference` (the rate the speed-reference kernel had around the device's rows),
-    the compute peaks are put at that speed (`probe_speed_factor`) and the source says by how much."""
+    the compute peaks are put at that speed (`probe_speed_factor`); with `typical_copy` (the copy
+    kernel's typical rate in the device's workers), the bandwidth likewise
+    (`probe_bandwidth_factor`); the source says by how much."""
     if not isinstance(probe, dict) or "error" in probe:
         return None
     peak, bandwidth = probe.get("matmul_gflops_best"), probe.get("memory_bandwidth_gbs_best")
     if not (_positive(peak) and _positive(bandwidth)):
         return None
     factor = probe_speed_factor(probe, typical_reference)
+    copy_factor = probe_bandwidth_factor(probe, typical_copy)
     half = {p: float(v) * factor if _positive(v := probe.get(f"matmul_gflops_{p}_best")) else None for p in HALF_PRECISIONS}
     source = "measured_probe"
     if factor != 1.0:
         at_probe = max(probe["speed_reference"]["before_gflops"], probe["speed_reference"]["after_gflops"])
         source += (f" (compute peaks x{factor:.3g}: the speed reference read {at_probe:.0f} GFLOP/s at the probe, "
                    f"{typical_reference:.0f} typical around the device's rows)")
-    return DeviceSpec(kind, name or kind, float(peak) * factor, float(bandwidth), source,
+    if copy_factor != 1.0:
+        source += (f" (bandwidth x{copy_factor:.3g}: the copy reference read {copy_rate(probe['speed_reference']):.1f} GB/s "
+                   f"at the probe, {typical_copy:.1f} typical in the device's workers)")
+    return DeviceSpec(kind, name or kind, float(peak) * factor, float(bandwidth) * copy_factor, source,
                       bf16_gflops=half["bf16"], fp16_gflops=half["fp16"])
 
 
@@ -91,11 +98,30 @@ def probe_speed_factor(probe: dict, typical_reference: float | None) -> float:
     (with a busy loop beside 20 probes at 0.55x their idle peak, the readings were 17 or 180,
     and one probe read 17 twice and would have moved 2x). The compute peaks only: the kernel is
     a compute-bound matmul; over the 126 calm probes the copy bandwidth did not follow the
-    readings (correlation -0.03 in logs), and what a slow minute does to it is not measured."""
+    readings (correlation -0.03 in logs). The bandwidth has its own reading
+    (`probe_bandwidth_factor`)."""
     reference = probe.get("speed_reference")
-    if mean_gflops(reference) is None or not _positive(typical_reference) or probe.get("contended"):
+    if mean_gflops(reference) is None:
         return 1.0
-    factor = typical_reference / max(reference["before_gflops"], reference["after_gflops"])
+    return _moved(max(reference["before_gflops"], reference["after_gflops"]), typical_reference, probe)
+
+
+def probe_bandwidth_factor(probe: dict, typical_copy: float | None) -> float:
+    """How much more bandwidth the device typically had than at its probe: the copy kernel's
+    typical rate in the device's workers over its rate at the probe (speed_reference.py), with
+    the compute factor's dead band, clamp and contention rule. On the Zen 4 EPYC VM the kernel
+    tracked the probe's 256 MiB copy through the VM's two bandwidth states (34 and 53 GB/s;
+    correlation 0.94 in logs over 16 pairs), so the dead band keeps a probe within a state as
+    measured and moves one taken in the state the run did not mostly see."""
+    return _moved(copy_rate(probe.get("speed_reference")), typical_copy, probe)
+
+
+def _moved(at_probe: float | None, typical: float | None, probe: dict) -> float:
+    """typical / at_probe, 1.0 inside the dead band or where either is missing or the probe was
+    contended, clamped to PROBE_MAX_FACTOR."""
+    if not (_positive(at_probe) and _positive(typical)) or probe.get("contended"):
+        return 1.0
+    factor = typical / at_probe
     if 1 / PROBE_DEAD_BAND < factor < PROBE_DEAD_BAND:
         return 1.0
     return min(max(factor, 1 / PROBE_MAX_FACTOR), PROBE_MAX_FACTOR)
@@ -234,14 +260,16 @@ def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, 
     (fingerprint, kind, name, probe): the device's own probe; for OpenVINO's CPU plugin, the
     probe of the CPU it ran on (the row's host); else a published figure for its name. A device
     with none of these is left out (its rows are counted as unscored by training). A probe with
-    a speed-reference reading is put at the typical speed its rows ran at (`probe_speed_factor`)."""
+    a speed-reference reading is put at the typical speed its rows ran at (`probe_speed_factor`),
+    and one with a copy reading at the typical bandwidth its workers read (`probe_bandwidth_factor`)."""
     import json
 
     known = {fp: (name, json.loads(probe) if isinstance(probe, str) else probe) for fp, _kind, name, probe in hardware}
     typical = typical_reference_by_probe(rows, known)
+    typical_copy = typical_reference_by_probe(rows, known, copy_rate)
 
     def from_probe(kind: str, fingerprint: str | None, name: str | None, probe: Any) -> DeviceSpec | None:
-        return spec_from_probe(kind, name, probe, typical.get(fingerprint or ""))
+        return spec_from_probe(kind, name, probe, typical.get(fingerprint or ""), typical_copy.get(fingerprint or ""))
 
     specs: dict[str, DeviceSpec] = {}
     for r in rows:
@@ -270,19 +298,22 @@ def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, 
     return specs
 
 
-def typical_reference_by_probe(rows: list[dict], known: dict[str, tuple]) -> dict[str, float]:
-    """Per probed fingerprint, the median speed-reference rate of the rows its probe describes
-    (devicefit.predict.speed): a profiled device's under its device id, every other row that ran
-    on the host CPU (torch's, OpenVINO's CPU plugin's: the worker reads the same kernel with the
-    same threads) under the host's fingerprint. Fewer than MIN_READINGS readings: absent."""
+def typical_reference_by_probe(rows: list[dict], known: dict[str, tuple], rate=mean_gflops) -> dict[str, float]:
+    """Per probed fingerprint, the median speed-reference rate (`rate` of a row's reading: the
+    compute kernel's, or `copy_rate`) of the rows its probe describes (devicefit.predict.speed):
+    a profiled device's under its device id, every other row that ran on the host CPU (torch's,
+    OpenVINO's CPU plugin's: the worker reads the same kernels with the same threads) under the
+    host's fingerprint. Fewer than MIN_READINGS readings: absent. A copy reading is the worker's
+    (one a process), so a worker's configs count it once each: the median weighs workers by
+    the configs they ran."""
     readings: dict[str, list[float]] = {}
     for r in rows:
-        rate = mean_gflops(r.get("speed_reference"))
-        if rate is None:
+        value = rate(r.get("speed_reference"))
+        if value is None:
             continue
         key = r.get("device_id") if r.get("device_profile") else r.get("host_fingerprint")
         if key in known:
-            readings.setdefault(key, []).append(rate)
+            readings.setdefault(key, []).append(value)
     return typical_rates(readings)
 
 

@@ -59,6 +59,7 @@ def test_probe_measures_positive_figures_quickly():
     assert result.matmul_gflops_fp16_best is None or result.matmul_gflops_fp16_best > 0
     # the speed-reference kernel read around it, so training can put its peaks at the run's typical speed
     assert result.speed_reference["before_gflops"] > 0 and result.speed_reference["after_gflops"] > 0
+    assert result.speed_reference["copy_gbs"] > 0  # the copy kernel training moves the bandwidth by
 
 
 def test_fingerprint_is_stable_and_ignores_volatile_fields():

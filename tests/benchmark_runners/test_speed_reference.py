@@ -27,12 +27,34 @@ def test_a_reading_is_a_positive_rate_and_the_row_keeps_both_with_their_kernel()
         assert sr.mean_gflops(broken) is None
 
 
-def test_a_measured_cpu_row_carries_the_readings_taken_around_its_timing(tiny_models):
+def test_a_measured_cpu_row_carries_the_readings_taken_around_its_timing_and_its_workers_copy_reading(tiny_models, monkeypatch):
+    copies = []
+    real_copy = sr.reference_copy_gbs
+    monkeypatch.setattr(sr, "reference_copy_gbs", lambda device: copies.append(device) or real_copy(device))
     measurer = ConfigMeasurer("test-run", {"suite": "pytest"}, {"cpu": {"name": "test cpu", "fingerprint": "cpu-test"}})
-    row = measurer.run(BenchmarkConfig(model=str(tiny_models["text"]), policy=FAST_POLICY))
-    assert row.status == "ok", row.error
-    reference = row.speed_reference
-    assert reference["before_gflops"] > 0 and reference["after_gflops"] > 0 and reference["kernel"] == sr.KERNEL
+    rows = [measurer.run(BenchmarkConfig(model=str(tiny_models["text"]), batch_size=b, policy=FAST_POLICY)) for b in (1, 2)]
+    for row in rows:
+        assert row.status == "ok", row.error
+        reference = row.speed_reference
+        assert reference["before_gflops"] > 0 and reference["after_gflops"] > 0 and reference["kernel"] == sr.KERNEL
+        assert reference["copy_gbs"] > 0 and reference["copy_kernel"] == sr.COPY_KERNEL
+    assert copies == ["cpu"]  # once a process: its 128 MiB of fresh pages cost more than a small config's timing
+    assert rows[0].speed_reference["copy_gbs"] == rows[1].speed_reference["copy_gbs"]
+
+
+def test_the_copy_reading_is_a_rate_of_the_host_cpu_and_leaves_nothing_resident():
+    import psutil
+
+    assert sr.reference_copy_gbs("cuda:0") is None and sr.reference_copy_gbs("openvino:GPU") is None
+    sr.reference_copy_gbs("cpu")
+    before = psutil.Process().memory_info().rss
+    assert sr.reference_copy_gbs("cpu") > 0
+    assert psutil.Process().memory_info().rss - before < 16 * 2**20  # its two 64 MiB buffers are unmapped, not cached
+    record = sr.record(100.0, 64.0, 41.5)
+    assert record["copy_gbs"] == 41.5 and record["copy_kernel"] == sr.COPY_KERNEL and sr.copy_rate(record) == 41.5
+    assert "copy_gbs" not in sr.record(100.0, 64.0)
+    for broken in (None, {}, {"copy_gbs": 0}, {"copy_gbs": -3.0}, {"copy_gbs": True}, {"copy_gbs": float("nan")}, {"copy_gbs": "fast"}):
+        assert sr.copy_rate(broken) is None
 
 
 def test_the_run_summary_says_how_many_configs_ran_well_below_the_median():
@@ -46,3 +68,8 @@ def test_the_run_summary_says_how_many_configs_ran_well_below_the_median():
 
     rows = [Row({"before_gflops": 100.0, "after_gflops": 64.0}), Row(None)]
     assert sr.config_rates(rows) == [80.0]
+    # the copy kernel: one reading a worker, its configs in a row
+    workers = [Row({"before_gflops": 1.0, "after_gflops": 1.0, "copy_gbs": c}) for c in (34.0, 34.0, 53.0, 53.0, 53.0, 51.0)]
+    assert sr.worker_copy_rates(workers + [Row(None)]) == [34.0, 53.0, 51.0]
+    line = sr.speed_summary([100.0] * 5, [34.0, 53.0, 51.0])
+    assert "copy bandwidth (once a worker): median 51.0 GB/s, range 34.0-53.0 over 3 workers" in line

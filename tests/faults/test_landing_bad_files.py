@@ -188,6 +188,8 @@ SPEED_REFUSED = {  # training and regression verdicts divide by these: a real ra
     "a negative rate": {"speed_reference": {"before_gflops": -1.0, "after_gflops": 100.0}},
     "a rate that is a boolean": {"speed_reference": {"before_gflops": True, "after_gflops": 100.0}},
     "a missing rate": {"speed_reference": {"after_gflops": 100.0}},
+    "a copy rate of zero": {"speed_reference": {"before_gflops": 100.0, "after_gflops": 100.0, "copy_gbs": 0}},
+    "a copy rate that is text": {"speed_reference": {"before_gflops": 100.0, "after_gflops": 100.0, "copy_gbs": "fast"}},
 }
 
 
@@ -196,7 +198,7 @@ def test_a_speed_reference_that_is_not_two_rates_is_quarantined_naming_it(tmp_pa
     paths = DataPaths(tmp_path)
     _write_raw(paths.raw / "partition__cpu__a-bad.json",
                {**_doc([{**_row(run_id="bad"), **SPEED_REFUSED[case]}]), "source_key": "partition:cpu|a-bad"})
-    good = {"before_gflops": 150.0, "after_gflops": 170.0, "kernel": "fp32 512x512 matmul", "threads": 2}
+    good = {"before_gflops": 150.0, "after_gflops": 170.0, "kernel": "fp32 512x512 matmul", "threads": 2, "copy_gbs": 52.5}
     write_landing(paths.raw, "partition:cpu|z-good", _doc([{**_row(run_id="good"), "speed_reference": good}]))
     report = load_landing_files(paths.database, paths.raw)
     assert "speed_reference" in dict(report.quarantined)["partition__cpu__a-bad.json"]

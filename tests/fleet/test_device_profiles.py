@@ -174,6 +174,35 @@ def test_a_probe_taken_in_a_slow_minute_is_put_at_the_speed_its_rows_ran_at():
     assert measured_device_specs(rows[:4], hardware)["cpu@cpu-abc"].peak_gflops == 105.0  # four readings: no typical rate
 
 
+def test_a_probe_taken_in_the_bandwidth_state_the_run_did_not_mostly_see_is_put_at_its_workers_typical_copy_rate():
+    """The Zen 4 EPYC VM's copy bandwidth sits at about 34 or 53 GB/s for tens of seconds at a
+    time; its probe read 32 GB/s before one make run and 55 before the next. The bandwidth
+    follows the copy kernel's typical rate in the device's workers over its reading at the
+    probe, with the compute factor's dead band, clamp and contention rule; the compute peaks
+    stay with the compute kernel."""
+    def reading(rate, copy=None):
+        return {"speed_reference": {"before_gflops": rate, "after_gflops": rate, **({"copy_gbs": copy} if copy else {})}}
+
+    probe = {"matmul_gflops_best": 180.0, "memory_bandwidth_gbs_best": 33.0, **reading(180.0, 34.0)}
+    base = {"host_fingerprint": "cpu-abc", "hardware_fingerprint": "cpu-abc", "device_id": "cpu-abc", "device_kind": "cpu"}
+    rows = [dict(base, **reading(180.0, c)) for c in (52.0, 53.0, 55.0, 35.0, 54.0, 51.0)] + [dict(base, **reading(180.0))]
+
+    def spec(p, rs=rows):
+        return measured_device_specs(rs, [("cpu-abc", "cpu", "EPYC", json.dumps(p))])["cpu@cpu-abc"]
+
+    moved = spec(probe)
+    assert moved.bandwidth_gbs == pytest.approx(33.0 * 52.5 / 34.0)  # the median of six workers' readings over the probe's
+    assert moved.peak_gflops == 180.0 and "bandwidth x1.54: the copy reference read 34.0 GB/s at the probe, 52.5 typical" in moved.source
+    assert spec({**probe, **reading(180.0, 50.0)}).bandwidth_gbs == 33.0  # within the dead band: as measured
+    assert spec({**probe, **reading(180.0, 10.0)}).bandwidth_gbs == pytest.approx(66.0)  # at most 2x
+    assert spec({**probe, "contended": True}).bandwidth_gbs == 33.0
+    assert spec({**probe, **reading(180.0)}).bandwidth_gbs == 33.0  # an older probe without a copy reading
+    assert spec(probe, rows[:4]).bandwidth_gbs == 33.0  # four copy readings: no typical rate
+    broken = [dict(base, **reading(180.0, c)) for c in (52.0, 53.0, 55.0, 54.0)] + [dict(base, speed_reference={
+        "before_gflops": 180.0, "after_gflops": 180.0, "copy_gbs": bad}) for bad in (-1, float("nan"), True, "fast")]
+    assert spec(probe, broken).bandwidth_gbs == 33.0  # a reading that is not a rate is not one of the five
+
+
 def test_registered_profiled_devices_bring_their_probe_to_training(tmp_path):
     database = tmp_path / "devicefit.duckdb"
     store.init_db(database)
