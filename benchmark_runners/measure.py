@@ -58,6 +58,7 @@ class ConfigMeasurer:
         self._loaded: PreparedModel | None = None
         self._loaded_backend: str | None = None
         self._copy_gbs: float | None = None  # the copy kernel's reading, once a process (speed_reference)
+        self._copy_taken = False
 
     def _release(self) -> None:
         self.close()
@@ -141,8 +142,8 @@ class ConfigMeasurer:
             # The machine's speed on a fixed kernel, where the model runs on the host CPU in this
             # process (a browser's own processes would be timed beside it); before the peak's reset.
             referenced = not helpers and registry.runs_on_host_cpu(config.device)
-            if referenced and self._copy_gbs is None:
-                self._copy_gbs = speed_reference.reference_copy_gbs(config.device)
+            if referenced and not self._copy_taken:
+                self._copy_gbs, self._copy_taken = speed_reference.reference_copy_gbs(config.device), True
             speed_before = speed_reference.reference_gflops(config.device) if referenced else None
             release_free_heap()
             self.rss.reset()

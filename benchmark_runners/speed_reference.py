@@ -35,7 +35,7 @@ import math
 import mmap
 import statistics
 import time
-from typing import Any
+from typing import Any, Sequence
 
 from benchmark_runners import registry
 
@@ -75,15 +75,24 @@ def reference_gflops(device: str) -> float | None:
 
 def reference_copy_gbs(device: str) -> float | None:
     """The copy kernel's memory bandwidth now, in GB/s, on `device`'s host CPU; None where the
-    device is not the host CPU or torch is not importable. Its buffers are mapped for it and
-    unmapped after, so nothing of them stays in the process's memory (nor in its allocator's)."""
+    device is not the host CPU, torch is not importable, the buffers cannot be mapped (a reading
+    is a diagnostic: it never fails the config it is taken beside), or other processes used the
+    CPU meanwhile (a reading beside them is theirs, not the machine's). Its buffers are mapped
+    for it and unmapped after, so nothing of them stays in the process's memory (nor in its
+    allocator's)."""
     if not registry.runs_on_host_cpu(device):
         return None
     try:
         import torch
     except ImportError:
         return None
-    maps = [mmap.mmap(-1, COPY_BYTES), mmap.mmap(-1, COPY_BYTES)]
+    from benchmark_runners import contention
+
+    before = contention.snapshot()
+    try:
+        maps = [mmap.mmap(-1, COPY_BYTES), mmap.mmap(-1, COPY_BYTES)]
+    except (OSError, MemoryError, ValueError):
+        return None
     try:
         src, dst = (torch.frombuffer(m, dtype=torch.float32) for m in maps)
         src.fill_(1.0)
@@ -94,9 +103,13 @@ def reference_copy_gbs(device: str) -> float | None:
             dst.copy_(src)
             times.append(time.perf_counter() - start)
         del src, dst
+    except (RuntimeError, MemoryError):
+        return None
     finally:
         for m in maps:
             m.close()
+    if contention.is_contended(contention.other_cpu_share(before, contention.snapshot())):
+        return None
     return round(2 * COPY_BYTES / statistics.median(times) / 1e9, 2)
 
 
@@ -147,18 +160,23 @@ def config_rates(results) -> list[float]:
     return [round(g, 1) for g in (mean_gflops(getattr(r, "speed_reference", None)) for r in results) if g is not None]
 
 
+def per_worker(readings: Sequence[tuple[Any, float | None]]) -> list[float]:
+    """One copy reading per worker from (run, reading) pairs of rows: a worker's configs all
+    carry its one reading, so a typical rate counts each worker once (and MIN_READINGS counts
+    workers, not the configs of one), whatever order the rows come in."""
+    seen: dict[tuple[Any, float], None] = {}
+    for run, rate in readings:
+        if rate is not None:
+            seen.setdefault((run, rate), None)
+    return [rate for _run, rate in seen]
+
+
 def worker_copy_rates(results) -> list[float]:
-    """The copy readings of a partition's results, one per worker (a worker's configs carry the
-    same reading, one after another)."""
-    out: list[float] = []
-    for r in results:
-        rate = copy_rate(getattr(r, "speed_reference", None))
-        if rate is not None and (not out or out[-1] != rate):
-            out.append(rate)
-    return out
+    """The copy readings of a partition's results, one per worker."""
+    return per_worker([(getattr(r, "run_id", None), copy_rate(getattr(r, "speed_reference", None))) for r in results])
 
 
-def speed_summary(rates: list[float], copies: list[float] = ()) -> str | None:
+def speed_summary(rates: Sequence[float], copies: Sequence[float] = ()) -> str | None:
     """One line on how steady the host CPU ran during a run: the kernel's rate around each
     config, and how many configs ran well below the median (a VM's neighbours show here and
     nowhere else); with `copies`, the copy kernel's bandwidth over the workers too. None where

@@ -142,7 +142,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
             result = execute("measurements_job", run_config=config, partition_key=key, tags={DEVICE_TAG: tags[key]})
             metadata = {}
             for event in result.get_asset_materialization_events():
-                metadata = {k: v.value for k, v in event.materialization.metadata.items() if k in ("ok", "skipped", "failed", "contended", "duration_s", "speed_references", "copy_references")}
+                metadata = {k: v.value for k, v in event.materialization.metadata.items() if k in dispatch.METADATA_KEYS}
             outcome.partitions.append((key, result.success, metadata))
         measuring.close()  # the devices are free for others while the results are built
         # Measuring took minutes: a run may have died meanwhile. Wait (bounded) for the writer here,

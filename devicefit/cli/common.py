@@ -154,6 +154,8 @@ def print_regression(report: dict) -> None:
     for c in report["comparisons"]:
         if c["verdict"] == "inconclusive":
             console.print(f"[yellow]{c['config']}: {c['method']}[/]")
+        if c.get("note") and c in shown:
+            console.print(f"{c['config']}: {c['note']}")
 
 
 def exit_without_teardown(code: Any) -> NoReturn:

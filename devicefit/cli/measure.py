@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from benchmark_runners import registry
+from benchmark_runners.harness import FAULTS_WORTH_A_NOTE, page_faults_text
 from devicefit.cli.common import app, console, csv_list, data_paths, err, fail, gib, int_list, print_regression
 
 PANEL = "Measure"
@@ -71,16 +72,6 @@ def print_detection(as_json: bool = False, refresh: bool = False) -> None:
     console.print(f"torch device: [bold]{inv.torch_device()}[/]")
 
 
-# A row whose calls fault in at least this many fresh pages (40 MiB of 4 KiB pages) says so: at
-# a few microseconds a fault on a VM, that is time the allocator spends, not the model.
-FAULTS_WORTH_A_NOTE = 10_000
-
-
-def _page_faults(per_call: float) -> str:
-    count = f"{per_call / 1e6:.2f}M" if per_call >= 1e6 else f"{per_call / 1e3:.0f}k"
-    return f"{count} page faults a call ({per_call * 4096 / 2**20:,.0f} MiB of fresh 4 KiB pages)"
-
-
 def _results_table(results) -> Table:
     table = Table(title="Benchmark results (latency per batch; CI = 95% CI of the median)")
     for col in ("model", "device", "precision", "mode", "batch", "status", "p50 ms", "95% CI", "p95 ms",
@@ -98,7 +89,7 @@ def _results_table(results) -> Table:
                         f"(p90 {r.tpot_p90_ms:.2f}), decode {r.decode_tokens_per_s:.1f} tok/s, "
                         f"KV cache {r.kv_cache_bytes / 2**20:.1f} MiB; {note}")
             if (r.minor_faults_per_iteration or 0) >= FAULTS_WORTH_A_NOTE:
-                note = f"{_page_faults(r.minor_faults_per_iteration)}; {note}"
+                note = f"{page_faults_text(r.minor_faults_per_iteration)}; {note}"
             if r.contended:
                 note = f"[yellow]contended: other processes used {r.other_cpu_share:.0%} of the CPU[/]; {note}"
             table.add_row(r.model, r.device, r.precision, r.mode, str(r.batch_size), "[green]ok[/]",

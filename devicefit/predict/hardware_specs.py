@@ -15,7 +15,7 @@ from typing import Any
 
 from benchmark_runners import registry
 from benchmark_runners.hardware.probe import HALF_PRECISIONS
-from benchmark_runners.speed_reference import copy_rate, mean_gflops, typical_rates
+from benchmark_runners.speed_reference import copy_rate, mean_gflops, per_worker, typical_rates
 
 # The most a probe is moved to its device's typical speed. Wider than a row's clamp
 # (speed_reference.MAX_FACTOR, 1.5): the reading and the probe are taken within two seconds of
@@ -300,21 +300,22 @@ def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, 
 
 def typical_reference_by_probe(rows: list[dict], known: dict[str, tuple], rate=mean_gflops) -> dict[str, float]:
     """Per probed fingerprint, the median speed-reference rate (`rate` of a row's reading: the
-    compute kernel's, or `copy_rate`) of the rows its probe describes (devicefit.predict.speed):
-    a profiled device's under its device id, every other row that ran on the host CPU (torch's,
-    OpenVINO's CPU plugin's: the worker reads the same kernels with the same threads) under the
-    host's fingerprint. Fewer than MIN_READINGS readings: absent. A copy reading is the worker's
-    (one a process), so a worker's configs count it once each: the median weighs workers by
-    the configs they ran."""
-    readings: dict[str, list[float]] = {}
+    compute kernel's, around each config, or `copy_rate`, one a worker) of the rows its probe
+    describes (devicefit.predict.speed): a profiled device's under its device id, every other
+    row that ran on the host CPU (torch's, OpenVINO's CPU plugin's: the worker reads the same
+    kernels with the same threads) under the host's fingerprint. A worker's copy reading, which
+    each of its configs carries, counts once (`per_worker`). Fewer than MIN_READINGS readings:
+    absent."""
+    readings: dict[str, list[tuple]] = {}
     for r in rows:
         value = rate(r.get("speed_reference"))
         if value is None:
             continue
         key = r.get("device_id") if r.get("device_profile") else r.get("host_fingerprint")
         if key in known:
-            readings.setdefault(key, []).append(value)
-    return typical_rates(readings)
+            readings.setdefault(key, []).append((r.get("run_id"), value))
+    once = rate is copy_rate
+    return typical_rates({k: per_worker(v) if once else [value for _run, value in v] for k, v in readings.items()})
 
 
 def training_specs(rows: list[dict], hardware: list[tuple], inventory: dict) -> tuple[dict[str, DeviceSpec], str | None]:

@@ -53,6 +53,8 @@ class SampleSet:
     other_cpu_share: float | None = None
     # the host CPU's rate on the worker's fixed kernel around the timing (benchmark_runners.speed_reference)
     speed_gflops: float | None = None
+    # minor page faults per timed call (benchmark_runners.harness): the allocator's share of a change
+    faults_per_iteration: float | None = None
 
 
 def _speed(reference: Any) -> float | None:
@@ -65,9 +67,16 @@ def _speed(reference: Any) -> float | None:
 
 
 def _from_history_row(row: tuple) -> SampleSet:
-    run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _, contended, share, profile, speed = row
+    run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _, contended, share, profile, speed, faults = row
     return SampleSet(ConfigIdentity(model, kind, backend, precision, mode, batch, dims, profile), list(samples or []), p50, run_id, fp,
-                     contended, share, _speed(speed))
+                     contended, share, _speed(speed), _count(faults))
+
+
+def _count(value: Any) -> float | None:
+    """A page-fault count a row or report carries: a finite non-negative number, else None (a
+    baseline document is read without the landing schema's check)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
+    return float(value) if ok else None
 
 
 def _history(database: store.Source, run_id: str | None = None, latest_only: bool = False) -> list[tuple]:
@@ -124,7 +133,8 @@ def sets_from_document(path: Path) -> list[SampleSet]:
     if isinstance(document, dict) and document.get("format") == CI_FORMAT:
         try:
             return [SampleSet(ConfigIdentity(**c["identity"]), [float(x) for x in c.get("current_samples_ms") or []],
-                              float(c["current_p50_ms"]), c.get("current_run"), c.get("hardware_fingerprint") or None)
+                              float(c["current_p50_ms"]), c.get("current_run"), c.get("hardware_fingerprint") or None,
+                              faults_per_iteration=_count(c.get("current_faults_per_iteration")))
                     for c in document["comparisons"] if c.get("current_p50_ms") is not None]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(f"baseline {path} is a {CI_FORMAT} report whose 'comparisons' are not as --output-ci writes them "
@@ -156,7 +166,7 @@ def sets_from_results(results: list[dict[str, Any]], origin: str = "results") ->
                                                 int(r["batch_size"]), _dims_text(dims), r.get("device_profile") or None),
                                  [float(x) for x in r.get("samples_ms") or []], float(r["p50_ms"]), r.get("run_id"),
                                  r.get("hardware_fingerprint"), r.get("contended"), r.get("other_cpu_share"),
-                                 _speed(r.get("speed_reference"))))
+                                 _speed(r.get("speed_reference")), _count(r.get("minor_faults_per_iteration"))))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(f"{origin}: a result lacks or mistypes {exc}") from None
     return out

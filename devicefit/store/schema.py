@@ -268,8 +268,14 @@ def _qualify_host_cpu_devices(con) -> None:
 MIGRATIONS[21] = [_qualify_host_cpu_devices]
 # Minor page faults per timed iteration (benchmark_runners.records). Older rows keep NULL: not counted.
 MIGRATIONS[22] = ["ALTER TABLE measurements ADD COLUMN IF NOT EXISTS minor_faults_per_iteration DOUBLE"]
-# What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, 15's, 20's).
-HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended", "device_profile", "speed_reference")
+# ...and the sample history keeps it, so a regression comparison can say that the count moved
+# (devicefit/reports/regression.py); rows stored since migration 22 have it back.
+MIGRATIONS[23] = ["ALTER TABLE sample_history ADD COLUMN IF NOT EXISTS minor_faults_per_iteration DOUBLE",
+                  """UPDATE sample_history SET minor_faults_per_iteration = m.minor_faults_per_iteration FROM measurements m
+                     WHERE m.run_id = sample_history.run_id AND m.config_key = sample_history.config_key
+                       AND m.minor_faults_per_iteration IS NOT NULL"""]
+# What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, 15's, 20's, 23's).
+HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended", "device_profile", "speed_reference", "minor_faults_per_iteration")
 SCHEMA_VERSION = max(MIGRATIONS)
 # The tables the store's own code creates and writes; a pipeline table asset may not take one's name.
 RESERVED_TABLES = frozenset({*(m.group(1) for steps in MIGRATIONS.values() for step in steps if isinstance(step, str)

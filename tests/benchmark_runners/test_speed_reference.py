@@ -46,7 +46,7 @@ def test_the_copy_reading_is_a_rate_of_the_host_cpu_and_leaves_nothing_resident(
     import psutil
 
     assert sr.reference_copy_gbs("cuda:0") is None and sr.reference_copy_gbs("openvino:GPU") is None
-    sr.reference_copy_gbs("cpu")
+    sr.reference_gflops("cpu")  # torch imported and its kernels warm, without a copy reading yet
     before = psutil.Process().memory_info().rss
     assert sr.reference_copy_gbs("cpu") > 0
     assert psutil.Process().memory_info().rss - before < 16 * 2**20  # its two 64 MiB buffers are unmapped, not cached
@@ -55,6 +55,26 @@ def test_the_copy_reading_is_a_rate_of_the_host_cpu_and_leaves_nothing_resident(
     assert "copy_gbs" not in sr.record(100.0, 64.0)
     for broken in (None, {}, {"copy_gbs": 0}, {"copy_gbs": -3.0}, {"copy_gbs": True}, {"copy_gbs": float("nan")}, {"copy_gbs": "fast"}):
         assert sr.copy_rate(broken) is None
+
+
+def test_a_copy_reading_that_cannot_be_taken_or_was_taken_beside_others_is_absent_and_the_config_still_measures(tiny_models, monkeypatch):
+    import mmap
+
+    from benchmark_runners import contention
+
+    monkeypatch.setattr(contention, "is_contended", lambda share: True)
+    assert sr.reference_copy_gbs("cpu") is None  # beside other processes: theirs, not the machine's
+    monkeypatch.undo()
+
+    def refuse(*_args, **_kwargs):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    assert sr.reference_copy_gbs("cpu") is None
+    measurer = ConfigMeasurer("test-run", {"suite": "pytest"}, {"cpu": {"name": "test cpu", "fingerprint": "cpu-test"}})
+    row = measurer.run(BenchmarkConfig(model=str(tiny_models["text"]), policy=FAST_POLICY))
+    assert row.status == "ok", row.error
+    assert row.speed_reference["before_gflops"] > 0 and "copy_gbs" not in row.speed_reference
 
 
 def test_the_run_summary_says_how_many_configs_ran_well_below_the_median():
@@ -69,7 +89,8 @@ def test_the_run_summary_says_how_many_configs_ran_well_below_the_median():
     rows = [Row({"before_gflops": 100.0, "after_gflops": 64.0}), Row(None)]
     assert sr.config_rates(rows) == [80.0]
     # the copy kernel: one reading a worker, its configs in a row
-    workers = [Row({"before_gflops": 1.0, "after_gflops": 1.0, "copy_gbs": c}) for c in (34.0, 34.0, 53.0, 53.0, 53.0, 51.0)]
-    assert sr.worker_copy_rates(workers + [Row(None)]) == [34.0, 53.0, 51.0]
+    workers = [Row({"before_gflops": 1.0, "after_gflops": 1.0, "copy_gbs": c}) for c in (34.0, 53.0, 34.0, 53.0, 53.0, 51.0)]
+    assert sr.worker_copy_rates(workers + [Row(None)]) == [34.0, 53.0, 51.0]  # whatever order a sweep returns rows in
+    assert sr.per_worker([("a", 34.0), ("b", 34.0), ("a", 34.0), ("a", None)]) == [34.0, 34.0]  # two workers, one reading each
     line = sr.speed_summary([100.0] * 5, [34.0, 53.0, 51.0])
     assert "copy bandwidth (once a worker): median 51.0 GB/s, range 34.0-53.0 over 3 workers" in line

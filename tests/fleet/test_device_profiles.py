@@ -185,7 +185,8 @@ def test_a_probe_taken_in_the_bandwidth_state_the_run_did_not_mostly_see_is_put_
 
     probe = {"matmul_gflops_best": 180.0, "memory_bandwidth_gbs_best": 33.0, **reading(180.0, 34.0)}
     base = {"host_fingerprint": "cpu-abc", "hardware_fingerprint": "cpu-abc", "device_id": "cpu-abc", "device_kind": "cpu"}
-    rows = [dict(base, **reading(180.0, c)) for c in (52.0, 53.0, 55.0, 35.0, 54.0, 51.0)] + [dict(base, **reading(180.0))]
+    rows = [dict(base, run_id=f"w{i}", **reading(180.0, c)) for i, c in enumerate((52.0, 53.0, 55.0, 35.0, 54.0, 51.0))]
+    rows += [dict(base, run_id="w9", **reading(180.0))]
 
     def spec(p, rs=rows):
         return measured_device_specs(rs, [("cpu-abc", "cpu", "EPYC", json.dumps(p))])["cpu@cpu-abc"]
@@ -198,7 +199,10 @@ def test_a_probe_taken_in_the_bandwidth_state_the_run_did_not_mostly_see_is_put_
     assert spec({**probe, "contended": True}).bandwidth_gbs == 33.0
     assert spec({**probe, **reading(180.0)}).bandwidth_gbs == 33.0  # an older probe without a copy reading
     assert spec(probe, rows[:4]).bandwidth_gbs == 33.0  # four copy readings: no typical rate
-    broken = [dict(base, **reading(180.0, c)) for c in (52.0, 53.0, 55.0, 54.0)] + [dict(base, speed_reference={
+    # one worker's reading, which each of its six configs carries, is one reading, not six: no typical rate
+    one_worker = [dict(base, run_id="w0", **reading(180.0, 53.0)) for _ in range(6)]
+    assert spec(probe, one_worker).bandwidth_gbs == 33.0
+    broken = [dict(base, run_id=f"w{c}", **reading(180.0, c)) for c in (52.0, 53.0, 55.0, 54.0)] + [dict(base, speed_reference={
         "before_gflops": 180.0, "after_gflops": 180.0, "copy_gbs": bad}) for bad in (-1, float("nan"), True, "fast")]
     assert spec(probe, broken).bandwidth_gbs == 33.0  # a reading that is not a rate is not one of the five
 

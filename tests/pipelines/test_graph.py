@@ -47,6 +47,14 @@ def test_graph_materializes_in_process_on_two_tiny_models(tmp_path):
         result = dg.materialize(ASSETS, selection="key:measurements", partition_key=local_partition(model, instance=instance), run_config=TINY,
                                 resources=resources, instance=instance)
         assert result.success
+        (event,) = result.get_asset_materialization_events()
+        # what the run's summary reads (pipelines/dispatch.METADATA_KEYS): the readings the worker took
+        from pipelines.dispatch import METADATA_KEYS
+
+        assert {"speed_references", "copy_references"} <= set(event.materialization.metadata) and \
+            {"speed_references", "copy_references"} <= set(METADATA_KEYS)
+        assert all(g > 0 for g in event.materialization.metadata["speed_references"].value)
+        assert all(c > 0 for c in event.materialization.metadata["copy_references"].value)  # none where taken beside others
     result = dg.materialize([*ASSETS, *ALL_CHECKS], selection="key:benchmark_results+", resources=resources, instance=instance)
     assert result.success
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}

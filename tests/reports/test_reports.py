@@ -489,3 +489,58 @@ def test_a_change_the_hosts_speed_explains_is_inconclusive_and_one_it_does_not_s
     assert from_result.speed_gflops == pytest.approx(150.0)
     assert baselines._speed('{"before_gflops": 100.0, "after_gflops": 225.0}') == pytest.approx(150.0)
     assert baselines._speed("not json") is None
+
+
+def test_a_change_whose_page_faults_moved_says_so_and_keeps_its_verdict(tmp_path):
+    """Between two make runs of the same code on the Zen 4 EPYC, clip-vit-base at batch 16 went
+    from 40k to 230k page faults a call and 1940 to 2396 ms. A comparison keeps its verdict (a
+    code change can move the count too) and says the count moved, and which way against the
+    time; the counts travel through the store's sample history (backfilled by migration 23), the
+    CI report and a CI report read back as a baseline."""
+    import json as _json
+
+    from devicefit import store
+    from tests.pipelines.test_store import _doc, _row
+
+    identity = regression.ConfigIdentity("bert-tiny", "cpu", "torch", "fp32", "inference", 1, None)
+    rng = random.Random(5)
+    base_samples = [5 + rng.random() * 0.1 for _ in range(40)]
+
+    def compared(factor: float, before: float | None, after: float | None) -> regression.Comparison:
+        base = [regression.SampleSet(identity, base_samples, 5.05, "base", faults_per_iteration=before)]
+        now = regression.SampleSet(identity, [factor * x for x in base_samples], 5.05 * factor, "now", faults_per_iteration=after)
+        (comparison,) = regression.compare([now], base, 0.1)
+        return comparison
+
+    slower = compared(1.3, 40_000.0, 230_000.0)
+    assert slower.verdict == "regression" and (slower.baseline_faults_per_iteration, slower.current_faults_per_iteration) == (40_000.0, 230_000.0)
+    assert "page faults a call 40k -> 230k (+742 MiB of fresh 4 KiB pages a call)" in slower.note and "allocator's" in slower.note
+    assert "against the direction" in compared(0.7, 40_000.0, 230_000.0).note
+    assert compared(1.3, 40_000.0, 45_000.0).note is None  # under FAULTS_WORTH_A_NOTE apart
+    assert compared(1.3, None, 230_000.0).note is None and compared(1.0, 40_000.0, 230_000.0).note is None  # unchanged: nothing to explain
+    report = regression.regression_report([slower], 0.1, 0.01, "base", "now")
+    assert report["comparisons"][0]["note"] == slower.note and report["comparisons"][0]["current_faults_per_iteration"] == 230_000.0
+    ci = tmp_path / "ci.json"
+    ci.write_text(_json.dumps(report))
+    (read_back,) = regression.sets_from_document(ci)
+    assert read_back.faults_per_iteration == 230_000.0
+    (from_result,) = regression.sets_from_results([{"status": "ok", "model": "bert-tiny", "device": "cpu", "precision": "fp32", "mode": "inference",
+                                                    "batch_size": 1, "samples_ms": base_samples, "p50_ms": 5.05, "minor_faults_per_iteration": True}])
+    assert from_result.faults_per_iteration is None  # a baseline file is read without the landing schema: not a count
+
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    for source, (run_id, p50, faults, ts) in {"one": ("r1", 10.0, 40_000.0, "2026-11-20T00:00:00+00:00"),
+                                              "two": ("r2", 13.0, 230_000.0, "2026-11-21T00:00:00+00:00")}.items():
+        row = {**_row(run_id=run_id, p50=p50), "minor_faults_per_iteration": faults, "timestamp": ts}
+        store.replace_source(con, source, "ingest", _doc([row]))
+    current = regression.current_sets(con)
+    (stored,) = regression.compare(current, regression.previous_sets(con, current), 0.1)
+    assert (stored.baseline_faults_per_iteration, stored.current_faults_per_iteration) == (40_000.0, 230_000.0)
+    assert stored.verdict == "regression" and "40k -> 230k" in stored.note
+    # a store whose history was written before migration 23 gets the counts back from its measurements
+    con.execute("UPDATE sample_history SET minor_faults_per_iteration = NULL")
+    con.execute("DELETE FROM schema_version WHERE version >= 23")
+    assert store.migrate(con) == list(range(23, store.SCHEMA_VERSION + 1))
+    assert sorted(con.execute("SELECT minor_faults_per_iteration FROM sample_history").fetchall()) == [(40_000.0,), (230_000.0,)]
+    con.close()
