@@ -51,7 +51,7 @@ def regression_report(devicefit_data: DevicefitData, duckdb_reader: DuckDBResour
     return dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(regression_report_path(devicefit_data.paths()))),
         "status": report["status"], **{k: v for k, v in report["summary"].items()},
-        "changes": rows_table(changed, ["config", "verdict", "baseline_p50_ms", "current_p50_ms", "change", "p_value"])
+        "changes": rows_table(changed, ["config", "verdict", "baseline_p50_ms", "current_p50_ms", "change", "p_value", "note"])
         if changed else dg.MetadataValue.text("none"),
     })
 
