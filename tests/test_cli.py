@@ -24,6 +24,14 @@ def test_detect_table():
     assert "webgpu" in out.stdout and "Device probe" in out.stdout
 
 
+def test_the_probe_table_shows_the_references_training_sets_against_the_rows():
+    from devicefit.cli.measure import _probe_references
+
+    assert _probe_references({"before_gflops": 192.05, "after_gflops": 200.91, "copy_gbs": 37.21}) == "192 / 201, 37.2"
+    assert _probe_references({"before_gflops": 192.05, "after_gflops": 200.91}) == "192 / 201, -"  # a probe from before the copy kernel
+    assert _probe_references(None) == "-" and _probe_references({"before_gflops": True, "after_gflops": 1.0}) == "-"
+
+
 def test_classify_prints_family_and_evidence():
     out = devicefit("classify", "whisper-tiny", "--json")
     data = json.loads(out.stdout)

@@ -55,11 +55,11 @@ def print_detection(as_json: bool = False, refresh: bool = False) -> None:
     if inv.probes:
         probe = Table(title="Device probe (measured)")
         for col in ("device", "fp32 matmul GFLOP/s (best / median)", "bf16 / fp16 matmul GFLOP/s", "copy bandwidth GB/s (best / median)",
-                    "cache-resident copy GB/s", "tiny kernel us", "threads", "took"):
+                    "cache-resident copy GB/s", "tiny kernel us", "references (matmul GFLOP/s before / after, copy GB/s)", "threads", "took"):
             probe.add_column(col)
         for dev, p in inv.probes.items():
             if "error" in p:
-                probe.add_row(dev, f"probe failed: {p['error']}", "", "", "", "", "", "")
+                probe.add_row(dev, f"probe failed: {p['error']}", "", "", "", "", "", "", "")
                 continue
             cache, tiny = p.get("cache_copy_gbs_best"), p.get("tiny_kernel_us_median")
             half = " / ".join("-" if p.get(f"matmul_gflops_{h}_best") is None else f"{p[f'matmul_gflops_{h}_best']:.1f}"
@@ -67,9 +67,21 @@ def print_detection(as_json: bool = False, refresh: bool = False) -> None:
             probe.add_row(dev, f"{p['matmul_gflops_best']:.1f} / {p['matmul_gflops_median']:.1f}", half,
                           f"{p['memory_bandwidth_gbs_best']:.1f} / {p['memory_bandwidth_gbs_median']:.1f}",
                           "-" if cache is None else f"{cache:.1f}", "-" if tiny is None else f"{tiny:.2f}",
-                          str(p["threads"]), f"{p['duration_s']:.2f} s")
+                          _probe_references(p.get("speed_reference")), str(p["threads"]), f"{p['duration_s']:.2f} s")
         console.print(probe)
     console.print(f"torch device: [bold]{inv.torch_device()}[/]")
+
+
+def _probe_references(reference) -> str:
+    """The speed and copy references read at the probe, which training sets against the rates
+    around the device's rows (devicefit/predict/hardware_specs.py): "192 / 201, 37.2"; "-" for
+    a probe taken before the references existed."""
+    from benchmark_runners.speed_reference import copy_rate, mean_gflops
+
+    if mean_gflops(reference) is None:
+        return "-"
+    copy = copy_rate(reference)
+    return f"{reference['before_gflops']:.0f} / {reference['after_gflops']:.0f}, " + ("-" if copy is None else f"{copy:.1f}")
 
 
 def _results_table(results) -> Table:
