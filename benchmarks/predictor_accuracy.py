@@ -89,7 +89,11 @@ def main() -> int:
     # The store's devices carry their own probes; this machine's probe only names the local host.
     specs, local_host = training_specs(rows, hardware, detect_hardware(probe=not hardware).to_json())
     measured = sorted({(r["device_kind"], r.get("host_fingerprint") or r.get("hostname")) for r in rows})
-    print("devices: " + "; ".join(f"{k}: {s.name}, {s.peak_gflops:.0f} GFLOP/s, {s.bandwidth_gbs:.1f} GB/s ({s.source})"
+    # A device without a probed bf16 rate has its bf16 carried to and from other devices by the fp32
+    # peaks (operator_roofline.transfer_roofline): the Xeon's 3.43x bf16-over-fp32 on OpenVINO
+    # against the EPYC's 1.85x is the leave-one-device-out error that follows (README).
+    print("devices: " + "; ".join(f"{k}: {s.name}, {s.peak_gflops:.0f} GFLOP/s, {s.bandwidth_gbs:.1f} GB/s, "
+                                  + (f"bf16 {s.bf16_gflops:.0f} GFLOP/s" if s.bf16_gflops else "no probed bf16 rate") + f" ({s.source})"
                                   for k, s in specs.items() if "@" in k or (k, None) in measured))
     started = time.perf_counter()
     artifact = train(rows, specs, local_host)
