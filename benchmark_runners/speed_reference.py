@@ -130,11 +130,16 @@ def record(before: float | None, after: float | None, copy_gbs: float | None = N
     return out
 
 
+def _is_rate(value: Any) -> bool:
+    """A reading fit to divide by: a positive finite number, not a bool (a baseline document is
+    read without the landing schema's check)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf
+
+
 def copy_rate(reference: dict[str, Any] | None) -> float | None:
-    """The copy reading a row or probe carries: a positive finite number, else None."""
+    """The copy reading a row or probe carries, where it is a rate; else None."""
     value = reference.get("copy_gbs") if isinstance(reference, dict) else None
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf
-    return float(value) if ok else None
+    return float(value) if _is_rate(value) else None
 
 
 def mean_gflops(reference: dict[str, Any] | None) -> float | None:
@@ -144,7 +149,7 @@ def mean_gflops(reference: dict[str, Any] | None) -> float | None:
     if not isinstance(reference, dict):
         return None
     before, after = reference.get("before_gflops"), reference.get("after_gflops")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf for v in (before, after)):
+    if not (_is_rate(before) and _is_rate(after)):
         return None
     return math.sqrt(before) * math.sqrt(after)
 

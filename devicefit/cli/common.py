@@ -154,7 +154,7 @@ def print_regression(report: dict) -> None:
     for c in report["comparisons"]:
         if c["verdict"] == "inconclusive":
             console.print(f"[yellow]{c['config']}: {c['method']}[/]")
-        if c.get("note") and c in shown:
+        if c.get("note"):  # set only on a regression, improvement or inconclusive comparison
             console.print(f"{c['config']}: {c['note']}")
 
 

@@ -266,7 +266,7 @@ def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, 
 
     known = {fp: (name, json.loads(probe) if isinstance(probe, str) else probe) for fp, _kind, name, probe in hardware}
     typical = typical_reference_by_probe(rows, known)
-    typical_copy = typical_reference_by_probe(rows, known, copy_rate)
+    typical_copy = typical_reference_by_probe(rows, known, copy_rate, one_a_worker=True)
 
     def from_probe(kind: str, fingerprint: str | None, name: str | None, probe: Any) -> DeviceSpec | None:
         return spec_from_probe(kind, name, probe, typical.get(fingerprint or ""), typical_copy.get(fingerprint or ""))
@@ -298,14 +298,15 @@ def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, 
     return specs
 
 
-def typical_reference_by_probe(rows: list[dict], known: dict[str, tuple], rate=mean_gflops) -> dict[str, float]:
+def typical_reference_by_probe(rows: list[dict], known: dict[str, tuple], rate=mean_gflops,
+                               one_a_worker: bool = False) -> dict[str, float]:
     """Per probed fingerprint, the median speed-reference rate (`rate` of a row's reading: the
     compute kernel's, around each config, or `copy_rate`, one a worker) of the rows its probe
     describes (devicefit.predict.speed): a profiled device's under its device id, every other
     row that ran on the host CPU (torch's, OpenVINO's CPU plugin's: the worker reads the same
-    kernels with the same threads) under the host's fingerprint. A worker's copy reading, which
-    each of its configs carries, counts once (`per_worker`). Fewer than MIN_READINGS readings:
-    absent."""
+    kernels with the same threads) under the host's fingerprint. A reading taken `one_a_worker`
+    (the copy kernel's), which each of the worker's configs carries, counts once (`per_worker`).
+    Fewer than MIN_READINGS readings: absent."""
     readings: dict[str, list[tuple]] = {}
     for r in rows:
         value = rate(r.get("speed_reference"))
@@ -314,8 +315,7 @@ def typical_reference_by_probe(rows: list[dict], known: dict[str, tuple], rate=m
         key = r.get("device_id") if r.get("device_profile") else r.get("host_fingerprint")
         if key in known:
             readings.setdefault(key, []).append((r.get("run_id"), value))
-    once = rate is copy_rate
-    return typical_rates({k: per_worker(v) if once else [value for _run, value in v] for k, v in readings.items()})
+    return typical_rates({k: per_worker(v) if one_a_worker else [value for _run, value in v] for k, v in readings.items()})
 
 
 def training_specs(rows: list[dict], hardware: list[tuple], inventory: dict) -> tuple[dict[str, DeviceSpec], str | None]:
