@@ -16,12 +16,21 @@ the host-wide line counts 62 CPUs no neighbour of ours can take, so one busy nei
 CPUs would read as 3% and pass unnoticed (it did, in CI). A neighbour on CPUs we cannot use does
 not slow us.
 
+Why a minimum window (MIN_WINDOW_S): /proc/stat charges each 10 ms tick whole to whatever ran
+on that CPU when it fired, while our own time is exact. A tiny model's timed phase can be 20 ms,
+four ticks on 2 CPUs, and four ticks read a busy neighbour as 0% or 50% by chance (CI read 0.0
+beside two spinning loops). So a window shorter than MIN_WINDOW_S is held open, idle, until it
+is that long: we use no CPU meanwhile, so a neighbour's share can only read higher (the
+conservative side), and the timing itself is already over. A window that still holds fewer than
+MIN_TICKS ticks is not a measurement: None.
+
 Linux only; elsewhere the share is None ("not measured"), never a guess.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # Share of the host's CPU capacity used by other processes above which a timing is contended.
@@ -34,6 +43,13 @@ CONTENDED_SHARE = 0.10
 OWN_SLACK = 1.25
 OWN_SLACK_TICKS = 3
 
+# Shortest window a share is read over (see the module's docstring): 0.1 s is 20 ticks on 2 CPUs,
+# 5% a tick, so one spinning neighbour (50%) cannot read under CONTENDED_SHARE by rounding.
+MIN_WINDOW_S = 0.1
+# Fewer ticks than this (all usable CPUs together) and the share is rounding, not a reading;
+# a held-open window on one CPU has about 10.
+MIN_TICKS = 8
+
 _PROC_STAT = Path("/proc/stat")
 _SELF_STAT = Path("/proc/self/stat")
 
@@ -43,6 +59,7 @@ class CpuSnapshot:
     host_busy_ticks: int
     host_total_ticks: int
     own_ticks: int
+    taken_at: float = field(default=0.0, compare=False)  # time.monotonic() when read
 
 
 def _usable_cpus() -> set[int] | None:
@@ -105,16 +122,27 @@ def snapshot(helpers: tuple[int, ...] = ()) -> CpuSnapshot | None:
     host, own = _host_ticks(_usable_cpus()), _own_ticks(helpers)
     if host is None or own is None:
         return None
-    return CpuSnapshot(host[0], host[1], own)
+    return CpuSnapshot(host[0], host[1], own, time.monotonic())
+
+
+def share_since(before: CpuSnapshot | None, helpers: tuple[int, ...] = ()) -> float | None:
+    """The share of others since `before`, the window first held open (idle) until it is
+    MIN_WINDOW_S long: the way every caller should close a window it timed something in."""
+    if before is None:
+        return None
+    rest = before.taken_at + MIN_WINDOW_S - time.monotonic()
+    if rest > 0:
+        time.sleep(rest)
+    return other_cpu_share(before, snapshot(helpers))
 
 
 def other_cpu_share(before: CpuSnapshot | None, after: CpuSnapshot | None) -> float | None:
     """Share of the host's CPU capacity that other processes used between the two snapshots,
-    in [0, 1]; None when not measurable (no /proc, or too short to have a tick)."""
+    in [0, 1]; None when not measurable (no /proc, or fewer than MIN_TICKS ticks between them)."""
     if before is None or after is None:
         return None
     total = after.host_total_ticks - before.host_total_ticks
-    if total <= 0:
+    if total < MIN_TICKS:
         return None
     busy, own = after.host_busy_ticks - before.host_busy_ticks, after.own_ticks - before.own_ticks
     if own > OWN_SLACK * busy + OWN_SLACK_TICKS:

@@ -100,7 +100,7 @@ class ConfigMeasurer:
             attempts += 1
             before = contention.snapshot(helpers)
             m = measure(step.run, step.clock or clock_for(config.device), config.policy)
-            share = contention.other_cpu_share(before, contention.snapshot(helpers))
+            share = contention.share_since(before, helpers)
             contended = contention.is_contended(share)
             if not contended or attempts == 2:
                 return m, {"other_cpu_share": share, "contended": contended, "contention_attempts": attempts}

@@ -108,7 +108,7 @@ def reference_copy_gbs(device: str) -> float | None:
     finally:
         for m in maps:
             m.close()
-    if contention.is_contended(contention.other_cpu_share(before, contention.snapshot())):
+    if contention.is_contended(contention.share_since(before)):
         return None
     return round(2 * COPY_BYTES / statistics.median(times) / 1e9, 2)
 

@@ -113,7 +113,7 @@ def probe_device(device: str = "cpu", budget_s: float = 0.5) -> ProbeResult:
     for _attempt in range(2):
         before = contention.snapshot()
         result = _probe_once(device, budget_s)
-        result.other_cpu_share = contention.other_cpu_share(before, contention.snapshot())
+        result.other_cpu_share = contention.share_since(before)
         result.contended = contention.is_contended(result.other_cpu_share)
         if not result.contended:
             break

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchmark_runners import contention
-from benchmark_runners.contention import CONTENDED_SHARE, CpuSnapshot, other_cpu_share
+from benchmark_runners.contention import CONTENDED_SHARE, MIN_TICKS, MIN_WINDOW_S, CpuSnapshot, other_cpu_share
 from benchmark_runners.measure import ConfigMeasurer
 from benchmark_runners.records import BenchmarkConfig
 from tests.conftest import FAST_POLICY
@@ -26,6 +26,30 @@ def test_the_share_is_the_host_busy_time_less_the_measuring_process_own():
     # counters that do not even hold our own work (100 ticks of ours, 10 busy) see no neighbour
     # either: not measured, never "no contention"
     assert other_cpu_share(before, CpuSnapshot(1010, 10_200, 600)) is None
+
+
+def test_a_window_of_a_few_ticks_is_rounding_not_a_share():
+    """/proc/stat charges whole 10 ms ticks: over 4 ticks a spinning neighbour reads 0% or 50% by
+    chance (CI read 0.0 beside two busy loops), so fewer than MIN_TICKS ticks is not measured."""
+    before = CpuSnapshot(host_busy_ticks=1000, host_total_ticks=10_000, own_ticks=500)
+    assert other_cpu_share(before, CpuSnapshot(1000 + MIN_TICKS - 1, 10_000 + MIN_TICKS - 1, 500 + MIN_TICKS - 1)) is None
+    assert other_cpu_share(before, CpuSnapshot(1000 + MIN_TICKS, 10_000 + MIN_TICKS, 500)) == 1.0
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="contention is measured from /proc (Linux only)")
+def test_a_short_window_is_held_open_until_it_holds_enough_ticks(monkeypatch):
+    """A timed phase of a few milliseconds is closed no sooner than MIN_WINDOW_S after it began,
+    the process idle meanwhile, so the share it reports is read over enough ticks to resolve."""
+    closed: list[contention.CpuSnapshot] = []
+    real_snapshot = contention.snapshot
+    monkeypatch.setattr(contention, "snapshot", lambda helpers=(): closed.append(real_snapshot(helpers)) or closed[-1])
+    before = real_snapshot()
+    share = contention.share_since(before)
+    after = closed[-1]
+    assert after.taken_at - before.taken_at >= MIN_WINDOW_S
+    assert after.host_total_ticks - before.host_total_ticks >= MIN_TICKS * 0.8  # ~10 a CPU; USER_HZ is 100
+    assert share is not None or after.own_ticks - before.own_ticks > after.host_busy_ticks - before.host_busy_ticks
+    assert contention.share_since(None) is None
 
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="contention is measured from /proc (Linux only)")
