@@ -116,16 +116,33 @@ class OperatorRoofline:
     transferred_from: str | None = None  # the device whose fit this is, scaled (None: fitted on this device's rows)
     # The spec's probed half-precision matmul rates ({"bf16": GFLOP/s, ...}; only those measured).
     half_gflops: dict[str, float] | None = None
+    # A transferred fit's half precisions whose GEMM rate the fp32 peaks carried, for want of a
+    # probed rate on one side: a prediction in them says so (transfer_roofline).
+    half_by_fp32: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "backend": self.backend, "values": self.values, "priors": self.priors, "rows": self.rows,
                 "rms_log_error": self.rms_log_error, "peak_gflops": self.peak_gflops, "bandwidth_gbs": self.bandwidth_gbs,
-                "transferred_from": self.transferred_from, "half_gflops": self.half_gflops}
+                "transferred_from": self.transferred_from, "half_gflops": self.half_gflops, "half_by_fp32": list(self.half_by_fp32)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "OperatorRoofline":
         return cls(d["kind"], d["backend"], d["values"], d["priors"], d["rows"], d["rms_log_error"], d["peak_gflops"],
-                   d["bandwidth_gbs"], d.get("transferred_from"), d.get("half_gflops"))
+                   d["bandwidth_gbs"], d.get("transferred_from"), d.get("half_gflops"), tuple(d.get("half_by_fp32") or ()))
+
+    def basis(self, device: str, precision: str) -> str:
+        """Where this fit's time for `precision` on `device` comes from, in words: fitted on the
+        device's rows, or another device's fit carried by the probes' peaks, and then whether a
+        half-precision rate rode on the fp32 peaks (OpenVINO's bf16 is 3.4x its fp32 on a Xeon
+        with AMX and 1.85x on a Zen 4 EPYC, so such a transfer was 33-40% off there)."""
+        if self.transferred_from is None:
+            return f"per-operator roofline fitted on {device}"
+        text = (f"per-operator roofline fitted on {self.transferred_from}, carried to {device} (no row of its own) by the two "
+                "devices' probed peaks")
+        if precision in self.half_by_fp32:
+            text += (f"; its {precision} GEMM rate by the fp32 peaks, for one of the two probes measured no {precision} matmul "
+                     f"(CPUs with and without native {precision} differ about 2x there; `devicefit detect --refresh` on that machine measures it)")
+        return text
 
     def covers(self, precision: str, mode: str) -> bool:
         return f"linear_gflops_{precision}" in self.values and (mode == "inference" or "backward_factor" in self.values)
@@ -317,7 +334,9 @@ def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "
             return value * memory
         return value
 
+    by_fp32 = tuple(sorted(p for n in fit.values if n.startswith("linear_gflops_")
+                           for p in [n.removeprefix("linear_gflops_")] if p in ("bf16", "fp16") and p not in half))
     return OperatorRoofline(fit.kind, fit.backend, {n: scaled(n, v) for n, v in fit.values.items()},
                             {n: scaled(n, v) for n, v in fit.priors.items()}, 0, fit.rms_log_error, spec.peak_gflops,
                             spec.bandwidth_gbs, source or f"{fit.kind} fit ({fit.peak_gflops:g} GFLOP/s, {fit.bandwidth_gbs:g} GB/s)",
-                            spec.half_rates() or None)
+                            spec.half_rates() or None, by_fp32)

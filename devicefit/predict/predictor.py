@@ -84,12 +84,15 @@ class PerformancePredictor:
         self.domain = artifact["domain"]
         self.specs = {k: DeviceSpec(**v) for k, v in artifact["specs"].items()}
         if artifact.get("validation") is None:
-            self.level, self.half_width = None, {t: None for t in TARGETS}
+            self.level, self.half_width, self.device_half_width = None, {t: None for t in TARGETS}, {t: None for t in TARGETS}
         else:
             validation = ValidationReport.of(artifact)
             self.level = validation.level
             self.half_width = {t: validation.targets[t].interval_log_half_width for t in TARGETS}
+            # for a device answered through another's transferred fit: its error is leave-one-device-out's
+            self.device_half_width = {t: validation.targets[t].leave_one_hardware_out_log_half_width for t in TARGETS}
         self.baselines = Baselines.from_json(artifact["baseline"])
+        self._carried: dict[tuple[str, DeviceSpec], Baselines] = {}  # baselines_for's, per unmeasured device
         self.devices: dict[str, str] = artifact.get("devices") or {}
 
     def device_of(self, kind: str) -> str:
@@ -105,17 +108,38 @@ class PerformancePredictor:
         the artifact (a bare kind when the kind was never measured)."""
         return r.device or self.device_of(r.kind)
 
+    def spec_of(self, r: Request) -> DeviceSpec | None:
+        """The figures `r`'s device is scored against. A named device answers with its own
+        figures only (the artifact's, else the probe the request brings): another device's
+        would misdescribe it."""
+        if r.device:
+            return self.specs.get(r.device) or r.spec
+        return self.specs.get(self.device_of(r.kind)) or self.specs.get(r.kind)
+
+    def baselines_for(self, r: Request) -> Baselines:
+        """The fits that answer `r`'s device: the artifact's, and for a device no row measured (a
+        registered machine known by its probe) a same-kind device's fit carried to it by the two
+        probes' peaks (Baselines.with_devices): the path the artifact's leave-one-device-out
+        validation measured, where the calibrated roofline alone was never validated there."""
+        device, spec = self.device_for(r), self.spec_of(r)
+        if spec is None or (f"{device}|{r.backend}" in self.baselines.roofline and device in self.baselines.memory):
+            return self.baselines
+        key = (device, spec)
+        if key not in self._carried:
+            self._carried[key] = self.baselines.with_devices({device: spec}, {device})
+        return self._carried[key]
+
     def prefill_factor(self, r: Request, prefill: ModelPoint) -> tuple[float, str] | None:
         """A generation request's prefill time over the forward pass `r` asks for, on `r`'s
         device: the two points timed by the device's fitted per-operator roofline where it has one
         (its per-kernel costs included, so a host-bound GPU keeps a factor near 1), else by the
         plain roofline on its spec; None where neither exists. With its basis, in words."""
-        device = self.device_for(r)
-        prefill_ms = self.baselines.latency_ms(prefill, r.batch_size, r.precision, "inference", device, r.backend)
-        forward_ms = self.baselines.latency_ms(r.point, r.batch_size, r.precision, "inference", device, r.backend)
+        device, baselines = self.device_for(r), self.baselines_for(r)
+        prefill_ms = baselines.latency_ms(prefill, r.batch_size, r.precision, "inference", device, r.backend)
+        forward_ms = baselines.latency_ms(r.point, r.batch_size, r.precision, "inference", device, r.backend)
         if prefill_ms and forward_ms:
-            return prefill_ms / forward_ms, f"the per-operator roofline fitted on {device}"
-        spec = (self.specs.get(r.device) or r.spec) if r.device else (self.specs.get(self.device_of(r.kind)) or self.specs.get(r.kind))
+            return prefill_ms / forward_ms, f"the {baselines.roofline[f'{device}|{r.backend}'].basis(device, r.precision)}"
+        spec = self.spec_of(r)
         if spec is None:
             return None
         rows = [feature_row(p, r.batch_size, r.precision, "inference", r.backend, spec) for p in (prefill, r.point)]
@@ -127,9 +151,9 @@ class PerformancePredictor:
         activations at each point). The prefill holds the last position's logits only, where a
         forward pass holds every position's (qwen2.5-0.5b: 152k x 4 bytes a position). None
         where the device has no memory fit. With its basis, in words."""
-        device = self.device_for(r)
-        prefill_bytes = self.baselines.memory_bytes(prefill, r.batch_size, r.precision, "inference", device)
-        forward_bytes = self.baselines.memory_bytes(r.point, r.batch_size, r.precision, "inference", device)
+        device, baselines = self.device_for(r), self.baselines_for(r)
+        prefill_bytes = baselines.memory_bytes(prefill, r.batch_size, r.precision, "inference", device)
+        forward_bytes = baselines.memory_bytes(r.point, r.batch_size, r.precision, "inference", device)
         if prefill_bytes and forward_bytes:
             return prefill_bytes / forward_bytes, f"the memory model fitted on {device}"
         return None
@@ -147,9 +171,9 @@ class PerformancePredictor:
         models of the trained size range, and their intervals were validated there; a model
         PARAMS_EXTRAPOLATION times beyond it (a 7B model against a 0.15B largest) is answered by
         the roofline links, which say so."""
-        device = self.device_for(r)
-        roofline = self.baselines.roofline.get(f"{device}|{r.backend}")
-        memory = self.baselines.memory.get(device)
+        device, baselines = self.device_for(r), self.baselines_for(r)
+        roofline = baselines.roofline.get(f"{device}|{r.backend}")
+        memory = baselines.memory.get(device)
         if not (r.kind in self.domain["device_kind"] and r.point.family in self.domain["family"]
                 and all(v in self.categories[c] for c, v in (("precision", r.precision), ("mode", r.mode), ("backend", r.backend)))
                 and roofline is not None and roofline.covers(r.precision, r.mode)
@@ -163,7 +187,7 @@ class PerformancePredictor:
 
     def predict(self, requests: list[Request]) -> list[Prediction]:
         out: list[Prediction | None] = [None] * len(requests)
-        outside = [self._outside_domain(r) if self.boosters and self.device_for(r) in self.specs else "no trained predictor"
+        outside = [self._outside_domain(r) if self.boosters and self.spec_of(r) is not None else "no trained predictor"
                    for r in requests]
         trained = [i for i, why in enumerate(outside) if why is None]
         if trained:
@@ -174,24 +198,40 @@ class PerformancePredictor:
         return out  # type: ignore[return-value]
 
     def _predict_trained(self, requests: list[Request], index: list[int], out: list) -> None:
-        feats = [feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, self.specs[self.device_for(r)])
-                 for r in requests]
+        feats = [feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, self.spec_of(r)) for r in requests]
         X = to_matrix(feats, self.categories)
         raw = {t: self.boosters[t].predict(X) for t in TARGETS}
         for j, r in enumerate(requests):
-            device = self.device_for(r)
-            base = self.baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, device, r.backend)
+            device, baselines = self.device_for(r), self.baselines_for(r)
+            base = baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, device, r.backend)
             lat = base * math.exp(raw["latency"][j])
             tp = r.batch_size * 1e3 / base * math.exp(raw["throughput"][j])
             lat, tp = (float(x) for x in reconcile(lat, tp, r.batch_size))
-            mem = self.baselines.memory_bytes(r.point, r.batch_size, r.precision, r.mode, device) * math.exp(raw["memory"][j])
-            q = self.half_width
+            mem = baselines.memory_bytes(r.point, r.batch_size, r.precision, r.mode, device) * math.exp(raw["memory"][j])
+            fit = baselines.roofline[f"{device}|{r.backend}"]
+            q, level, band = self._band(r, fit.transferred_from is not None)
             mem, mem_interval, floored = _at_least_resident(mem, _interval(mem, q["memory"]), r)
             out[index[j]] = Prediction(lat, tp, mem, _interval(lat, q["latency"]), _interval(tp, q["throughput"]),
                                        mem_interval, "trained_predictor",
-                                       f"per-operator roofline fitted on {device} x LightGBM residual, trained on {self.artifact['rows']} "
-                                       f"measurements of {len(self.artifact['models'])} models" + floored,
-                                       self.level)
+                                       f"{fit.basis(device, r.precision)} x LightGBM residual, trained on {self.artifact['rows']} "
+                                       f"measurements of {len(self.artifact['models'])} models" + band + floored,
+                                       level)
+
+    def _band(self, r: Request, transferred: bool) -> tuple[dict[str, float | None], float | None, str]:
+        """The half-widths, level and wording of a trained answer's intervals. A device no row
+        measured gets leave-one-device-out's (held-out models on measured devices understate its
+        error 2-4x). Where no other device of the kind was held out to validate one, it gets the
+        wider of the held-out-model band and the spread of the kind's measured efficiencies (the
+        band the calibrated roofline gave such a device before), with no level: not validated."""
+        if not transferred:
+            return self.half_width, self.level, ""
+        if self.device_half_width["latency"] is not None:
+            return self.device_half_width, self.level, "; intervals from leave-one-device-out (each measured device predicted from the others)"
+        cal = self.artifact["efficiency"].get("|".join((r.kind, r.backend, r.precision, r.mode))) or {}
+        spreads = {"latency": cal.get("latency_spread"), "throughput": cal.get("latency_spread"), "memory": cal.get("memory_spread")}
+        widths = {t: max(w for w in (self.half_width[t], spreads[t]) if w is not None) if self.half_width[t] is not None or spreads[t] is not None
+                  else None for t in TARGETS}
+        return widths, None, "; intervals not validated for a device no row measured (no other device of its kind was held out)"
 
     def _with_fitted_baselines(self, answer: Prediction, r: Request) -> Prediction:
         """An out-of-domain answer with the device's own fitted physical terms put in where they
@@ -205,9 +245,9 @@ class PerformancePredictor:
         ratio held better (TTFT 17% against 25% on the EPYC, 4 rows) and stays. Memory keeps the
         replaced answer's band; the fitted time gets a x/÷STATIC_INTERVAL_FACTOR band and no
         interval level (not validated)."""
-        device = self.device_for(r)
-        memory = self.baselines.memory_bytes(r.point, r.batch_size, r.precision, r.mode, device)
-        latency = self.baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, device, r.backend) \
+        device, baselines = self.device_for(r), self.baselines_for(r)
+        memory = baselines.memory_bytes(r.point, r.batch_size, r.precision, r.mode, device)
+        latency = baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, device, r.backend) \
             if is_asynchronous(r.kind) else None
         if not memory and not latency:
             return answer
@@ -224,7 +264,8 @@ class PerformancePredictor:
             answer = replace(answer, latency_ms=latency, throughput=r.batch_size * 1e3 / latency,
                              latency_interval=_interval(latency, spread),
                              throughput_interval=_interval(r.batch_size * 1e3 / latency, spread), interval_level=None)
-            used.append(f"time by the per-operator roofline fitted on {device} (operator rates and a per-kernel cost, a "
+            fit = baselines.roofline[f"{device}|{r.backend}"]
+            used.append(f"time by the {fit.basis(device, r.precision)} (operator rates and a per-kernel cost, a "
                         f"x/÷{STATIC_INTERVAL_FACTOR:g} band, not a validated interval), not one efficiency ratio: small models "
                         "there run at the host's dispatch pace")
         return replace(answer, source="roofline_calibrated", detail=f"{answer.detail}; instead, " + "; ".join(used))
@@ -240,8 +281,7 @@ class PerformancePredictor:
         refused = backend.declared_reason(r.precision, r.mode) if backend is not None else None
         if refused:  # OpenVINO does not train: no roofline stands in for a run that cannot happen
             return Prediction(None, None, None, None, None, None, "unavailable", f"{r.kind}/{r.precision}/{r.mode}: {refused}", self.level)
-        # A named device answers with its own figures only: another device's would misdescribe it.
-        spec = (self.specs.get(r.device) or r.spec) if r.device else (self.specs.get(self.device_of(r.kind)) or self.specs.get(r.kind))
+        spec = self.spec_of(r)
         if spec is None:
             return Prediction(None, None, None, None, None, None, "unavailable",
                               f"no measurement and no published spec for {r.device or r.kind}: nothing to predict from", self.level)

@@ -350,10 +350,11 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
         models = [m for m, keep in zip(data.models, ok) if keep]
         hosts = [machine_of(d) for d in devices]
         residuals = np.abs(np.log(predicted / actual))
-        loho, loho_per_device = None, {}
+        loho, loho_per_device, loho_width = None, {}, None
         if oof_kind is not None:
             by_kind = ~np.isnan(oof_kind[t])
             loho = error_metrics(data.actual[t][by_kind], oof_kind[t][by_kind]) if by_kind.any() else None
+            loho_width = conformal_half_width(np.abs(np.log(oof_kind[t][by_kind] / data.actual[t][by_kind]))) if by_kind.any() else None
             loho_per_device = grouped_metrics(data.actual[t][by_kind], oof_kind[t][by_kind],
                                                [d for d, keep in zip(data.devices, by_kind) if keep])
         targets[t] = TargetValidation(
@@ -366,6 +367,7 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
             leave_one_hardware_out=loho,
             leave_one_hardware_out_per_device=loho_per_device,
             per_host=grouped_metrics(actual, predicted, hosts) if len(set(hosts)) > 1 else {},
+            leave_one_hardware_out_log_half_width=loho_width,
         )
     # Each row's prediction from the fold that held its model out, for predicted-vs-measured
     # figures: the numbers behind the reported error, not an in-sample fit.

@@ -172,6 +172,12 @@ def test_a_transfer_scales_half_precision_rates_by_the_probed_half_precision_mat
     assert moved.values["bandwidth_gbs"] == pytest.approx(15.0 * 30 / 20) and moved.values["kernel_ms"] == 0.01
     assert moved.half_gflops == {"bf16": 1000.0}
     assert OperatorRoofline.from_json(moved.to_json()) == moved
+    # A prediction through the transfer says where its time came from, and that fp16 rode on fp32.
+    assert moved.half_by_fp32 == ("fp16",)
+    assert "fitted on cpu@avx2, carried to cpu@amx" in moved.basis("cpu@amx", "bf16") and "fp32 peaks" not in moved.basis("cpu@amx", "bf16")
+    assert "its fp16 GEMM rate by the fp32 peaks" in moved.basis("cpu@amx", "fp16")
+    assert fit.basis("cpu@avx2", "fp16") == "per-operator roofline fitted on cpu@avx2"
     # A fit from before probes measured half precision (no half_gflops): the fp32 ratio, as before.
     old = OperatorRoofline.from_json({k: v for k, v in fit.to_json().items() if k != "half_gflops"})
     assert transfer_roofline(old, amx).values["linear_gflops_bf16"] == pytest.approx(10.0 * 370 / 170)
+    assert transfer_roofline(old, amx).half_by_fp32 == ("bf16", "fp16")

@@ -364,6 +364,51 @@ def test_two_cpus_are_two_devices_each_scored_against_its_own_probe(measured):
     assert PerformancePredictor(artifact).device_of("cpu") == here
 
 
+def test_a_device_known_by_its_probe_only_is_answered_through_the_validated_transfer(measured):
+    """A registered machine no row measured (a request naming its device with its own probe) is
+    answered the way leave-one-device-out validated: the measured CPU's fit carried to it by the
+    two probes' peaks, plus the residual trees, with leave-one-device-out's interval. The store
+    holds this CPU's rows and a twin at half the peaks and twice the times, so a third CPU of a
+    quarter of the peaks must come out slower than both; asked through the calibrated roofline
+    it would have been answered by one efficiency ratio instead, never validated there."""
+    from dataclasses import replace
+
+    from devicefit.predict.hardware_specs import row_device
+
+    rows = rows_of(measured)
+    local = device_specs(detect_hardware().to_json())["cpu"]
+    here = row_device(rows[0])
+    half = replace(local, name="a CPU of half the peaks", peak_gflops=local.peak_gflops / 2, bandwidth_gbs=local.bandwidth_gbs / 2)
+    slow = [dict(r, host_fingerprint="cpu-0000slow0000", mean_ms=2 * r["mean_ms"], p50_ms=2 * r["p50_ms"],
+                 throughput_samples_per_s=r["throughput_samples_per_s"] / 2, contended=False) for r in rows]
+    artifact = training.train([*[dict(r, contended=False) for r in rows], *slow], {here: local, "cpu@cpu-0000slow0000": half},
+                              local_host=here.split("@", 1)[1])
+    predictor = PerformancePredictor(artifact)
+    quarter = replace(local, name="a CPU of a quarter of the peaks", peak_gflops=local.peak_gflops / 4, bandwidth_gbs=local.bandwidth_gbs / 4)
+    point = model_point(resolve_model(MODELS[0]))
+    ask = {d: Request(point, 2, "fp32", "inference", "cpu", device=d, spec=quarter if d == "cpu@cpu-0000third000" else None)
+           for d in (here, "cpu@cpu-0000slow0000", "cpu@cpu-0000third000")}
+    got = dict(zip(ask, predictor.predict(list(ask.values()))))
+    third = got["cpu@cpu-0000third000"]
+    assert third.source == "trained_predictor", third.detail
+    assert "carried to cpu@cpu-0000third000" in third.detail and "leave-one-device-out" in third.detail
+    assert third.latency_ms > got["cpu@cpu-0000slow0000"].latency_ms > got[here].latency_ms
+    from devicefit.predict.validation_report import ValidationReport
+
+    report = ValidationReport.of(artifact)
+    width = report.targets["latency"].leave_one_hardware_out_log_half_width
+    assert width is not None and third.interval_level == report.level
+    assert third.latency_interval[1] / third.latency_ms == pytest.approx(np.exp(width))
+    # The measured devices keep their own fits and the held-out-model band.
+    assert "fitted on " + here in got[here].detail and "carried" not in got[here].detail
+    assert got[here].latency_interval[1] / got[here].latency_ms == pytest.approx(np.exp(report.targets["latency"].interval_log_half_width))
+    # With no device held out to validate a band (one measured CPU), the transfer's has no level.
+    predictor.device_half_width = {t: None for t in predictor.device_half_width}
+    alone = predictor.predict([ask["cpu@cpu-0000third000"]])[0]
+    assert alone.interval_level is None and "not validated for a device no row measured" in alone.detail
+    assert alone.latency_interval[1] / alone.latency_ms >= np.exp(report.targets["latency"].interval_log_half_width) * (1 - 1e-9)
+
+
 def test_random_batchnorm_rows_from_before_calibration_are_kept_out_of_training(measured):
     """A random-weight row of a BatchNorm model without a weights recipe was measured before
     builds recalibrated BatchNorm (an ingested older landing file): its timing can be a denormal
