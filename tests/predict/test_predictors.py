@@ -398,6 +398,8 @@ def test_a_device_known_by_its_probe_only_is_answered_through_the_validated_tran
     report = ValidationReport.of(artifact)
     width = report.targets["latency"].leave_one_hardware_out_log_half_width
     assert width is not None and third.interval_level == report.level
+    # its coverage measured with each device's interval calibrated on the other device's residuals
+    assert 0.0 <= report.targets["latency"].leave_one_hardware_out_coverage <= 1.0
     assert third.latency_interval[1] / third.latency_ms == pytest.approx(np.exp(width))
     # The measured devices keep their own fits and the held-out-model band.
     assert "fitted on " + here in got[here].detail and "carried" not in got[here].detail
