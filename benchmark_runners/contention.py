@@ -20,8 +20,10 @@ Why a minimum window (MIN_WINDOW_S): /proc/stat charges each 10 ms tick whole to
 on that CPU when it fired, while our own time is exact. A tiny model's timed phase can be 20 ms,
 four ticks on 2 CPUs, and four ticks read a busy neighbour as 0% or 50% by chance (CI read 0.0
 beside two spinning loops). So a window shorter than MIN_WINDOW_S is held open, idle, until it
-is that long: we use no CPU meanwhile, so a neighbour's share can only read higher (the
-conservative side), and the timing itself is already over. A window that still holds fewer than
+is that long, after the timing is over. We use no CPU meanwhile, so a steady neighbour reads at
+least its share (it takes the CPU we leave); one busy only during the short timed phase is
+diluted by the wait (a 20 ms burst on both CPUs reads 20% over 0.1 s), the price of a reading
+that rounding does not decide. A window that still holds fewer than
 MIN_TICKS ticks is not a measurement: None.
 
 Linux only; elsewhere the share is None ("not measured"), never a guess.

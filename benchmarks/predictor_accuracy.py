@@ -116,9 +116,9 @@ def main() -> int:
             print(f"  {t} leave-one-device-out (trained on the other devices only): "
                   + ", ".join(f"{k} {m.mape:.1%} (median {m.median_ape:.1%}, n={m.n})"
                               for k, m in v.leave_one_hardware_out_per_device.items()))
-            if v.leave_one_hardware_out_log_half_width is not None:
-                coverage = "not measurable" if v.leave_one_hardware_out_coverage is None else f"{v.leave_one_hardware_out_coverage:.1%}"
-                print(f"    the interval of a device no row measured: x/÷{math.exp(v.leave_one_hardware_out_log_half_width):.2f}, "
+            for kind, band in v.leave_one_hardware_out_band_per_kind.items():
+                coverage = "not measurable (one device)" if band["coverage"] is None else f"{band['coverage']:.1%}"
+                print(f"    the interval of a device of kind {kind} that no row measured: x/÷{math.exp(band['log_half_width']):.2f}, "
                       f"coverage {coverage} (nominal {validation.level:.0%}; each device's calibrated on the others')")
     ttft = artifact["validation"].get("ttft")
     if ttft:

@@ -137,8 +137,8 @@ class OperatorRoofline:
         with AMX and 1.85x on a Zen 4 EPYC, so such a transfer was 33-40% off there)."""
         if self.transferred_from is None:
             return f"per-operator roofline fitted on {device}"
-        text = (f"per-operator roofline fitted on {self.transferred_from}, carried to {device} (no row of its own) by the two "
-                "devices' probed peaks")
+        text = (f"per-operator roofline fitted on {self.transferred_from}, carried to {device} (no row of its own on "
+                f"{self.backend}) by the two devices' probed peaks")
         if precision in self.half_by_fp32:
             text += (f"; its {precision} GEMM rate by the fp32 peaks, for one of the two probes measured no {precision} matmul "
                      f"(CPUs with and without native {precision} differ about 2x there; `devicefit detect --refresh` on that machine measures it)")

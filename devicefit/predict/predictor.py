@@ -4,7 +4,8 @@ link answered (`source`):
 1. `trained_predictor` - the LightGBM regressors, only for a hardware kind, family, precision,
    mode and backend the training data contained, and a model within PARAMS_EXTRAPOLATION of the
    parameter range trained on; a kind answers for its device in the artifact's `devices` (this
-   machine's, when it measured the kind);
+   machine's, when it measured the kind); a device no row measured (known by its probe) through
+   a same-kind device's fit carried by the two probes' peaks, with leave-one-device-out's band;
 2. `roofline_calibrated` - the device's roofline times the efficiency measured on that kind
    (same backend, precision and mode);
 3. `static_rule` - the roofline at an assumed fraction of peak, for a kind with a spec but no
@@ -84,13 +85,16 @@ class PerformancePredictor:
         self.domain = artifact["domain"]
         self.specs = {k: DeviceSpec(**v) for k, v in artifact["specs"].items()}
         if artifact.get("validation") is None:
-            self.level, self.half_width, self.device_half_width = None, {t: None for t in TARGETS}, {t: None for t in TARGETS}
+            self.level, self.half_width, self.device_half_width = None, {t: None for t in TARGETS}, {}
         else:
             validation = ValidationReport.of(artifact)
             self.level = validation.level
             self.half_width = {t: validation.targets[t].interval_log_half_width for t in TARGETS}
-            # for a device answered through another's transferred fit: its error is leave-one-device-out's
-            self.device_half_width = {t: validation.targets[t].leave_one_hardware_out_log_half_width for t in TARGETS}
+            # per kind, for a device answered through a same-kind device's transferred fit: its
+            # error is leave-one-device-out's
+            self.device_half_width = {kind: {t: (validation.targets[t].leave_one_hardware_out_band_per_kind.get(kind) or {}).get("log_half_width")
+                                             for t in TARGETS}
+                                      for kind in validation.targets["latency"].leave_one_hardware_out_band_per_kind}
         self.baselines = Baselines.from_json(artifact["baseline"])
         self._carried: dict[tuple[str, DeviceSpec], Baselines] = {}  # baselines_for's, per unmeasured device
         self.devices: dict[str, str] = artifact.get("devices") or {}
@@ -122,8 +126,9 @@ class PerformancePredictor:
         probes' peaks (Baselines.with_devices): the path the artifact's leave-one-device-out
         validation measured, where the calibrated roofline alone was never validated there."""
         device, spec = self.device_for(r), self.spec_of(r)
-        if spec is None or (f"{device}|{r.backend}" in self.baselines.roofline and device in self.baselines.memory):
-            return self.baselines
+        if spec is None or device in self.artifact.get("calibrated_only", {}) or \
+                (f"{device}|{r.backend}" in self.baselines.roofline and device in self.baselines.memory):
+            return self.baselines  # a thinly measured device's own rows calibrate link 2 instead
         key = (device, spec)
         if key not in self._carried:
             self._carried[key] = self.baselines.with_devices({device: spec}, {device})
@@ -155,7 +160,7 @@ class PerformancePredictor:
         prefill_bytes = baselines.memory_bytes(prefill, r.batch_size, r.precision, "inference", device)
         forward_bytes = baselines.memory_bytes(r.point, r.batch_size, r.precision, "inference", device)
         if prefill_bytes and forward_bytes:
-            return prefill_bytes / forward_bytes, f"the memory model fitted on {device}"
+            return prefill_bytes / forward_bytes, self._memory_basis(device)
         return None
 
     @classmethod
@@ -217,16 +222,22 @@ class PerformancePredictor:
                                        f"measurements of {len(self.artifact['models'])} models" + band + floored,
                                        level)
 
+    def _memory_basis(self, device: str) -> str:
+        if device in self.baselines.memory:
+            return f"the memory model fitted on {device}"
+        return f"the memory model of the best-measured device of {device}'s kind (a process's memory does not follow the CPU's speed)"
+
     def _band(self, r: Request, transferred: bool) -> tuple[dict[str, float | None], float | None, str]:
         """The half-widths, level and wording of a trained answer's intervals. A device no row
         measured gets leave-one-device-out's (held-out models on measured devices understate its
-        error 2-4x). Where no other device of the kind was held out to validate one, it gets the
+        error 2-4x), the band of its own kind. Where no device of the kind was held out to validate one, it gets the
         wider of the held-out-model band and the spread of the kind's measured efficiencies (the
         band the calibrated roofline gave such a device before), with no level: not validated."""
         if not transferred:
             return self.half_width, self.level, ""
-        if self.device_half_width["latency"] is not None:
-            return self.device_half_width, self.level, "; intervals from leave-one-device-out (each measured device predicted from the others)"
+        band = self.device_half_width.get(r.kind)
+        if band and band["latency"] is not None:
+            return band, self.level, f"; intervals from leave-one-device-out on {r.kind} (each measured {r.kind} device predicted from the others)"
         cal = self.artifact["efficiency"].get("|".join((r.kind, r.backend, r.precision, r.mode))) or {}
         spreads = {"latency": cal.get("latency_spread"), "throughput": cal.get("latency_spread"), "memory": cal.get("memory_spread")}
         widths = {t: max(w for w in (self.half_width[t], spreads[t]) if w is not None) if self.half_width[t] is not None or spreads[t] is not None
@@ -259,7 +270,7 @@ class PerformancePredictor:
             width = math.log(old[1] / answer.memory_bytes) if old and answer.memory_bytes else spread
             mem, mem_interval, floored = _at_least_resident(memory, _interval(memory, width), r)
             answer = replace(answer, memory_bytes=mem, memory_interval=mem_interval)
-            used.append(f"memory by the memory model fitted on {device} (weights + traced activations){floored}")
+            used.append(f"memory by {self._memory_basis(device)} (weights + traced activations){floored}")
         if latency:
             answer = replace(answer, latency_ms=latency, throughput=r.batch_size * 1e3 / latency,
                              latency_interval=_interval(latency, spread),

@@ -35,6 +35,7 @@ from devicefit.predict.validation_report import (
     TargetValidation,
     ValidationReport,
     conformal_half_width,
+    device_bands,
     error_metrics,
     grouped_metrics,
     nested_coverage,
@@ -350,17 +351,13 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
         models = [m for m, keep in zip(data.models, ok) if keep]
         hosts = [machine_of(d) for d in devices]
         residuals = np.abs(np.log(predicted / actual))
-        loho, loho_per_device, loho_width, loho_coverage = None, {}, None, None
+        loho, loho_per_device, loho_bands = None, {}, {}
         if oof_kind is not None:
             by_kind = ~np.isnan(oof_kind[t])
             loho = error_metrics(data.actual[t][by_kind], oof_kind[t][by_kind]) if by_kind.any() else None
-            if by_kind.any():
-                loho_residuals = np.abs(np.log(oof_kind[t][by_kind] / data.actual[t][by_kind]))
-                loho_width = conformal_half_width(loho_residuals)
-                covered = nested_coverage(loho_residuals, [d for d, keep in zip(data.devices, by_kind) if keep])
-                loho_coverage = None if math.isnan(covered) else covered  # one device held out: nothing to calibrate it on
             loho_per_device = grouped_metrics(data.actual[t][by_kind], oof_kind[t][by_kind],
                                                [d for d, keep in zip(data.devices, by_kind) if keep])
+            loho_bands = device_bands(np.abs(np.log(oof_kind[t] / data.actual[t])), data.devices, [kind_of(d) for d in data.devices], by_kind)
         targets[t] = TargetValidation(
             leave_one_model_out=error_metrics(actual, predicted),
             per_family=grouped_metrics(actual, predicted, families),
@@ -371,8 +368,7 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
             leave_one_hardware_out=loho,
             leave_one_hardware_out_per_device=loho_per_device,
             per_host=grouped_metrics(actual, predicted, hosts) if len(set(hosts)) > 1 else {},
-            leave_one_hardware_out_log_half_width=loho_width,
-            leave_one_hardware_out_coverage=loho_coverage,
+            leave_one_hardware_out_band_per_kind=loho_bands,
         )
     # Each row's prediction from the fold that held its model out, for predicted-vs-measured
     # figures: the numbers behind the reported error, not an in-sample fit.

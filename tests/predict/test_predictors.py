@@ -396,19 +396,42 @@ def test_a_device_known_by_its_probe_only_is_answered_through_the_validated_tran
     from devicefit.predict.validation_report import ValidationReport
 
     report = ValidationReport.of(artifact)
-    width = report.targets["latency"].leave_one_hardware_out_log_half_width
+    band = report.targets["latency"].leave_one_hardware_out_band_per_kind["cpu"]
+    width = band["log_half_width"]
     assert width is not None and third.interval_level == report.level
-    # its coverage measured with each device's interval calibrated on the other device's residuals
-    assert 0.0 <= report.targets["latency"].leave_one_hardware_out_coverage <= 1.0
+    # two CPUs held out: each one's interval calibrated on the other's residuals
+    assert band["coverage"] is not None and set(report.targets["latency"].leave_one_hardware_out_per_device) == {here, "cpu@cpu-0000slow0000"}
     assert third.latency_interval[1] / third.latency_ms == pytest.approx(np.exp(width))
     # The measured devices keep their own fits and the held-out-model band.
     assert "fitted on " + here in got[here].detail and "carried" not in got[here].detail
     assert got[here].latency_interval[1] / got[here].latency_ms == pytest.approx(np.exp(report.targets["latency"].interval_log_half_width))
-    # With no device held out to validate a band (one measured CPU), the transfer's has no level.
-    predictor.device_half_width = {t: None for t in predictor.device_half_width}
+    # With no device of its kind held out to validate a band (one measured CPU; another kind's
+    # band does not stand in), the transfer's has no level and is at least the held-out-model one.
+    predictor.device_half_width = {"openvino": {"latency": 0.01, "throughput": 0.01, "memory": 0.01}}
     alone = predictor.predict([ask["cpu@cpu-0000third000"]])[0]
     assert alone.interval_level is None and "not validated for a device no row measured" in alone.detail
     assert alone.latency_interval[1] / alone.latency_ms >= np.exp(report.targets["latency"].interval_log_half_width) * (1 - 1e-9)
+    # A device measured on too few models to be trained on keeps its own rows' calibrated
+    # roofline (link 2), never another device's fit.
+    thin = PerformancePredictor({**artifact, "calibrated_only": {"cpu@cpu-0000third000": "3 models measured"}})
+    assert thin.predict([ask["cpu@cpu-0000third000"]])[0].source != "trained_predictor"
+
+
+def test_the_band_of_a_device_no_row_measured_is_per_kind_and_its_coverage_honest():
+    """Leave-one-device-out residuals make one band per device kind (CPUs and OpenVINO transfer
+    with different errors); each device's coverage is counted against a band calibrated on the
+    other devices of its kind only, and a kind with one device held out has no coverage."""
+    from devicefit.predict.validation_report import device_bands
+
+    residuals = np.array([0.1] * 10 + [0.3] * 10 + [0.5] * 5 + [np.nan] * 3)
+    devices = ["cpu@a"] * 10 + ["cpu@b"] * 10 + ["openvino@a"] * 5 + ["cpu@c"] * 3
+    kinds = [d.split("@")[0] for d in devices]
+    held = ~np.isnan(residuals)
+    bands = device_bands(residuals, devices, kinds, held)
+    assert set(bands) == {"cpu", "openvino"}
+    assert bands["cpu"]["log_half_width"] == pytest.approx(0.3) and bands["openvino"]["log_half_width"] == pytest.approx(0.5)
+    # cpu@a's rows (0.1) fall inside cpu@b's band (0.3); cpu@b's (0.3) outside cpu@a's (0.1)
+    assert bands["cpu"]["coverage"] == pytest.approx(0.5) and bands["openvino"]["coverage"] is None
 
 
 def test_random_batchnorm_rows_from_before_calibration_are_kept_out_of_training(measured):
