@@ -240,8 +240,7 @@ class PerformancePredictor:
             return band, self.level, f"; intervals from leave-one-device-out on {r.kind} (each measured {r.kind} device predicted from the others)"
         cal = self.artifact["efficiency"].get("|".join((r.kind, r.backend, r.precision, r.mode))) or {}
         spreads = {"latency": cal.get("latency_spread"), "throughput": cal.get("latency_spread"), "memory": cal.get("memory_spread")}
-        widths = {t: max(w for w in (self.half_width[t], spreads[t]) if w is not None) if self.half_width[t] is not None or spreads[t] is not None
-                  else None for t in TARGETS}
+        widths = {t: max((w for w in (self.half_width[t], spreads[t]) if w is not None), default=None) for t in TARGETS}
         return widths, None, "; intervals not validated for a device no row measured (no other device of its kind was held out)"
 
     def _with_fitted_baselines(self, answer: Prediction, r: Request) -> Prediction:

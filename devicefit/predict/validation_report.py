@@ -39,7 +39,7 @@ class TargetValidation:
     # plugin on it), present when the rows came from several machines.
     per_host: dict[str, ErrorMetrics] = field(default_factory=dict)
     # Per device kind, {"log_half_width", "coverage"} of the leave-one-device-out residuals
-    # (training.device_bands): the interval of a device no row measured, answered through a
+    # (device_bands below): the interval of a device no row measured, answered through a
     # same-kind device's transferred fit (the held-out-model one is 2-4x too narrow there).
     leave_one_hardware_out_band_per_kind: dict[str, dict[str, float | None]] = field(default_factory=dict)
 

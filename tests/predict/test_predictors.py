@@ -322,17 +322,13 @@ def test_rows_timed_under_contention_are_counted_not_learned_from(measured):
     assert alone.contended_kept == 1 and len(alone) == len(calm)
 
 
-def test_two_cpus_are_two_devices_each_scored_against_its_own_probe(measured):
-    """A store holding two machines' CPU rows (another vendor, ingested) keeps them apart: each
-    row is scored against its own device's peaks, each device gets its own baseline, the
-    held-out error is reported per device, and leave-one-device-out predicts one CPU from the
-    other through the transferred baseline. The second CPU here is this one's rows with every
-    time doubled and a probe of half the peaks: a transfer that scales rates by the probes must
-    then predict it close to 2x, which an unscaled one (or a kind-keyed spec) cannot."""
+@pytest.fixture(scope="module")
+def two_cpus(measured):
+    """This CPU's rows and a twin CPU's: every time doubled, a probe of half the peaks, trained
+    together. (here, local spec, twin spec, calm rows, twin rows, artifact)."""
     from dataclasses import replace
 
     from devicefit.predict.hardware_specs import row_device
-    from devicefit.predict.operator_roofline import transfer_roofline
 
     rows = rows_of(measured)
     local = device_specs(detect_hardware().to_json())["cpu"]
@@ -341,8 +337,21 @@ def test_two_cpus_are_two_devices_each_scored_against_its_own_probe(measured):
     slow = [dict(r, host_fingerprint="cpu-0000slow0000", mean_ms=2 * r["mean_ms"], p50_ms=2 * r["p50_ms"],
                  throughput_samples_per_s=r["throughput_samples_per_s"] / 2, contended=False) for r in rows]
     calm = [dict(r, contended=False) for r in rows]
+    artifact = training.train([*calm, *slow], {here: local, "cpu@cpu-0000slow0000": slow_spec}, local_host=here.split("@", 1)[1])
+    return here, local, slow_spec, calm, slow, artifact
+
+
+def test_two_cpus_are_two_devices_each_scored_against_its_own_probe(two_cpus):
+    """A store holding two machines' CPU rows (another vendor, ingested) keeps them apart: each
+    row is scored against its own device's peaks, each device gets its own baseline, the
+    held-out error is reported per device, and leave-one-device-out predicts one CPU from the
+    other through the transferred baseline. The second CPU here is this one's rows with every
+    time doubled and a probe of half the peaks: a transfer that scales rates by the probes must
+    then predict it close to 2x, which an unscaled one (or a kind-keyed spec) cannot."""
+    from devicefit.predict.operator_roofline import transfer_roofline
+
+    here, local, slow_spec, calm, slow, artifact = two_cpus
     specs = {here: local, "cpu@cpu-0000slow0000": slow_spec}
-    artifact = training.train([*calm, *slow], specs, local_host=here.split("@", 1)[1])
     assert artifact["domain"]["device"] == sorted(specs)
     assert artifact["devices"] == {"cpu": here}  # a bare "cpu" answers for this machine
     assert {k.rsplit("|", 1)[0] for k in artifact["baseline"]["roofline"]} == set(specs)
@@ -364,7 +373,7 @@ def test_two_cpus_are_two_devices_each_scored_against_its_own_probe(measured):
     assert PerformancePredictor(artifact).device_of("cpu") == here
 
 
-def test_a_device_known_by_its_probe_only_is_answered_through_the_validated_transfer(measured):
+def test_a_device_known_by_its_probe_only_is_answered_through_the_validated_transfer(two_cpus):
     """A registered machine no row measured (a request naming its device with its own probe) is
     answered the way leave-one-device-out validated: the measured CPU's fit carried to it by the
     two probes' peaks, plus the residual trees, with leave-one-device-out's interval. The store
@@ -373,16 +382,7 @@ def test_a_device_known_by_its_probe_only_is_answered_through_the_validated_tran
     it would have been answered by one efficiency ratio instead, never validated there."""
     from dataclasses import replace
 
-    from devicefit.predict.hardware_specs import row_device
-
-    rows = rows_of(measured)
-    local = device_specs(detect_hardware().to_json())["cpu"]
-    here = row_device(rows[0])
-    half = replace(local, name="a CPU of half the peaks", peak_gflops=local.peak_gflops / 2, bandwidth_gbs=local.bandwidth_gbs / 2)
-    slow = [dict(r, host_fingerprint="cpu-0000slow0000", mean_ms=2 * r["mean_ms"], p50_ms=2 * r["p50_ms"],
-                 throughput_samples_per_s=r["throughput_samples_per_s"] / 2, contended=False) for r in rows]
-    artifact = training.train([*[dict(r, contended=False) for r in rows], *slow], {here: local, "cpu@cpu-0000slow0000": half},
-                              local_host=here.split("@", 1)[1])
+    here, local, _half, _calm, _slow, artifact = two_cpus
     predictor = PerformancePredictor(artifact)
     quarter = replace(local, name="a CPU of a quarter of the peaks", peak_gflops=local.peak_gflops / 4, bandwidth_gbs=local.bandwidth_gbs / 4)
     point = model_point(resolve_model(MODELS[0]))
