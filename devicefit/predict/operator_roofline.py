@@ -119,16 +119,21 @@ class OperatorRoofline:
     # A transferred fit's half precisions whose GEMM rate the fp32 peaks carried, for want of a
     # probed rate on one side: a prediction in them says so (transfer_roofline).
     half_by_fp32: tuple[str, ...] = ()
+    # A transferred fit's half precisions whose GEMM rate the two hosts' measured speed-ups over
+    # fp32 carried (devicefit.predict.host_half_rates), with the figures they come from.
+    half_by_hosts: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "backend": self.backend, "values": self.values, "priors": self.priors, "rows": self.rows,
                 "rms_log_error": self.rms_log_error, "peak_gflops": self.peak_gflops, "bandwidth_gbs": self.bandwidth_gbs,
-                "transferred_from": self.transferred_from, "half_gflops": self.half_gflops, "half_by_fp32": list(self.half_by_fp32)}
+                "transferred_from": self.transferred_from, "half_gflops": self.half_gflops, "half_by_fp32": list(self.half_by_fp32),
+                "half_by_hosts": self.half_by_hosts}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "OperatorRoofline":
         return cls(d["kind"], d["backend"], d["values"], d["priors"], d["rows"], d["rms_log_error"], d["peak_gflops"],
-                   d["bandwidth_gbs"], d.get("transferred_from"), d.get("half_gflops"), tuple(d.get("half_by_fp32") or ()))
+                   d["bandwidth_gbs"], d.get("transferred_from"), d.get("half_gflops"), tuple(d.get("half_by_fp32") or ()),
+                   d.get("half_by_hosts"))
 
     def basis(self, device: str, precision: str) -> str:
         """Where this fit's time for `precision` on `device` comes from, in words: fitted on the
@@ -139,6 +144,9 @@ class OperatorRoofline:
             return f"per-operator roofline fitted on {device}"
         text = (f"per-operator roofline fitted on {self.transferred_from}, carried to {device} (no row of its own on "
                 f"{self.backend}) by the two devices' probed peaks")
+        if precision in (self.half_by_hosts or {}):
+            text += (f"; its {precision} GEMM rate by the fp32 peaks times the two hosts' {precision} speed-ups over fp32 as torch "
+                     f"measured them ({self.half_by_hosts[precision]})")
         if precision in self.half_by_fp32:
             text += (f"; its {precision} GEMM rate by the fp32 peaks, for one of the two probes measured no {precision} matmul "
                      f"(CPUs with and without native {precision} differ about 2x there; `devicefit detect --refresh` on that machine measures it)")
@@ -309,7 +317,8 @@ def _forward_steps(x: np.ndarray) -> np.ndarray:
     return (x + step) - x
 
 
-def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "") -> OperatorRoofline:
+def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "",
+                      host_factors: dict[str, tuple[float, str]] | None = None) -> OperatorRoofline:
     """A device's fit carried to another device of the same kind that no row measured: every
     rate (GFLOP/s, and transcendental elements/s) scaled by the ratio of the two devices' probed
     compute peaks, every bandwidth by the ratio of their probed bandwidths; per-kernel costs,
@@ -319,11 +328,15 @@ def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "
     A bf16 or fp16 GEMM rate is scaled by the ratio of the two devices' probed matmuls in that
     precision where both probes measured one: the fp32 ratio says nothing about whether either
     CPU has native bf16 (AMX: tens of times an AVX2 CPU's emulated rate at similar fp32 peaks).
-    Where either probe lacks the figure (a fit from before probes measured it, or a target
-    device without it) the fp32 ratio stands in, and can be that far off."""
+    Where either probe lacks the figure (OpenVINO's devices, a probe from before probes measured
+    it), `host_factors` (devicefit.predict.host_half_rates.transfer_factors: the target host's
+    speed-up over fp32 over the source host's, as torch measured them) times the fp32 ratio
+    stands in; where neither is known, the fp32 ratio alone, which can be that far off."""
     compute, memory = spec.peak_gflops / fit.peak_gflops, spec.bandwidth_gbs / fit.bandwidth_gbs
     ours, theirs = fit.half_gflops or {}, spec.half_rates()
-    half = {p: theirs[p] / ours[p] for p in theirs if p in ours}
+    probed = {p: theirs[p] / ours[p] for p in theirs if p in ours}
+    by_hosts = {p: basis for p, (_, basis) in (host_factors or {}).items() if p not in probed and f"linear_gflops_{p}" in fit.values}
+    half = {**{p: compute * host_factors[p][0] for p in by_hosts}, **probed}
 
     def scaled(name: str, value: float) -> float:
         if name.startswith("linear_gflops_"):
@@ -339,4 +352,4 @@ def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "
     return OperatorRoofline(fit.kind, fit.backend, {n: scaled(n, v) for n, v in fit.values.items()},
                             {n: scaled(n, v) for n, v in fit.priors.items()}, 0, fit.rms_log_error, spec.peak_gflops,
                             spec.bandwidth_gbs, source or f"{fit.kind} fit ({fit.peak_gflops:g} GFLOP/s, {fit.bandwidth_gbs:g} GB/s)",
-                            spec.half_rates() or None, by_fp32)
+                            spec.half_rates() or None, by_fp32, by_hosts or None)

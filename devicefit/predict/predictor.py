@@ -131,7 +131,8 @@ class PerformancePredictor:
             return self.baselines  # a thinly measured device's own rows calibrate link 2 instead
         key = (device, spec)
         if key not in self._carried:
-            self._carried[key] = self.baselines.with_devices({device: spec}, {device})
+            # every spec the artifact has: a host CPU's probe can carry its bf16 speed-up (host_half_rates)
+            self._carried[key] = self.baselines.with_devices({**self.specs, device: spec}, {device})
         return self._carried[key]
 
     def prefill_factor(self, r: Request, prefill: ModelPoint) -> tuple[float, str] | None:

@@ -26,6 +26,7 @@ from devicefit.predict.booster_settings import LGB_PARAMS, NUM_ROUNDS
 from devicefit.predict.domain import parameter_range, thinly_measured, without_devices
 from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec, default_devices, kind_of, machine_of, row_device
+from devicefit.predict.host_half_rates import host_speedups, transfer_factors
 from devicefit.predict.memory_model import MemoryModel, device_memory_kind, fit_memory_model, memory_target
 from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline, transfer_roofline
 from devicefit.predict.speed import speed_factors
@@ -206,16 +207,17 @@ class Baselines:
     def with_devices(self, specs: dict[str, DeviceSpec], devices: set[str]) -> "Baselines":
         """These baselines plus, for each of `devices` without a fit of its own, the fit of the
         same-kind device with the most rows: the roofline's rates scaled by the two devices'
-        probed peaks (`transfer_roofline`), the memory model as it is (a process's memory does
-        not depend on the CPU's speed). A device no same-kind device informs stays uncovered."""
+        probed peaks (`transfer_roofline`; a bf16 rate also by the two hosts' measured bf16
+        speed-ups, `host_half_rates`), the memory model as it is (a process's memory does not
+        depend on the CPU's speed). A device no same-kind device informs stays uncovered."""
         roofline, memory = dict(self.roofline), dict(self.memory)
-        for device in sorted(devices):
-            if device not in specs:
-                continue
+        speedups = host_speedups(self.roofline, specs)
+        for device in sorted(d for d in devices if d in specs):
             for key, fit in sorted(self.roofline.items(), key=lambda kv: -kv[1].rows):
                 source, backend = key.rsplit("|", 1)
                 if source != device and kind_of(source) == kind_of(device) and f"{device}|{backend}" not in roofline:
-                    roofline[f"{device}|{backend}"] = transfer_roofline(fit, specs[device], source)
+                    factors = transfer_factors(source, device, speedups)
+                    roofline[f"{device}|{backend}"] = transfer_roofline(fit, specs[device], source, factors)
             same_kind = [m for d, m in self.memory.items() if d != device and kind_of(d) == kind_of(device)]
             if device not in memory and same_kind:
                 memory[device] = max(same_kind, key=lambda m: m.rows)
