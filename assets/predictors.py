@@ -57,6 +57,8 @@ def predictors(context: dg.AssetExecutionContext, devicefit_data: DevicefitData,
             "per_hardware": rows_table(_metrics_rows(v.per_hardware), METRIC_COLUMNS),
             **({"held_out_device": rows_table(_metrics_rows(v.leave_one_hardware_out_per_device), METRIC_COLUMNS)}
                if v.leave_one_hardware_out_per_device else {}),
+            **({"held_out_machine": rows_table(_metrics_rows(v.leave_one_machine_out_per_device), METRIC_COLUMNS)}
+               if v.leave_one_machine_out_per_device else {}),
         })
 
 

@@ -120,6 +120,14 @@ def main() -> int:
                 coverage = "not measurable (one device)" if band["coverage"] is None else f"{band['coverage']:.1%}"
                 print(f"    the interval of a device of kind {kind} that no row measured: x/÷{math.exp(band['log_half_width']):.2f}, "
                       f"coverage {coverage} (nominal {validation.level:.0%}; each device's calibrated on the others')")
+        if v.leave_one_machine_out_per_device:
+            print(f"  {t} leave-one-machine-out (every device of the machine held out together): "
+                  + ", ".join(f"{k} {m.mape:.1%} (median {m.median_ape:.1%}, n={m.n})"
+                              for k, m in v.leave_one_machine_out_per_device.items()))
+            for kind, band in v.leave_one_machine_out_band_per_kind.items():
+                coverage = "not measurable (one machine)" if band["coverage"] is None else f"{band['coverage']:.1%}"
+                print(f"    the interval of a device of kind {kind} on a machine nothing was measured on: "
+                      f"x/÷{math.exp(band['log_half_width']):.2f}, coverage {coverage}")
     ttft = artifact["validation"].get("ttft")
     if ttft:
         decoder = "" if ttft["decoder_only_mape"] is None else \

@@ -8,16 +8,19 @@ the Xeon with AMX and the Zen 4 EPYC (`../shared/datasets/`) the fp32 peaks carr
 bf16: its bf16 runs 3.4x its fp32 on the Xeon and 1.9x on the EPYC, and leave-one-device-out
 predicted bf16 1.5x too slow on the one and 1.7x too fast on the other.
 
-Each host's speed-up is measured anyway, as torch runs it (the same measure on both sides of a
-transfer, so that the backend's own bf16 efficiency is carried like its fp32 one), in order:
+Each host's speed-up is measured anyway, as torch runs it, by one of two measures:
 
-1. torch's roofline fitted on the host's own rows in both precisions: the ratio of its fitted
-   GEMM rates, on real models' shapes;
-2. the host CPU's probe: its bf16 matmul over its fp32 matmul.
+- `rows`: torch's roofline fitted on the host's own rows, with at least MIN_HALF_ROWS of them in
+  the half precision: the ratio of its fitted GEMM rates, on real models' shapes;
+- `probe`: the host CPU's probe, its bf16 matmul over its fp32 matmul.
 
-A transfer then scales the bf16 rate by the fp32 peaks' ratio times the two hosts' speed-ups'
-ratio. Only devices that run on the host's CPU (the CPU, OpenVINO's CPU plugin) take a host's
-speed-up: a GPU behind the same host has its own.
+A transfer scales the bf16 rate by the fp32 peaks' ratio times the two hosts' speed-ups' ratio,
+taken by the same measure on both hosts where they share one (rows first), else by the rows of
+one and the probe of the other (the Xeon's files have rows and no bf16 probe, the EPYC's quick
+runs a probe and no bf16 rows; at bert-base's shapes this EPYC's F.linear bf16 runs 2.2-2.5x its
+fp32, where the probe's 256-wide matmul reads 1.54x). The backend's own bf16 efficiency is thus
+carried like its fp32 one. Only devices that run on the host's CPU (the CPU, OpenVINO's CPU
+plugin) take a host's speed-up: a GPU behind the same host has its own.
 """
 from __future__ import annotations
 
@@ -31,43 +34,59 @@ if TYPE_CHECKING:
     from devicefit.predict.operator_roofline import OperatorRoofline
 
 CPU_RUN_KINDS = ("cpu", "openvino")  # kinds whose GEMMs are the host CPU's (a GPU's key names its own fingerprint)
+MIN_HALF_ROWS = 6  # a fitted half-precision rate from fewer rows is mostly its prior (2x fp32)
+MEASURES = ("rows", "probe")  # in order of preference
 
-Speedups = dict[str, dict[str, tuple[float, str]]]  # host -> precision -> (rate over fp32, where it comes from)
+# host -> precision -> measure -> (rate over fp32, where it comes from)
+Speedups = dict[str, dict[str, dict[str, tuple[float, str]]]]
 
 
-def runs_on_host_cpu(device: str) -> bool:
+def on_host_cpu(device: str) -> bool:
+    """Whether a device key ("openvino@<host>", "cpu@<host>+t1") computes on its host's CPU."""
     return kind_of(device) in CPU_RUN_KINDS and key_accelerator(device) is None and bool(host_of(device))
 
 
+def _machine_cpu(device: str) -> bool:
+    """A machine's own CPU device: the one whose rows and probe measure the host's speed-up."""
+    return kind_of(device) == "cpu" and on_host_cpu(device) and not is_profiled(device)
+
+
 def host_speedups(roofline: dict[str, "OperatorRoofline"], specs: dict[str, "DeviceSpec"]) -> Speedups:
-    """Per host fingerprint, per half precision: torch's rate over its fp32 rate on that host
-    and where the figure comes from. `roofline` is keyed "<device>|<backend>"; only a fit of the
-    device's own rows counts (not a transferred one), and only a machine's own CPU device (not
-    its constraint profiles)."""
+    """Per host fingerprint and half precision, each measure of torch's speed-up over fp32 there.
+    `roofline` is keyed "<device>|<backend>"; only torch's fit of a machine's own CPU rows counts
+    (not a transferred fit, a profile's, or another backend's)."""
     out: Speedups = {}
     for key, fit in sorted(roofline.items()):
-        device = key.rsplit("|", 1)[0]
-        if kind_of(device) != "cpu" or fit.transferred_from is not None or not runs_on_host_cpu(device) or is_profiled(device):
+        device, backend = key.rsplit("|", 1)
+        if backend != "torch" or fit.transferred_from is not None or not _machine_cpu(device):
             continue
         fp32 = fit.values.get("linear_gflops_fp32")
         for p in HALF_PRECISIONS:
-            if fp32 and (half := fit.values.get(f"linear_gflops_{p}")):
-                out.setdefault(host_of(device), {})[p] = (half / fp32, f"{device}'s {p} rows: fitted GEMM rate {half / fp32:.2f}x fp32")
+            n = (fit.precision_rows or {}).get(p, 0)
+            if fp32 and n >= MIN_HALF_ROWS and (half := fit.values.get(f"linear_gflops_{p}")):
+                out.setdefault(host_of(device), {}).setdefault(p, {})["rows"] = (
+                    half / fp32, f"{device}'s {n} {p} rows: fitted GEMM rate {half / fp32:.2f}x fp32")
     for device, spec in sorted(specs.items()):
-        if kind_of(device) != "cpu" or not runs_on_host_cpu(device) or is_profiled(device):
-            continue
-        for p, rate in spec.half_rates().items():
-            out.setdefault(host_of(device), {}).setdefault(p, (rate / spec.peak_gflops,
-                                                              f"{device}'s probe: {p} matmul {rate / spec.peak_gflops:.2f}x fp32"))
+        if _machine_cpu(device):
+            for p, rate in spec.half_rates().items():
+                out.setdefault(host_of(device), {}).setdefault(p, {})["probe"] = (
+                    rate / spec.peak_gflops, f"{device}'s probe: {p} matmul {rate / spec.peak_gflops:.2f}x fp32")
     return out
 
 
 def transfer_factors(source: str, target: str, speedups: Speedups) -> dict[str, tuple[float, str]]:
     """For a fit carried from `source` to `target`: per half precision both hosts have a
-    speed-up for, the target's over the source's (what multiplies the fp32 peaks' ratio), and
-    the two figures it comes from."""
-    if not (runs_on_host_cpu(source) and runs_on_host_cpu(target)):
+    speed-up for, the target's over the source's (what multiplies the fp32 peaks' ratio), by
+    the same measure on both where they share one, and the figures it comes from."""
+    if not (on_host_cpu(source) and on_host_cpu(target)):
         return {}
     theirs, ours = speedups.get(host_of(target), {}), speedups.get(host_of(source), {})
-    return {p: (theirs[p][0] / ours[p][0], f"{theirs[p][1]}; {ours[p][1]}")
-            for p in HALF_PRECISIONS if p in theirs and p in ours}
+    out = {}
+    for p in HALF_PRECISIONS:
+        t, s = theirs.get(p, {}), ours.get(p, {})
+        shared = [m for m in MEASURES if m in t and m in s]
+        pair = (t[shared[0]], s[shared[0]]) if shared else \
+            (next((t[m] for m in MEASURES if m in t), None), next((s[m] for m in MEASURES if m in s), None))
+        if pair[0] and pair[1]:
+            out[p] = (pair[0][0] / pair[1][0], f"{pair[0][1]}; {pair[1][1]}")
+    return out

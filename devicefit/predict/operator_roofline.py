@@ -32,6 +32,7 @@ learn what this misses, in log ratio to it.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -122,18 +123,21 @@ class OperatorRoofline:
     # A transferred fit's half precisions whose GEMM rate the two hosts' measured speed-ups over
     # fp32 carried (devicefit.predict.host_half_rates), with the figures they come from.
     half_by_hosts: dict[str, str] | None = None
+    # A fit of the device's own rows: how many rows it had in each precision (None: a transferred
+    # fit, or one stored before this was recorded).
+    precision_rows: dict[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "backend": self.backend, "values": self.values, "priors": self.priors, "rows": self.rows,
                 "rms_log_error": self.rms_log_error, "peak_gflops": self.peak_gflops, "bandwidth_gbs": self.bandwidth_gbs,
                 "transferred_from": self.transferred_from, "half_gflops": self.half_gflops, "half_by_fp32": list(self.half_by_fp32),
-                "half_by_hosts": self.half_by_hosts}
+                "half_by_hosts": self.half_by_hosts, "precision_rows": self.precision_rows}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "OperatorRoofline":
         return cls(d["kind"], d["backend"], d["values"], d["priors"], d["rows"], d["rms_log_error"], d["peak_gflops"],
                    d["bandwidth_gbs"], d.get("transferred_from"), d.get("half_gflops"), tuple(d.get("half_by_fp32") or ()),
-                   d.get("half_by_hosts"))
+                   d.get("half_by_hosts"), d.get("precision_rows"))
 
     def basis(self, device: str, precision: str) -> str:
         """Where this fit's time for `precision` on `device` comes from, in words: fitted on the
@@ -307,7 +311,8 @@ def fit_operator_roofline(kind: str, backend: str, samples: list[tuple["ModelPoi
     x = least_squares(residuals, x0, jac=jacobian, method="trf").x
     r = residuals(x)[: len(samples)]
     return OperatorRoofline(kind, backend, {n: float(math.exp(val)) for n, val in zip(names, x)}, priors, len(samples),
-                            float(np.sqrt(np.mean(r ** 2))), spec.peak_gflops, spec.bandwidth_gbs, half_gflops=spec.half_rates() or None)
+                            float(np.sqrt(np.mean(r ** 2))), spec.peak_gflops, spec.bandwidth_gbs, half_gflops=spec.half_rates() or None,
+                            precision_rows=dict(Counter(s[2] for s in samples)))
 
 
 def _forward_steps(x: np.ndarray) -> np.ndarray:

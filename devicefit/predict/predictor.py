@@ -23,7 +23,7 @@ from typing import Any
 
 from devicefit.predict.features import ModelPoint, feature_row, memory_reference_bytes, to_matrix
 from devicefit.predict.generation import is_asynchronous
-from devicefit.predict.hardware_specs import DeviceSpec
+from devicefit.predict.hardware_specs import DeviceSpec, machine_of
 from devicefit.predict.memory_model import device_memory_kind
 from devicefit.predict.training import TARGETS, Baselines, reconcile
 from devicefit.predict.validation_report import ValidationReport
@@ -85,7 +85,7 @@ class PerformancePredictor:
         self.domain = artifact["domain"]
         self.specs = {k: DeviceSpec(**v) for k, v in artifact["specs"].items()}
         if artifact.get("validation") is None:
-            self.level, self.half_width, self.device_half_width = None, {t: None for t in TARGETS}, {}
+            self.level, self.half_width, self.device_half_width, self.machine_half_width = None, {t: None for t in TARGETS}, {}, {}
         else:
             validation = ValidationReport.of(artifact)
             self.level = validation.level
@@ -95,6 +95,10 @@ class PerformancePredictor:
             self.device_half_width = {kind: {t: (validation.targets[t].leave_one_hardware_out_band_per_kind.get(kind) or {}).get("log_half_width")
                                              for t in TARGETS}
                                       for kind in validation.targets["latency"].leave_one_hardware_out_band_per_kind}
+            # per kind, for such a device on a machine nothing was measured on: leave-one-machine-out's
+            self.machine_half_width = {kind: {t: (validation.targets[t].leave_one_machine_out_band_per_kind.get(kind) or {}).get("log_half_width")
+                                              for t in TARGETS}
+                                       for kind in validation.targets["latency"].leave_one_machine_out_band_per_kind}
         self.baselines = Baselines.from_json(artifact["baseline"])
         self._carried: dict[tuple[str, DeviceSpec], Baselines] = {}  # baselines_for's, per unmeasured device
         self.devices: dict[str, str] = artifact.get("devices") or {}
@@ -233,9 +237,16 @@ class PerformancePredictor:
         measured gets leave-one-device-out's (held-out models on measured devices understate its
         error 2-4x), the band of its own kind. Where no device of the kind was held out to validate one, it gets the
         wider of the held-out-model band and the spread of the kind's measured efficiencies (the
-        band the calibrated roofline gave such a device before), with no level: not validated."""
+        band the calibrated roofline gave such a device before), with no level: not validated.
+        A device on a machine none of whose devices was measured gets leave-one-machine-out's band
+        where the artifact has one: leave-one-device-out kept the held-out device's siblings."""
         if not transferred:
             return self.half_width, self.level, ""
+        device = self.device_for(r)
+        band = self.machine_half_width.get(r.kind)
+        if band and band["latency"] is not None and not any(machine_of(d) == machine_of(device) for d in self.baselines.memory):
+            return band, self.level, (f"; intervals from leave-one-machine-out on {r.kind} (each measured machine's {r.kind} device "
+                                      "predicted from the other machines' rows alone)")
         band = self.device_half_width.get(r.kind)
         if band and band["latency"] is not None:
             return band, self.level, f"; intervals from leave-one-device-out on {r.kind} (each measured {r.kind} device predicted from the others)"

@@ -36,9 +36,9 @@ from devicefit.predict.validation_report import (
     TargetValidation,
     ValidationReport,
     conformal_half_width,
-    device_bands,
     error_metrics,
     grouped_metrics,
+    held_out_figures,
     nested_coverage,
 )
 from models.catalog import UnknownModelError
@@ -345,6 +345,9 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
     extra, measured = ttft_requests(rows, data, categories) if rows else ([], [])
     oof = held_out_predictions(data, data.models, categories, specs, extra)
     oof_kind = held_out_predictions(data, data.devices, categories, specs) if len(set(data.devices)) > 1 else None
+    machines = [machine_of(d) for d in data.devices]  # one device a machine: the same folds as the devices'
+    oof_machine = None if len(set(machines)) < 2 else oof_kind if len(set(machines)) == len(set(data.devices)) \
+        else held_out_predictions(data, machines, categories, specs)
     for t in TARGETS:
         ok = ~np.isnan(oof[t])
         actual, predicted = data.actual[t][ok], oof[t][ok]
@@ -353,13 +356,8 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
         models = [m for m, keep in zip(data.models, ok) if keep]
         hosts = [machine_of(d) for d in devices]
         residuals = np.abs(np.log(predicted / actual))
-        loho, loho_per_device, loho_bands = None, {}, {}
-        if oof_kind is not None:
-            by_kind = ~np.isnan(oof_kind[t])
-            loho = error_metrics(data.actual[t][by_kind], oof_kind[t][by_kind]) if by_kind.any() else None
-            loho_per_device = grouped_metrics(data.actual[t][by_kind], oof_kind[t][by_kind],
-                                               [d for d, keep in zip(data.devices, by_kind) if keep])
-            loho_bands = device_bands(np.abs(np.log(oof_kind[t] / data.actual[t])), data.devices, [kind_of(d) for d in data.devices], by_kind)
+        loho, loho_per_device, loho_bands = held_out_figures(data.actual[t], oof_kind[t], data.devices) if oof_kind else (None, {}, {})
+        _, machine_per_device, machine_bands = held_out_figures(data.actual[t], oof_machine[t], data.devices) if oof_machine else (None, {}, {})
         targets[t] = TargetValidation(
             leave_one_model_out=error_metrics(actual, predicted),
             per_family=grouped_metrics(actual, predicted, families),
@@ -371,6 +369,8 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
             leave_one_hardware_out_per_device=loho_per_device,
             per_host=grouped_metrics(actual, predicted, hosts) if len(set(hosts)) > 1 else {},
             leave_one_hardware_out_band_per_kind=loho_bands,
+            leave_one_machine_out_per_device=machine_per_device,
+            leave_one_machine_out_band_per_kind=machine_bands,
         )
     # Each row's prediction from the fold that held its model out, for predicted-vs-measured
     # figures: the numbers behind the reported error, not an in-sample fit.

@@ -42,6 +42,12 @@ class TargetValidation:
     # (device_bands below): the interval of a device no row measured, answered through a
     # same-kind device's transferred fit (the held-out-model one is 2-4x too narrow there).
     leave_one_hardware_out_band_per_kind: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    # The same two with every device of a machine held out together (its CPU, OpenVINO on it, its
+    # profiles), when the rows came from several machines: what a device on a machine nothing was
+    # measured on gets. Leave-one-device-out keeps the held-out device's siblings, and their rows
+    # inform it (host_half_rates: a host's bf16 speed-up from its torch rows).
+    leave_one_machine_out_per_device: dict[str, ErrorMetrics] = field(default_factory=dict)
+    leave_one_machine_out_band_per_kind: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
     @property
     def within_bar(self) -> bool:
@@ -58,12 +64,14 @@ class TargetValidation:
     def from_json(cls, data: dict[str, Any]) -> "TargetValidation":
         groups = {k: {g: ErrorMetrics(**m) for g, m in data[k].items()} for k in ("per_family", "per_hardware")}
         loho = data.get("leave_one_hardware_out")
-        per_device, per_host = ({g: ErrorMetrics(**m) for g, m in (data.get(k) or {}).items()}
-                                for k in ("leave_one_hardware_out_per_device", "per_host"))
+        per_device, per_host, per_machine_device = ({g: ErrorMetrics(**m) for g, m in (data.get(k) or {}).items()}
+                                                    for k in ("leave_one_hardware_out_per_device", "per_host",
+                                                              "leave_one_machine_out_per_device"))
         return cls(ErrorMetrics(**data["leave_one_model_out"]), groups["per_family"], groups["per_hardware"],
                    data["interval_log_half_width"], data["interval_coverage"], data["bar_mape"],
                    ErrorMetrics(**loho) if loho else None, per_device, per_host,
-                   dict(data.get("leave_one_hardware_out_band_per_kind") or {}))
+                   dict(data.get("leave_one_hardware_out_band_per_kind") or {}), per_machine_device,
+                   dict(data.get("leave_one_machine_out_band_per_kind") or {}))
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -71,6 +79,9 @@ class TargetValidation:
             out.pop("leave_one_hardware_out")
             out.pop("leave_one_hardware_out_per_device")
             out.pop("leave_one_hardware_out_band_per_kind")
+        if not self.leave_one_machine_out_per_device:
+            out.pop("leave_one_machine_out_per_device")
+            out.pop("leave_one_machine_out_band_per_kind")
         return out
 
 
@@ -161,3 +172,16 @@ def device_bands(abs_log_residuals: np.ndarray, devices: list[str], kinds: list[
         bands[kind] = {"log_half_width": conformal_half_width(abs_log_residuals[mine]),
                        "coverage": None if math.isnan(covered) else covered}
     return bands
+
+
+def held_out_figures(actual: np.ndarray, predicted: np.ndarray, devices: list[str]
+                     ) -> tuple[ErrorMetrics | None, dict[str, ErrorMetrics], dict[str, dict[str, float | None]]]:
+    """Out-of-fold predictions of held-out hardware (NaN where no fold could predict a row) as
+    the report keeps them: the error overall, per held-out device, and each device kind's band
+    (`device_bands`)."""
+    held = ~np.isnan(predicted)
+    if not held.any():
+        return None, {}, {}
+    return (error_metrics(actual[held], predicted[held]),
+            grouped_metrics(actual[held], predicted[held], [d for d, keep in zip(devices, held) if keep]),
+            device_bands(np.abs(np.log(predicted / actual)), devices, [d.split("@", 1)[0] for d in devices], held))

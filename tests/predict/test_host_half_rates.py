@@ -4,45 +4,59 @@ probe measured bf16)."""
 import pytest
 
 from devicefit.predict.hardware_specs import DeviceSpec
-from devicefit.predict.host_half_rates import host_speedups, transfer_factors
+from devicefit.predict.host_half_rates import MIN_HALF_ROWS, host_speedups, on_host_cpu, transfer_factors
 from devicefit.predict.operator_roofline import OperatorRoofline, transfer_roofline
 from devicefit.predict.training import Baselines
 
-AMX_HOST, AVX512_HOST = "cpu-aaaaaaaaaaaa", "cpu-bbbbbbbbbbbb"
+AMX_HOST, AVX512_HOST, THIRD = "cpu-aaaaaaaaaaaa", "cpu-bbbbbbbbbbbb", "cpu-cccccccccccc"
 
 
 def fit(kind: str, backend: str, rates: dict[str, float], peak: float, transferred_from: str | None = None,
-        half_gflops: dict[str, float] | None = None) -> OperatorRoofline:
+        half_gflops: dict[str, float] | None = None, rows: int = 20) -> OperatorRoofline:
     values = {**{f"linear_gflops_{p}": r for p, r in rates.items()}, "bandwidth_gbs": 10.0, "kernel_ms": 0.01}
-    return OperatorRoofline(kind, backend, values, dict(values), 40, 0.1, peak, 30.0, transferred_from, half_gflops)
+    return OperatorRoofline(kind, backend, values, dict(values), rows * len(rates), 0.1, peak, 30.0, transferred_from, half_gflops,
+                            precision_rows=None if transferred_from else {p: rows for p in rates})
 
 
 def spec(kind: str, peak: float, bf16: float | None = None) -> DeviceSpec:
     return DeviceSpec(kind, kind, peak, 30.0, "measured_probe", bf16_gflops=bf16)
 
 
-def test_a_hosts_speedup_comes_from_torchs_fitted_rows_first_then_its_probe():
+def test_each_hosts_speedup_is_torchs_on_that_machines_own_cpu_by_rows_and_by_probe():
     roofline = {
         f"cpu@{AMX_HOST}|torch": fit("cpu", "torch", {"fp32": 300.0, "bf16": 930.0}, 325.0),  # 3.1x from rows
-        f"openvino@{AMX_HOST}|openvino": fit("openvino", "openvino", {"fp32": 360.0, "bf16": 1350.0}, 325.0),  # not torch's
-        f"cpu@{AVX512_HOST}|torch": fit("cpu", "torch", {"fp32": 170.0}, 194.0),  # no bf16 rows: its probe
+        f"openvino@{AVX512_HOST}|openvino": fit("openvino", "openvino", {"fp32": 220.0, "bf16": 420.0}, 194.0),  # not torch's
+        f"cpu@{AVX512_HOST}|torch": fit("cpu", "torch", {"fp32": 170.0}, 194.0),  # no bf16 rows: its probe only
         f"cpu@{AVX512_HOST}+t1|torch": fit("cpu", "torch", {"fp32": 90.0, "bf16": 900.0}, 194.0),  # a profile: not the machine
-        "cpu@cpu-cccccccccccc|torch": fit("cpu", "torch", {"fp32": 1.0, "bf16": 50.0}, 1.0, transferred_from="cpu@x"),
+        f"cpu@{AVX512_HOST}|plugin": fit("cpu", "plugin", {"fp32": 90.0, "bf16": 900.0}, 194.0),  # another backend
+        f"cpu@{THIRD}|torch": fit("cpu", "torch", {"fp32": 1.0, "bf16": 50.0}, 1.0, transferred_from="cpu@x"),  # not its rows
         f"cuda@{AVX512_HOST}+cuda-123456789abc|torch": fit("cuda", "torch", {"fp32": 9000.0, "bf16": 90000.0}, 19500.0),
     }
-    specs = {f"cpu@{AMX_HOST}": spec("cpu", 325.0), f"cpu@{AVX512_HOST}": spec("cpu", 194.0, bf16=299.0),
-             f"openvino@{AVX512_HOST}": spec("openvino", 194.0, bf16=5000.0)}  # only a CPU's own probe counts
+    specs = {f"cpu@{AMX_HOST}": spec("cpu", 325.0, bf16=1300.0), f"cpu@{AVX512_HOST}": spec("cpu", 194.0, bf16=299.0),
+             f"openvino@{THIRD}": spec("openvino", 100.0, bf16=5000.0)}  # only a machine's CPU probe counts
     speedups = host_speedups(roofline, specs)
-    assert speedups[AMX_HOST]["bf16"][0] == pytest.approx(3.1)
-    assert f"cpu@{AMX_HOST}'s bf16 rows" in speedups[AMX_HOST]["bf16"][1]
-    assert speedups[AVX512_HOST]["bf16"][0] == pytest.approx(299.0 / 194.0)
-    assert "probe" in speedups[AVX512_HOST]["bf16"][1]
-    assert "cpu-cccccccccccc" not in speedups
-    # OpenVINO from the AVX-512 host to the AMX host: bf16 is 3.1 / 1.54 times the fp32 peaks' ratio
+    assert speedups[AMX_HOST]["bf16"]["rows"][0] == pytest.approx(3.1)
+    assert f"cpu@{AMX_HOST}'s 20 bf16 rows" in speedups[AMX_HOST]["bf16"]["rows"][1]
+    assert speedups[AMX_HOST]["bf16"]["probe"][0] == pytest.approx(4.0)
+    assert speedups[AVX512_HOST] == {"bf16": {"probe": (pytest.approx(299.0 / 194.0), f"cpu@{AVX512_HOST}'s probe: bf16 matmul 1.54x fp32")}}
+    assert THIRD not in speedups
+    # OpenVINO between the two: the measure both hosts share (the probes), not the AMX host's rows
     (factor, basis), = transfer_factors(f"openvino@{AVX512_HOST}", f"openvino@{AMX_HOST}", speedups).values()
+    assert factor == pytest.approx(4.0 / (299.0 / 194.0)) and "rows" not in basis
+    # without the AMX host's probe: its rows against the other's probe
+    no_probe = host_speedups(roofline, {**specs, f"cpu@{AMX_HOST}": spec("cpu", 325.0)})
+    (factor, basis), = transfer_factors(f"openvino@{AVX512_HOST}", f"openvino@{AMX_HOST}", no_probe).values()
     assert factor == pytest.approx(3.1 / (299.0 / 194.0)) and "rows" in basis and "probe" in basis
     # a GPU behind the host does not take its CPU's speed-up
     assert transfer_factors(f"cpu@{AVX512_HOST}", f"cuda@{AMX_HOST}+cuda-123456789abc", speedups) == {}
+    assert on_host_cpu(f"cpu@{AMX_HOST}+t1") and not on_host_cpu("cpu") and not on_host_cpu(f"wasm@{AMX_HOST}")
+
+
+def test_a_fitted_rate_from_too_few_half_precision_rows_is_its_prior_and_does_not_count():
+    few = fit("cpu", "torch", {"fp32": 300.0, "bf16": 930.0}, 325.0, rows=MIN_HALF_ROWS - 1)
+    assert host_speedups({f"cpu@{AMX_HOST}|torch": few}, {}) == {}
+    stored_before = OperatorRoofline.from_json({k: v for k, v in few.to_json().items() if k != "precision_rows"})
+    assert host_speedups({f"cpu@{AMX_HOST}|torch": stored_before}, {}) == {}
 
 
 def test_a_transfer_carries_bf16_by_the_hosts_speedups_where_the_probes_have_no_bf16_matmul():
@@ -65,14 +79,17 @@ def test_a_transfer_carries_bf16_by_the_hosts_speedups_where_the_probes_have_no_
 
 def test_baselines_carry_openvinos_bf16_to_a_host_whose_torch_rows_measured_its_speedup():
     """Leave-one-device-out's case: OpenVINO measured on one host, torch (in fp32 and bf16) on
-    another; OpenVINO's fit reaches the second host with bf16 scaled by its torch speed-up."""
-    baselines = Baselines({f"openvino@{AVX512_HOST}|openvino": fit("openvino", "openvino", {"fp32": 220.0, "bf16": 420.0}, 194.0),
-                           f"cpu@{AMX_HOST}|torch": fit("cpu", "torch", {"fp32": 300.0, "bf16": 930.0}, 325.0)}, {})
+    another; OpenVINO's fit reaches the second host with bf16 scaled by its torch speed-up, and
+    the fits of the devices' own rows are left as they are."""
+    own = {f"openvino@{AVX512_HOST}|openvino": fit("openvino", "openvino", {"fp32": 220.0, "bf16": 420.0}, 194.0),
+           f"cpu@{AMX_HOST}|torch": fit("cpu", "torch", {"fp32": 300.0, "bf16": 930.0}, 325.0)}
     specs = {f"openvino@{AMX_HOST}": spec("openvino", 325.0), f"cpu@{AVX512_HOST}": spec("cpu", 194.0, bf16=299.0),
              f"cpu@{AMX_HOST}": spec("cpu", 325.0)}
-    carried = baselines.with_devices(specs, {f"openvino@{AMX_HOST}"}).roofline[f"openvino@{AMX_HOST}|openvino"]
-    assert carried.transferred_from == f"openvino@{AVX512_HOST}"
-    assert carried.values["linear_gflops_bf16"] == pytest.approx(420.0 * 325.0 / 194.0 * 3.1 / (299.0 / 194.0))
+    carried = Baselines(dict(own), {}).with_devices(specs, {f"openvino@{AMX_HOST}", *(k.split("|")[0] for k in own)})
+    assert all(carried.roofline[k] == v for k, v in own.items())
+    moved = carried.roofline[f"openvino@{AMX_HOST}|openvino"]
+    assert moved.transferred_from == f"openvino@{AVX512_HOST}"
+    assert moved.values["linear_gflops_bf16"] == pytest.approx(420.0 * 325.0 / 194.0 * 3.1 / (299.0 / 194.0))
     # with no measure of the AMX host's bf16, the fp32 peaks alone, as before
-    alone = Baselines({k: v for k, v in baselines.roofline.items() if "openvino" in k}, {}).with_devices(specs, {f"openvino@{AMX_HOST}"})
+    alone = Baselines({k: v for k, v in own.items() if "openvino" in k}, {}).with_devices(specs, {f"openvino@{AMX_HOST}"})
     assert alone.roofline[f"openvino@{AMX_HOST}|openvino"].half_by_fp32 == ("bf16",)

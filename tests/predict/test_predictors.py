@@ -391,12 +391,16 @@ def test_a_device_known_by_its_probe_only_is_answered_through_the_validated_tran
     got = dict(zip(ask, predictor.predict(list(ask.values()))))
     third = got["cpu@cpu-0000third000"]
     assert third.source == "trained_predictor", third.detail
-    assert "carried to cpu@cpu-0000third000" in third.detail and "leave-one-device-out" in third.detail
+    # a machine nothing was measured on: the band of machines held out whole (here, one device a
+    # machine, the same folds as leave-one-device-out's)
+    assert "carried to cpu@cpu-0000third000" in third.detail and "leave-one-machine-out" in third.detail
     assert third.latency_ms > got["cpu@cpu-0000slow0000"].latency_ms > got[here].latency_ms
     from devicefit.predict.validation_report import ValidationReport
 
     report = ValidationReport.of(artifact)
     band = report.targets["latency"].leave_one_hardware_out_band_per_kind["cpu"]
+    assert report.targets["latency"].leave_one_machine_out_band_per_kind["cpu"] == band
+    assert report.targets["latency"].leave_one_machine_out_per_device == report.targets["latency"].leave_one_hardware_out_per_device
     width = band["log_half_width"]
     assert width is not None and third.interval_level == report.level
     # two CPUs held out: each one's interval calibrated on the other's residuals
@@ -405,9 +409,16 @@ def test_a_device_known_by_its_probe_only_is_answered_through_the_validated_tran
     # The measured devices keep their own fits and the held-out-model band.
     assert "fitted on " + here in got[here].detail and "carried" not in got[here].detail
     assert got[here].latency_interval[1] / got[here].latency_ms == pytest.approx(np.exp(report.targets["latency"].interval_log_half_width))
+    # A device on a measured machine (a profile of this CPU) gets leave-one-device-out's band, one
+    # on a machine nothing was measured on leave-one-machine-out's, where the two differ.
+    predictor.machine_half_width = {"cpu": {"latency": 0.9, "throughput": 0.9, "memory": 0.9}}
+    profile = Request(point, 2, "fp32", "inference", "cpu", device=here + "+t9", spec=quarter)
+    on_here, elsewhere = predictor.predict([profile, ask["cpu@cpu-0000third000"]])
+    assert "leave-one-device-out" in on_here.detail and on_here.latency_interval[1] / on_here.latency_ms == pytest.approx(np.exp(width))
+    assert "leave-one-machine-out" in elsewhere.detail and elsewhere.latency_interval[1] / elsewhere.latency_ms == pytest.approx(np.exp(0.9))
     # With no device of its kind held out to validate a band (one measured CPU; another kind's
     # band does not stand in), the transfer's has no level and is at least the held-out-model one.
-    predictor.device_half_width = {"openvino": {"latency": 0.01, "throughput": 0.01, "memory": 0.01}}
+    predictor.device_half_width = predictor.machine_half_width = {"openvino": {"latency": 0.01, "throughput": 0.01, "memory": 0.01}}
     alone = predictor.predict([ask["cpu@cpu-0000third000"]])[0]
     assert alone.interval_level is None and "not validated for a device no row measured" in alone.detail
     assert alone.latency_interval[1] / alone.latency_ms >= np.exp(report.targets["latency"].interval_log_half_width) * (1 - 1e-9)
@@ -466,3 +477,31 @@ def test_a_device_measured_on_at_most_half_the_models_calibrates_its_roofline_in
     assert set(thin) == {"wasm@h", "webgpu@h"} and "6 models measured on wasm@h, at most half of the 12" in thin["wasm@h"]
     assert training.thinly_measured(SimpleNamespace(devices=["cpu@h"] * 4, models=["a", "b", "c", "d"])) == {}
 
+
+
+def test_machines_held_out_whole_are_validated_apart_from_single_devices(two_cpus):
+    """With a machine of two devices (this CPU and a profile of it) beside another machine,
+    leave-one-machine-out holds the two out together, so its per-device figures and band are its
+    own (what a device of a machine nothing was measured on gets), while leave-one-device-out
+    predicts the profile with its machine's CPU still in training."""
+    from dataclasses import replace
+
+    from devicefit.predict.validation_report import ValidationReport
+
+    here, local, slow_spec, calm, slow, _ = two_cpus
+    profile = here + "+t1"
+    pinned = [dict(r, device_profile="t1", mean_ms=1.5 * r["mean_ms"], p50_ms=1.5 * r["p50_ms"],
+                   throughput_samples_per_s=r["throughput_samples_per_s"] / 1.5) for r in calm]
+    specs = {here: local, profile: replace(local, peak_gflops=local.peak_gflops / 1.5), "cpu@cpu-0000slow0000": slow_spec}
+    artifact = training.train([*calm, *pinned, *slow], specs, local_host=here.split("@", 1)[1])
+    v = ValidationReport.from_json(json.loads(json.dumps(artifact["validation"]))).targets["latency"]
+    assert set(v.leave_one_hardware_out_per_device) == set(v.leave_one_machine_out_per_device) == set(specs)
+    assert v.leave_one_machine_out_per_device[profile].n == len(pinned)
+    # the other machine is one device: the same fold either way; this machine's two devices are not
+    assert v.leave_one_machine_out_per_device["cpu@cpu-0000slow0000"] == v.leave_one_hardware_out_per_device["cpu@cpu-0000slow0000"]
+    assert v.leave_one_machine_out_per_device[profile] != v.leave_one_hardware_out_per_device[profile]
+    assert v.leave_one_machine_out_band_per_kind["cpu"]["log_half_width"] > 0
+    # one machine only: no machine folds, and the report says nothing of them
+    alone = training.train([*calm, *pinned], {here: local, profile: specs[profile]}, local_host=here.split("@", 1)[1])
+    latency = alone["validation"]["targets"]["latency"]
+    assert "leave_one_machine_out_per_device" not in latency and set(latency["leave_one_hardware_out_per_device"]) == {here, profile}
