@@ -12,6 +12,7 @@ exceeds, is excluded with the reason."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from benchmark_runners import registry
@@ -20,7 +21,7 @@ from devicefit import store
 from devicefit.predict import served
 from devicefit.predict.api import MB
 from devicefit.predict.features import model_point
-from devicefit.predict.hardware_specs import accelerator_of, row_device, spec_from_probe
+from devicefit.predict.hardware_specs import DeviceSpec, accelerator_of, on_cpu, row_device, runs_on_cpu, spec_from_probe
 from devicefit.predict.memory_model import memory_target
 from devicefit.predict.predictor import Request
 from devicefit.select.selector import HardwareSelector, SelectionError
@@ -28,19 +29,43 @@ from models.classifier import classify_spec
 from models.resolve import resolve_model
 
 
-def registered_devices(selector: HardwareSelector, ids: list[str]) -> list[dict[str, Any]]:
-    """The registered devices named by `ids`, in that order; an unknown id is an error naming
-    the registered ones."""
+def registered_fleet(selector: HardwareSelector) -> dict[str, dict[str, Any]]:
+    """Every registered device by id; no store is an error saying how devices get registered."""
     database = selector.predictor.paths.database
     if not database.exists():
         raise SelectionError(f"no store at {database}: no device is registered (devicefit devices register, or make run)")
     with store.opened(database, read_only=True) as con:
-        fleet = {d["id"]: d for d in store.devices(con)} if store.schema_version(con) >= 12 else {}
+        return {d["id"]: d for d in store.devices(con)} if store.schema_version(con) >= 12 else {}
+
+
+def registered_devices(selector: HardwareSelector, ids: list[str], fleet: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The registered devices named by `ids`, in that order; an unknown id is an error naming
+    the registered ones."""
+    fleet = registered_fleet(selector) if fleet is None else fleet
     unknown = [i for i in ids if i not in fleet]
     if unknown:
         raise SelectionError(f"unknown device {', '.join(unknown)}; registered: {', '.join(sorted(fleet)) or 'none'} "
                              f"(devicefit devices list)")
     return [fleet[i] for i in ids]
+
+
+def device_spec(device: dict[str, Any], fleet: dict[str, dict[str, Any]]) -> DeviceSpec | None:
+    """The figures a registered device is predicted from: its own probe; for a device that
+    computes on its host's CPU and is registered without one (OpenVINO's CPU plugin, wasm,
+    WebGPU on a software adapter), that CPU's registered probe, without its half-precision
+    matmuls (torch's kernels), as training scores such a device's rows
+    (hardware_specs.measured_device_specs); else none."""
+    if device.get("probe"):
+        return spec_from_probe(device["kind"], f"{device['name']} ({device['id']})", device["probe"])
+    host = fleet.get(device.get("host_fingerprint") or "") or {}
+    cpu = spec_from_probe("cpu", host.get("name"), host["probe"]) if host.get("kind") == "cpu" and host.get("probe") else None
+    details = device.get("details") or {}
+    if cpu is None:
+        return None
+    if device["kind"] == "openvino" and details.get("name") == "CPU":
+        return replace(cpu, kind="openvino", name=f"OpenVINO CPU plugin on {cpu.name} ({device['id']})",
+                       source=f"{cpu.source} (the CPU OpenVINO runs on, {host['id']})", bf16_gflops=None, fp16_gflops=None)
+    return on_cpu(device["kind"], cpu) if runs_on_cpu(device["kind"], bool(details.get("software"))) else None
 
 
 def _host_key(device: dict[str, Any]) -> str:
@@ -92,14 +117,11 @@ def select_devices(selector: HardwareSelector, model_name: str, device_ids: list
         raise SelectionError(f"batch_size must be a positive integer up to {MAX_ASKED_BATCH_SIZE}, got {batch_size}")
     spec = resolve_model(model_name)
     family = classify_spec(spec).family or "unknown"
-    devices = registered_devices(selector, device_ids)
+    fleet = registered_fleet(selector)
+    devices = registered_devices(selector, device_ids, fleet)
     point = model_point(spec, sequence_length)
     predictor = selector.predictor.predictor
-    requests = []
-    for d in devices:
-        probe = d.get("probe") or {}
-        own = spec_from_probe(d["kind"], f"{d['name']} ({d['id']})", probe) if probe else None
-        requests.append(Request(point, batch_size, precision, mode, d["kind"], device=_device_key(d), spec=own))
+    requests = [Request(point, batch_size, precision, mode, d["kind"], device=_device_key(d), spec=device_spec(d, fleet)) for d in devices]
     predictions = predictor.predict(requests)
     if selector.predictor.record:  # kept, to be scored against each device's own later measurement
         served.record(selector.predictor.paths, predictor, "select_devices", requests, predictions)

@@ -101,3 +101,29 @@ def test_a_registered_device_selection_is_kept_and_scored_against_that_device_al
     assert all(r["measured_device"] == plain_key and r["batch_size"] == 1 for r in scored)
     # two origins' predictions of one config served in one instant are two predictions, each scored
     assert api and api[0]["measured_device"] == plain_key
+
+
+def test_a_registered_device_on_its_hosts_cpu_is_predicted_from_that_cpus_probe(fleet_dir):
+    """OpenVINO's CPU plugin registers without a probe of its own: it is predicted from its host
+    CPU's registered probe (less its torch half-precision matmuls), as training scores its rows,
+    not answered "unavailable"; on a host whose CPU is not registered there is nothing to use."""
+    from devicefit.select.devices import device_spec
+
+    data, cpu = fleet_dir
+    plugin = {**cpu, "id": f"openvino-0123456789ab-{cpu['id'].removeprefix('cpu-')}", "kind": "openvino", "name": cpu["name"],
+              "hardware_fingerprint": "openvino-0123456789ab", "probe": None, "details": {"name": "CPU"}, "registered_at": None}
+    stray = {**plugin, "id": "openvino-0123456789ab-elsewhere", "host_fingerprint": "cpu-0000elsewhere", "hostname": "elsewhere"}
+    gpu_plugin = {**plugin, "id": "openvino-0123456789ab-gpu", "details": {"name": "GPU.0"}}
+    with store.opened(data / "devicefit.duckdb") as con:
+        for d in (plugin, stray, gpu_plugin):
+            store.register_device(con, d)
+        fleet = {d["id"]: d for d in store.devices(con)}
+    spec = device_spec(fleet[plugin["id"]], fleet)
+    assert spec.kind == "openvino" and spec.peak_gflops == device_spec(fleet[cpu["id"]], fleet).peak_gflops
+    assert spec.bf16_gflops is None and cpu["id"] in spec.source
+    assert device_spec(fleet[stray["id"]], fleet) is None and device_spec(fleet[gpu_plugin["id"]], fleet) is None
+    selector = HardwareSelector(benchmark_dir=data, inventory={}, record=False)
+    result = select_devices(selector, PREDICTION_MODELS[0], [cpu["id"], plugin["id"], stray["id"]], batch_size=1)
+    assert result["devices"][plugin["id"]]["predicted"]["source"] != "unavailable"
+    assert result["devices"][plugin["id"]]["predicted"]["latency"] > 0
+    assert result["devices"][stray["id"]]["predicted"]["source"] == "unavailable"
