@@ -23,7 +23,7 @@ from typing import Any
 
 from devicefit.predict.features import ModelPoint, feature_row, memory_reference_bytes, to_matrix
 from devicefit.predict.generation import is_asynchronous
-from devicefit.predict.hardware_specs import DeviceSpec, machine_of
+from devicefit.predict.hardware_specs import DeviceSpec, host_of, machine_of
 from devicefit.predict.memory_model import device_memory_kind
 from devicefit.predict.training import TARGETS, Baselines, reconcile
 from devicefit.predict.validation_report import ValidationReport
@@ -64,6 +64,9 @@ class Request:
     # The device's figures where the artifact has none for it (a registered device never
     # measured: its own probe), for the roofline links of the chain.
     spec: DeviceSpec | None = None
+    # For such a device that computes on its host's CPU (OpenVINO's CPU plugin): that CPU's own
+    # figures, whose probed bf16 matmul carries the host's bf16 speed-up (host_half_rates).
+    host_spec: DeviceSpec | None = None
 
     def __post_init__(self):
         if self.backend is None:
@@ -100,7 +103,7 @@ class PerformancePredictor:
                                               for t in TARGETS}
                                        for kind in validation.targets["latency"].leave_one_machine_out_band_per_kind}
         self.baselines = Baselines.from_json(artifact["baseline"])
-        self._carried: dict[tuple[str, DeviceSpec], Baselines] = {}  # baselines_for's, per unmeasured device
+        self._carried: dict[tuple, Baselines] = {}  # baselines_for's, per unmeasured device (and its host CPU's figures)
         self.devices: dict[str, str] = artifact.get("devices") or {}
 
     def device_of(self, kind: str) -> str:
@@ -133,10 +136,11 @@ class PerformancePredictor:
         if spec is None or device in self.artifact.get("calibrated_only", {}) or \
                 (f"{device}|{r.backend}" in self.baselines.roofline and device in self.baselines.memory):
             return self.baselines  # a thinly measured device's own rows calibrate link 2 instead
-        key = (device, spec)
+        key = (device, spec, r.host_spec)
         if key not in self._carried:
-            # every spec the artifact has: a host CPU's probe can carry its bf16 speed-up (host_half_rates)
-            self._carried[key] = self.baselines.with_devices({**self.specs, device: spec}, {device})
+            # every spec the artifact has, and the request's host CPU's: a host CPU's probe carries its bf16 speed-up (host_half_rates)
+            host = {f"cpu@{host_of(device)}": r.host_spec} if r.host_spec and host_of(device) else {}
+            self._carried[key] = self.baselines.with_devices({**host, **self.specs, device: spec}, {device})
         return self._carried[key]
 
     def prefill_factor(self, r: Request, prefill: ModelPoint) -> tuple[float, str] | None:

@@ -49,6 +49,14 @@ def registered_devices(selector: HardwareSelector, ids: list[str], fleet: dict[s
     return [fleet[i] for i in ids]
 
 
+def _host_cpu_spec(device: dict[str, Any], fleet: dict[str, dict[str, Any]]) -> DeviceSpec | None:
+    """The registered probe of the CPU a device's host is, for a device other than that CPU."""
+    host = fleet.get(device.get("host_fingerprint") or "") or {}
+    if device["kind"] == "cpu" or host.get("kind") != "cpu" or not host.get("probe"):
+        return None
+    return spec_from_probe("cpu", host.get("name"), host["probe"])
+
+
 def device_spec(device: dict[str, Any], fleet: dict[str, dict[str, Any]]) -> DeviceSpec | None:
     """The figures a registered device is predicted from: its own probe; for a device that
     computes on its host's CPU and is registered without one (OpenVINO's CPU plugin, wasm,
@@ -58,8 +66,7 @@ def device_spec(device: dict[str, Any], fleet: dict[str, dict[str, Any]]) -> Dev
     if device.get("probe"):
         return spec_from_probe(device["kind"], f"{device['name']} ({device['id']})", device["probe"])
     host = fleet.get(device.get("host_fingerprint") or "") or {}
-    cpu = spec_from_probe("cpu", host.get("name"), host["probe"]) if host.get("kind") == "cpu" and host.get("probe") else None
-    details = device.get("details") or {}
+    cpu, details = _host_cpu_spec(device, fleet), device.get("details") or {}
     if cpu is None:
         return None
     if device["kind"] == "openvino" and details.get("name") == "CPU":
@@ -121,7 +128,8 @@ def select_devices(selector: HardwareSelector, model_name: str, device_ids: list
     devices = registered_devices(selector, device_ids, fleet)
     point = model_point(spec, sequence_length)
     predictor = selector.predictor.predictor
-    requests = [Request(point, batch_size, precision, mode, d["kind"], device=_device_key(d), spec=device_spec(d, fleet)) for d in devices]
+    requests = [Request(point, batch_size, precision, mode, d["kind"], device=_device_key(d), spec=device_spec(d, fleet),
+                        host_spec=_host_cpu_spec(d, fleet)) for d in devices]
     predictions = predictor.predict(requests)
     if selector.predictor.record:  # kept, to be scored against each device's own later measurement
         served.record(selector.predictor.paths, predictor, "select_devices", requests, predictions)

@@ -93,3 +93,25 @@ def test_baselines_carry_openvinos_bf16_to_a_host_whose_torch_rows_measured_its_
     # with no measure of the AMX host's bf16, the fp32 peaks alone, as before
     alone = Baselines({k: v for k, v in own.items() if "openvino" in k}, {}).with_devices(specs, {f"openvino@{AMX_HOST}"})
     assert alone.roofline[f"openvino@{AMX_HOST}|openvino"].half_by_fp32 == ("bf16",)
+
+
+def test_a_served_device_of_a_machine_never_measured_takes_its_host_cpus_probe_for_bf16():
+    """`devicefit select` asks for OpenVINO on a registered machine nothing was measured on with
+    that machine's CPU probe beside the device's own figures (Request.host_spec): its bf16
+    rides the two hosts' probes, as leave-one-machine-out validated it; without it, the fp32 peaks."""
+    from devicefit.predict.features import model_point
+    from devicefit.predict.predictor import PerformancePredictor, Request
+    from models.resolve import resolve_model
+
+    predictor = PerformancePredictor.__new__(PerformancePredictor)
+    predictor.artifact, predictor.devices, predictor._carried = {}, {}, {}
+    predictor.specs = {f"cpu@{AVX512_HOST}": spec("cpu", 194.0, bf16=299.0)}
+    predictor.baselines = Baselines({f"openvino@{AVX512_HOST}|openvino": fit("openvino", "openvino", {"fp32": 220.0, "bf16": 420.0}, 194.0)}, {})
+    point = model_point(resolve_model("bert-tiny"))
+    ask = dict(point=point, batch_size=1, precision="bf16", mode="inference", kind="openvino", device=f"openvino@{AMX_HOST}",
+               spec=spec("openvino", 325.0))
+    with_host = predictor.baselines_for(Request(**ask, host_spec=spec("cpu", 325.0, bf16=1300.0)))
+    moved = with_host.roofline[f"openvino@{AMX_HOST}|openvino"]
+    assert moved.half_by_hosts and moved.values["linear_gflops_bf16"] == pytest.approx(420.0 * 325.0 / 194.0 * 4.0 / (299.0 / 194.0))
+    alone = predictor.baselines_for(Request(**ask)).roofline[f"openvino@{AMX_HOST}|openvino"]
+    assert alone.half_by_fp32 == ("bf16",)
