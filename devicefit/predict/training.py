@@ -356,8 +356,8 @@ def validate(data: TrainingData, categories: dict[str, list[str]], specs: dict[s
         models = [m for m, keep in zip(data.models, ok) if keep]
         hosts = [machine_of(d) for d in devices]
         residuals = np.abs(np.log(predicted / actual))
-        loho, loho_per_device, loho_bands = held_out_figures(data.actual[t], oof_kind[t], data.devices) if oof_kind else (None, {}, {})
-        _, machine_per_device, machine_bands = held_out_figures(data.actual[t], oof_machine[t], data.devices) if oof_machine else (None, {}, {})
+        loho, loho_per_device, loho_bands = held_out_figures(data.actual[t], oof_kind[t], data.devices) if oof_kind is not None else (None, {}, {})
+        _, machine_per_device, machine_bands = held_out_figures(data.actual[t], oof_machine[t], data.devices) if oof_machine is not None else (None, {}, {})
         targets[t] = TargetValidation(
             leave_one_model_out=error_metrics(actual, predicted),
             per_family=grouped_metrics(actual, predicted, families),

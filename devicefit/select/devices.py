@@ -52,8 +52,8 @@ def registered_devices(selector: HardwareSelector, ids: list[str], fleet: dict[s
 def _host_cpu_spec(device: dict[str, Any], fleet: dict[str, dict[str, Any]]) -> DeviceSpec | None:
     """The registered probe of the CPU a device's host is, for a device other than that CPU."""
     host = fleet.get(device.get("host_fingerprint") or "") or {}
-    if device["kind"] == "cpu" or host.get("kind") != "cpu" or not host.get("probe"):
-        return None
+    if device["kind"] == "cpu" or host.get("kind") != "cpu" or not host.get("probe") or _as_row(device)["device_profile"]:
+        return None  # a profiled device is not the unconstrained CPU (training leaves one without its own probe unscored)
     return spec_from_probe("cpu", host.get("name"), host["probe"])
 
 
@@ -69,7 +69,7 @@ def device_spec(device: dict[str, Any], fleet: dict[str, dict[str, Any]]) -> Dev
     cpu, details = _host_cpu_spec(device, fleet), device.get("details") or {}
     if cpu is None:
         return None
-    if device["kind"] == "openvino" and details.get("name") == "CPU":
+    if device["kind"] == "openvino" and "CPU" in (details.get("name"), device.get("name")):  # a device registered before details were kept has its name
         return replace(cpu, kind="openvino", name=f"OpenVINO CPU plugin on {cpu.name} ({device['id']})",
                        source=f"{cpu.source} (the CPU OpenVINO runs on, {host['id']})", bf16_gflops=None, fp16_gflops=None)
     return on_cpu(device["kind"], cpu) if runs_on_cpu(device["kind"], bool(details.get("software"))) else None

@@ -122,8 +122,19 @@ def test_a_registered_device_on_its_hosts_cpu_is_predicted_from_that_cpus_probe(
     assert spec.kind == "openvino" and spec.peak_gflops == device_spec(fleet[cpu["id"]], fleet).peak_gflops
     assert spec.bf16_gflops is None and cpu["id"] in spec.source
     assert device_spec(fleet[stray["id"]], fleet) is None and device_spec(fleet[gpu_plugin["id"]], fleet) is None
+    profiled = {**plugin, "id": plugin["id"] + "+t1"}  # a profile is not the unconstrained CPU: nothing to use
+    assert device_spec(profiled, fleet) is None
     selector = HardwareSelector(benchmark_dir=data, inventory={}, record=False)
+    asked = []
+    predict = selector.predictor.predictor.predict
+    selector.predictor.predictor.predict = lambda requests: asked.extend(requests) or predict(requests)
     result = select_devices(selector, PREDICTION_MODELS[0], [cpu["id"], plugin["id"], stray["id"]], batch_size=1)
-    assert result["devices"][plugin["id"]]["predicted"]["source"] != "unavailable"
-    assert result["devices"][plugin["id"]]["predicted"]["latency"] > 0
+    answer = result["devices"][plugin["id"]]["predicted"]
+    # no OpenVINO row in this store: the static rule, on the host CPU's peaks, says so
+    assert answer["source"] == "static_rule" and answer["latency"] > 0 and "the CPU OpenVINO runs on" in answer["detail"]
     assert result["devices"][stray["id"]]["predicted"]["source"] == "unavailable"
+    # the plugin's request carries its host CPU's figures (for its bf16 speed-up); the CPU's own does not
+    host_specs = {r.device: r.host_spec for r in asked}
+    mine = host_specs[f"openvino@{cpu['host_fingerprint']}"]
+    assert mine.kind == "cpu" and mine.peak_gflops == spec.peak_gflops and host_specs[f"cpu@{cpu['host_fingerprint']}"] is None
+    assert host_specs["openvino@cpu-0000elsewhere"] is None
