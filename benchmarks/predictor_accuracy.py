@@ -67,6 +67,14 @@ def model_facts_seconds(specs) -> tuple[float, float]:
                 os.environ["DEVICEFIT_CACHE_DIR"] = before
 
 
+def print_held_out(title: str, per_device: dict, bands: dict, where: str, alone: str, note: str) -> None:
+    """One held-out-hardware section: the error per held-out device, then each kind's interval."""
+    print(f"  {title}: " + ", ".join(f"{k} {m.mape:.1%} (median {m.median_ape:.1%}, n={m.n})" for k, m in per_device.items()))
+    for kind, band in bands.items():
+        coverage = f"not measurable ({alone})" if band["coverage"] is None else f"{band['coverage']:.1%}"
+        print(f"    the interval of a device of kind {kind} {where}: x/÷{math.exp(band['log_half_width']):.2f}, coverage {coverage}{note}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--database", default=None)
@@ -113,21 +121,12 @@ def main() -> int:
     for t in TARGETS:
         v = validation.targets[t]
         if v.leave_one_hardware_out:
-            print(f"  {t} leave-one-device-out (trained on the other devices only): "
-                  + ", ".join(f"{k} {m.mape:.1%} (median {m.median_ape:.1%}, n={m.n})"
-                              for k, m in v.leave_one_hardware_out_per_device.items()))
-            for kind, band in v.leave_one_hardware_out_band_per_kind.items():
-                coverage = "not measurable (one device)" if band["coverage"] is None else f"{band['coverage']:.1%}"
-                print(f"    the interval of a device of kind {kind} that no row measured: x/÷{math.exp(band['log_half_width']):.2f}, "
-                      f"coverage {coverage} (nominal {validation.level:.0%}; each device's calibrated on the others')")
+            print_held_out(f"{t} leave-one-device-out (trained on the other devices only)", v.leave_one_hardware_out_per_device,
+                           v.leave_one_hardware_out_band_per_kind, "that no row measured", "one device",
+                           f" (nominal {validation.level:.0%}; each device's calibrated on the others')")
         if v.leave_one_machine_out_per_device:
-            print(f"  {t} leave-one-machine-out (every device of the machine held out together): "
-                  + ", ".join(f"{k} {m.mape:.1%} (median {m.median_ape:.1%}, n={m.n})"
-                              for k, m in v.leave_one_machine_out_per_device.items()))
-            for kind, band in v.leave_one_machine_out_band_per_kind.items():
-                coverage = "not measurable (one machine)" if band["coverage"] is None else f"{band['coverage']:.1%}"
-                print(f"    the interval of a device of kind {kind} on a machine nothing was measured on: "
-                      f"x/÷{math.exp(band['log_half_width']):.2f}, coverage {coverage}")
+            print_held_out(f"{t} leave-one-machine-out (every device of the machine held out together)", v.leave_one_machine_out_per_device,
+                           v.leave_one_machine_out_band_per_kind, "on a machine nothing was measured on", "one machine", "")
     ttft = artifact["validation"].get("ttft")
     if ttft:
         decoder = "" if ttft["decoder_only_mape"] is None else \

@@ -154,9 +154,7 @@ def device_specs(inventory: dict) -> dict[str, DeviceSpec]:
         specs.setdefault(kind, published_spec(kind))
     openvino = platforms.get("openvino", {})
     if openvino.get("available") and any(d.get("name") == "CPU" for d in openvino.get("devices") or []) and "cpu" in specs:
-        cpu = specs["cpu"]  # OpenVINO's CPU plugin runs on the probed CPU: same peaks, its own fitted efficiency
-        specs["openvino"] = DeviceSpec("openvino", f"OpenVINO CPU plugin on {cpu.name}", cpu.peak_gflops, cpu.bandwidth_gbs,
-                                       f"{cpu.source} (the CPU OpenVINO runs on)", cpu.memory_gb)
+        specs["openvino"] = openvino_on_cpu(specs["cpu"])
     for kind, info in platforms.items():  # wasm, and WebGPU on a software adapter: the CPU does the work
         devices = info.get("devices") or [{}]
         if kind not in specs and info.get("available") and "cpu" in specs and runs_on_cpu(kind, bool(devices[0].get("software"))):
@@ -168,6 +166,15 @@ def runs_on_cpu(kind: str, software: bool = False) -> bool:
     """Whether a kind's measurements run on the host CPU's cores (beside the CPU itself): wasm,
     WebGPU on a software adapter. OpenVINO's CPU plugin is its own case (its devices have names)."""
     return kind != "cpu" and kind in registry.kind_names() and registry.physical_kind(kind, software=software) == "cpu" and kind != "openvino"
+
+
+def openvino_on_cpu(cpu: DeviceSpec, cpu_id: str = "") -> DeviceSpec:
+    """OpenVINO's CPU plugin on a probed CPU (`cpu_id`: that CPU's device id, named in the
+    source): the same peaks, its own fitted efficiency, and none of the probe's half-precision
+    matmuls, which are torch's kernels, not OpenVINO's."""
+    where = f", {cpu_id}" if cpu_id else ""
+    return replace(cpu, kind="openvino", name=f"OpenVINO CPU plugin on {cpu.name}", source=f"{cpu.source} (the CPU OpenVINO runs on{where})",
+                   bf16_gflops=None, fp16_gflops=None)
 
 
 def on_cpu(kind: str, cpu: DeviceSpec) -> DeviceSpec:
@@ -287,8 +294,7 @@ def measured_device_specs(rows: list[dict], hardware: list[tuple]) -> dict[str, 
         if spec is None and kind == "openvino" and (name == "CPU" or registry.runs_on_host_cpu(r.get("device") or "")) and host:
             cpu = from_probe("cpu", r.get("host_fingerprint"), *host)
             if cpu:
-                spec = replace(cpu, kind=kind, name=f"OpenVINO CPU plugin on {cpu.name}", source=f"{cpu.source} (the CPU OpenVINO runs on)",
-                               bf16_gflops=None, fp16_gflops=None)
+                spec = openvino_on_cpu(cpu)
         if spec is None and host and runs_on_cpu(kind, _software_row(r)):
             cpu = from_probe("cpu", r.get("host_fingerprint"), *host)
             spec = on_cpu(kind, cpu) if cpu else None

@@ -94,14 +94,9 @@ class PerformancePredictor:
             self.level = validation.level
             self.half_width = {t: validation.targets[t].interval_log_half_width for t in TARGETS}
             # per kind, for a device answered through a same-kind device's transferred fit: its
-            # error is leave-one-device-out's
-            self.device_half_width = {kind: {t: (validation.targets[t].leave_one_hardware_out_band_per_kind.get(kind) or {}).get("log_half_width")
-                                             for t in TARGETS}
-                                      for kind in validation.targets["latency"].leave_one_hardware_out_band_per_kind}
-            # per kind, for such a device on a machine nothing was measured on: leave-one-machine-out's
-            self.machine_half_width = {kind: {t: (validation.targets[t].leave_one_machine_out_band_per_kind.get(kind) or {}).get("log_half_width")
-                                              for t in TARGETS}
-                                       for kind in validation.targets["latency"].leave_one_machine_out_band_per_kind}
+            # error is leave-one-device-out's, and on a machine nothing was measured on leave-one-machine-out's
+            self.device_half_width = _bands_per_kind(validation, "leave_one_hardware_out_band_per_kind")
+            self.machine_half_width = _bands_per_kind(validation, "leave_one_machine_out_band_per_kind")
         self.baselines = Baselines.from_json(artifact["baseline"])
         self._carried: dict[tuple, Baselines] = {}  # baselines_for's, per unmeasured device (and its host CPU's figures)
         self.devices: dict[str, str] = artifact.get("devices") or {}
@@ -334,6 +329,12 @@ class PerformancePredictor:
                           f"{'cold start, no trained predictor yet, for' if self.artifact.get('cold_start') else 'nothing measured on'} "
                           f"{r.kind}/{r.precision}/{r.mode}: roofline on {spec.name} ({spec.source}) at an "
                           f"assumed {STATIC_EFFICIENCY:.0%} of peak; memory = process baseline + weights", None), r)
+
+
+def _bands_per_kind(validation: ValidationReport, field: str) -> dict[str, dict[str, float | None]]:
+    """Per device kind, each target's log half-width from one of the report's per-kind bands."""
+    return {kind: {t: (getattr(validation.targets[t], field).get(kind) or {}).get("log_half_width") for t in TARGETS}
+            for kind in getattr(validation.targets["latency"], field)}
 
 
 def _at_least_resident(mem: float, interval: tuple[float, float] | None, r: Request) -> tuple[float, tuple[float, float] | None, str]:

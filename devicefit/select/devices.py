@@ -12,7 +12,6 @@ exceeds, is excluded with the reason."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 from benchmark_runners import registry
@@ -21,7 +20,7 @@ from devicefit import store
 from devicefit.predict import served
 from devicefit.predict.api import MB
 from devicefit.predict.features import model_point
-from devicefit.predict.hardware_specs import DeviceSpec, accelerator_of, on_cpu, row_device, runs_on_cpu, spec_from_probe
+from devicefit.predict.hardware_specs import DeviceSpec, accelerator_of, on_cpu, openvino_on_cpu, row_device, runs_on_cpu, spec_from_probe
 from devicefit.predict.memory_model import memory_target
 from devicefit.predict.predictor import Request
 from devicefit.select.selector import HardwareSelector, SelectionError
@@ -65,13 +64,11 @@ def device_spec(device: dict[str, Any], fleet: dict[str, dict[str, Any]]) -> Dev
     (hardware_specs.measured_device_specs); else none."""
     if device.get("probe"):
         return spec_from_probe(device["kind"], f"{device['name']} ({device['id']})", device["probe"])
-    host = fleet.get(device.get("host_fingerprint") or "") or {}
     cpu, details = _host_cpu_spec(device, fleet), device.get("details") or {}
     if cpu is None:
         return None
     if device["kind"] == "openvino" and "CPU" in (details.get("name"), device.get("name")):  # a device registered before details were kept has its name
-        return replace(cpu, kind="openvino", name=f"OpenVINO CPU plugin on {cpu.name} ({device['id']})",
-                       source=f"{cpu.source} (the CPU OpenVINO runs on, {host['id']})", bf16_gflops=None, fp16_gflops=None)
+        return openvino_on_cpu(cpu, device["host_fingerprint"])
     return on_cpu(device["kind"], cpu) if runs_on_cpu(device["kind"], bool(details.get("software"))) else None
 
 
