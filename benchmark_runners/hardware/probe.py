@@ -23,16 +23,21 @@ log = logging.getLogger("devicefit.probe")
 
 # Sizes big enough to leave caches and reach steady throughput, small enough for < 1 s each.
 PROBE_SIZES = {
-    "cpu": {"matmul_n": 1024, "copy_bytes": 256 * 2**20, "half_matmul_n": 256},
+    "cpu": {"matmul_n": 1024, "copy_bytes": 256 * 2**20, "half_matmul_n": 1024, "half_matmul_small_n": 256},
     "cuda": {"matmul_n": 8192, "copy_bytes": 2 * 2**30, "half_matmul_n": 8192},
     "mps": {"matmul_n": 4096, "copy_bytes": 512 * 2**20, "half_matmul_n": 4096},
 }
 # Half precisions, measured rather than assumed: the operator roofline's prior for a bf16 or fp16
 # GEMM was 2x the fp32 probe, a CPU rule; an H200's tensor cores do about 15x its fp32 rate, and
 # a CPU without native bf16 does far less than its fp32 (the AMD EPYC here: 16-22 GFLOP/s in bf16
-# against 165 in fp32). A CPU's half GEMM can be slow enough that the fp32 size would take
-# seconds, hence its smaller size.
+# against 165 in fp32). Measured at the fp32 matmul's size, as a model's GEMMs are: at n=256 the
+# Zen 4 EPYC's bf16 read 1.7-1.9x its fp32 (fixed costs weigh on a 33 MFLOP call), at 1024 2.1-2.4x,
+# as its models' bf16 GEMMs run. A CPU's half GEMM can be slow enough that the fp32 size would take
+# seconds (a CPU without a bf16 kernel), so the size falls back to half_matmul_small_n when a call
+# there, projected from the small size, would not fit HALF_CALLS_PER_BUDGET calls in the budget;
+# the probe records which size it measured (half_matmul_n).
 HALF_PRECISIONS = {"bf16": "bfloat16", "fp16": "float16"}
+HALF_CALLS_PER_BUDGET = 4
 # A 256 KiB buffer copied into another: 512 KiB, inside a core's L2 on current x86 CPUs (the
 # EPYC's 512 KiB, a Sapphire Rapids' 2 MiB) and any GPU's L2.
 CACHE_COPY_BYTES = 256 * 2**10
@@ -64,7 +69,9 @@ class ProbeResult:
     # 140 GFLOP/s against 380 idle), and every prediction scaled by it would inherit the error.
     other_cpu_share: float | None = None
     contended: bool | None = None
-    # A linear layer's matmul GFLOP/s in bf16 and fp16 (best of the repetitions, at half_matmul_n);
+    # A linear layer's matmul GFLOP/s in bf16 and fp16 (best of the repetitions, at half_matmul_n:
+    # the fp32 matmul's size where the device affords it; 256 on a CPU that does not, and in probes
+    # taken before the size was chosen so);
     # None where the device or torch has no such matmul, and in probes taken before these were measured.
     half_matmul_n: int | None = None
     matmul_gflops_bf16_best: float | None = None
@@ -141,8 +148,7 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
     # Read after the matmul's warm-up and timing, not before: the first reading in a fresh process
     # read 40 GFLOP/s where the matmul right after ran at 206 and the reading after the probe 202.
     reading = speed_reference.reference_gflops(device)
-    half_n = sizes["half_matmul_n"]
-    half = {p: _half_matmul_gflops(getattr(torch, dtype), half_n, device, sync, budget_s / 4) for p, dtype in HALF_PRECISIONS.items()}
+    half_n, half = _half_matmuls(sizes, device, sync, budget_s)
     elems = sizes["copy_bytes"] // 4
     src = torch.ones(elems, device=device)
     dst = torch.empty_like(src)
@@ -186,6 +192,37 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
         matmul_gflops_fp16_best=half["fp16"],
         speed_reference=reference,
     )
+
+
+def half_matmul_size(small_n: int, large_n: int, slowest_small_call_s: float | None, budget_s: float) -> int:
+    """The size to measure the half-precision matmuls at: large_n (the fp32 matmul's) when the
+    slowest half dtype's call there, projected from its call at small_n by the n^3 work, lets
+    HALF_CALLS_PER_BUDGET calls fit in budget_s; else small_n. A projection from the small size
+    overstates the large call (fixed costs weigh more at the small one), so it never picks the
+    large size for a device that cannot afford it."""
+    if large_n <= small_n or slowest_small_call_s is None:
+        return small_n
+    projected = slowest_small_call_s * (large_n / small_n) ** 3
+    return large_n if projected * HALF_CALLS_PER_BUDGET <= budget_s else small_n
+
+
+def _half_matmuls(sizes: dict[str, int], device: str, sync: Callable[[], None], budget_s: float) -> tuple[int, dict[str, float | None]]:
+    """Each half precision's matmul GFLOP/s, all at one size (see half_matmul_size: a call there
+    at most budget_s / HALF_CALLS_PER_BUDGET), each timed for about budget_s / 4: a device's bf16
+    and fp16 figures are compared with each other and with other devices' at that size."""
+    import torch
+
+    small_n, large_n = sizes.get("half_matmul_small_n", sizes["half_matmul_n"]), sizes["half_matmul_n"]
+    each_s = budget_s / 4
+    half = {p: _half_matmul_gflops(getattr(torch, dtype), small_n, device, sync, each_s) for p, dtype in HALF_PRECISIONS.items()}
+    if large_n == small_n or not any(half.values()):
+        return small_n, half
+    slowest = min(v for v in half.values() if v)
+    n = half_matmul_size(small_n, large_n, 2.0 * small_n**3 / (slowest * 1e9), budget_s)
+    if n == small_n:
+        return small_n, half
+    return n, {p: _half_matmul_gflops(getattr(torch, dtype), n, device, sync, each_s) if half[p] else None
+               for p, dtype in HALF_PRECISIONS.items()}
 
 
 def _half_matmul_gflops(dtype, n: int, device: str, sync: Callable[[], None], budget_s: float) -> float | None:

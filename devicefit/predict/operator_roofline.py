@@ -126,6 +126,9 @@ class OperatorRoofline:
     # A fit of the device's own rows: how many rows it had in each precision (None: a transferred
     # fit, or one stored before this was recorded).
     precision_rows: dict[str, int] | None = None
+    # Half precisions none of its rows were in, whose GEMM rate is its fitted fp32 rate times its
+    # own probe's matmul speed-up (host_half_rates.with_probed_half), with the figures: never stored.
+    half_by_probe: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "backend": self.backend, "values": self.values, "priors": self.priors, "rows": self.rows,
@@ -144,10 +147,11 @@ class OperatorRoofline:
         device's rows, or another device's fit carried by the probes' peaks, and then whether a
         half-precision rate rode on the fp32 peaks (OpenVINO's bf16 is 3.4x its fp32 on a Xeon
         with AMX and 1.85x on a Zen 4 EPYC, so such a transfer was 33-40% off there)."""
+        probe = f" ({self.half_by_probe[precision]})" if precision in (self.half_by_probe or {}) else ""
         if self.transferred_from is None:
-            return f"per-operator roofline fitted on {device}"
+            return f"per-operator roofline fitted on {device}{probe}"
         text = (f"per-operator roofline fitted on {self.transferred_from}, carried to {device} (no row of its own on "
-                f"{self.backend}) by the two devices' probed peaks")
+                f"{self.backend}) by the two devices' probed peaks{probe}")
         if precision in (self.half_by_hosts or {}):
             text += (f"; its {precision} GEMM rate by the fp32 peaks times the two hosts' {precision} speed-ups over fp32 as torch "
                      f"measured them ({self.half_by_hosts[precision]})")

@@ -24,6 +24,7 @@ from typing import Any
 from devicefit.predict.features import ModelPoint, feature_row, memory_reference_bytes, to_matrix
 from devicefit.predict.generation import is_asynchronous
 from devicefit.predict.hardware_specs import DeviceSpec, host_of, machine_of
+from devicefit.predict.host_half_rates import with_probed_half
 from devicefit.predict.memory_model import device_memory_kind
 from devicefit.predict.training import TARGETS, Baselines, reconcile
 from devicefit.predict.validation_report import ValidationReport
@@ -263,13 +264,23 @@ class PerformancePredictor:
         dispatch pace, so their measured/roofline ratio is launch overhead, not efficiency: carried
         to 2.5-7.6B models on an H200 it said 185-2,100 ms for prefills measured at 13-36 ms, where
         the fitted operators say 17-59 ms (benchmarks/generation_extrapolation.py). On a CPU the
-        ratio held better (TTFT 17% against 25% on the EPYC, 4 rows) and stays. Memory keeps the
+        ratio held better (TTFT 17% against 25% on the EPYC, 4 rows) and stays, except in a half
+        precision none of the device's rows were in: there the ratio is another CPU's efficiency
+        in it (an AMX Xeon's bf16 for a Zen 4 EPYC: 29% off, all too fast), and the device's own
+        fit with its probe's speed-up answers (host_half_rates.with_probed_half: 11.5%). Memory keeps the
         replaced answer's band; the fitted time gets a x/÷STATIC_INTERVAL_FACTOR band and no
         interval level (not validated)."""
         device, baselines = self.device_for(r), self.baselines_for(r)
         memory = baselines.memory_bytes(r.point, r.batch_size, r.precision, r.mode, device)
-        latency = baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, device, r.backend) \
-            if is_asynchronous(r.kind) else None
+        fit = baselines.roofline.get(f"{device}|{r.backend}")
+        latency, why = None, ""
+        if is_asynchronous(r.kind):
+            latency = baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, device, r.backend)
+            why = "not one efficiency ratio: small models there run at the host's dispatch pace"
+        elif fit is not None and (probed := with_probed_half(fit, device, r.precision, r.mode)) is not None:
+            # the ratio would be another CPU's efficiency in this precision (host_half_rates.with_probed_half)
+            fit, latency = probed, probed.time_ms(r.point, r.batch_size, r.precision, r.mode)
+            why = f"not another CPU's efficiency in {r.precision}"
         if not memory and not latency:
             return answer
         spread = math.log(STATIC_INTERVAL_FACTOR)
@@ -285,10 +296,8 @@ class PerformancePredictor:
             answer = replace(answer, latency_ms=latency, throughput=r.batch_size * 1e3 / latency,
                              latency_interval=_interval(latency, spread),
                              throughput_interval=_interval(r.batch_size * 1e3 / latency, spread), interval_level=None)
-            fit = baselines.roofline[f"{device}|{r.backend}"]
             used.append(f"time by the {fit.basis(device, r.precision)} (operator rates and a per-kernel cost, a "
-                        f"x/÷{STATIC_INTERVAL_FACTOR:g} band, not a validated interval), not one efficiency ratio: small models "
-                        "there run at the host's dispatch pace")
+                        f"x/÷{STATIC_INTERVAL_FACTOR:g} band, not a validated interval), {why}")
         return replace(answer, source="roofline_calibrated", detail=f"{answer.detail}; instead, " + "; ".join(used))
 
     def _fallback(self, r: Request, outside: str | None = None) -> Prediction:

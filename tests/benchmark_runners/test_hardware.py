@@ -58,12 +58,51 @@ def test_probe_measures_positive_figures(monkeypatch):
     assert result.cache_copy_bytes == 256 * 2**10 and result.cache_copy_gbs_best > 0.5
     assert 0 < result.tiny_kernel_us_median < 1000
     # half-precision matmuls measured where torch runs them (a CPU does, slowly or not), never assumed
-    assert result.half_matmul_n == 256
+    assert result.half_matmul_n in (256, 1024)  # the fp32 matmul's size where its calls fit the budget
     assert result.matmul_gflops_bf16_best is None or result.matmul_gflops_bf16_best > 0
     assert result.matmul_gflops_fp16_best is None or result.matmul_gflops_fp16_best > 0
     # the speed-reference kernel read around it, so training can put its peaks at the run's typical speed
     assert result.speed_reference["before_gflops"] > 0 and result.speed_reference["after_gflops"] > 0
     assert result.speed_reference["copy_gbs"] > 0  # the copy kernel training moves the bandwidth by
+
+
+def test_half_matmuls_are_measured_at_the_fp32_size_only_where_the_calls_fit_the_budget():
+    from benchmark_runners.hardware.probe import HALF_CALLS_PER_BUDGET, half_matmul_size
+
+    # a 256-size call of 1 ms projects to 64 ms at 1024: four of them fit half a second
+    assert half_matmul_size(256, 1024, 0.001, 0.5) == 1024
+    # a CPU without a bf16 kernel (a 256-size call of 20 ms: 1.3 s at 1024) stays at the small size
+    assert half_matmul_size(256, 1024, 0.020, 0.5) == 256
+    # the boundary: exactly HALF_CALLS_PER_BUDGET projected calls fit
+    call = 0.5 / HALF_CALLS_PER_BUDGET / 64
+    assert half_matmul_size(256, 1024, call, 0.5) == 1024
+    assert half_matmul_size(256, 1024, call * 1.01, 0.5) == 256
+    # nothing measured at the small size, or no larger size to go to
+    assert half_matmul_size(256, 1024, None, 0.5) == 256
+    assert half_matmul_size(8192, 8192, 0.001, 0.5) == 8192
+
+
+def test_half_matmuls_share_one_size_and_keep_a_missing_kernel_missing(monkeypatch):
+    from benchmark_runners.hardware import probe
+
+    calls = []
+
+    def fake(dtype, n, device, sync, budget_s):
+        calls.append((str(dtype), n))
+        if "float16" == str(dtype).split(".")[-1]:
+            return None  # no fp16 kernel on this device
+        return 400.0 if n == 1024 else 300.0
+
+    monkeypatch.setattr(probe, "_half_matmul_gflops", fake)
+    sizes = {"half_matmul_n": 1024, "half_matmul_small_n": 256}
+    n, half = probe._half_matmuls(sizes, "cpu", lambda: None, 0.5)
+    assert n == 1024 and half == {"bf16": 400.0, "fp16": None}
+    assert ("torch.float16", 1024) not in calls  # a dtype with no kernel is not tried again at the large size
+
+    # the slowest dtype decides: one too slow for the large size keeps both at the small one
+    monkeypatch.setattr(probe, "_half_matmul_gflops", lambda dtype, n, *a: 400.0 if "bfloat16" in str(dtype) else 1.0)
+    n, half = probe._half_matmuls(sizes, "cpu", lambda: None, 0.5)
+    assert n == 256 and half == {"bf16": 400.0, "fp16": 1.0}
 
 
 def test_fingerprint_is_stable_and_ignores_volatile_fields():

@@ -4,7 +4,7 @@ probe measured bf16)."""
 import pytest
 
 from devicefit.predict.hardware_specs import DeviceSpec
-from devicefit.predict.host_half_rates import MIN_HALF_ROWS, host_speedups, on_host_cpu, transfer_factors
+from devicefit.predict.host_half_rates import MIN_HALF_ROWS, host_speedups, on_host_cpu, transfer_factors, with_probed_half
 from devicefit.predict.operator_roofline import OperatorRoofline, transfer_roofline
 from devicefit.predict.training import Baselines
 
@@ -115,3 +115,25 @@ def test_a_served_device_of_a_machine_never_measured_takes_its_host_cpus_probe_f
     assert moved.half_by_hosts and moved.values["linear_gflops_bf16"] == pytest.approx(420.0 * 325.0 / 194.0 * 4.0 / (299.0 / 194.0))
     alone = predictor.baselines_for(Request(**ask)).roofline[f"openvino@{AMX_HOST}|openvino"]
     assert alone.half_by_fp32 == ("bf16",)
+
+
+def test_a_cpus_own_fit_takes_a_half_precision_it_has_no_rows_in_from_its_probe_alone():
+    own = fit("cpu", "torch", {"fp32": 170.0}, 200.0, half_gflops={"bf16": 420.0})
+    device = f"cpu@{AVX512_HOST}"
+    probed = with_probed_half(own, device, "bf16", "inference")
+    assert probed.values["linear_gflops_bf16"] == pytest.approx(170.0 * 420.0 / 200.0)
+    assert {k: v for k, v in probed.values.items() if k != "linear_gflops_bf16"} == own.values  # every other rate as fitted
+    assert probed.covers("bf16", "inference") and not own.covers("bf16", "inference")
+    assert "its probe's bf16 matmul over fp32, 2.10x" in probed.basis(device, "bf16") and "probe" not in probed.basis(device, "fp32")
+    assert "half_by_probe" not in own.to_json()  # an answer's, never stored
+    # nothing to extend: a precision its rows measured, fp32 or int8, no probed figure, another backend or a GPU
+    assert with_probed_half(fit("cpu", "torch", {"fp32": 170.0, "bf16": 300.0}, 200.0, half_gflops={"bf16": 420.0}), device, "bf16", "inference") is None
+    assert with_probed_half(own, device, "int8", "inference") is None and with_probed_half(own, device, "fp32", "inference") is None
+    assert with_probed_half(own, device, "fp16", "inference") is None  # the probe measured no fp16 matmul
+    assert with_probed_half(fit("cpu", "torch", {"fp32": 170.0}, 200.0), device, "bf16", "inference") is None
+    assert with_probed_half(fit("openvino", "openvino", {"fp32": 170.0}, 200.0, half_gflops={"bf16": 420.0}),
+                            f"openvino@{AVX512_HOST}", "bf16", "inference") is None
+    assert with_probed_half(fit("cuda", "torch", {"fp32": 9000.0}, 19500.0, half_gflops={"bf16": 700000.0}),
+                            f"cuda@{AVX512_HOST}+cuda-123456789abc", "bf16", "inference") is None
+    # a profile of the machine's CPU was probed under its profile: its own figure moves its own fit
+    assert with_probed_half(own, f"{device}+t1", "bf16", "inference") is not None

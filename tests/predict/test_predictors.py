@@ -152,6 +152,28 @@ def test_beyond_the_trained_sizes_memory_is_the_fitted_memory_model_and_an_async
     assert overlapped.source == "roofline_calibrated" and overlapped.interval_level is None  # a band, not validated
 
 
+def test_a_half_precision_the_cpu_never_measured_is_timed_by_its_own_fit_and_probe_not_another_cpus_ratio(artifact):
+    """The artifact's rows are all fp32: a bf16 request on this CPU is answered by its own fitted
+    operator rates with the GEMM rate moved by its probe's bf16 matmul over fp32, and says so
+    (host_half_rates.with_probed_half); fp32 out of domain keeps the efficiency ratio."""
+    from devicefit.predict.host_half_rates import with_probed_half
+
+    predictor = PerformancePredictor(artifact)
+    device = predictor.device_of("cpu")
+    fit = predictor.baselines.roofline[f"{device}|torch"]
+    if not (fit.half_gflops or {}).get("bf16"):
+        pytest.skip(f"this CPU's probe measured no bf16 matmul ({fit.half_gflops}): nothing to move the fp32 rate by")
+    assert not fit.covers("bf16", "inference")
+    point = model_point(resolve_model(MODELS[0]))
+    probed = with_probed_half(fit, device, "bf16", "inference")
+    speedup = fit.half_gflops["bf16"] / fit.peak_gflops
+    assert probed.values["linear_gflops_bf16"] == pytest.approx(fit.values["linear_gflops_fp32"] * speedup)
+    answer, = predictor.predict([Request(point, 2, "bf16", "inference", "cpu")])
+    assert answer.latency_ms == pytest.approx(probed.time_ms(point, 2, "bf16", "inference"))
+    assert f"its probe's bf16 matmul over fp32, {speedup:.2f}x" in answer.detail and "not another CPU's efficiency in bf16" in answer.detail
+    assert answer.interval_level is None and answer.latency_interval[1] / answer.latency_ms == pytest.approx(4.0)
+
+
 def test_throughput_and_latency_agree_exactly(artifact):
     predictor = PerformancePredictor(artifact)
     point = model_point(resolve_model("distilbert-base-uncased"))
