@@ -29,9 +29,9 @@ PROBE_SIZES = {
 }
 # Half precisions, measured rather than assumed: the operator roofline's prior for a bf16 or fp16
 # GEMM was 2x the fp32 probe, a CPU rule; an H200's tensor cores do about 15x its fp32 rate, and
-# a CPU without native bf16 does far less than its fp32 (the AMD EPYC here: 16-22 GFLOP/s in bf16
+# a CPU without native bf16 does far less than its fp32 (an AVX2 AMD EPYC: 16-22 GFLOP/s in bf16
 # against 165 in fp32). Measured at the fp32 matmul's size, as a model's GEMMs are: at n=256 the
-# Zen 4 EPYC's bf16 read 1.7-1.9x its fp32 (fixed costs weigh on a 33 MFLOP call), at 1024 2.1-2.4x,
+# Zen 4 EPYC's bf16 (AVX512_BF16) read 1.7-1.9x its fp32 (fixed costs weigh on a 33 MFLOP call), at 1024 2.1-2.3x,
 # as its models' bf16 GEMMs run. A CPU's half GEMM can be slow enough that the fp32 size would take
 # seconds (a CPU without a bf16 kernel), so the size falls back to half_matmul_small_n when a call
 # there, projected from the small size, would not fit HALF_CALLS_PER_BUDGET calls in the budget;
@@ -112,7 +112,8 @@ def _repeat(fn: Callable[[], None], sync: Callable[[], None], budget_s: float, m
 
 
 def probe_device(device: str = "cpu", budget_s: float = 0.5) -> ProbeResult:
-    """Measure `device` ("cpu", "cuda:0", "mps") for about 2 * budget_s seconds; a probe that
+    """Measure `device` ("cpu", "cuda:0", "mps") for about 2-4 * budget_s seconds (the half-precision
+    matmuls at the large size take up to budget_s each where a call fits a quarter of it); a probe that
     others' CPU use disturbed is taken again once, and the result says whether it was."""
     from benchmark_runners import contention
 
@@ -221,8 +222,10 @@ def _half_matmuls(sizes: dict[str, int], device: str, sync: Callable[[], None], 
     n = half_matmul_size(small_n, large_n, 2.0 * small_n**3 / (slowest * 1e9), budget_s)
     if n == small_n:
         return small_n, half
-    return n, {p: _half_matmul_gflops(getattr(torch, dtype), n, device, sync, each_s) if half[p] else None
-               for p, dtype in HALF_PRECISIONS.items()}
+    large = {p: _half_matmul_gflops(getattr(torch, dtype), n, device, sync, each_s) if half[p] else None
+             for p, dtype in HALF_PRECISIONS.items()}
+    # a kernel that ran at the small size and failed at the large one: keep both at the small one
+    return (n, large) if all(large[p] for p in half if half[p]) else (small_n, half)
 
 
 def _half_matmul_gflops(dtype, n: int, device: str, sync: Callable[[], None], budget_s: float) -> float | None:

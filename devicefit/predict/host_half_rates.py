@@ -19,7 +19,7 @@ taken by the same measure on both hosts where they share one (rows first), else 
 one and the probe of the other (the Xeon's files have rows and no bf16 probe, the EPYC's quick
 runs a probe and no bf16 rows; at bert-base's shapes this EPYC's F.linear bf16 runs 2.2-2.5x its
 fp32, where the probe's 256-wide matmul read 1.54-1.9x: the probe now measures it at its fp32
-matmul's size, 1024, where it reads 2.1-2.2x, benchmark_runners.hardware.probe). The backend's own bf16 efficiency is thus
+matmul's size, 1024, where it reads 2.1-2.3x, benchmark_runners.hardware.probe). The backend's own bf16 efficiency is thus
 carried like its fp32 one. Only devices that run on the host's CPU (the CPU, OpenVINO's CPU
 plugin) take a host's speed-up: a GPU behind the same host has its own.
 """
@@ -97,16 +97,21 @@ def transfer_factors(source: str, target: str, speedups: Speedups) -> dict[str, 
 def with_probed_half(fit: "OperatorRoofline", device: str, precision: str, mode: str) -> "OperatorRoofline | None":
     """`device`'s own torch fit answering a half precision none of its rows were in: its fitted fp32
     GEMM rate times its own probe's matmul speed-up in that precision (the `probe` measure above),
-    every other fitted rate as it is. None where the fit covers the precision already, its spec
-    had no such probe figure, or the device does not compute on its host's CPU with torch (a GPU's
-    tensor cores, OpenVINO's kernels: not what the probe's F.linear measured, and not validated).
+    every other fitted rate as it is. None where the fit covers the precision already, does not
+    cover fp32 in that mode (training: no fitted backward), its spec had no such probe figure, or
+    the device does not compute on its host's CPU with torch (a GPU's tensor cores, OpenVINO's
+    kernels: not what the probe's F.linear measured, and not validated).
 
-    Why: the alternative is another device's efficiency in that precision, which is another CPU's
-    (the Zen 4 EPYC's quick runs measure no torch bf16; the Xeon's AMX rows put its bf16 at 3.1x
-    fp32, this EPYC's is about 2.1x): on 12 torch bf16 configs measured on the EPYC (6 models,
-    batch 1 and 8) that answer was 29.0% off (all too fast), this one 11.5% with the probe's
-    matmul at 1024 (20.9% with its 256-wide reading), as its fp32 answers are (10.4%)."""
-    if precision not in HALF_PRECISIONS or fit.backend != "torch" or kind_of(device) != "cpu" or fit.covers(precision, mode):
+    Why: the alternative is the efficiency measured on the kind's rows in that precision, which
+    are another CPU's (the Zen 4 EPYC's quick runs measure no torch bf16; the Xeon's AMX rows put
+    its bf16 at 3.1x fp32, this EPYC's is about 2.1x), or an assumed 25% of peak where there are
+    none. On 12 torch bf16 configs measured on the EPYC (6 models, batch 1 and 8) the served answer
+    was 29.0% off (all too fast), 11.6% by this with the probe's matmul at 1024 (21.0% with its
+    256-wide reading), as the EPYC's fp32 answers are (10.9%). Validated on a CPU with native bf16
+    only: where bf16 is emulated, matmuls between activations run slower than the probed F.linear
+    (1.4 against 16 GFLOP/s on an AVX2 EPYC), which the fp32 fit's matmul ratio does not know."""
+    if precision not in HALF_PRECISIONS or fit.backend != "torch" or kind_of(device) != "cpu" \
+            or fit.covers(precision, mode) or not fit.covers("fp32", mode):
         return None
     rate, fp32 = (fit.half_gflops or {}).get(precision), fit.values.get("linear_gflops_fp32")
     if not (rate and fp32 and fit.peak_gflops > 0):

@@ -265,9 +265,9 @@ class PerformancePredictor:
         to 2.5-7.6B models on an H200 it said 185-2,100 ms for prefills measured at 13-36 ms, where
         the fitted operators say 17-59 ms (benchmarks/generation_extrapolation.py). On a CPU the
         ratio held better (TTFT 17% against 25% on the EPYC, 4 rows) and stays, except in a half
-        precision none of the device's rows were in: there the ratio is another CPU's efficiency
-        in it (an AMX Xeon's bf16 for a Zen 4 EPYC: 29% off, all too fast), and the device's own
-        fit with its probe's speed-up answers (host_half_rates.with_probed_half: 11.5%). Memory keeps the
+        precision none of the device's rows were in: there the ratio is other CPUs' efficiency in
+        it (an AMX Xeon's bf16 for a Zen 4 EPYC: 29% off, all too fast) or an assumed one, and the
+        device's own fit with its probe's speed-up answers (host_half_rates.with_probed_half: 11.6%). Memory keeps the
         replaced answer's band; the fitted time gets a x/÷STATIC_INTERVAL_FACTOR band and no
         interval level (not validated)."""
         device, baselines = self.device_for(r), self.baselines_for(r)
@@ -278,9 +278,10 @@ class PerformancePredictor:
             latency = baselines.latency_ms(r.point, r.batch_size, r.precision, r.mode, device, r.backend)
             why = "not one efficiency ratio: small models there run at the host's dispatch pace"
         elif fit is not None and (probed := with_probed_half(fit, device, r.precision, r.mode)) is not None:
-            # the ratio would be another CPU's efficiency in this precision (host_half_rates.with_probed_half)
+            # the ratio is other devices' efficiency in this precision, or an assumed one (host_half_rates.with_probed_half)
             fit, latency = probed, probed.time_ms(r.point, r.batch_size, r.precision, r.mode)
-            why = f"not another CPU's efficiency in {r.precision}"
+            why = (f"not the efficiency measured on other devices' rows in {r.precision}" if answer.source == "roofline_calibrated"
+                   else "not an assumed share of peak")
         if not memory and not latency:
             return answer
         spread = math.log(STATIC_INTERVAL_FACTOR)

@@ -99,6 +99,11 @@ def test_half_matmuls_share_one_size_and_keep_a_missing_kernel_missing(monkeypat
     assert n == 1024 and half == {"bf16": 400.0, "fp16": None}
     assert ("torch.float16", 1024) not in calls  # a dtype with no kernel is not tried again at the large size
 
+    # a kernel that ran at the small size and fails at the large one: both stay at the small size
+    monkeypatch.setattr(probe, "_half_matmul_gflops", lambda dtype, n, *a: None if n == 1024 and "float16" == str(dtype).split(".")[-1]
+                        else 400.0 if n == 1024 else 300.0)
+    assert probe._half_matmuls(sizes, "cpu", lambda: None, 0.5) == (256, {"bf16": 300.0, "fp16": 300.0})
+
     # the slowest dtype decides: one too slow for the large size keeps both at the small one
     monkeypatch.setattr(probe, "_half_matmul_gflops", lambda dtype, n, *a: 400.0 if "bfloat16" in str(dtype) else 1.0)
     n, half = probe._half_matmuls(sizes, "cpu", lambda: None, 0.5)

@@ -135,5 +135,10 @@ def test_a_cpus_own_fit_takes_a_half_precision_it_has_no_rows_in_from_its_probe_
                             f"openvino@{AVX512_HOST}", "bf16", "inference") is None
     assert with_probed_half(fit("cuda", "torch", {"fp32": 9000.0}, 19500.0, half_gflops={"bf16": 700000.0}),
                             f"cuda@{AVX512_HOST}+cuda-123456789abc", "bf16", "inference") is None
+    # training needs a fitted backward: a fit without one is not extended to it
+    assert with_probed_half(own, device, "bf16", "training") is None
+    trains = fit("cpu", "torch", {"fp32": 170.0}, 200.0, half_gflops={"bf16": 420.0})
+    trains.values["backward_factor"] = 2.0
+    assert with_probed_half(trains, device, "bf16", "training").covers("bf16", "training")
     # a profile of the machine's CPU was probed under its profile: its own figure moves its own fit
     assert with_probed_half(own, f"{device}+t1", "bf16", "inference") is not None

@@ -154,8 +154,11 @@ def test_beyond_the_trained_sizes_memory_is_the_fitted_memory_model_and_an_async
 
 def test_a_half_precision_the_cpu_never_measured_is_timed_by_its_own_fit_and_probe_not_another_cpus_ratio(artifact):
     """The artifact's rows are all fp32: a bf16 request on this CPU is answered by its own fitted
-    operator rates with the GEMM rate moved by its probe's bf16 matmul over fp32, and says so
-    (host_half_rates.with_probed_half); fp32 out of domain keeps the efficiency ratio."""
+    operator rates with the GEMM rate moved by its probe's bf16 matmul over fp32, and says what it
+    replaced (host_half_rates.with_probed_half): the static rule here, and the efficiency measured
+    on the kind's bf16 rows where another device had some."""
+    import copy
+
     from devicefit.predict.host_half_rates import with_probed_half
 
     predictor = PerformancePredictor(artifact)
@@ -170,8 +173,18 @@ def test_a_half_precision_the_cpu_never_measured_is_timed_by_its_own_fit_and_pro
     assert probed.values["linear_gflops_bf16"] == pytest.approx(fit.values["linear_gflops_fp32"] * speedup)
     answer, = predictor.predict([Request(point, 2, "bf16", "inference", "cpu")])
     assert answer.latency_ms == pytest.approx(probed.time_ms(point, 2, "bf16", "inference"))
-    assert f"its probe's bf16 matmul over fp32, {speedup:.2f}x" in answer.detail and "not another CPU's efficiency in bf16" in answer.detail
+    assert f"its probe's bf16 matmul over fp32, {speedup:.2f}x" in answer.detail and "not an assumed share of peak" in answer.detail
     assert answer.interval_level is None and answer.latency_interval[1] / answer.latency_ms == pytest.approx(4.0)
+    # the kind has bf16 efficiency from other rows (another CPU's): the calibrated link's ratio is replaced the same way
+    with_rows = copy.deepcopy(artifact)
+    with_rows["efficiency"]["cpu|torch|bf16|inference"] = {**with_rows["efficiency"]["cpu|torch|fp32|inference"], "latency": 3.0}
+    calibrated, = PerformancePredictor(with_rows).predict([Request(point, 2, "bf16", "inference", "cpu")])
+    assert calibrated.source == "roofline_calibrated" and calibrated.latency_ms == pytest.approx(answer.latency_ms)
+    assert "not the efficiency measured on other devices' rows in bf16" in calibrated.detail
+    # training: no fitted backward in an inference-only artifact, so nothing to extend; the ratio answers, no error
+    assert with_probed_half(fit, device, "bf16", "training") is None
+    trained_bf16, = predictor.predict([Request(point, 2, "bf16", "training", "cpu")])
+    assert trained_bf16.latency_ms > 0 and "probe's bf16 matmul" not in trained_bf16.detail
 
 
 def test_throughput_and_latency_agree_exactly(artifact):
