@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 CPU_RUN_KINDS = ("cpu", "openvino")  # kinds whose GEMMs are the host CPU's (a GPU's key names its own fingerprint)
 MIN_HALF_ROWS = 6  # a fitted half-precision rate from fewer rows is mostly its prior (2x fp32)
 MEASURES = ("rows", "probe")  # in order of preference
+MIN_NATIVE_SPEEDUP = 1.0  # a probed half matmul slower than fp32 is emulated (with_probed_half)
 
 # host -> precision -> measure -> (rate over fp32, where it comes from)
 Speedups = dict[str, dict[str, dict[str, tuple[float, str]]]]
@@ -107,9 +108,12 @@ def with_probed_half(fit: "OperatorRoofline", device: str, precision: str, mode:
     its bf16 at 3.1x fp32, this EPYC's is about 2.1x), or an assumed 25% of peak where there are
     none. On 12 torch bf16 configs measured on the EPYC (6 models, batch 1 and 8) the served answer
     was 29.0% off (all too fast), 11.6% by this with the probe's matmul at 1024 (21.0% with its
-    256-wide reading), as the EPYC's fp32 answers are (10.9%). Validated on a CPU with native bf16
-    only: where bf16 is emulated, matmuls between activations run slower than the probed F.linear
-    (1.4 against 16 GFLOP/s on an AVX2 EPYC), which the fp32 fit's matmul ratio does not know."""
+    256-wide reading), as the EPYC's fp32 answers are (10.9%). Only where the probe runs the half
+    precision at least as fast as fp32 (native: MIN_NATIVE_SPEEDUP): where it is emulated,
+    convolutions and matmuls between activations fall to kernels far slower than the probed
+    F.linear, which the fp32 fit cannot know. fp16 on this EPYC (F.linear 0.19x fp32): resnet-18
+    took 1.17 s at batch 1 (26 ms in fp32), gpt2 13.9 s (0.28 s); this extension said 0.13 and
+    1.1 s, the static rule 0.07 and 0.64 s; both links stay out of their bands there."""
     if precision not in HALF_PRECISIONS or fit.backend != "torch" or kind_of(device) != "cpu" \
             or fit.covers(precision, mode) or not fit.covers("fp32", mode):
         return None
@@ -117,6 +121,8 @@ def with_probed_half(fit: "OperatorRoofline", device: str, precision: str, mode:
     if not (rate and fp32 and fit.peak_gflops > 0):
         return None
     speedup = rate / fit.peak_gflops
+    if speedup < MIN_NATIVE_SPEEDUP:
+        return None
     return replace(fit, values={**fit.values, f"linear_gflops_{precision}": fp32 * speedup},
                    half_by_probe={precision: f"no {precision} row: its {precision} GEMM rate is its fitted fp32 rate x its probe's "
                                              f"{precision} matmul over fp32, {speedup:.2f}x"})
