@@ -199,8 +199,8 @@ def half_matmul_size(small_n: int, large_n: int, slowest_small_call_s: float | N
     """The size to measure the half-precision matmuls at: large_n (the fp32 matmul's) when the
     slowest half dtype's call there, projected from its call at small_n by the n^3 work, lets
     HALF_CALLS_PER_BUDGET calls fit in budget_s; else small_n. A projection from the small size
-    overstates the large call (fixed costs weigh more at the small one), so it never picks the
-    large size for a device that cannot afford it."""
+    usually overstates the large call (fixed costs weigh more at the small one); where a kernel
+    slows per FLOP at the large size instead, `_repeat`'s four calls bound what it costs."""
     if large_n <= small_n or slowest_small_call_s is None:
         return small_n
     projected = slowest_small_call_s * (large_n / small_n) ** 3
