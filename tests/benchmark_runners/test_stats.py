@@ -5,7 +5,7 @@ import statistics
 import numpy as np
 import pytest
 
-from benchmark_runners.stats import ci_relative_half_width, median_ci, summarize
+from benchmark_runners.stats import MIN_SAMPLES_FOR_CI, ci_relative_half_width, median_ci, median_ci_ranks, summarize
 
 
 def test_percentiles_match_numpy():
@@ -27,6 +27,29 @@ def test_median_ci_covers_the_true_median_about_95_percent_of_the_time():
         lo, hi = median_ci(sample)
         covered += lo <= true_median <= hi
     assert 0.91 <= covered / trials <= 0.99
+
+
+def _coverage(n: int, lo: int, hi: int) -> float:
+    """P(x_(lo) <= median <= x_(hi)) for n draws of a continuous distribution, exactly."""
+    return sum(math.comb(n, k) for k in range(lo, hi)) / 2**n
+
+
+def test_median_ci_ranks_are_the_narrowest_with_at_least_95_percent_coverage():
+    assert median_ci_ranks(MIN_SAMPLES_FOR_CI - 1) is None
+    for n in range(MIN_SAMPLES_FOR_CI, 301):
+        lo, hi = median_ci_ranks(n)
+        assert hi == n + 1 - lo
+        assert _coverage(n, lo, hi) >= 0.95, n
+        if lo + 1 < hi - 1:  # one rank narrower on each side falls short
+            assert _coverage(n, lo + 1, hi - 1) < 0.95, n
+    # The normal approximation with outward rounding it replaces covered 99.6% at n = 9.
+    assert median_ci_ranks(9) == (2, 8)
+    assert median_ci_ranks(15) == (4, 12)
+
+
+def test_median_ci_ranks_past_the_exact_range_stay_near_95_percent():
+    lo, hi = median_ci_ranks(5000)
+    assert 0.95 <= _coverage(5000, lo, hi) <= 0.96
 
 
 def test_ci_is_infinite_with_too_few_samples_and_narrows_with_more():
