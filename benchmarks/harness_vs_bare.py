@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -105,7 +106,19 @@ def decisiveness(ratios: list[float]) -> str:
         return f"{spread}, {interval}: decisive, within the bar"
     if lo > 1 + P50_BAR or hi < 1 - P50_BAR:
         return f"{spread}, {interval}: decisive, outside the bar"
-    return f"{spread}, {interval}: not decisive (the rounds' spread is wider than the bar: more rounds, or a quieter machine)"
+    return f"{spread}, {interval}: not decisive ({rounds_to_decide(ratios, lo, hi)})"
+
+
+def rounds_to_decide(ratios: list[float], lo: float, hi: float) -> str:
+    """How many rounds at this spread would put the median's interval inside the bar: the
+    interval narrows as 1/sqrt(rounds) at best, around a median that must itself leave room."""
+    median = statistics.median(ratios)
+    room = P50_BAR - abs(median - 1)
+    if room <= 0:
+        return "the median itself is outside the bar: more rounds would decide it outside"
+    needed = math.ceil(len(ratios) * ((hi - lo) / 2 / room) ** 2)
+    return (f"were the median to hold at {100 * (median - 1):+.1f}%, about {needed} rounds at this spread would place the "
+            f"interval within ±{100 * P50_BAR:g}%; a quieter machine needs fewer")
 
 
 def cv(samples: list[float]) -> float:

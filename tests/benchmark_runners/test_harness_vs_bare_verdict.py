@@ -21,3 +21,12 @@ def test_a_verdict_says_whether_the_rounds_decide_it():
               627.26 / 611.14, 592.79 / 582.22, 557.84 / 580.95]
     verdict = decisiveness(rounds)
     assert "not decisive" in verdict and "rounds -4.9%..+9.3%" in verdict
+
+
+def test_an_undecided_verdict_says_how_many_rounds_would_decide_it():
+    rounds_to_decide = harness_vs_bare.rounds_to_decide
+    # median +0.5%: 1.5 points of room; an interval of +-3% around it needs (3 / 1.5)^2 = 4x the rounds
+    assert "about 40 rounds" in rounds_to_decide([1.005] * 10, 0.975, 1.035)
+    assert "outside the bar" in rounds_to_decide([1.03] * 10, 1.0, 1.06)
+    verdict = harness_vs_bare.decisiveness([0.95, 0.97, 1.0, 1.005, 1.01, 1.02, 1.04, 1.07])
+    assert "not decisive" in verdict and "rounds at this spread would place the interval within" in verdict
