@@ -79,6 +79,9 @@ class TimingPolicy:
             problems.append(f"cap_overrun must be at least 1 (the cap itself), got {self.cap_overrun}")
         if self.warmup_min_iterations < 1 or self.warmup_max_iterations < self.warmup_min_iterations:
             problems.append("need 1 <= warmup_min_iterations <= warmup_max_iterations")
+        if self.warmup_window < 1 or self.cap_agreement_min < 1:
+            problems.append(f"warmup_window and cap_agreement_min must be at least 1, got {self.warmup_window}, {self.cap_agreement_min}")
+        problems += [f"{f} must not be negative, got {v}" for f, v in asdict(self).items() if isinstance(v, (int, float)) and v < 0]
         if problems:
             raise ValueError("invalid timing policy: " + "; ".join(problems))
 
@@ -140,7 +143,9 @@ def _at_noise_floor(widths: list[float], samples: list[int], policy: TimingPolic
     width = statistics.median(widths[-3:])
     needed = n * (width / policy.ci_target) ** 2
     spent_s = sum(samples) / 1e9
-    left_s = max(policy.max_time_s - spent_s, 0.0)
+    left_s = policy.max_time_s - spent_s
+    if left_s <= 0:  # the cap is reached: it is what stops the measurement, and the row says so
+        return False
     return (needed - n) * spent_s / n > PROJECTION_MARGIN * left_s
 
 
@@ -167,6 +172,8 @@ def _is_steady(warmup: list[int], policy: TimingPolicy) -> bool:
     if len(warmup) < policy.warmup_min_iterations:
         return False
     previous = warmup[-1 - policy.warmup_window:-1]
+    if not previous:  # one warm-up call (warmup_min_iterations=1) has nothing to be steady against yet
+        return False
     ref = statistics.median(previous)
     return ref > 0 and abs(warmup[-1] - ref) / ref <= policy.warmup_tolerance
 

@@ -168,6 +168,8 @@ class ConfigMeasurer:
                 raise InvalidOutput(f"the model's output is not a real computation's: {check.problem}")
             if config.mode == "generation":
                 row.update(self._generation_row(spec, config, prepared, sig, step, m, row))
+            if not any(m.samples_ns):  # no duration to divide a batch by
+                raise ValueError(f"all {len(m.samples_ns)} timed samples read 0 ns: the clock is coarser than a call")
             if step.amortize != 1:  # a step that runs N batches in flight: a sample is one batch
                 m.samples_ns = [ns / step.amortize for ns in m.samples_ns]
                 m.warmup_ns = [ns / step.amortize for ns in m.warmup_ns]

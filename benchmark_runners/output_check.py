@@ -18,6 +18,9 @@ from typing import Any
 
 # A denormal-dominated output: more than this share of its non-zero elements are denormal.
 MAX_DENORMAL_SHARE = 0.01
+# An agreement check's tolerance for a reduced precision widens to this multiple of torch's own
+# deviation in that precision, where torch itself moves its output further than the fixed one.
+TORCH_REFERENCE_MARGIN = 1.5
 _CHUNK = 1 << 16  # 64K values: a chunk, its magnitudes and its mask stay in a core's L2
 
 
@@ -68,13 +71,14 @@ def _scan(values, tiny: float) -> tuple[int, float, int, int]:
 
     n = int(values.size)
     size = min(n, _CHUNK)
-    magnitudes = np.empty(size, dtype=values.dtype)
+    # Integers' magnitudes in float64: abs() of a signed type's most negative value wraps to itself.
+    magnitudes = np.empty(size, dtype=values.dtype if values.dtype.kind == "f" else np.float64)
     mask = np.empty(size, dtype=bool)
     floating = values.dtype.kind == "f"
     nonfinite, max_abs, nonzero, denormal = 0, 0.0, 0, 0
     for start in range(0, n, _CHUNK):
         chunk = values[start:start + _CHUNK]
-        a = np.abs(chunk, out=magnitudes[:chunk.size])
+        a = np.abs(chunk, out=magnitudes[:chunk.size], dtype=magnitudes.dtype)
         top = a.max()  # NaN when the chunk has one, inf when it has one
         if not np.isfinite(top):
             finite = np.isfinite(a)
@@ -115,3 +119,16 @@ def check_output(output: Any) -> OutputCheck:
         problem = (f"the output's largest magnitude is {max_abs:.3g}, below sqrt of {dtype}'s smallest normal "
                    f"({math.sqrt(tiny):.3g}): the activations vanished through the denormal range")
     return OutputCheck(dtype, n, finite, max_abs, zero_share, denormal_share, problem)
+
+
+def agreement_tolerance(fixed: float, precision: str, torch_own: float | None) -> tuple[float, str]:
+    """The tolerance of an agreement check against torch fp32, and its basis in words: `fixed`,
+    or TORCH_REFERENCE_MARGIN x torch's own deviation in `precision` where that is larger. A
+    deviation that is not finite (torch's own reduced-precision forward overflowed) widens
+    nothing: as a tolerance it would pass any output."""
+    if torch_own is None:
+        return fixed, f"fixed {precision} tolerance"
+    if not math.isfinite(torch_own):
+        return fixed, f"fixed {precision} tolerance (torch's own {precision} deviation is {torch_own:g}, which bounds nothing)"
+    return (max(fixed, TORCH_REFERENCE_MARGIN * torch_own),
+            f"max({fixed:g}, {TORCH_REFERENCE_MARGIN:g} x torch's own {precision} deviation {torch_own:.3g})")

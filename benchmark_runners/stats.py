@@ -97,6 +97,8 @@ class SampleStats:
 def summarize(samples_ms: list[float]) -> SampleStats:
     if not samples_ms:
         raise ValueError("cannot summarize an empty sample set")
+    if not all(math.isfinite(x) for x in samples_ms):  # NaN has no place in a sort, inf no mean
+        raise ValueError(f"cannot summarize samples that are not finite numbers: {[x for x in samples_ms if not math.isfinite(x)][:3]}")
     s = sorted(samples_ms)
     mean = statistics.fmean(s)
     stdev = statistics.stdev(s) if len(s) > 1 else 0.0

@@ -28,7 +28,7 @@ from benchmark_runners.measure import now_iso
 from benchmark_runners.memory_guard import memory_refusal
 from benchmark_runners.records import MODES, BenchmarkConfig, BenchmarkResult
 from benchmark_runners.worker import PRELOAD_ENV
-from benchmark_runners.zygote import ForkServer
+from benchmark_runners.zygote import UNKNOWN_RETURNCODE, ForkServer
 from models.lifeline import LIFELINE_ENV, open_lifeline
 
 log = logging.getLogger("devicefit.sweep")
@@ -101,6 +101,8 @@ def _unavailable_reason(config: BenchmarkConfig, inventory: HardwareInventory, d
 
 
 def _exit_description(returncode: int) -> str:
+    if returncode == UNKNOWN_RETURNCODE:
+        return "worker process ended; its exit status is unknown (the fork server that started it was lost)"
     if returncode == 0:
         return "worker process exited before measuring every config"
     if returncode < 0:
@@ -122,6 +124,8 @@ def _fork_server(python: str) -> ForkServer | None:
     """This process's fork server (started on first use), for workers of this interpreter;
     None where workers run another one (a test's fake interpreter) or the server broke."""
     global _server
+    if _server is not None and _server.lost:  # died under a worker (ForkedProcess saw it)
+        _drop_fork_server(_server.lost)
     if python != sys.executable or _server_broken or os.environ.get(NO_FORK_SERVER_ENV):
         return None
     if _server is None:

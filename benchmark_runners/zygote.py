@@ -105,9 +105,27 @@ def serve(sock_fd: int) -> int:
             sock.send(json.dumps(reply).encode())
 
 
+# The returncode of a forked worker that ended after its server was lost: its exit status went
+# to whoever reaped the orphan. Outside 0-255 and not a signal's negative, so never a real one.
+UNKNOWN_RETURNCODE = 256
+
+
+def _orphan_returncode(pid: int) -> int | None:
+    """None while the worker still runs (its server gone, it was re-parented), else
+    UNKNOWN_RETURNCODE. A zombie has ended: its new parent has yet to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return UNKNOWN_RETURNCODE
+    return UNKNOWN_RETURNCODE if state in (b"Z", b"X") else None
+
+
 class ForkedProcess:
     """The parts of `subprocess.Popen` the sweep uses, for a worker the server forked: its
-    pipes, pid, args, poll, wait, returncode."""
+    pipes, pid, args, poll, wait, returncode. Should the server die (an out-of-memory kill),
+    the worker lives on, re-parented: poll and wait then watch its pid, and its returncode is
+    UNKNOWN_RETURNCODE once it ends; the server records why it was lost (ForkServer.lost)."""
 
     def __init__(self, server: "ForkServer", pid: int, stdin, stdout, args: list[str]):
         self.server, self.pid, self.stdin, self.stdout, self.args = server, pid, stdin, stdout, args
@@ -115,12 +133,20 @@ class ForkedProcess:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self.server.wait(self.pid, block=False)
+            try:
+                self.returncode = self.server.wait(self.pid, block=False)
+            except (RuntimeError, OSError):
+                self.returncode = _orphan_returncode(self.pid)
         return self.returncode
 
     def wait(self) -> int:
         if self.returncode is None:
-            self.returncode = self.server.wait(self.pid, block=True)
+            try:
+                self.returncode = self.server.wait(self.pid, block=True)
+            except (RuntimeError, OSError):
+                while (code := _orphan_returncode(self.pid)) is None:
+                    time.sleep(0.01)
+                self.returncode = code
         return self.returncode
 
 
@@ -141,6 +167,7 @@ class ForkServer:
         finally:
             theirs.close()
         self.ready = False
+        self.lost: str | None = None  # why the server stopped answering, once it has
 
     def _await_ready(self) -> None:
         if self.ready:
@@ -158,13 +185,19 @@ class ForkServer:
         self.ready = True
 
     def _ask(self, request: dict[str, Any], fds: list[int] = ()) -> dict[str, Any]:
-        with self.lock:
-            self._await_ready()
-            socket.send_fds(self.sock, [json.dumps(request).encode()], list(fds))
-            reply = self.sock.recv(MAX_MESSAGE)
-        if not reply:
-            raise RuntimeError("fork server exited")
-        return json.loads(reply)
+        if self.lost:
+            raise RuntimeError(self.lost)
+        try:
+            with self.lock:
+                self._await_ready()
+                socket.send_fds(self.sock, [json.dumps(request).encode()], list(fds))
+                reply = self.sock.recv(MAX_MESSAGE)
+            if not reply:
+                raise RuntimeError("fork server exited")
+            return json.loads(reply)
+        except (RuntimeError, OSError, ValueError) as exc:
+            self.lost = f"fork server lost ({type(exc).__name__}: {exc})"
+            raise RuntimeError(self.lost) from exc
 
     def fork(self, env: dict[str, str], stderr_fd: int, lifeline_fd: int) -> ForkedProcess:
         stdin_r, stdin_w = os.pipe()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 
 def main() -> int:
@@ -24,7 +23,7 @@ def main() -> int:
     from models.analysis import parameter_count
     from models.resolve import resolve_model
 
-    paths = DataPaths(Path(args.database).resolve().parent) if args.database else DataPaths.default()
+    paths = DataPaths.of_database(args.database) if args.database else DataPaths.default()
     rows = [r for r in store.read_ok_measurements(paths.database)
             if r["mode"] == "training" and r["precision"] == "fp32" and r["device_kind"] == "cpu"]
     if not rows:

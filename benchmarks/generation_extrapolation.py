@@ -39,7 +39,7 @@ def main() -> int:
     from models.analysis import parameter_breakdown
     from models.resolve import resolve_model
 
-    paths = DataPaths(Path(args.database).resolve().parent)
+    paths = DataPaths.of_database(args.database)
     rows = store.read_ok_measurements(paths.database)
     hardware = store.read_hardware_rows(paths.database)
     spec_of = {}  # model_key -> spec: a local model by the path its rows name, each resolved once

@@ -79,7 +79,6 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--database", default=None)
     args = ap.parse_args()
-    from pathlib import Path
 
     from benchmark_runners import registry
     from benchmark_runners.hardware import detect_hardware
@@ -91,7 +90,7 @@ def main() -> int:
     from devicefit.predict.training import ERROR_BARS, TARGETS, train
     from devicefit.predict.validation_report import ValidationReport
 
-    paths = DataPaths(Path(args.database).resolve().parent) if args.database else DataPaths.default()
+    paths = DataPaths.of_database(args.database) if args.database else DataPaths.default()
     rows = store.read_ok_measurements(paths.database)
     hardware = store.read_hardware_rows(paths.database)
     # The store's devices carry their own probes; this machine's probe only names the local host.

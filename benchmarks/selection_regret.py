@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 
 def main() -> int:
@@ -25,7 +24,7 @@ def main() -> int:
     from devicefit.predict import training
     from devicefit.predict.hardware_specs import device_specs
 
-    paths = DataPaths(Path(args.database).resolve().parent) if args.database else DataPaths.default()
+    paths = DataPaths.of_database(args.database) if args.database else DataPaths.default()
     inventory_path = paths.root / "hardware.json"
     if not inventory_path.exists():
         print(f"no {inventory_path}: run `make run` first", file=sys.stderr)

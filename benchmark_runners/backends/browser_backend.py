@@ -268,7 +268,7 @@ def _agreement(output, reference, precision: str, torch_own: float | None = None
     further than the fixed tolerance is not failed for the same move in the browser."""
     import numpy as np
 
-    from benchmark_runners.backends.openvino_backend import TORCH_REFERENCE_MARGIN
+    from benchmark_runners.output_check import agreement_tolerance
 
     output = np.asarray(output, dtype=np.float32)
     reference = np.asarray(reference, dtype=np.float32)
@@ -276,8 +276,6 @@ def _agreement(output, reference, precision: str, torch_own: float | None = None
         raise OutputMismatch(f"the browser's output has shape {list(output.shape)}, torch's {list(reference.shape)}")
     scale = float(np.abs(reference).max()) or 1.0
     diff = float(np.abs(output - reference).max()) / scale
-    tolerance = max(TOLERANCE[precision], TORCH_REFERENCE_MARGIN * torch_own) if torch_own is not None else TOLERANCE[precision]
-    basis = (f"max({TOLERANCE[precision]:g}, {TORCH_REFERENCE_MARGIN:g} x torch's own {precision} deviation {torch_own:.3g})"
-             if torch_own is not None else f"fixed {precision} tolerance")
+    tolerance, basis = agreement_tolerance(TOLERANCE[precision], precision, torch_own)
     return {"reference": "torch fp32 on the batch-1 example inputs", "relative_max_abs_diff": diff, "tolerance": tolerance,
             "tolerance_basis": basis, "within_tolerance": bool(diff <= tolerance)}

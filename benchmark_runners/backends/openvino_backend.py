@@ -36,7 +36,7 @@ from typing import Any
 from benchmark_runners.backends import openvino_genai
 from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.backends.traced_wrapper import NamedInputs, recipe_source, torch_output_in
-from benchmark_runners.output_check import check_output
+from benchmark_runners.output_check import TORCH_REFERENCE_MARGIN, agreement_tolerance, check_output  # noqa: F401 - the margin, for callers
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
 from models.catalog import ModelSpec
@@ -47,10 +47,9 @@ CAPABILITY_NEEDED = {"bf16": "BF16", "fp16": "FP16"}
 # only; bf16 keeps 8 mantissa bits through every layer; int8 weights lose ~1/255 per channel.
 TOLERANCE = {"fp32": 1e-3, "bf16": 5e-2, "fp16": 2e-2, "int8": 1e-1}
 # Reduced precisions are also allowed what torch's own forward in that precision differs from
-# fp32 on the same inputs, times this margin: a deep convolutional net's bf16 logits move by
+# fp32 on the same inputs, times output_check.TORCH_REFERENCE_MARGIN: a deep convolutional net's bf16 logits move by
 # 10-13% of their scale in torch itself (resnet-50, mobilenet-v2 with calibrated statistics),
 # so a fixed 5% would fail OpenVINO for being as exact as bf16 allows.
-TORCH_REFERENCE_MARGIN = 1.5
 REDUCED_REFERENCES = ("bf16", "fp16")
 _converted: dict[str, bool] = {}  # cache keys converted or read by this worker (the IR itself is on disk)
 _checks: dict[tuple, dict[str, Any]] = {}  # (cache key, device, precision) -> output agreement
@@ -376,9 +375,7 @@ class OpenVINOBackend(Backend):
             raise InvalidOutput(f"torch's reference output for the OpenVINO check is not a real computation's: "
                                 f"{_checks[key]['reference_check']['problem']}")
         torch_own = _checks[key].get("torch_same_precision_relative")
-        tolerance = max(TOLERANCE[precision], TORCH_REFERENCE_MARGIN * torch_own) if torch_own is not None else TOLERANCE[precision]
-        basis = (f"max({TOLERANCE[precision]:g}, {TORCH_REFERENCE_MARGIN:g} x torch's own {precision} deviation {torch_own:.3g})"
-                 if torch_own is not None else f"fixed {precision} tolerance")
+        tolerance, basis = agreement_tolerance(TOLERANCE[precision], precision, torch_own)
         result = {**_checks[key], "tolerance": tolerance, "tolerance_basis": basis}
         if not result["relative"] <= tolerance:
             raise OutputMismatch(f"OpenVINO output differs from torch: max |diff| {result['max_abs_diff']:.4g} = {result['relative']:.3g} "

@@ -132,15 +132,15 @@ def calibrate_generation(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec
     the measured generation rows (a device is a kind on one host, a GPU with its own
     fingerprint too: two CPUs, or two hosts driving GPUs, dispatch at their own pace), and their leave-one-model-out validation per
     device: each model's TPOT predicted from a fit to the other models' rows."""
-    from models.resolve import resolve_model
+    from models.recorded import resolve_recorded_model
 
     # Each (name, path) its rows name, resolved once: a local model (a directory or a config
     # file) by its path, as training resolves each row; two local models of one name stay apart.
     models: dict[tuple[str, str | None], ModelSpec] = {}
-    for name, path in {model_key(r) for r in rows if r.get("mode") == "generation" and r.get("status") == "ok"}:
+    for key, row in {model_key(r): r for r in rows if r.get("mode") == "generation" and r.get("status") == "ok"}.items():
         try:
-            models[(name, path)] = resolve_model(path or name)
-        except Exception:  # a local model directory gone since: its rows cannot be recomputed
+            models[key] = resolve_recorded_model(row)
+        except Exception:  # a local model gone or changed since: its rows cannot be recomputed
             continue
     points = _points(rows, specs, models)
     efficiency: dict[str, Any] = {}

@@ -42,7 +42,7 @@ from devicefit.predict.validation_report import (
     nested_coverage,
 )
 from models.catalog import UnknownModelError
-from models.resolve import resolve_model
+from models.recorded import RecordedModelMismatch, resolve_recorded_model
 
 TARGETS = ("latency", "throughput", "memory")
 MIN_MODELS = 3  # fewer cannot be trained and validated on held-out models
@@ -81,6 +81,7 @@ class TrainingData:
 
 
 CONTENDED_SKIP = "contended (a clean measurement of the config exists)"
+MISMATCH_SKIP = "its recorded model path holds another model here (models.recorded)"
 UNCALIBRATED_SKIP = "random BatchNorm statistics (measured before activations were calibrated)"
 
 
@@ -152,8 +153,11 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
             data.skipped[f"no spec for {device}"] = data.skipped.get(f"no spec for {device}", 0) + 1
             continue
         try:
-            model = resolve_model(r.get("model_path") or r["model"])
+            model = resolve_recorded_model(r)
             point = model_point(model, r.get("seq_length"))
+        except RecordedModelMismatch:
+            data.skipped[MISMATCH_SKIP] = data.skipped.get(MISMATCH_SKIP, 0) + 1
+            continue
         except (UnknownModelError, ValueError, FileNotFoundError):
             data.skipped["model not buildable offline"] = data.skipped.get("model not buildable offline", 0) + 1
             continue

@@ -13,7 +13,7 @@ import numpy as np
 from devicefit.predict.features import ModelPoint, model_point, prefill_point
 from devicefit.predict.hardware_specs import row_device
 from models.catalog import UnknownModelError
-from models.resolve import resolve_model
+from models.recorded import resolve_recorded_model
 
 if TYPE_CHECKING:
     from devicefit.predict.training import TrainingData
@@ -50,7 +50,7 @@ def ttft_requests(rows: list[dict[str, Any]], data: "TrainingData", categories: 
             continue
         device = row_device(r)
         try:
-            spec = resolve_model(r.get("model_path") or r["model"])
+            spec = resolve_recorded_model(r)
             shape = request_shape(spec, r.get("prompt_tokens"), r.get("new_tokens"))
             point = model_point(spec, shape.signature_seq_length)
         except (UnknownModelError, ValueError, FileNotFoundError):

@@ -104,6 +104,20 @@ def test_invalid_policy_is_rejected():
         TimingPolicy(ci_target=1.5)
     with pytest.raises(ValueError, match="min_iterations"):
         TimingPolicy(min_iterations=0)
+    # A window of no calls has no median to be steady against; negative figures mean nothing.
+    with pytest.raises(ValueError, match="warmup_window"):
+        TimingPolicy(warmup_window=0)
+    with pytest.raises(ValueError, match="warmup_tolerance must not be negative"):
+        TimingPolicy(warmup_tolerance=-0.1)
+
+
+def test_a_single_warm_up_call_policy_measures():
+    """warmup_min_iterations=1 is a valid policy: its first warm-up call has no earlier one to
+    be steady against, so warming goes on to the second call instead of failing."""
+    m = measure(lambda clock: None, ScriptedClock([5_000_000, 2_000_000, 2_000_000], 2_000_000),
+                TimingPolicy(warmup_min_iterations=1, max_time_s=1))
+    assert m.warmup_ns == [2_000_000, 2_000_000] and m.warmup_steady
+    assert m.stop_reason == "converged"
 
 
 def test_a_target_the_cap_cannot_reach_stops_at_the_noise_floor():
@@ -249,3 +263,23 @@ def test_the_timed_samples_page_faults_are_counted():
     assert fresh.timed_minor_faults / 5 >= 0.9 * pages
     quiet = measure(lambda clock: None, HostClock(), policy)
     assert quiet.timed_minor_faults / 5 < 0.05 * pages
+
+
+def test_a_check_that_falls_past_the_cap_stops_at_the_time_cap():
+    """The first check the noise-floor rule may make (15 samples) lands past the 15 s cap: no
+    time is left to project into, so the cap is what stopped the measurement and the row says
+    `time_cap`, not `noise_floor`."""
+    elapsed = [0.0]
+
+    class VirtualClock(ScriptedClock):
+        def end(self):
+            ns, phases = super().end()
+            elapsed[0] += ns / 1e9
+            return ns, phases
+
+    second = 1_000_000_000
+    bimodal = [3 * second // 2 if i % 2 == 0 else second // 2 for i in range(100)]
+    clock = VirtualClock([second, second, second] + bimodal, second)
+    m = measure(lambda c: None, clock, TimingPolicy(max_time_s=15), now=lambda: elapsed[0])
+    assert len(m.samples_ns) == 15 and sum(m.samples_ns) / 1e9 >= 15
+    assert m.stop_reason == "time_cap"

@@ -67,3 +67,10 @@ def test_summary_json_has_no_infinities():
 def test_empty_samples_are_an_error():
     with pytest.raises(ValueError):
         summarize([])
+
+
+def test_samples_that_are_not_finite_are_an_error_naming_them():
+    """A NaN sorts anywhere (its order statistics would be arbitrary) and an infinity has no mean."""
+    for bad in (math.nan, math.inf):
+        with pytest.raises(ValueError, match="not finite"):
+            summarize([1.0, bad, 2.0])

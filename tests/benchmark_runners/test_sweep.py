@@ -132,6 +132,28 @@ def test_workers_are_forked_from_one_server_and_the_sweep_falls_back_without_it(
     assert server.proc.poll() is not None  # the broken server was shut down, not left behind
 
 
+def test_a_fork_server_lost_under_its_worker_loses_no_row(monkeypatch):
+    """The fork server killed (as by the out-of-memory killer) while its worker measures: the
+    worker, re-parented, finishes and its rows arrive; the sweep watches its pid instead of
+    asking the dead server, and the next sweep starts workers as fresh interpreters, saying why."""
+    from benchmark_runners import sweep
+
+    monkeypatch.setattr(sweep, "_server_broken", None)
+    configs = [BenchmarkConfig("bert-tiny", batch_size=b, policy=FAST_POLICY) for b in (1, 2)]
+    killed = []
+
+    def on_event(event):
+        if event.kind == "config_started" and not killed:
+            killed.append(sweep._server.proc.pid)
+            os.kill(killed[0], signal.SIGKILL)
+            sweep._server.proc.wait()
+
+    rows = run_sweep(configs, on_event=on_event)
+    assert killed and [r.status for r in rows] == ["ok", "ok"], [r.error for r in rows]
+    [row] = run_sweep([BenchmarkConfig("bert-tiny", batch_size=4, policy=FAST_POLICY)])
+    assert row.status == "ok" and sweep._server is None and "fork server lost" in sweep._server_broken
+
+
 def test_a_model_made_after_the_freeze_is_still_collected():
     """freeze_imports takes what is alive at the worker's start out of the collector's reach;
     a model made and dropped afterwards (reference cycles included) is still freed by the
