@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from devicefit.predict.training import TrainingData
+    from devicefit.predict.training_rows import TrainingData
 
 
 def parameter_range(data: TrainingData) -> list[int]:

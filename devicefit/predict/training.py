@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,12 +24,20 @@ import numpy as np
 from devicefit.errors import DevicefitError
 from devicefit.predict.booster_settings import LGB_PARAMS, NUM_ROUNDS
 from devicefit.predict.domain import parameter_range, thinly_measured, without_devices
-from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, memory_reference_bytes, model_point, to_matrix
-from devicefit.predict.hardware_specs import DeviceSpec, default_devices, kind_of, machine_of, row_device
+from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, to_matrix
+from devicefit.predict.hardware_specs import DeviceSpec, default_devices, kind_of, machine_of
 from devicefit.predict.host_half_rates import host_speedups, transfer_factors
-from devicefit.predict.memory_model import MemoryModel, device_memory_kind, fit_memory_model, memory_target
+from devicefit.predict.memory_model import MemoryModel, fit_memory_model
 from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline, transfer_roofline
-from devicefit.predict.speed import speed_factors
+from devicefit.predict.training_rows import (  # noqa: F401 - the rows' skip reasons, for callers
+    CONTENDED_SKIP,
+    MISMATCH_SKIP,
+    TARGETS,
+    UNCALIBRATED_SKIP,
+    TrainingData,
+    specs_per_device,
+    training_data,
+)
 from devicefit.predict.ttft_check import ExtraRequest, ttft_requests, ttft_validation
 from devicefit.predict.validation_report import (
     INTERVAL_LEVEL,
@@ -41,10 +49,7 @@ from devicefit.predict.validation_report import (
     held_out_figures,
     nested_coverage,
 )
-from models.catalog import UnknownModelError
-from models.recorded import RecordedModelMismatch, resolve_recorded_model
 
-TARGETS = ("latency", "throughput", "memory")
 MIN_MODELS = 3  # fewer cannot be trained and validated on held-out models
 
 
@@ -60,127 +65,6 @@ ARTIFACT_FORMAT = "devicefit.predictor/5"
 ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}
 
 
-@dataclass
-class TrainingData:
-    features: list[dict]
-    actual: dict[str, np.ndarray]  # measured mean ms per batch, samples/s, peak bytes
-    memory_reference: np.ndarray  # uncalibrated: process baseline + weights (x4 in training) + activations
-    points: list[ModelPoint]
-    models: list[str]
-    kinds: list[str]
-    devices: list[str]  # hardware_specs.row_device of each row: kind@host (+ a GPU's fingerprint, + a profile)
-    families: list[str]
-    process_baseline: dict[str, float]
-    specs: dict[str, DeviceSpec] = field(default_factory=dict)  # per device, as resolved for these rows
-    skipped: dict[str, int] = field(default_factory=dict)
-    contended_kept: int = 0  # rows timed under contention, used because their config has no clean one
-    speed: dict[str, dict] = field(default_factory=dict)  # per device: typical reference rate, rows scaled (speed.py)
-
-    def __len__(self) -> int:
-        return len(self.features)
-
-
-CONTENDED_SKIP = "contended (a clean measurement of the config exists)"
-MISMATCH_SKIP = "its recorded model path holds another model here (models.recorded)"
-UNCALIBRATED_SKIP = "random BatchNorm statistics (measured before activations were calibrated)"
-
-
-def _uncalibrated(row: dict[str, Any], spec) -> bool:
-    """A random-weight row of a model with BatchNorm, recorded before builds recalibrated it
-    (no weights recipe in the row): its activations decayed towards zero and through the
-    denormal range, which costs some CPUs several times the real model's time (an Intel
-    Xeon's EfficientNet-b0 rows: 2-5x). Its figure is kept in the store, never learned from."""
-    from models.loading import has_batchnorm
-
-    return row.get("weights") == "random" and not row.get("weights_recipe") and has_batchnorm(spec)
-
-
-def _config_of(row: dict[str, Any]) -> tuple:
-    return (row.get("model"), row.get("backend"), row_device(row), row.get("precision"),
-            row.get("mode"), row.get("batch_size"), row.get("input_dims") or row.get("seq_length"))
-
-
-def specs_per_device(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> dict[str, DeviceSpec]:
-    """`specs` plus, for a kind the rows measured on one device only, that device under the
-    kind's spec (a caller that knows one machine passes specs per kind). A kind measured on
-    several devices is never scored against one spec: each device needs its own."""
-    out = dict(specs)
-    devices_of: dict[str, set[str]] = {}
-    for r in rows:
-        devices_of.setdefault(r["device_kind"], set()).add(row_device(r))
-    for kind, devices in devices_of.items():
-        if len(devices) == 1 and kind in specs:
-            out.setdefault(next(iter(devices)), specs[kind])
-    return out
-
-
-def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> TrainingData:
-    """From stored measurement rows (status ok) to features and targets. Rows whose model
-    cannot be rebuilt offline, whose device has no spec, or that were timed under contention
-    while a clean measurement of the same config exists are counted, not used; a contended row
-    that is its config's only measurement is used and counted (`contended_kept`). `specs` is
-    keyed by device (hardware_specs.device_key), or by kind for a kind measured on one device."""
-    specs = specs_per_device(rows, specs)
-    baselines: dict[str, list[float]] = {}
-    for r in rows:
-        if device_memory_kind(r.get("device_kind") or ""):
-            baselines.setdefault(r["device_kind"], []).append(0.0)  # the card's allocator holds tensors only
-        elif r.get("rss_before_load_bytes"):
-            baselines.setdefault(r["device_kind"], []).append(float(r["rss_before_load_bytes"]))
-    process_baseline = {k: statistics.median(v) for k, v in baselines.items()}
-    data = TrainingData([], {t: [] for t in TARGETS}, [], [], [], [], [], [], process_baseline, specs)
-    measured_clean = {_config_of(r) for r in rows if r.get("status") == "ok" and not r.get("contended")}
-    factors, data.speed = speed_factors(rows)  # each row's time at its device's typical speed
-    for r, speed in zip(rows, factors):
-        if r.get("mode") == "generation":
-            # A sample is a whole request of prompt + new tokens: its targets are TTFT and TPOT,
-            # not a forward pass's latency; the forward-pass targets never learn from it.
-            data.skipped["generation_scenario"] = data.skipped.get("generation_scenario", 0) + 1
-            continue
-        if r.get("status") != "ok" or not r.get("mean_ms") or not r.get("throughput_samples_per_s") or not memory_target(r):
-            data.skipped["incomplete"] = data.skipped.get("incomplete", 0) + 1
-            continue
-        if r.get("contended"):
-            if _config_of(r) in measured_clean:
-                # Timed while other processes used the CPU (benchmark_runners.contention), and
-                # the same config has a clean measurement: a busy neighbour's figure is not learned.
-                data.skipped[CONTENDED_SKIP] = data.skipped.get(CONTENDED_SKIP, 0) + 1
-                continue
-            data.contended_kept += 1
-        device = row_device(r)
-        spec = specs.get(device)
-        if spec is None:
-            data.skipped[f"no spec for {device}"] = data.skipped.get(f"no spec for {device}", 0) + 1
-            continue
-        try:
-            model = resolve_recorded_model(r)
-            point = model_point(model, r.get("seq_length"))
-        except RecordedModelMismatch:
-            data.skipped[MISMATCH_SKIP] = data.skipped.get(MISMATCH_SKIP, 0) + 1
-            continue
-        except (UnknownModelError, ValueError, FileNotFoundError):
-            data.skipped["model not buildable offline"] = data.skipped.get("model not buildable offline", 0) + 1
-            continue
-        if _uncalibrated(r, model):
-            data.skipped[UNCALIBRATED_SKIP] = data.skipped.get(UNCALIBRATED_SKIP, 0) + 1
-            continue
-        feats = feature_row(point, r["batch_size"], r["precision"], r["mode"], r["backend"], spec)
-        baseline = process_baseline.get(r["device_kind"], 0.0)
-        data.memory_reference.append(memory_reference_bytes(point, r["precision"], r["mode"], baseline, r["batch_size"]))
-        # Mean latency per batch: throughput is batch / mean, so the two targets agree physically;
-        # both at the device's typical speed where the row has a speed reference (speed.py).
-        actual = {"latency": r["mean_ms"] * speed, "throughput": r["throughput_samples_per_s"] / speed, "memory": memory_target(r)}
-        data.features.append(feats)
-        for t in TARGETS:
-            data.actual[t].append(float(actual[t]))
-        data.points.append(point)
-        data.models.append(point.name)
-        data.kinds.append(r["device_kind"])
-        data.devices.append(device)
-        data.families.append(point.family)
-    data.actual = {t: np.asarray(v) for t, v in data.actual.items()}
-    data.memory_reference = np.asarray(data.memory_reference)
-    return data
 
 
 # --- The physical baselines, fitted per device (and backend) on the rows given.

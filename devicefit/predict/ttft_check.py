@@ -16,7 +16,7 @@ from models.catalog import UnknownModelError
 from models.recorded import resolve_recorded_model
 
 if TYPE_CHECKING:
-    from devicefit.predict.training import TrainingData
+    from devicefit.predict.training_rows import TrainingData
 
 
 @dataclass(frozen=True)
