@@ -6,8 +6,10 @@ Each side runs in its own fresh process, alternating in ABBA order for --rounds 
 drift of the machine cancels), at each batch size. The bare process does what a user's script
 does: build the same model (the same seeded weights), torch's default threads, three warm-up
 calls, then --iterations timed forward passes under `torch.inference_mode()`. Printed per
-batch size: the median over rounds of each side's p50 and per-iteration CV, the p50 ratio
-(worker / bare) and the CV ratio, against the bars: p50 within 2%, CV within 1.2x, and whether
+round: each side's p50 and per-iteration CV (sigma / mean, sigma from the sample standard
+deviation unbiased by c4(n), so that sides of different counts compare); per batch size: the
+medians over rounds of the p50 ratio (worker / bare) and of the CV ratio, against the bars: p50
+within 2%, CV within 1.2x, and whether
 the rounds decide the p50 bar (the 95% interval of the median of the per-round ratios, from six
 rounds up: each fresh process's p50 is a draw of its own, a few percent wide). Each round
 also prints both sides' minor page faults per call (the allocator handing activations back to
@@ -16,6 +18,7 @@ runs both sides with glibc's thresholds fixed, so that neither faults between ca
 every activation is under 32 MiB: larger blocks are still mapped and unmapped each call).
 
     python benchmarks/harness_vs_bare.py --model bert-base-uncased --batch-sizes 1,4,16 --rounds 4
+    python benchmarks/harness_vs_bare.py --pool run1.log run2.log   # the verdict over earlier runs' rounds
 
 Run it on an idle machine: any other CPU work beside it moves both sides by more than the bars.
 """
@@ -25,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -111,18 +115,33 @@ def decisiveness(ratios: list[float]) -> str:
 
 def rounds_to_decide(ratios: list[float], lo: float, hi: float) -> str:
     """How many rounds at this spread would put the median's interval inside the bar: the
-    interval narrows as 1/sqrt(rounds) at best, around a median that must itself leave room."""
+    interval narrows as 1/sqrt(rounds) at best, around a median that must itself leave room.
+    Each side on its own (order statistics need not sit symmetrically about the median): the
+    side that reaches furthest past its end of the bar, relative to the room there, decides;
+    never fewer than one round more than were run."""
     median = statistics.median(ratios)
-    room = P50_BAR - abs(median - 1)
-    if room <= 0:
+    if abs(median - 1) >= P50_BAR:
         return "the median itself is outside the bar: more rounds would decide it outside"
-    needed = math.ceil(len(ratios) * ((hi - lo) / 2 / room) ** 2)
+    reach = max((median - lo) / (median - (1 - P50_BAR)), (hi - median) / ((1 + P50_BAR) - median))
+    needed = max(len(ratios) + 1, math.ceil(len(ratios) * reach ** 2))
     return (f"were the median to hold at {100 * (median - 1):+.1f}%, about {needed} rounds at this spread would place the "
             f"interval within ±{100 * P50_BAR:g}%; a quieter machine needs fewer")
 
 
+CV_NOTE = "CV: sample standard deviation / c4(n) / mean (unbiased for normal samples, whatever the count)"
+
+
+def c4(n: int) -> float:
+    """E[sample stdev] / sigma for n normal samples: 0.95 at 6, 0.98 at 13."""
+    return math.sqrt(2 / (n - 1)) * math.exp(math.lgamma(n / 2) - math.lgamma((n - 1) / 2))
+
+
 def cv(samples: list[float]) -> float:
-    return statistics.pstdev(samples) / statistics.mean(samples)
+    """The spread as an unbiased (for normal samples) estimate of sigma over the mean: in odd
+    rounds the bare loop runs first, with the previous round's count, so the two sides of a
+    round can hold 6 and 13 samples, and a plain standard deviation reads low by an amount
+    that depends on the count (the ratio of two such CVs of one distribution: 0.91 there)."""
+    return statistics.stdev(samples) / c4(len(samples)) / statistics.mean(samples)
 
 
 def main() -> int:
@@ -133,6 +152,8 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=None, help="bare loop iterations (default: as many as the worker took)")
     ap.add_argument("--max-time", type=float, default=10.0, help="the worker's timing cap per config, seconds")
     ap.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--pool", nargs="+", type=Path, metavar="LOG",
+                    help="measure nothing: the verdict over the rounds of these earlier runs' printed logs, per batch size")
     ap.add_argument("--fixed-allocator", action="store_true",
                     help=f"run both sides with glibc's thresholds fixed ({' '.join(f'{k}={v}' for k, v in FIXED_ALLOCATOR.items())}): "
                          "no page faults between calls, so what is left is the harness's own difference")
@@ -140,10 +161,15 @@ def main() -> int:
     if args.fixed_allocator:  # read by malloc at start: the bare process, the fork server and its workers inherit it
         os.environ.update(FIXED_ALLOCATOR)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    if args.pool:
+        for batch, rounds in sorted(pooled(args.pool).items()):
+            print(verdict(args.model, batch, rounds)[1])
+        return 0
     if args.bare:
         print(json.dumps(bare_loop(args.model, batch_sizes[0], args.iterations or 30)))
         return 0
 
+    print(CV_NOTE, flush=True)
     failures = 0
     for batch in batch_sizes:
         rounds = []
@@ -166,14 +192,42 @@ def main() -> int:
                   f"threads worker/bare {r['threads'][0]}/{r['threads'][1]}, others used "
                   f"{'-' if r['other_cpu_share'] is None else format(r['other_cpu_share'], '.1%')} of the CPU, "
                   f"minor page faults per call worker/bare {_count(r['faults'][0])}/{_count(r['faults'][1])}", flush=True)
-        ratios = sorted(r["worker_p50"] / r["bare_p50"] for r in rounds)
-        p50_ratio = statistics.median(ratios)
-        cv_ratio = statistics.median(r["worker_cv"] / r["bare_cv"] for r in rounds)
-        ok = abs(p50_ratio - 1) <= P50_BAR and cv_ratio <= CV_BAR
+        ok, text = verdict(args.model, batch, rounds)
         failures += not ok
-        print(f"==> {args.model} batch {batch}: p50 worker/bare {p50_ratio:.4f} ({100 * (p50_ratio - 1):+.2f}%, bar ±{P50_BAR:.0%}), "
-              f"CV worker/bare {cv_ratio:.2f}x (bar {CV_BAR}x): {'PASS' if ok else 'FAIL'}; {decisiveness(ratios)}\n", flush=True)
+        print(text + "\n", flush=True)
     return 0 if not failures else 2
+
+
+def verdict(model: str, batch: int, rounds: list[dict]) -> tuple[bool, str]:
+    """The bars over rounds: the median per-round p50 ratio and CV ratio, and whether the
+    rounds decide the p50 bar."""
+    ratios = sorted(r["worker_p50"] / r["bare_p50"] for r in rounds)
+    p50_ratio = statistics.median(ratios)
+    cv_ratio = statistics.median(r["worker_cv"] / r["bare_cv"] for r in rounds)
+    ok = abs(p50_ratio - 1) <= P50_BAR and cv_ratio <= CV_BAR
+    return ok, (f"==> {model} batch {batch}, {len(rounds)} rounds: p50 worker/bare {p50_ratio:.4f} ({100 * (p50_ratio - 1):+.2f}%, "
+                f"bar ±{P50_BAR:.0%}), CV worker/bare {cv_ratio:.2f}x (bar {CV_BAR}x): {'PASS' if ok else 'FAIL'}; {decisiveness(ratios)}")
+
+
+ROUND_LINE = re.compile(r"batch (\d+) round \d+: worker p50 ([\d.]+) ms \(cv ([\d.]+)%, n (\d+).*?bare p50 ([\d.]+) ms "
+                        r"\(cv ([\d.]+)%, n (\d+)")
+
+
+def pooled(logs: list[Path]) -> dict[int, list[dict]]:
+    """The rounds of earlier runs' logs, per batch size. A log written before the CVs were
+    unbiased (no CV_NOTE line in it: population standard deviations) has each CV rescaled to
+    stdev / c4(n), from the count its line gives."""
+    rounds: dict[int, list[dict]] = {}
+    for log in logs:
+        text = log.read_text()
+        biased = CV_NOTE not in text
+        for m in ROUND_LINE.finditer(text):
+            wn, bn = int(m[4]), int(m[7])
+            fix = (lambda n: math.sqrt(n / (n - 1)) / c4(n)) if biased else (lambda n: 1.0)
+            rounds.setdefault(int(m[1]), []).append({
+                "worker_p50": float(m[2]), "bare_p50": float(m[5]),
+                "worker_cv": float(m[3]) * fix(wn), "bare_cv": float(m[6]) * fix(bn)})
+    return rounds
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ inference scenario: 10 warm-up runs, then at least 10 iterations and 10 s), the 
 time taken from outside, alternating the two tools for --rounds rounds. A sweep of all batch
 sizes in one process each is timed too (per config: its wall time / the number of configs).
 Printed: per config, each tool's median wall time over rounds and the ratio (devicefit /
-optimum-benchmark; the bar is 0.5), and each tool's p50 latency as a sanity check that they
-timed the same work. Run it on an idle machine.
+optimum-benchmark; the bar is 0.5), and each tool's p50 latency (median over its fresh
+processes of the config) as a sanity check that they timed the same work. Run it on an idle machine.
 """
 from __future__ import annotations
 
@@ -83,8 +83,12 @@ def run_devicefit(model_dir: Path, sizes: list[int], seq: int, extra: tuple[str,
         rows = json.loads(out.read_text())["results"]
     for r in rows:
         print(f"    devicefit batch {r['batch_size']}: {r['status']}, {r.get('iterations')} samples ({r.get('stop_reason')}), "
-              f"cv {100 * (r.get('cv') or 0):.1f}%, others used {100 * (r.get('other_cpu_share') or 0):.1f}% of the CPU", flush=True)
+              f"cv {_percent(r.get('cv'))}, others used {_percent(r.get('other_cpu_share'))} of the CPU", flush=True)
     return wall, {r["batch_size"]: r["p50_ms"] for r in rows if r["status"] == "ok"}
+
+
+def _percent(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f}%"
 
 
 def run_ob(ob_python: str, model_dir: Path, sizes: list[int], seq: int) -> tuple[float, dict[int, float]]:
@@ -119,7 +123,7 @@ def main() -> int:
                     wall, p50 = (run_devicefit(model_dir, batch, args.seq_length, variants[tool]) if tool in variants
                                  else run_ob(args.ob_python, model_dir, batch, args.seq_length))
                     walls[tool].setdefault(b, []).append(wall / len(batch))
-                    for size, v in p50.items():
+                    for size, v in p50.items() if b != "sweep" else ():  # the fresh processes' p50s: one figure per config run alone
                         p50s[tool].setdefault(size, []).append(v)
                     print(f"round {r + 1} {tool:30s} {'sweep ' + args.batch_sizes if b == 'sweep' else 'batch ' + str(b):14s} "
                           f"{wall:6.1f} s", flush=True)

@@ -138,7 +138,10 @@ def grouped_metrics(actual, predicted, labels: list[str]) -> dict[str, ErrorMetr
 
 
 def conformal_half_width(abs_log_residuals: np.ndarray, level: float = INTERVAL_LEVEL) -> float:
-    """Split-conformal quantile with the finite-sample correction ceil((n+1)*level)/n."""
+    """Split-conformal quantile with the finite-sample correction ceil((n+1)*level)/n. Below
+    level/(1-level) residuals (9 at 90%) that rank passes n and the guaranteed interval is
+    unbounded; the largest residual stands in, which guarantees less (75% from 3 residuals),
+    and the coverage measured on held-out models (nested_coverage) says what it gave."""
     n = len(abs_log_residuals)
     rank = min(n, math.ceil((n + 1) * level))
     return float(np.sort(abs_log_residuals)[rank - 1])

@@ -4,6 +4,8 @@ process's p50 is a draw of its own, so a median of four ratios can read +8% wher
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "harness_vs_bare.py"
 _spec = importlib.util.spec_from_file_location("harness_vs_bare", _PATH)
 harness_vs_bare = importlib.util.module_from_spec(_spec)
@@ -30,3 +32,30 @@ def test_an_undecided_verdict_says_how_many_rounds_would_decide_it():
     assert "outside the bar" in rounds_to_decide([1.03] * 10, 1.0, 1.06)
     verdict = harness_vs_bare.decisiveness([0.95, 0.97, 1.0, 1.005, 1.01, 1.02, 1.04, 1.07])
     assert "not decisive" in verdict and "rounds at this spread would place the interval within" in verdict
+    # An interval that sits to one side of its median: the far side decides, never fewer rounds than run.
+    lopsided = sorted([0.975, 0.999, 1, 1, 1, 1, 1.001, 1.005])
+    assert "about 13 rounds" in harness_vs_bare.decisiveness(lopsided)
+
+
+def test_cvs_of_different_counts_compare_and_earlier_logs_pool(tmp_path):
+    """Six samples against thirteen of one distribution: population standard deviations read
+    the six 9% lower; the c4-unbiased CVs agree. A log from before (no CV note) is rescaled
+    from the counts its lines give; a log from after is read as printed."""
+    import random
+    import statistics
+
+    rng = random.Random(5)
+    ratios = [harness_vs_bare.cv([rng.gauss(100, 3) for _ in range(6)]) / harness_vs_bare.cv([rng.gauss(100, 3) for _ in range(13)])
+              for _ in range(4000)]
+    assert abs(statistics.median(ratios) - 1) < 0.03
+    line = ("batch 16 round 1: worker p50 2350.00 ms (cv 4.8%, n 6, time_cap), bare p50 2250.00 ms (cv 4.8%, n 13), "
+            "threads worker/bare 2/2, others used 1.2% of the CPU\n")
+    old, new = tmp_path / "old.log", tmp_path / "new.log"
+    old.write_text(line)
+    new.write_text(harness_vs_bare.CV_NOTE + "\n" + line)
+    [before] = harness_vs_bare.pooled([old])[16]
+    [after] = harness_vs_bare.pooled([new])[16]
+    assert after["worker_cv"] == after["bare_cv"] == 4.8 and before["worker_p50"] == 2350.0
+    c4 = harness_vs_bare.c4
+    assert before["worker_cv"] / before["bare_cv"] == pytest.approx(
+        ((6 / 5) ** 0.5 / c4(6)) / ((13 / 12) ** 0.5 / c4(13)))
