@@ -15,7 +15,8 @@ precision the device lacks is a `skipped` row with the device's capabilities.
 Performance hints: batch 1 measures latency (`PERFORMANCE_HINT=LATENCY`, one synchronous infer
 request); larger batches measure throughput (`PERFORMANCE_HINT=THROUGHPUT`, the device's optimal
 number of asynchronous infer requests in flight; a sample is the wall time of one round of them
-divided by their count, so batch x iterations / time is the sustained throughput).
+divided by their count, so batch x iterations / time is the sustained throughput; the cold
+call and warm-up are rounds divided the same way).
 
 On conversion, torch's output for the traced inputs is kept; each precision's compiled model is
 compared with it once (max |difference| over max |torch output|), and a difference beyond the
