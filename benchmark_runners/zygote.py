@@ -135,7 +135,7 @@ class ForkedProcess:
         if self.returncode is None:
             try:
                 self.returncode = self.server.wait(self.pid, block=False)
-            except (RuntimeError, OSError):
+            except RuntimeError:  # _ask turns every failure into one, recording why
                 self.returncode = _orphan_returncode(self.pid)
         return self.returncode
 
@@ -143,7 +143,7 @@ class ForkedProcess:
         if self.returncode is None:
             try:
                 self.returncode = self.server.wait(self.pid, block=True)
-            except (RuntimeError, OSError):
+            except RuntimeError:  # _ask turns every failure into one, recording why
                 while (code := _orphan_returncode(self.pid)) is None:
                     time.sleep(0.01)
                 self.returncode = code

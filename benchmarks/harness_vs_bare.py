@@ -162,7 +162,11 @@ def main() -> int:
         os.environ.update(FIXED_ALLOCATOR)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     if args.pool:
-        for batch, rounds in sorted(pooled(args.pool).items()):
+        try:
+            by_batch = pooled(args.pool)
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
+        for batch, rounds in sorted(by_batch.items()):
             print(verdict(args.model, batch, rounds)[1])
         return 0
     if args.bare:
@@ -219,14 +223,21 @@ def pooled(logs: list[Path]) -> dict[int, list[dict]]:
     stdev / c4(n), from the count its line gives."""
     rounds: dict[int, list[dict]] = {}
     for log in logs:
-        text = log.read_text()
+        try:
+            text = log.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--pool: cannot read {log}: {exc}") from exc
         biased = CV_NOTE not in text
-        for m in ROUND_LINE.finditer(text):
-            wn, bn = int(m[4]), int(m[7])
-            fix = (lambda n: math.sqrt(n / (n - 1)) / c4(n)) if biased else (lambda n: 1.0)
-            rounds.setdefault(int(m[1]), []).append({
-                "worker_p50": float(m[2]), "bare_p50": float(m[5]),
-                "worker_cv": float(m[3]) * fix(wn), "bare_cv": float(m[6]) * fix(bn)})
+
+        def unbiased(cv: str, n: str) -> float:
+            return float(cv) * (math.sqrt(int(n) / (int(n) - 1)) / c4(int(n)) if biased else 1.0)
+
+        found = list(ROUND_LINE.finditer(text))
+        if not found:
+            raise ValueError(f"--pool: {log} holds no round lines of this script")
+        for m in found:
+            rounds.setdefault(int(m[1]), []).append({"worker_p50": float(m[2]), "bare_p50": float(m[5]),
+                                                     "worker_cv": unbiased(m[3], m[4]), "bare_cv": unbiased(m[6], m[7])})
     return rounds
 
 

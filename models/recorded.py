@@ -20,9 +20,9 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
-from models.aliases import alias_model, alias_names
-from models.catalog import ModelSpec, UnknownModelError, catalog_model, close_names, load_config_file, load_local_model
-from models.registry import registered_model
+from models.aliases import alias_names
+from models.catalog import ModelSpec, UnknownModelError, close_names
+from models.resolve import model_at_path, model_by_name
 
 SHIPPED_CONFIGS = Path(__file__).resolve().parents[1] / "benchmarks" / "configs"
 _SHIPPED_PARTS = ("benchmarks", "configs")
@@ -42,13 +42,12 @@ def shipped_config(recorded: str) -> Path | None:
 
 def _load_path(path: Path) -> ModelSpec:
     try:
-        if path.is_dir():
-            return load_local_model(path)
-        if path.suffix.lower() == ".json" and path.is_file():
-            return load_config_file(path)
+        spec = model_at_path(str(path))
     except (OSError, ValueError) as exc:
         raise ValueError(f"recorded model path {path}: {exc}") from exc
-    raise FileNotFoundError(f"recorded model path {path} is not a model directory or config file on this machine")
+    if spec is None:
+        raise FileNotFoundError(f"recorded model path {path} is not a model directory or config file on this machine")
+    return spec
 
 
 class RecordedModelMismatch(ValueError):
@@ -61,8 +60,8 @@ def _check_facts(spec: ModelSpec, row: Mapping[str, Any], where: str) -> None:
     recorded_arch, recorded_params = row.get("architecture"), row.get("parameters")
     if recorded_arch and recorded_arch != spec.architecture:
         raise RecordedModelMismatch(f"{where} holds a {spec.architecture} here; the row measured a {recorded_arch}")
-    if recorded_params and int(recorded_params) != parameter_count(spec):
-        raise RecordedModelMismatch(f"{where} holds {parameter_count(spec):,} parameters here; the row measured {int(recorded_params):,}")
+    if recorded_params and int(recorded_params) != (here := parameter_count(spec)):
+        raise RecordedModelMismatch(f"{where} holds {here:,} parameters here; the row measured {int(recorded_params):,}")
 
 
 def resolve_recorded_model(row: Mapping[str, Any]) -> ModelSpec:
@@ -77,7 +76,7 @@ def resolve_recorded_model(row: Mapping[str, Any]) -> ModelSpec:
         _check_facts(spec, row, str(shipped or path))
         return spec
     name = str(row.get("model") or "").strip()
-    spec = catalog_model(name) or registered_model(name) or alias_model(name) if name else None
+    spec = model_by_name(name) if name else None
     if spec is None:
         raise UnknownModelError(name, close_names(name, alias_names()))
     return spec

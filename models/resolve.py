@@ -39,15 +39,23 @@ def resolve_model(name_or_path: str | Path) -> ModelSpec:
     if not name_or_path or not name_or_path.strip():
         raise UnknownModelError(name_or_path, [])
     query = name_or_path.strip()
-    spec = catalog_model(query)
+    spec = model_by_name(query) or model_at_path(query)
     if spec is not None:
         return spec
-    spec = registered_model(query) or alias_model(query)
-    if spec is not None:
-        return spec
-    if _is_directory(query):
-        return load_local_model(Path(query).expanduser())
-    if _is_config_file(query):
-        return load_config_file(query)
     # A hub id whose last part is a catalog name ("someone/gpt2") is not assumed to be it.
     raise UnknownModelError(query, close_names(query, alias_names()))
+
+
+def model_by_name(name: str) -> ModelSpec | None:
+    """A catalog name (any case) or Hugging Face id of a catalog model, a registered model, or
+    an alias; never a path."""
+    return catalog_model(name) or registered_model(name) or alias_model(name)
+
+
+def model_at_path(text: str) -> ModelSpec | None:
+    """The model of a local directory or a config file, None where `text` names neither."""
+    if _is_directory(text):
+        return load_local_model(Path(text).expanduser())
+    if _is_config_file(text):
+        return load_config_file(text)
+    return None

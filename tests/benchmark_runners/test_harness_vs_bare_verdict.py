@@ -59,3 +59,13 @@ def test_cvs_of_different_counts_compare_and_earlier_logs_pool(tmp_path):
     c4 = harness_vs_bare.c4
     assert before["worker_cv"] / before["bare_cv"] == pytest.approx(
         ((6 / 5) ** 0.5 / c4(6)) / ((13 / 12) ** 0.5 / c4(13)))
+
+
+def test_pool_names_a_log_it_cannot_use(tmp_path):
+    """--pool on a missing file, or on a file with no round lines, says which; nothing is pooled."""
+    empty = tmp_path / "empty.log"
+    empty.write_text("nothing here\n")
+    with pytest.raises(ValueError, match="empty.log holds no round lines"):
+        harness_vs_bare.pooled([empty])
+    with pytest.raises(ValueError, match="cannot read .*missing.log"):
+        harness_vs_bare.pooled([tmp_path / "missing.log"])
