@@ -10,6 +10,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from benchmark_runners.hardware.cpu_budget import detect_cpu_budget
+
 # Recorded for every row; each registered backend adds its own (Backend.packages).
 PACKAGES = ("torch", "transformers", "numpy", "devicefit")
 
@@ -74,4 +76,7 @@ def process_environment() -> dict[str, Any]:
         # Objects the garbage collector no longer walks (benchmark_runners.worker.freeze_imports):
         # 0 in a process that did not freeze its imports, whose full collections cost 100x more.
         "gc_frozen_objects": gc.get_freeze_count(),
+        # The CPUs it may use (affinity, cgroup quota) and the threads they allow: where a quota
+        # restricts, its contention figures come from the group's counters (contention.py).
+        "cpu_budget": detect_cpu_budget().to_json(),
     }

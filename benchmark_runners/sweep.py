@@ -24,6 +24,7 @@ from benchmark_runners.constraints import ISA_CAPS, profile_env
 from benchmark_runners.device_lock import hold_devices, physical_device
 from benchmark_runners.environment import host_environment
 from benchmark_runners.hardware import HardwareInventory, PlatformInfo, detect_hardware
+from benchmark_runners.hardware.cpu_budget import detect_cpu_budget
 from benchmark_runners.measure import now_iso
 from benchmark_runners.memory_guard import memory_refusal
 from benchmark_runners.records import MODES, BenchmarkConfig, BenchmarkResult
@@ -333,9 +334,10 @@ def run_sweep(
     emit = on_event or (lambda e: None)
     inventory = inventory or detect_hardware()
     devices = _device_table(inventory)
-    cpu = inventory.platforms["cpu"].devices[0]
+    # The cores this process may run on, within its cgroup's CPU quota (hardware/cpu_budget.py):
+    # the host's physical cores, unless a cpuset or a quota leaves it fewer.
     job = {"run_id": run_id, "host_environment": host_environment(), "devices": devices,
-           "default_threads": cpu.get("physical_cores") or cpu.get("logical_cores")}
+           "default_threads": detect_cpu_budget().threads}
     # One benchmark per physical device on this machine, whoever started the other (device_lock).
     with hold_devices({physical_device(c.device) for c in configs},
                       on_wait=lambda message: emit(SweepEvent("waiting", message=message))):

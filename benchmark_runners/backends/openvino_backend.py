@@ -37,6 +37,7 @@ from typing import Any
 from benchmark_runners.backends import openvino_genai
 from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.backends.traced_wrapper import NamedInputs, recipe_source, torch_output_in
+from benchmark_runners.hardware.cpu_budget import restricted_threads
 from benchmark_runners.output_check import TORCH_REFERENCE_MARGIN, agreement_tolerance, check_output  # noqa: F401 - the margin, for callers
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
@@ -284,8 +285,9 @@ class OpenVINOBackend(Backend):
         latency = config.batch_size == 1
         hints = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[config.precision], "PERFORMANCE_HINT": "LATENCY" if latency else "THROUGHPUT",
                  **denormal_hints(device)}
-        if config.threads:
-            hints["INFERENCE_NUM_THREADS"] = config.threads
+        threads = config.threads or (restricted_threads() if device == "CPU" else None)
+        if threads:  # OpenVINO's CPU plugin honours a cpuset but not a CFS quota (hardware/cpu_budget.py)
+            hints["INFERENCE_NUM_THREADS"] = threads
         compile_started = time.perf_counter()
         compiled = ov.Core().compile_model(model, device, hints)
         compile_s = time.perf_counter() - compile_started

@@ -39,6 +39,7 @@ from typing import Any
 
 from benchmark_runners.backends.base import OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.generation import RequestTiming, request_shape
+from benchmark_runners.hardware.cpu_budget import restricted_threads
 from benchmark_runners.records import BenchmarkConfig
 from benchmark_runners.timers import IterationClock
 from benchmark_runners.vendor_telemetry import BLOCK_LINE
@@ -243,8 +244,9 @@ def prepare(spec: ModelSpec, config: BenchmarkConfig) -> PreparedModel:
     # row's KV-cache figure would not describe. Denormals kept, as on OpenVINO's inference rows.
     hints = {"INFERENCE_PRECISION_HINT": hint, "KV_CACHE_PRECISION": hint, "CPU_DENORMALS_OPTIMIZATION": False,
              "ATTENTION_BACKEND": ATTENTION_BACKEND}
-    if config.threads:
-        hints["INFERENCE_NUM_THREADS"] = config.threads
+    threads = config.threads or restricted_threads()  # a CFS quota is not OpenVINO's to see (hardware/cpu_budget.py)
+    if threads:
+        hints["INFERENCE_NUM_THREADS"] = threads
     load_started = time.perf_counter()
     pipe = openvino_genai.LLMPipeline(str(ir), "CPU", **hints)
     load_s = time.perf_counter() - load_started

@@ -26,14 +26,16 @@ from benchmark_runners.hardware.platforms import PlatformInfo, detect_platforms
 from benchmark_runners.hardware.probe import probe_device
 from benchmark_runners.paths import hardware_cache_path
 
-CACHE_SCHEMA = 2  # 2: the fingerprints of devices on the host's CPU are qualified by it (host_qualified)
+# 2: the fingerprints of devices on the host's CPU are qualified by it (host_qualified);
+# 3: a CPU the process may use only part of (cpuset, CFS quota) has `usable_cpus` in its fingerprint.
+CACHE_SCHEMA = 3
 # A cached probe older than this is taken again by the callers that measure; 12 h
 # means the nightly schedule (every 24 h) re-probes on its first partition and reuses that probe
 # for the rest of the night.
 PROBE_MAX_AGE_S = 12 * 3600.0
 # Device attributes that identify hardware; anything volatile (free memory) stays out.
 _STABLE_KEYS = ("name", "vendor", "architecture", "physical_cores", "logical_cores", "isa_flags",
-                "memory_total_bytes", "compute_capability", "multiprocessors", "gcn_arch")
+                "memory_total_bytes", "compute_capability", "multiprocessors", "gcn_arch", "usable_cpus")
 
 
 def device_fingerprint(kind: str, device: dict[str, Any]) -> str:

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark_runners.hardware.cpu_budget import detect_cpu_budget
+
 # ISA features that matter for ML kernels (names as in /proc/cpuinfo).
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
              "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",
@@ -80,6 +82,14 @@ def detect_cpu() -> PlatformInfo:
         "memory_available_bytes": mem.available,
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
+    # What this process may use of it (a container's cpuset, its cgroup's CPU quota), and where
+    # that is less than the host: 2 CPUs of a 64-CPU host are their own device to a predictor,
+    # so `usable_cpus` is part of the fingerprint then (and absent, the fingerprint unchanged,
+    # on a machine whose process may use all of it).
+    budget = detect_cpu_budget()
+    device["cpu_budget"] = budget.to_json()
+    if budget.restricted:
+        device["usable_cpus"] = round(budget.usable_cpus, 2)
     return PlatformInfo("cpu", True, None, "torch", [device], {"os": f"{platform.system()} {platform.release()}"})
 
 

@@ -13,6 +13,7 @@ at 88 GB/s, i.e. one launch per 6 us, and 5.8 us per tiny kernel): there they me
 dispatch, not the card's cache."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import statistics
 import time
@@ -120,12 +121,33 @@ def probe_device(device: str = "cpu", budget_s: float = 0.5) -> ProbeResult:
     result = None
     for _attempt in range(2):
         before = contention.snapshot()
-        result = _probe_once(device, budget_s)
+        with _threads_within_budget(device):
+            result = _probe_once(device, budget_s)
         result.other_cpu_share = contention.share_since(before)
         result.contended = contention.is_contended(result.other_cpu_share)
         if not result.contended:
             break
     return result
+
+
+@contextlib.contextmanager
+def _threads_within_budget(device: str):
+    """torch's intra-op threads held to the CPU budget while the CPU is probed: torch's default
+    sees every CPU of a host whose cgroup quota allows this process two (hardware/cpu_budget.py),
+    and the probe must read the speed the workers will have."""
+    import torch
+
+    from benchmark_runners.hardware.cpu_budget import restricted_threads
+
+    before = torch.get_num_threads()
+    threads = restricted_threads() if device.split(":")[0] == "cpu" else None
+    if threads and threads < before:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
 
 
 def _probe_once(device: str, budget_s: float) -> ProbeResult:

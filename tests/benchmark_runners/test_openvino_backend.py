@@ -257,3 +257,19 @@ def test_a_conversion_says_nothing_of_transformers_deprecated_aliases(tiny_model
         backend("openvino").fill_cache(resolve_model(str(tiny_models["text"])), [c])
     assert (tmp_path / "ov-cache").exists()
     assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]
+
+
+def test_a_restricted_cpu_budget_sets_openvinos_threads(tiny_models, monkeypatch):
+    """OpenVINO's CPU plugin counts the host's cores, not a cgroup's quota: where the budget
+    restricts (hardware/cpu_budget.py), its threads are the budget's, asked for and as compiled;
+    where it does not, no thread count is asked for (the plugin's own default)."""
+    measurer = ConfigMeasurer("test-run", {"suite": "pytest"}, DEVICES)
+    monkeypatch.setattr(openvino_backend, "restricted_threads", lambda: 1)
+    r = measurer.run(config(tiny_models["text"], batch_size=1))
+    assert r.status == "ok", r.error
+    assert r.backend_config["requested_hints"]["INFERENCE_NUM_THREADS"] == "1"
+    assert r.backend_config["effective"]["INFERENCE_NUM_THREADS"] == "1"
+    monkeypatch.setattr(openvino_backend, "restricted_threads", lambda: None)
+    r = ConfigMeasurer("test-run", {"suite": "pytest"}, DEVICES).run(config(tiny_models["text"], batch_size=1))
+    assert r.status == "ok", r.error
+    assert "INFERENCE_NUM_THREADS" not in r.backend_config["requested_hints"]

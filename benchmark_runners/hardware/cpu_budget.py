@@ -1,0 +1,261 @@
+"""The CPU this process may really use: its affinity mask (which a container's cpuset narrows)
+and the CFS bandwidth quota of its cgroup (`docker --cpus`, a Kubernetes CPU limit), which
+narrows nothing the scheduler shows but throttles every thread of the group past it.
+
+Why: a worker's default threads were the host's physical cores. In a container limited to 2
+CPUs of a 64-CPU host, torch would run 32 OpenMP threads on two CPUs' worth of time, throttled
+every period: the oversubscription that slowed bert-tiny forty-fold beside a busy neighbour
+(issue 15), now inside the row itself. The workers, OpenVINO's CPU plugin and the device probe
+now use `CpuBudget.threads`; on a machine without a cpuset or a quota that is the physical
+core count it always was. And the contention check (benchmark_runners/contention.py) cannot
+read a quota's neighbours from /proc/stat: under a quota it reads the group's own counters.
+
+The quota is the tightest `cpu.max` (cgroup v2) or `cpu.cfs_quota_us / cpu.cfs_period_us` (v1)
+on the path from this process's cgroup up to the hierarchy's mount, as /proc/self/cgroup and
+/proc/self/mountinfo place it (a container's namespace root included). Linux only; elsewhere
+the budget is the affinity mask or the CPU count, and the quota None ("none found").
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class CgroupQuota:
+    """A CFS bandwidth limit: `cpus` = quota / period, in the cgroup directory `directory`.
+    `stat` is the file with its throttling counters (and, on v2, its usage); `usage` the file
+    with the group's CPU time (v1's cpuacct.usage, in nanoseconds), None on v2."""
+
+    cpus: float
+    directory: str
+    version: int
+    stat: str
+    usage: str | None = None
+
+    def to_json(self) -> dict:
+        return {"cpus": round(self.cpus, 4), "cgroup": self.directory, "cgroup_version": self.version}
+
+
+@dataclass(frozen=True)
+class QuotaCounters:
+    """A cgroup's cumulative counters, in microseconds: its CPU time (every process in it) and
+    the time its runqueues spent throttled (summed over CPUs, as the kernel keeps it)."""
+
+    usage_us: float | None
+    throttled_us: float | None
+
+
+@dataclass(frozen=True)
+class CpuBudget:
+    logical_cpus: int  # the host's, as the kernel reports them
+    affinity_cpus: int  # in this process's affinity mask
+    cores_in_affinity: int | None  # distinct physical cores among them (None: topology unreadable)
+    quota: CgroupQuota | None
+
+    @property
+    def threads(self) -> int:
+        """Threads a measuring process should use: the cores it may run on, and no more than the
+        quota's whole CPUs (a thread past them is throttled each period: stalls, not speed)."""
+        n = self.cores_in_affinity or self.affinity_cpus
+        if self.quota is not None:
+            n = min(n, math.floor(self.quota.cpus + 1e-9))
+        return max(1, n)
+
+    @property
+    def usable_cpus(self) -> float:
+        return min(float(self.affinity_cpus), self.quota.cpus) if self.quota is not None else float(self.affinity_cpus)
+
+    @property
+    def restricted(self) -> bool:
+        """True where a cpuset or a quota leaves this process less than the host's CPUs."""
+        return self.affinity_cpus < self.logical_cpus or (self.quota is not None and self.quota.cpus < self.affinity_cpus)
+
+    @property
+    def quota_restricts(self) -> bool:
+        return self.quota is not None and self.quota.cpus < self.affinity_cpus
+
+    def to_json(self) -> dict:
+        return {"logical_cpus": self.logical_cpus, "affinity_cpus": self.affinity_cpus, "cores_in_affinity": self.cores_in_affinity,
+                "quota": self.quota.to_json() if self.quota is not None else None, "usable_cpus": round(self.usable_cpus, 4),
+                "threads": self.threads}
+
+    def describe(self) -> str:
+        parts = [f"{self.affinity_cpus} of {self.logical_cpus} CPUs in the affinity mask"]
+        if self.quota is not None:
+            parts.append(f"a CFS quota of {self.quota.cpus:g} CPUs (cgroup v{self.quota.version} {self.quota.directory})")
+        return ", ".join(parts) + f": {self.threads} thread{'s' if self.threads != 1 else ''}"
+
+
+def _mounts(proc: Path) -> list[tuple[str, str, str, set[str]]]:
+    """(root, mount point, fstype, super options) of every cgroup hierarchy in mountinfo."""
+    try:
+        lines = (proc / "self" / "mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        head, sep, tail = line.partition(" - ")
+        fields, rest = head.split(), tail.split()
+        if not sep or len(fields) < 5 or len(rest) < 3 or rest[0] not in ("cgroup", "cgroup2"):
+            continue
+        out.append((fields[3], fields[4], rest[0], set(rest[2].split(","))))
+    return out
+
+
+def _memberships(proc: Path) -> dict[str, str]:
+    """controller -> cgroup path, from /proc/self/cgroup; "" is the v2 hierarchy's."""
+    try:
+        lines = (proc / "self" / "cgroup").read_text().splitlines()
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        for controller in parts[1].split(",") if parts[1] else [""]:
+            out[controller] = parts[2]
+    return out
+
+
+def _walk(root: Path, mount_root: str, mount_point: str, path: str) -> list[Path]:
+    """The directories of `path` in a hierarchy mounted at `mount_point` (showing `mount_root`
+    of it), deepest first, up to the mount point; none where the path is outside what it shows."""
+    mount_root = mount_root.rstrip("/")
+    if path != mount_root and not path.startswith(mount_root + "/"):
+        return []
+    top = root / mount_point.lstrip("/")
+    rel = [p for p in path[len(mount_root):].split("/") if p]
+    return [top.joinpath(*rel[:i]) for i in range(len(rel), -1, -1)]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _v2_limit(directory: Path) -> float | None:
+    text = _read(directory / "cpu.max")
+    parts = text.split() if text else []
+    if len(parts) != 2 or parts[0] == "max":
+        return None
+    try:
+        quota, period = int(parts[0]), int(parts[1])
+    except ValueError:
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def _v1_limit(directory: Path) -> float | None:
+    quota, period = _read(directory / "cpu.cfs_quota_us"), _read(directory / "cpu.cfs_period_us")
+    try:
+        q, p = int(quota or ""), int(period or "")
+    except ValueError:
+        return None
+    return q / p if q > 0 and p > 0 else None
+
+
+def find_quota(proc: Path = Path("/proc"), root: Path = Path("/")) -> CgroupQuota | None:
+    """The tightest CFS quota on this process's cgroup path, v2 or v1; None where none is set
+    or the files are not there (not Linux, no cgroup filesystem mounted)."""
+    memberships = _memberships(proc)
+    best: CgroupQuota | None = None
+    for mount_root, mount_point, fstype, options in _mounts(proc):
+        if fstype == "cgroup2":
+            if "" not in memberships:
+                continue
+            for directory in _walk(root, mount_root, mount_point, memberships[""]):
+                cpus = _v2_limit(directory)
+                if cpus is not None and (best is None or cpus < best.cpus):
+                    best = CgroupQuota(cpus, str(directory), 2, str(directory / "cpu.stat"))
+        elif "cpu" in options and "cpu" in memberships:
+            top = root / mount_point.lstrip("/")
+            for directory in _walk(root, mount_root, mount_point, memberships["cpu"]):
+                cpus = _v1_limit(directory)
+                if cpus is not None and (best is None or cpus < best.cpus):
+                    usage = _v1_usage_file(proc, root, directory, top, options, memberships)
+                    best = CgroupQuota(cpus, str(directory), 1, str(directory / "cpu.stat"), str(usage) if usage else None)
+    return best
+
+
+def _v1_usage_file(proc: Path, root: Path, directory: Path, cpu_top: Path, options: set[str],
+                   memberships: dict[str, str]) -> Path | None:
+    """The cpuacct.usage of a v1 cpu group: beside it where the two controllers share a
+    hierarchy (cpu,cpuacct), else at the same place under cpuacct's own mount where this process
+    is in the same group there; None otherwise (the group's usage is not counted anywhere)."""
+    if "cpuacct" in options:
+        return directory / "cpuacct.usage"
+    if memberships.get("cpuacct") != memberships.get("cpu"):
+        return None
+    rel = directory.relative_to(cpu_top)
+    for _root, point, fstype, acct_options in _mounts(proc):
+        candidate = root / point.lstrip("/") / rel / "cpuacct.usage"
+        if fstype == "cgroup" and "cpuacct" in acct_options and candidate.exists():
+            return candidate
+    return None
+
+
+def quota_counters(quota: CgroupQuota | None) -> QuotaCounters | None:
+    """The quota's group's counters now; None without a quota, or where its files are gone."""
+    if quota is None:
+        return None
+    stat: dict[str, int] = {}
+    for line in (_read(Path(quota.stat)) or "").splitlines():
+        name, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            stat[name] = int(value)
+    if quota.version == 2:
+        usage = stat.get("usage_usec")
+        throttled = stat.get("throttled_usec")
+    else:
+        raw = _read(Path(quota.usage)) if quota.usage else None
+        usage = int(raw) / 1000 if raw and raw.isdigit() else None
+        throttled = stat["throttled_time"] / 1000 if "throttled_time" in stat else None
+    if usage is None and throttled is None:
+        return None
+    return QuotaCounters(usage, throttled)
+
+
+def _cores(cpus: set[int], root: Path) -> int | None:
+    """Distinct (package, core) pairs among `cpus`, from sysfs topology; None if unreadable."""
+    pairs = set()
+    for cpu in cpus:
+        topology = root / "sys" / "devices" / "system" / "cpu" / f"cpu{cpu}" / "topology"
+        package, core = _read(topology / "physical_package_id"), _read(topology / "core_id")
+        if package is None or core is None:
+            return None
+        pairs.add((package, core))
+    return len(pairs) or None
+
+
+def detect_cpu_budget(proc: Path = Path("/proc"), root: Path = Path("/"), affinity: set[int] | None = None,
+                      logical: int | None = None) -> CpuBudget:
+    """This process's budget now (a few small files: cheap enough to read per sweep). The
+    arguments stand in for the machine's own in tests."""
+    if affinity is None:
+        try:
+            affinity = set(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            affinity = set(range(os.cpu_count() or 1))
+    logical = max(logical or os.cpu_count() or len(affinity), len(affinity))
+    cores = _cores(affinity, root)
+    if cores is None and len(affinity) == logical:  # no sysfs topology (macOS): the whole machine's cores
+        try:
+            import psutil
+
+            cores = min(psutil.cpu_count(logical=False) or logical, logical)
+        except ImportError:
+            cores = None
+    return CpuBudget(logical, len(affinity), cores, find_quota(proc, root))
+
+
+def restricted_threads() -> int | None:
+    """The budget's threads where a cpuset or a quota restricts this process, else None (leave
+    a library's own default, which sees the whole machine, as it is)."""
+    budget = detect_cpu_budget()
+    return budget.threads if budget.restricted else None

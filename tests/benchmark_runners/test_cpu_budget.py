@@ -1,0 +1,238 @@
+"""The CPU budget: affinity mask and cgroup CFS quota, the threads the workers take from it, and
+contention read from the quota's own counters (benchmark_runners/hardware/cpu_budget.py)."""
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from benchmark_runners import contention, sweep
+from benchmark_runners.contention import QuotaReading, quota_share
+from benchmark_runners.hardware.cpu_budget import CgroupQuota, CpuBudget, detect_cpu_budget, find_quota, quota_counters
+from benchmark_runners.records import BenchmarkConfig
+from tests.conftest import FAST_POLICY
+
+
+def _topology(root: Path, cpus: int, threads_per_core: int) -> None:
+    for cpu in range(cpus):
+        topology = root / "sys" / "devices" / "system" / "cpu" / f"cpu{cpu}" / "topology"
+        topology.mkdir(parents=True)
+        (topology / "physical_package_id").write_text("0\n")
+        (topology / "core_id").write_text(f"{cpu // threads_per_core}\n")
+
+
+def _proc(root: Path, cgroup: str, mountinfo: str) -> Path:
+    proc = root / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "cgroup").write_text(cgroup)
+    (proc / "self" / "mountinfo").write_text(mountinfo)
+    return proc
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+V2_MOUNT = "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+
+
+def test_a_kubernetes_limit_on_a_64_cpu_host_gives_two_threads(tmp_path):
+    """cgroup v2: the tightest cpu.max on the path from the process's group up to the mount is
+    the quota (a pod's limit over a container's "max"); the threads are its whole CPUs."""
+    proc = _proc(tmp_path, "0::/kubepods/pod1/ctr\n", V2_MOUNT)
+    group = tmp_path / "sys" / "fs" / "cgroup"
+    _write(group / "kubepods" / "cpu.max", "max 100000\n")
+    _write(group / "kubepods" / "pod1" / "cpu.max", "250000 100000\n")
+    _write(group / "kubepods" / "pod1" / "ctr" / "cpu.max", "max 100000\n")
+    _topology(tmp_path, 64, 2)
+    budget = detect_cpu_budget(proc, tmp_path, affinity=set(range(64)), logical=64)
+    assert budget.quota is not None and budget.quota.cpus == 2.5 and budget.quota.version == 2
+    assert budget.quota.directory.endswith("kubepods/pod1")
+    assert budget.cores_in_affinity == 32 and budget.threads == 2
+    assert budget.restricted and budget.quota_restricts and budget.usable_cpus == 2.5
+    assert "2.5 CPUs" in budget.describe() and budget.to_json()["threads"] == 2
+
+
+def test_a_docker_container_sees_its_own_group_at_the_mount(tmp_path):
+    """cgroup v1 in a container: /proc/self/cgroup names the host's path, which mountinfo shows as
+    the mount's root; cpu and cpuacct share the hierarchy, so the usage file is beside the quota."""
+    proc = _proc(tmp_path, "4:cpu,cpuacct:/docker/abc\n3:memory:/docker/abc\n",
+                 "40 31 0:33 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro - cgroup cgroup rw,cpu,cpuacct\n")
+    group = tmp_path / "sys" / "fs" / "cgroup" / "cpu,cpuacct"
+    _write(group / "cpu.cfs_quota_us", "150000\n")
+    _write(group / "cpu.cfs_period_us", "100000\n")
+    _write(group / "cpuacct.usage", "5000000000\n")
+    _write(group / "cpu.stat", "nr_periods 10\nnr_throttled 3\nthrottled_time 7000000\n")
+    quota = find_quota(proc, tmp_path)
+    assert quota is not None and quota.cpus == 1.5 and quota.version == 1
+    counters = quota_counters(quota)
+    assert counters.usage_us == 5_000_000 and counters.throttled_us == 7_000
+    budget = detect_cpu_budget(proc, tmp_path, affinity={0, 1, 2, 3}, logical=4)
+    assert budget.threads == 1  # 1.5 CPUs: a second thread would be throttled every period
+
+
+def test_no_quota_leaves_the_cores_of_the_affinity_mask(tmp_path):
+    proc = _proc(tmp_path, "0::/user.slice\n", V2_MOUNT)
+    _write(tmp_path / "sys" / "fs" / "cgroup" / "user.slice" / "cpu.max", "max 100000\n")
+    _write(tmp_path / "sys" / "fs" / "cgroup" / "cpu.max", "not a quota\n")  # unreadable: ignored
+    _topology(tmp_path, 8, 2)
+    whole = detect_cpu_budget(proc, tmp_path, affinity=set(range(8)), logical=8)
+    assert whole.quota is None and whole.threads == 4 and not whole.restricted
+    # a cpuset of two SMT siblings is one core: one thread, and a restricted budget
+    pinned = detect_cpu_budget(proc, tmp_path, affinity={0, 1}, logical=8)
+    assert pinned.threads == 1 and pinned.restricted and not pinned.quota_restricts
+
+
+def test_files_that_are_absent_or_garbage_give_no_quota(tmp_path):
+    assert find_quota(tmp_path / "no-proc", tmp_path) is None
+    proc = _proc(tmp_path, "garbage\n0::/a\n", "garbage line\n" + V2_MOUNT)
+    _write(tmp_path / "sys" / "fs" / "cgroup" / "a" / "cpu.max", "-5 100000\n")
+    assert find_quota(proc, tmp_path) is None
+    # a group outside what the mount shows is not read at all
+    other = _proc(tmp_path / "other", "0::/elsewhere\n", "30 23 0:26 /mine /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+    _write(tmp_path / "other" / "sys" / "fs" / "cgroup" / "cpu.max", "100000 100000\n")
+    assert find_quota(other, tmp_path / "other") is None
+    assert quota_counters(None) is None
+    gone = CgroupQuota(1.0, str(tmp_path / "gone"), 2, str(tmp_path / "gone" / "cpu.stat"))
+    assert quota_counters(gone) is None
+
+
+def _reading(usage_s: float, throttled_s: float, own_s: float, waiting_s: float, cpus: float = 2.0, threads: int = 2) -> QuotaReading:
+    return QuotaReading(cpus, threads, usage_s * 1e6, throttled_s * 1e6, int(own_s * 1e9), int(waiting_s * 1e9))
+
+
+def test_under_a_quota_the_share_is_the_largest_of_the_groups_counters():
+    """1 s of a 2-CPU quota: others in the group spending 1 CPU-second is half of it; the group
+    throttled for 0.6 of its threads' 2 s is 30%; our threads waiting 0.2 s of 2 s is 10%."""
+    before = _reading(10.0, 1.0, 5.0, 1.0)
+    assert quota_share(before, _reading(12.0, 1.0, 6.0, 1.0), 1.0) == pytest.approx(0.5)
+    assert quota_share(before, _reading(11.0, 1.6, 6.0, 1.0), 1.0) == pytest.approx(0.3)
+    assert quota_share(before, _reading(11.0, 1.0, 6.0, 1.2), 1.0) == pytest.approx(0.1)
+    assert quota_share(before, _reading(11.0, 1.0, 6.0, 1.0), 1.0) == 0.0  # all of the group's time was ours
+    assert quota_share(before, before, 0.0) is None
+    # without the usage and throttling counters, waiting time alone still reads
+    bare = QuotaReading(2.0, 2, None, None, 0, 0)
+    assert quota_share(bare, QuotaReading(2.0, 2, None, None, 10**9, 10**9), 1.0) == pytest.approx(0.5)
+    # the snapshots carry it: other_cpu_share reads the quota's counters, not /proc/stat's ticks
+    host_idle = dict(host_busy_ticks=0, host_total_ticks=0, own_ticks=0)
+    a = contention.CpuSnapshot(**host_idle, taken_at=100.0, quota=before)
+    b = contention.CpuSnapshot(**host_idle, taken_at=101.0, quota=_reading(12.0, 1.0, 6.0, 1.0))
+    assert contention.other_cpu_share(a, b) == pytest.approx(0.5)
+
+
+def test_the_sweep_gives_its_workers_the_budgets_threads(monkeypatch, tiny_models):
+    """A worker's default threads are the budget's, not the host's physical cores."""
+    monkeypatch.setattr(sweep, "detect_cpu_budget", lambda: CpuBudget(64, 64, 32, CgroupQuota(1.0, "/x", 2, "/x/cpu.stat")))
+    [row] = sweep.run_sweep([BenchmarkConfig(model=str(tiny_models["text"]), policy=FAST_POLICY)])
+    assert row.status == "ok", row.error
+    assert row.environment["torch_threads"] == 1
+
+
+def _child_cgroup(quota_cpus: float) -> tuple[Path, str]:
+    """A new cgroup under this process's own with a CFS quota, and the file to join it by; skips
+    where this machine does not let the tests make one (not root, no cpu controller)."""
+    name = f"devicefit-test-{uuid.uuid4().hex[:8]}"
+    v1 = Path("/sys/fs/cgroup/cpu")
+    try:
+        if (v1 / "cpu.cfs_quota_us").exists():
+            path = v1 / name
+            path.mkdir()
+            (path / "cpu.cfs_quota_us").write_text(str(int(quota_cpus * 100_000)))
+            return path, "cgroup.procs"
+        own = Path("/sys/fs/cgroup") / Path(Path("/proc/self/cgroup").read_text().split("0::", 1)[1].strip()).relative_to("/")
+        path = own / name
+        path.mkdir()
+        (path / "cpu.max").write_text(f"{int(quota_cpus * 100_000)} 100000")
+        return path, "cgroup.procs"
+    except (OSError, IndexError, ValueError) as exc:
+        pytest.skip(f"cannot make a cgroup with a CPU quota here: {type(exc).__name__}: {exc}")
+
+
+_IN_QUOTA = """
+import json, subprocess, sys
+from benchmark_runners.hardware.cpu_budget import detect_cpu_budget
+from benchmark_runners.measure import ConfigMeasurer
+from benchmark_runners.records import BenchmarkConfig
+from tests.conftest import FAST_POLICY
+import torch
+from benchmark_runners import contention
+budget = detect_cpu_budget()
+torch.set_num_threads(budget.threads)  # as the sweep's worker does
+quota_basis = contention.snapshot().quota is not None
+hog = subprocess.Popen([sys.executable, "-c", "print('spinning', flush=True)\\nwhile True: pass"], stdout=subprocess.PIPE, text=True)
+assert hog.stdout.readline().strip() == "spinning"
+try:
+    row = ConfigMeasurer("t", {}, {"cpu": {"name": "cpu", "fingerprint": "cpu-test"}}).run(BenchmarkConfig(model=sys.argv[1], policy=FAST_POLICY))
+finally:
+    hog.kill()
+print(json.dumps({"budget": budget.to_json(), "quota_basis": quota_basis, "recorded": row.environment.get("cpu_budget"), "status": row.status, "error": row.error, "share": row.other_cpu_share,
+                  "contended": row.contended, "attempts": row.contention_attempts}))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/cgroup").exists(), reason="cgroups are Linux's")
+def test_a_neighbour_inside_a_real_quota_marks_the_config_contended(tiny_models):
+    """In a real cgroup whose quota is one CPU of this machine's, the budget reads one thread,
+    the row records it, and a busy loop in the same group (it takes the quota, not a CPU: on a
+    host of many CPUs /proc/stat would dilute it to nothing) marks the measurement contended,
+    read from the group's own counters."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("a one-CPU quota restricts nothing on a one-CPU machine")
+    path, procs = _child_cgroup(1.0)
+    try:
+        out = subprocess.run(
+            ["sh", "-c", f'echo $$ > {path / procs} && exec "$0" -c "$1" "$2"', sys.executable, _IN_QUOTA, str(tiny_models["text"])],
+            capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+        assert out.returncode == 0, out.stderr[-2000:]
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        for _ in range(50):  # the hog's exit may lag its kill by a moment
+            try:
+                path.rmdir()
+                break
+            except OSError:
+                import time
+
+                time.sleep(0.1)
+    assert result["budget"]["quota"]["cpus"] == 1.0 and result["budget"]["threads"] == 1
+    assert result["recorded"] == result["budget"]  # the row says what it ran within
+    assert result["quota_basis"]  # read from the group's counters, not /proc/stat's ticks
+    assert result["status"] == "ok", result["error"]
+    assert result["contended"] is True and result["attempts"] == 2 and result["share"] > contention.CONTENDED_SHARE, result
+
+
+def test_the_probe_reads_the_cpu_at_the_budgets_threads(monkeypatch):
+    """torch's default threads see every CPU; the probe is taken at the workers' threads and
+    torch's setting is given back after."""
+    import torch
+
+    from benchmark_runners.hardware import cpu_budget
+    from benchmark_runners.hardware.probe import probe_device
+
+    before = torch.get_num_threads()
+    if before < 2:
+        pytest.skip("one thread is all this machine gives torch: nothing to hold back")
+    monkeypatch.setattr(cpu_budget, "restricted_threads", lambda: 1)
+    assert probe_device("cpu", budget_s=0.02).threads == 1
+    assert torch.get_num_threads() == before
+
+
+def test_a_restricted_cpu_is_its_own_device(monkeypatch):
+    """2 CPUs of a 64-CPU host are not the host to a predictor: `usable_cpus` joins the
+    fingerprint where the budget restricts, and is absent (the fingerprint as it always was)
+    where it does not."""
+    from benchmark_runners.hardware import platforms
+    from benchmark_runners.hardware.inventory import device_fingerprint
+
+    whole = platforms.detect_cpu().devices[0]
+    monkeypatch.setattr(platforms, "detect_cpu_budget", lambda: CpuBudget(64, 64, 32, CgroupQuota(2.0, "/pod", 2, "/pod/cpu.stat")))
+    limited = platforms.detect_cpu().devices[0]
+    assert limited["usable_cpus"] == 2.0 and limited["cpu_budget"]["threads"] == 2
+    assert device_fingerprint("cpu", limited) != device_fingerprint("cpu", {k: v for k, v in limited.items() if k != "usable_cpus"})
+    if not detect_cpu_budget().restricted:
+        assert "usable_cpus" not in whole
+        assert device_fingerprint("cpu", whole) == device_fingerprint("cpu", {k: v for k, v in whole.items() if k != "cpu_budget"})
