@@ -46,6 +46,11 @@ def print_detection(as_json: bool = False, refresh: bool = False) -> None:
             d = info.devices[0]
             detail = (f"{d['physical_cores']} physical / {d['logical_cores']} logical cores, "
                       f"{gib(d['memory_total_bytes'])}; ISA: {' '.join(d['isa_flags'])}")
+            budget = d.get("cpu_budget") or {}
+            if d.get("usable_cpus") is not None:  # a cpuset or a cgroup quota (hardware/cpu_budget.py)
+                quota = (budget.get("quota") or {}).get("cpus")
+                detail += (f"; this process may use {d['usable_cpus']:g} CPUs ({budget.get('affinity_cpus')} in its affinity mask"
+                           + (f", a CFS quota of {quota:g}" if quota is not None else "") + f"): {budget.get('threads')} threads")
         elif info.available:
             detail = ", ".join(f"{k}={v}" for k, v in info.details.items() if v is not None) or "-"
         else:
