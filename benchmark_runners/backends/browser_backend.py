@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_runners.backends.base import Backend, OutputMismatch, PreparedModel, TimedStep
+from benchmark_runners.hardware.cpu_budget import restricted_threads
 from benchmark_runners.records import BenchmarkConfig
 from models.catalog import ModelSpec
 
@@ -129,7 +130,9 @@ class BrowserBackend(Backend):
                                                                       platform.details.get("software_fallback")})
         browser = _browser(software)
         url = browser.server.publish(exported.onnx)
-        options: dict[str, Any] = {"numThreads": config.threads or 0}
+        # 0: onnxruntime-web's default, from navigator.hardwareConcurrency, which counts the
+        # host's CPUs, not a cgroup quota's: where the budget restricts, its threads (hardware/cpu_budget.py).
+        options: dict[str, Any] = {"numThreads": config.threads or restricted_threads() or 0}
         if config.device == "webnn":
             options["deviceType"] = device.get("device_type", "cpu")
         loaded = browser.call("load", url, PROVIDERS[config.device], options, LOAD_TIMEOUT_S * 1e3, timeout_s=LOAD_TIMEOUT_S + WATCHDOG_GRACE_S)

@@ -78,6 +78,18 @@ def test_every_modality_runs_through_wasm_agreeing_with_torch(measurer, model):
     assert row.backend_config["wasm_threads"] >= 1
 
 
+def test_a_restricted_cpu_budget_sets_the_wasm_threads(measurer, monkeypatch):
+    """onnxruntime-web's default threads come from navigator.hardwareConcurrency, the host's CPUs:
+    where the budget restricts (hardware/cpu_budget.py), the page is asked for its threads."""
+    from benchmark_runners.backends import browser_backend
+
+    monkeypatch.setattr(browser_backend, "restricted_threads", lambda: 1)
+    measurer.close()  # a fresh load: the provider options are set when the session is made
+    row = measurer.run(config("bert-tiny", "wasm", batch=3))
+    assert_ok_browser_row(row, "wasm")
+    assert row.backend_config["provider_options"]["numThreads"] == 1 and row.backend_config["wasm_threads"] == 1
+
+
 def test_closing_the_measurer_gives_back_the_page_session_and_its_scratch_files(measurer):
     """A worker exits without the interpreter's teardown: what it loaded last is given back by
     close(), or each run leaves its input files in /tmp (it did, two directories a run)."""
