@@ -13,6 +13,7 @@ import psutil
 
 from benchmark_runners import registry
 from benchmark_runners.hardware import HardwareInventory
+from benchmark_runners.hardware.memory_budget import find_memory_limit
 from benchmark_runners.records import BenchmarkConfig
 
 # The floor leaves out the process itself, and the kernel's OOM killer acts before memory is
@@ -24,11 +25,17 @@ log = logging.getLogger("devicefit.memory_guard")
 
 def free_memory(config: BenchmarkConfig, inventory: HardwareInventory) -> tuple[int, str] | None:
     """(bytes, what they are) for the device `config` runs on, or None where unknown. CPU,
-    OpenVINO on the CPU and Apple's unified memory share the host's available RAM; a GPU is
+    OpenVINO on the CPU and Apple's unified memory share the host's available RAM, or what the
+    process's cgroup memory limit leaves where that is less (hardware/memory_budget.py); a GPU is
     judged by its total memory (its free memory is only known once a process holds a context)."""
     kind = config.device_kind
     if registry.kind(kind).host_memory:
-        return psutil.virtual_memory().available, "available on this host"
+        host = psutil.virtual_memory().available
+        limit = find_memory_limit()  # a container's limit, which the host's figure does not show
+        if limit is not None and limit.available_bytes < host:
+            return limit.available_bytes, (f"available under this process's cgroup memory limit of "
+                                           f"{limit.limit_bytes / GIB:.1f} GiB ({limit.directory})")
+        return host, "available on this host"
     platform = inventory.platforms.get(kind)
     if platform is not None and not platform.available:  # ROCm builds of torch address AMD GPUs as "cuda"
         platform = next((inventory.platforms[k.name] for k in registry.kinds().values()

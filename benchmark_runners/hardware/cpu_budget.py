@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmark_runners.hardware.cgroups import group_dirs, read_text, same_group_in
+
 
 @dataclass(frozen=True)
 class CgroupQuota:
@@ -89,58 +91,8 @@ class CpuBudget:
         return ", ".join(parts) + f": {self.threads} thread{'s' if self.threads != 1 else ''}"
 
 
-def _mounts(proc: Path) -> list[tuple[str, str, str, set[str]]]:
-    """(root, mount point, fstype, super options) of every cgroup hierarchy in mountinfo."""
-    try:
-        lines = (proc / "self" / "mountinfo").read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        head, sep, tail = line.partition(" - ")
-        fields, rest = head.split(), tail.split()
-        if not sep or len(fields) < 5 or len(rest) < 3 or rest[0] not in ("cgroup", "cgroup2"):
-            continue
-        out.append((fields[3], fields[4], rest[0], set(rest[2].split(","))))
-    return out
-
-
-def _memberships(proc: Path) -> dict[str, str]:
-    """controller -> cgroup path, from /proc/self/cgroup; "" is the v2 hierarchy's."""
-    try:
-        lines = (proc / "self" / "cgroup").read_text().splitlines()
-    except OSError:
-        return {}
-    out: dict[str, str] = {}
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        for controller in parts[1].split(",") if parts[1] else [""]:
-            out[controller] = parts[2]
-    return out
-
-
-def _walk(root: Path, mount_root: str, mount_point: str, path: str) -> list[Path]:
-    """The directories of `path` in a hierarchy mounted at `mount_point` (showing `mount_root`
-    of it), deepest first, up to the mount point; none where the path is outside what it shows."""
-    mount_root = mount_root.rstrip("/")
-    if path != mount_root and not path.startswith(mount_root + "/"):
-        return []
-    top = root / mount_point.lstrip("/")
-    rel = [p for p in path[len(mount_root):].split("/") if p]
-    return [top.joinpath(*rel[:i]) for i in range(len(rel), -1, -1)]
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
-
-
 def _v2_limit(directory: Path) -> float | None:
-    text = _read(directory / "cpu.max")
+    text = read_text(directory / "cpu.max")
     parts = text.split() if text else []
     if len(parts) != 2 or parts[0] == "max":
         return None
@@ -152,7 +104,7 @@ def _v2_limit(directory: Path) -> float | None:
 
 
 def _v1_limit(directory: Path) -> float | None:
-    quota, period = _read(directory / "cpu.cfs_quota_us"), _read(directory / "cpu.cfs_period_us")
+    quota, period = read_text(directory / "cpu.cfs_quota_us"), read_text(directory / "cpu.cfs_period_us")
     try:
         q, p = int(quota or ""), int(period or "")
     except ValueError:
@@ -163,41 +115,17 @@ def _v1_limit(directory: Path) -> float | None:
 def find_quota(proc: Path = Path("/proc"), root: Path = Path("/")) -> CgroupQuota | None:
     """The tightest CFS quota on this process's cgroup path, v2 or v1; None where none is set
     or the files are not there (not Linux, no cgroup filesystem mounted)."""
-    memberships = _memberships(proc)
     best: CgroupQuota | None = None
-    for mount_root, mount_point, fstype, options in _mounts(proc):
-        if fstype == "cgroup2":
-            if "" not in memberships:
-                continue
-            for directory in _walk(root, mount_root, mount_point, memberships[""]):
-                cpus = _v2_limit(directory)
-                if cpus is not None and (best is None or cpus < best.cpus):
-                    best = CgroupQuota(cpus, str(directory), 2, str(directory / "cpu.stat"))
-        elif "cpu" in options and "cpu" in memberships:
-            top = root / mount_point.lstrip("/")
-            for directory in _walk(root, mount_root, mount_point, memberships["cpu"]):
-                cpus = _v1_limit(directory)
-                if cpus is not None and (best is None or cpus < best.cpus):
-                    usage = _v1_usage_file(proc, root, directory, top, options, memberships)
-                    best = CgroupQuota(cpus, str(directory), 1, str(directory / "cpu.stat"), str(usage) if usage else None)
+    for d in group_dirs("cpu", proc, root):
+        cpus = _v2_limit(d.path) if d.version == 2 else _v1_limit(d.path)
+        if cpus is None or (best is not None and cpus >= best.cpus):
+            continue
+        if d.version == 2:
+            best = CgroupQuota(cpus, str(d.path), 2, str(d.path / "cpu.stat"))
+        else:  # v1 counts the group's CPU time in cpuacct, beside cpu or in a hierarchy of its own
+            acct = same_group_in("cpuacct", d, proc, root)
+            best = CgroupQuota(cpus, str(d.path), 1, str(d.path / "cpu.stat"), str(acct / "cpuacct.usage") if acct else None)
     return best
-
-
-def _v1_usage_file(proc: Path, root: Path, directory: Path, cpu_top: Path, options: set[str],
-                   memberships: dict[str, str]) -> Path | None:
-    """The cpuacct.usage of a v1 cpu group: beside it where the two controllers share a
-    hierarchy (cpu,cpuacct), else at the same place under cpuacct's own mount where this process
-    is in the same group there; None otherwise (the group's usage is not counted anywhere)."""
-    if "cpuacct" in options:
-        return directory / "cpuacct.usage"
-    if memberships.get("cpuacct") != memberships.get("cpu"):
-        return None
-    rel = directory.relative_to(cpu_top)
-    for _root, point, fstype, acct_options in _mounts(proc):
-        candidate = root / point.lstrip("/") / rel / "cpuacct.usage"
-        if fstype == "cgroup" and "cpuacct" in acct_options and candidate.exists():
-            return candidate
-    return None
 
 
 def quota_counters(quota: CgroupQuota | None) -> QuotaCounters | None:
@@ -205,7 +133,7 @@ def quota_counters(quota: CgroupQuota | None) -> QuotaCounters | None:
     if quota is None:
         return None
     stat: dict[str, int] = {}
-    for line in (_read(Path(quota.stat)) or "").splitlines():
+    for line in (read_text(Path(quota.stat)) or "").splitlines():
         name, _, value = line.partition(" ")
         if value.strip().isdigit():
             stat[name] = int(value)
@@ -213,7 +141,7 @@ def quota_counters(quota: CgroupQuota | None) -> QuotaCounters | None:
         usage = stat.get("usage_usec")
         throttled = stat.get("throttled_usec")
     else:
-        raw = _read(Path(quota.usage)) if quota.usage else None
+        raw = read_text(Path(quota.usage)) if quota.usage else None
         usage = int(raw) / 1000 if raw and raw.isdigit() else None
         throttled = stat["throttled_time"] / 1000 if "throttled_time" in stat else None
     if usage is None and throttled is None:
@@ -226,7 +154,7 @@ def _cores(cpus: set[int], root: Path) -> int | None:
     pairs = set()
     for cpu in cpus:
         topology = root / "sys" / "devices" / "system" / "cpu" / f"cpu{cpu}" / "topology"
-        package, core = _read(topology / "physical_package_id"), _read(topology / "core_id")
+        package, core = read_text(topology / "physical_package_id"), read_text(topology / "core_id")
         if package is None or core is None:
             return None
         pairs.add((package, core))

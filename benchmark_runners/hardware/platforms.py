@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_runners.hardware.cpu_budget import detect_cpu_budget
+from benchmark_runners.hardware.memory_budget import find_memory_limit
 
 # ISA features that matter for ML kernels (names as in /proc/cpuinfo).
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
@@ -90,6 +91,9 @@ def detect_cpu() -> PlatformInfo:
     device["cpu_budget"] = budget.to_json()
     if budget.restricted:
         device["usable_cpus"] = round(budget.usable_cpus, 2)
+    limit = find_memory_limit()  # a container's memory limit: what the memory guard judges by
+    if limit is not None and limit.limit_bytes < mem.total:
+        device["memory_limit_bytes"] = limit.limit_bytes
     return PlatformInfo("cpu", True, None, "torch", [device], {"os": f"{platform.system()} {platform.release()}"})
 
 

@@ -51,6 +51,8 @@ def print_detection(as_json: bool = False, refresh: bool = False) -> None:
                 quota = (budget.get("quota") or {}).get("cpus")
                 detail += (f"; this process may use {d['usable_cpus']:g} CPUs ({budget.get('affinity_cpus')} in its affinity mask"
                            + (f", a CFS quota of {quota:g}" if quota is not None else "") + f"): {budget.get('threads')} threads")
+            if d.get("memory_limit_bytes"):
+                detail += f"; cgroup memory limit {gib(d['memory_limit_bytes'])}"
         elif info.available:
             detail = ", ".join(f"{k}={v}" for k, v in info.details.items() if v is not None) or "-"
         else:
