@@ -29,10 +29,12 @@ MIN_TICKS ticks is not a measurement: None.
 Under a CFS quota that restricts (`docker --cpus`, a Kubernetes CPU limit: benchmark_runners/
 hardware/cpu_budget.py) the CPUs' busy time misses a neighbour inside the group: it takes quota,
 not a CPU, and on a host of 64 CPUs its one CPU is diluted to 1.6%. There the share is also read
-from three exact counters over the window, and the largest reading counts: the group's CPU time
-less this process's (others spending the quota) as a share of the quota; the time the group's
-runqueues spent throttled; and the time this process's threads spent runnable but waiting for a
-CPU (`/proc/self/task/*/schedstat`), the last two as a share of the budget's threads' time. The
+from exact counters over the window, and the larger reading counts: the group's CPU time less
+this process's (others spending the quota) as a share of the quota, and, over a window in which
+the group was not throttled, the time this process's threads spent runnable but waiting for a
+CPU (`/proc/self/task/*/schedstat`) as a share of the budget's threads' time. Throttling itself
+is not a neighbour: a process whose own demand passes the quota (a 0.5-CPU limit, one thread)
+is throttled every period with nothing else in the group, and a thread throttled also waits. The
 busy-time reading stays beside them: on the 2-vCPU EPYC, in a group with a one-CPU quota, one
 busy loop outside the group left bert-tiny's single thread waiting 0.1-3% of the time yet moved
 its p50 from 2.5 to up to 4.0 ms (the neighbour shares the core's caches, not its run queue).
@@ -75,11 +77,11 @@ class QuotaReading:
     """The counters a quota's share is read from (see the module's docstring), at one moment."""
 
     cpus: float  # the quota, in CPUs
-    threads: int  # the budget's threads: what throttled and waiting time are a share of
+    threads: int  # the budget's threads: what waiting time is a share of
     usage_us: float | None  # the group's CPU time
     throttled_us: float | None  # its runqueues' throttled time, summed over CPUs
-    own_ns: int  # this process's (and its helpers') threads: CPU time
-    waiting_ns: int  # ... and time runnable but not running
+    own_ns: int  # this process's CPU time (exited threads included) and its helpers'
+    waiting_ns: dict[int, int] = field(default_factory=dict, compare=False)  # thread id -> time runnable, not running
 
 
 @dataclass(frozen=True)
@@ -153,11 +155,10 @@ def _budget() -> CpuBudget:
     return detect_cpu_budget()
 
 
-def _schedstat(helpers: tuple[int, ...]) -> tuple[int, int] | None:
-    """(CPU time, waiting time) in ns of every thread of this process and of `helpers`, from
-    each thread's schedstat (on-CPU time, run-queue delay); None where this kernel has none."""
-    own_ns = waiting_ns = 0
-    found = False
+def _waiting(helpers: tuple[int, ...]) -> dict[int, int] | None:
+    """Thread id -> ns spent runnable but waiting for a CPU, of every thread of this process and
+    of `helpers` (each thread's schedstat); None where this kernel keeps none."""
+    out: dict[int, int] = {}
     for pid in ("self", *map(str, helpers)):
         try:
             tasks = list(Path(f"/proc/{pid}/task").iterdir())
@@ -168,19 +169,26 @@ def _schedstat(helpers: tuple[int, ...]) -> tuple[int, int] | None:
                 fields = (task / "schedstat").read_text().split()
             except OSError:
                 continue  # a thread that ended meanwhile
-            if len(fields) >= 2:
-                own_ns, waiting_ns, found = own_ns + int(fields[0]), waiting_ns + int(fields[1]), True
-    return (own_ns, waiting_ns) if found else None
+            if len(fields) >= 2 and task.name.isdigit():
+                out[int(task.name)] = int(fields[1])
+    return out or None
+
+
+def _own_ns(helpers: tuple[int, ...]) -> int:
+    """This process's CPU time, threads that ended included (as the group's usage counts them),
+    plus its helpers' (their /proc stat, in clock ticks)."""
+    tick_ns = 1e9 / os.sysconf("SC_CLK_TCK")
+    return time.process_time_ns() + int(sum(t for t in (_ticks_of(Path(f"/proc/{pid}/stat")) for pid in helpers) if t) * tick_ns)
 
 
 def _quota_reading(helpers: tuple[int, ...]) -> QuotaReading | None:
     budget = _budget()
     if not budget.quota_restricts:
         return None
-    counters, sched = quota_counters(budget.quota), _schedstat(helpers)
-    if counters is None or sched is None:
+    counters, waiting = quota_counters(budget.quota), _waiting(helpers)
+    if counters is None or waiting is None:
         return None
-    return QuotaReading(budget.quota.cpus, budget.threads, counters.usage_us, counters.throttled_us, *sched)
+    return QuotaReading(budget.quota.cpus, budget.threads, counters.usage_us, counters.throttled_us, _own_ns(helpers), waiting)
 
 
 def snapshot(helpers: tuple[int, ...] = ()) -> CpuSnapshot | None:
@@ -228,18 +236,21 @@ def _busy_share(before: CpuSnapshot, after: CpuSnapshot) -> float | None:
 
 
 def quota_share(before: QuotaReading, after: QuotaReading, wall_s: float) -> float | None:
-    """Under a quota, the largest of: others' CPU time in the group as a share of the quota, the
-    group's throttled time and this process's waiting time as a share of its threads' time, over
-    `wall_s`; None over no time or with none of the three readable."""
+    """Under a quota, the larger of: others' CPU time in the group (its usage less ours) as a
+    share of the quota, and the time our threads waited for a CPU as a share of the budget's
+    threads' time, counted only over a window in which the group was not throttled (a thread
+    throttled waits too, and our own demand past the quota throttles us: a 0.5-CPU quota does so
+    every period with one thread). None over no time or with neither readable."""
     if wall_s <= 0:
         return None
-    shares = [(after.waiting_ns - before.waiting_ns) / 1e9 / (wall_s * after.threads)]
+    shares = []
     if after.usage_us is not None and before.usage_us is not None:
         others_s = (after.usage_us - before.usage_us) / 1e6 - (after.own_ns - before.own_ns) / 1e9
         shares.append(others_s / (wall_s * after.cpus))
-    if after.throttled_us is not None and before.throttled_us is not None:
-        shares.append((after.throttled_us - before.throttled_us) / 1e6 / (wall_s * after.threads))
-    return min(1.0, max(0.0, *shares))
+    if after.throttled_us is not None and before.throttled_us is not None and after.throttled_us == before.throttled_us:
+        waited_ns = sum(max(0, ns - before.waiting_ns.get(tid, 0)) for tid, ns in after.waiting_ns.items())
+        shares.append(waited_ns / 1e9 / (wall_s * after.threads))
+    return min(1.0, max(0.0, *shares)) if shares else None
 
 
 def is_contended(share: float | None) -> bool | None:

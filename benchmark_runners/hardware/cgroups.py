@@ -9,6 +9,7 @@ the mount and keep the tightest. Linux only; elsewhere (no /proc) there are no d
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +38,13 @@ def _mounts(proc: Path) -> list[tuple[str, str, str, set[str]]]:
         fields, rest = head.split(), tail.split()
         if not sep or len(fields) < 5 or len(rest) < 3 or rest[0] not in ("cgroup", "cgroup2"):
             continue
-        out.append((fields[3], fields[4], rest[0], set(rest[2].split(","))))
+        out.append((_unescape(fields[3]), _unescape(fields[4]), rest[0], set(rest[2].split(","))))
     return out
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes a space, tab, newline or backslash in a path as an octal escape (\\040)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def _memberships(proc: Path) -> dict[str, str]:
@@ -60,6 +66,8 @@ def _walk(top: Path, mount_root: str, path: str) -> list[Path]:
     if path != mount_root and not path.startswith(mount_root + "/"):
         return []
     rel = [p for p in path[len(mount_root):].split("/") if p]
+    if ".." in rel or "." in rel:  # a group outside this cgroup namespace's root: not under the mount
+        return []
     return [top.joinpath(*rel[:i]) for i in range(len(rel), -1, -1)]
 
 

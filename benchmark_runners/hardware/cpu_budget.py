@@ -150,35 +150,74 @@ def quota_counters(quota: CgroupQuota | None) -> QuotaCounters | None:
 
 
 def _cores(cpus: set[int], root: Path) -> int | None:
-    """Distinct (package, core) pairs among `cpus`, from sysfs topology; None if unreadable."""
-    pairs = set()
+    """Physical cores among `cpus`: their distinct SMT-sibling sets (sysfs `core_cpus_list`, or
+    `thread_siblings_list` on older kernels), as psutil counts a whole machine's; None where
+    unreadable. Not (package, core_id) pairs: on device-tree arm64 and RISC-V boards core ids
+    restart in each cluster, so those pairs merge whole clusters."""
+    siblings = set()
     for cpu in cpus:
         topology = root / "sys" / "devices" / "system" / "cpu" / f"cpu{cpu}" / "topology"
-        package, core = read_text(topology / "physical_package_id"), read_text(topology / "core_id")
-        if package is None or core is None:
+        group = read_text(topology / "core_cpus_list") or read_text(topology / "thread_siblings_list")
+        if group is None:
             return None
-        pairs.add((package, core))
-    return len(pairs) or None
+        siblings.add(group)
+    return len(siblings) or None
+
+
+def _cpu_list(text: str | None) -> set[int] | None:
+    """"0-3,8,10-11" as a set; None for anything else."""
+    out: set[int] = set()
+    try:
+        for part in (text or "").split(","):
+            first, _, last = part.strip().partition("-")
+            out.update(range(int(first), int(last or first) + 1))
+    except ValueError:
+        return None
+    return out or None
+
+
+# Set, they make libgomp pin the main thread to one place when torch loads it, and
+# sched_getaffinity reads the calling thread's mask: {0} on a machine nothing restricts.
+OPENMP_BINDING_ENV = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
+
+
+def _cpuset(proc: Path, root: Path) -> set[int] | None:
+    """The CPUs the process's cpuset cgroup allows (v2 `cpuset.cpus.effective`, v1
+    `cpuset.effective_cpus`), from its own group; None where not readable."""
+    for d in group_dirs("cpuset", proc, root):
+        cpus = _cpu_list(read_text(d.path / ("cpuset.cpus.effective" if d.version == 2 else "cpuset.effective_cpus")))
+        if cpus is not None:
+            return cpus
+    return None
+
+
+def _allowed(proc: Path, root: Path) -> set[int]:
+    """The CPUs this process may run on: its affinity mask, or where an OpenMP binding variable
+    is set (it narrows the main thread's own mask, not the process's), its cpuset cgroup's."""
+    try:
+        mask = set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return set(range(os.cpu_count() or 1))
+    binding = any(os.environ.get(v, "").strip().lower() not in ("", "false") for v in OPENMP_BINDING_ENV)
+    return (_cpuset(proc, root) or set(range(os.cpu_count() or len(mask)))) if binding else mask
 
 
 def detect_cpu_budget(proc: Path = Path("/proc"), root: Path = Path("/"), affinity: set[int] | None = None,
                       logical: int | None = None) -> CpuBudget:
     """This process's budget now (a few small files: cheap enough to read per sweep). The
-    arguments stand in for the machine's own in tests."""
-    if affinity is None:
-        try:
-            affinity = set(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            affinity = set(range(os.cpu_count() or 1))
+    arguments stand in for the machine's own in tests. With every CPU allowed the cores are
+    psutil's count, as the workers' threads always were."""
+    affinity = affinity if affinity is not None else _allowed(proc, root)
     logical = max(logical or os.cpu_count() or len(affinity), len(affinity))
-    cores = _cores(affinity, root)
-    if cores is None and len(affinity) == logical:  # no sysfs topology (macOS): the whole machine's cores
+    cores = None
+    if len(affinity) == logical and root == Path("/"):
         try:
             import psutil
 
             cores = min(psutil.cpu_count(logical=False) or logical, logical)
         except ImportError:
-            cores = None
+            pass
+    cores = cores or _cores(affinity, root)
     return CpuBudget(logical, len(affinity), cores, find_quota(proc, root))
 
 

@@ -164,7 +164,24 @@ def _read_cache(path: Path) -> HardwareInventory | None:
         return None  # a missing or corrupt cache is simply re-detected
     if inventory.boot_id != _boot_id():
         return None  # hardware changes need a reboot; a new boot re-detects
+    if _budget_changed(inventory):
+        return None  # written by a process with another CPU budget: its fingerprint and probe are not ours
     return inventory
+
+
+def _budget_changed(inventory: HardwareInventory) -> bool:
+    """Whether the cached CPU was detected under another CPU budget than this process's (a
+    container sharing the host's data directory and boot id, `taskset`, systemd's CPUQuota=):
+    `usable_cpus` is part of the fingerprint, and the probe ran at the budget's threads."""
+    from benchmark_runners.hardware.cpu_budget import detect_cpu_budget
+
+    cpu = inventory.platforms.get("cpu")
+    if cpu is None or not cpu.devices:
+        return False
+    budget = detect_cpu_budget()
+    expected = round(budget.usable_cpus, 2) if budget.restricted else None
+    cached = cpu.devices[0].get("cpu_budget") or {}
+    return cpu.devices[0].get("usable_cpus") != expected or cached.get("threads") != budget.threads
 
 
 def _too_old(inventory: HardwareInventory, max_age_s: float | None) -> bool:

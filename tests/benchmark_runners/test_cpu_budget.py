@@ -2,8 +2,10 @@
 contention read from the quota's own counters (benchmark_runners/hardware/cpu_budget.py)."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -20,8 +22,11 @@ def _topology(root: Path, cpus: int, threads_per_core: int) -> None:
     for cpu in range(cpus):
         topology = root / "sys" / "devices" / "system" / "cpu" / f"cpu{cpu}" / "topology"
         topology.mkdir(parents=True)
+        first = cpu - cpu % threads_per_core
+        (topology / "core_cpus_list").write_text(f"{first}-{first + threads_per_core - 1}\n" if threads_per_core > 1 else f"{cpu}\n")
+        # what device-tree arm64 writes: core ids restart in each cluster, one package
         (topology / "physical_package_id").write_text("0\n")
-        (topology / "core_id").write_text(f"{cpu // threads_per_core}\n")
+        (topology / "core_id").write_text(f"{(cpu // threads_per_core) % 4}\n")
 
 
 def _proc(root: Path, cgroup: str, mountinfo: str) -> Path:
@@ -97,31 +102,49 @@ def test_files_that_are_absent_or_garbage_give_no_quota(tmp_path):
     _write(tmp_path / "other" / "sys" / "fs" / "cgroup" / "cpu.max", "100000 100000\n")
     assert find_quota(other, tmp_path / "other") is None
     assert quota_counters(None) is None
+    # a group above the namespace's root ("/../x") is not under the mount; escaped mount points are read
+    outside = _proc(tmp_path / "ns", "0::/../x\n", V2_MOUNT)
+    _write(tmp_path / "ns" / "sys" / "fs" / "cgroup" / "cpu.max", "100000 100000\n")
+    assert find_quota(outside, tmp_path / "ns") is None
+    spaced = _proc(tmp_path / "sp", "0::/\n", "30 23 0:26 / /sys/fs/cgroup\\040x rw - cgroup2 cgroup2 rw\n")
+    _write(tmp_path / "sp" / "sys" / "fs" / "cgroup x" / "cpu.max", "100000 100000\n")
+    assert find_quota(spaced, tmp_path / "sp").cpus == 1.0
     gone = CgroupQuota(1.0, str(tmp_path / "gone"), 2, str(tmp_path / "gone" / "cpu.stat"))
     assert quota_counters(gone) is None
 
 
-def _reading(usage_s: float, throttled_s: float, own_s: float, waiting_s: float, cpus: float = 2.0, threads: int = 2) -> QuotaReading:
-    return QuotaReading(cpus, threads, usage_s * 1e6, throttled_s * 1e6, int(own_s * 1e9), int(waiting_s * 1e9))
+def _reading(usage_s: float | None, throttled_s: float | None, own_s: float, waiting_s: dict[int, float],
+             cpus: float = 2.0, threads: int = 2) -> QuotaReading:
+    return QuotaReading(cpus, threads, None if usage_s is None else usage_s * 1e6, None if throttled_s is None else throttled_s * 1e6,
+                        int(own_s * 1e9), {tid: int(w * 1e9) for tid, w in waiting_s.items()})
 
 
-def test_under_a_quota_the_share_is_the_largest_of_the_groups_counters():
-    """1 s of a 2-CPU quota: others in the group spending 1 CPU-second is half of it; the group
-    throttled for 0.6 of its threads' 2 s is 30%; our threads waiting 0.2 s of 2 s is 10%."""
-    before = _reading(10.0, 1.0, 5.0, 1.0)
-    assert quota_share(before, _reading(12.0, 1.0, 6.0, 1.0), 1.0) == pytest.approx(0.5)
-    assert quota_share(before, _reading(11.0, 1.6, 6.0, 1.0), 1.0) == pytest.approx(0.3)
-    assert quota_share(before, _reading(11.0, 1.0, 6.0, 1.2), 1.0) == pytest.approx(0.1)
-    assert quota_share(before, _reading(11.0, 1.0, 6.0, 1.0), 1.0) == 0.0  # all of the group's time was ours
+def test_under_a_quota_others_in_the_group_and_waiting_for_a_cpu_count():
+    """1 s of a 2-CPU quota: others in the group spending 1 CPU-second is half of it; our
+    threads waiting 0.2 s of the budget's 2 thread-seconds is 10%."""
+    before = _reading(10.0, 1.0, 5.0, {1: 1.0, 2: 0.0})
+    assert quota_share(before, _reading(12.0, 1.0, 6.0, {1: 1.0, 2: 0.0}), 1.0) == pytest.approx(0.5)
+    assert quota_share(before, _reading(11.0, 1.0, 6.0, {1: 1.2, 2: 0.0}), 1.0) == pytest.approx(0.1)
+    assert quota_share(before, _reading(11.0, 1.0, 6.0, {1: 1.0, 2: 0.0}), 1.0) == 0.0  # all of the group's time was ours
+    # a thread that ended takes nothing back; one that started counts what it waited
+    assert quota_share(before, _reading(11.0, 1.0, 6.0, {1: 1.0, 3: 0.4}), 1.0) == pytest.approx(0.2)
     assert quota_share(before, before, 0.0) is None
-    # without the usage and throttling counters, waiting time alone still reads
-    bare = QuotaReading(2.0, 2, None, None, 0, 0)
-    assert quota_share(bare, QuotaReading(2.0, 2, None, None, 10**9, 10**9), 1.0) == pytest.approx(0.5)
-    # the snapshots carry it: other_cpu_share reads the quota's counters, not /proc/stat's ticks
+    assert quota_share(_reading(None, None, 0, {}), _reading(None, None, 1, {1: 1.0}), 1.0) is None  # nothing readable
+    # the snapshots carry it: other_cpu_share reads the quota's counters beside /proc/stat's ticks
     host_idle = dict(host_busy_ticks=0, host_total_ticks=0, own_ticks=0)
     a = contention.CpuSnapshot(**host_idle, taken_at=100.0, quota=before)
-    b = contention.CpuSnapshot(**host_idle, taken_at=101.0, quota=_reading(12.0, 1.0, 6.0, 1.0))
+    b = contention.CpuSnapshot(**host_idle, taken_at=101.0, quota=_reading(12.0, 1.0, 6.0, {1: 1.0}))
     assert contention.other_cpu_share(a, b) == pytest.approx(0.5)
+
+
+def test_throttling_by_our_own_demand_is_not_a_neighbour():
+    """A 0.5-CPU quota throttles one spinning thread every period, and a throttled thread waits:
+    over a throttled window the waiting time is not read, and the group's usage less ours is 0."""
+    before = _reading(10.0, 1.0, 5.0, {1: 0.0}, cpus=0.5, threads=1)
+    after = _reading(10.5, 1.25, 5.5, {1: 0.5}, cpus=0.5, threads=1)  # 1 s: ran 0.5 s, waited 0.5 s throttled
+    assert quota_share(before, after, 1.0) == 0.0
+    # without a throttling counter, waiting time cannot be told from our own throttling: not read
+    assert quota_share(_reading(10.0, None, 5.0, {1: 0.0}), _reading(10.5, None, 5.5, {1: 0.5}), 1.0) == 0.0
 
 
 def test_the_sweep_gives_its_workers_the_budgets_threads(monkeypatch, tiny_models):
@@ -132,75 +155,100 @@ def test_the_sweep_gives_its_workers_the_budgets_threads(monkeypatch, tiny_model
     assert row.environment["torch_threads"] == 1
 
 
-def _child_cgroup(quota_cpus: float) -> tuple[Path, str]:
-    """A new cgroup under this process's own with a CFS quota, and the file to join it by; skips
-    where this machine does not let the tests make one (not root, no cpu controller)."""
+def _child_cgroup(quota_cpus: float) -> list[Path]:
+    """A new cgroup with a CFS quota, as its directories (a process joins it by writing its pid
+    to each one's cgroup.procs): v1, at the root of the cpu hierarchy and of cpuacct's where
+    that is mounted apart (as Docker does on v1: the group's usage is counted there); v2, under
+    this process's own group, which needs the cpu controller delegated to it. Skips where this
+    machine does not let the tests make one (not root, no cpu controller, v2 without delegation)."""
     name = f"devicefit-test-{uuid.uuid4().hex[:8]}"
-    v1 = Path("/sys/fs/cgroup/cpu")
+    v1, acct = Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup/cpuacct")
+    made: list[Path] = []
     try:
         if (v1 / "cpu.cfs_quota_us").exists():
-            path = v1 / name
-            path.mkdir()
-            (path / "cpu.cfs_quota_us").write_text(str(int(quota_cpus * 100_000)))
-            return path, "cgroup.procs"
+            made.append(v1 / name)
+            made[-1].mkdir()
+            (made[-1] / "cpu.cfs_quota_us").write_text(str(int(quota_cpus * 100_000)))
+            if (acct / "cpuacct.usage").exists() and not (v1 / "cpuacct.usage").exists():
+                made.append(acct / name)
+                made[-1].mkdir()
+            return made
         own = Path("/sys/fs/cgroup") / Path(Path("/proc/self/cgroup").read_text().split("0::", 1)[1].strip()).relative_to("/")
-        path = own / name
-        path.mkdir()
-        (path / "cpu.max").write_text(f"{int(quota_cpus * 100_000)} 100000")
-        return path, "cgroup.procs"
+        made.append(own / name)
+        made[-1].mkdir()
+        (made[-1] / "cpu.max").write_text(f"{int(quota_cpus * 100_000)} 100000")
+        return made
     except (OSError, IndexError, ValueError) as exc:
+        for path in reversed(made):
+            path.rmdir()
         pytest.skip(f"cannot make a cgroup with a CPU quota here: {type(exc).__name__}: {exc}")
 
 
 _IN_QUOTA = """
-import json, subprocess, sys
+import json, subprocess, sys, time
+import torch
+from benchmark_runners import contention
 from benchmark_runners.hardware.cpu_budget import detect_cpu_budget
 from benchmark_runners.measure import ConfigMeasurer
 from benchmark_runners.records import BenchmarkConfig
 from tests.conftest import FAST_POLICY
-import torch
-from benchmark_runners import contention
 budget = detect_cpu_budget()
 torch.set_num_threads(budget.threads)  # as the sweep's worker does
-quota_basis = contention.snapshot().quota is not None
+
+def quota_share_of_a_busy_window(seconds=0.6):
+    before = contention.snapshot()
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        pass
+    after = contention.snapshot()
+    return contention.quota_share(before.quota, after.quota, after.taken_at - before.taken_at)
+
+alone = quota_share_of_a_busy_window()  # our own demand past the quota: throttled, no neighbour
 hog = subprocess.Popen([sys.executable, "-c", "print('spinning', flush=True)\\nwhile True: pass"], stdout=subprocess.PIPE, text=True)
 assert hog.stdout.readline().strip() == "spinning"
 try:
+    beside = quota_share_of_a_busy_window()
     row = ConfigMeasurer("t", {}, {"cpu": {"name": "cpu", "fingerprint": "cpu-test"}}).run(BenchmarkConfig(model=sys.argv[1], policy=FAST_POLICY))
 finally:
     hog.kill()
-print(json.dumps({"budget": budget.to_json(), "quota_basis": quota_basis, "recorded": row.environment.get("cpu_budget"), "status": row.status, "error": row.error, "share": row.other_cpu_share,
-                  "contended": row.contended, "attempts": row.contention_attempts}))
+print(json.dumps({"budget": budget.to_json(), "alone": alone, "beside": beside, "recorded": row.environment.get("cpu_budget"),
+                  "status": row.status, "error": row.error, "share": row.other_cpu_share, "contended": row.contended,
+                  "attempts": row.contention_attempts}))
 """
 
 
 @pytest.mark.skipif(not Path("/proc/self/cgroup").exists(), reason="cgroups are Linux's")
-def test_a_neighbour_inside_a_real_quota_marks_the_config_contended(tiny_models):
-    """In a real cgroup whose quota is one CPU of this machine's, the budget reads one thread,
-    the row records it, and a busy loop in the same group (it takes the quota, not a CPU: on a
-    host of many CPUs /proc/stat would dilute it to nothing) marks the measurement contended,
-    read from the group's own counters."""
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("a one-CPU quota restricts nothing on a one-CPU machine")
-    path, procs = _child_cgroup(1.0)
+def test_a_neighbour_inside_a_real_quota_is_read_from_the_groups_counters(tiny_models):
+    """In a real cgroup with a half-CPU quota: the budget reads one thread and the row records it;
+    alone, a busy loop is throttled by its own demand every period and reads no neighbour; beside
+    a busy loop in the same group (it takes quota, not a CPU: on a host of many CPUs /proc/stat
+    would dilute it to nothing) the group's counters alone read it, and the config is contended."""
+    paths = _child_cgroup(0.5)
+    join = " && ".join(f'echo $$ > {path / "cgroup.procs"}' for path in paths)
+    child = subprocess.Popen(["sh", "-c", f'{join} && exec "$0" -c "$1" "$2"', sys.executable, _IN_QUOTA,
+                              str(tiny_models["text"])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).resolve().parents[2], start_new_session=True)
     try:
-        out = subprocess.run(
-            ["sh", "-c", f'echo $$ > {path / procs} && exec "$0" -c "$1" "$2"', sys.executable, _IN_QUOTA, str(tiny_models["text"])],
-            capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
-        assert out.returncode == 0, out.stderr[-2000:]
-        result = json.loads(out.stdout.strip().splitlines()[-1])
+        stdout, stderr = child.communicate(timeout=300)
     finally:
-        for _ in range(50):  # the hog's exit may lag its kill by a moment
-            try:
-                path.rmdir()
-                break
-            except OSError:
-                import time
-
-                time.sleep(0.1)
-    assert result["budget"]["quota"]["cpus"] == 1.0 and result["budget"]["threads"] == 1
+        try:
+            os.killpg(child.pid, signal.SIGKILL)  # the hog too, should the child have died before killing it
+        except ProcessLookupError:
+            pass
+        child.wait()
+        for path in paths:
+            for _ in range(50):  # a killed process leaves the group a moment after
+                try:
+                    path.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+    assert child.returncode == 0, stderr[-2000:]
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert result["budget"]["quota"]["cpus"] == 0.5 and result["budget"]["threads"] == 1
     assert result["recorded"] == result["budget"]  # the row says what it ran within
-    assert result["quota_basis"]  # read from the group's counters, not /proc/stat's ticks
+    assert result["alone"] is not None and result["alone"] < contention.CONTENDED_SHARE, result
+    assert result["beside"] > contention.CONTENDED_SHARE, result
     assert result["status"] == "ok", result["error"]
     assert result["contended"] is True and result["attempts"] == 2 and result["share"] > contention.CONTENDED_SHARE, result
 
@@ -233,6 +281,50 @@ def test_a_restricted_cpu_is_its_own_device(monkeypatch):
     limited = platforms.detect_cpu().devices[0]
     assert limited["usable_cpus"] == 2.0 and limited["cpu_budget"]["threads"] == 2
     assert device_fingerprint("cpu", limited) != device_fingerprint("cpu", {k: v for k, v in limited.items() if k != "usable_cpus"})
-    if not detect_cpu_budget().restricted:
+    if not detect_cpu_budget().restricted:  # the fingerprint from the keys it had before budgets existed
+        before = ("name", "vendor", "architecture", "physical_cores", "logical_cores", "isa_flags", "memory_total_bytes",
+                  "compute_capability", "multiprocessors", "gcn_arch")
         assert "usable_cpus" not in whole
-        assert device_fingerprint("cpu", whole) == device_fingerprint("cpu", {k: v for k, v in whole.items() if k != "cpu_budget"})
+        assert device_fingerprint("cpu", whole) == device_fingerprint("cpu", {k: whole[k] for k in before if k in whole})
+
+
+def test_an_openmp_binding_is_not_a_cpuset(tmp_path, monkeypatch):
+    """OMP_PROC_BIND and its kin make libgomp pin the main thread to one place when torch loads
+    it, and sched_getaffinity reads that thread's mask ({0} on a machine nothing restricts):
+    with one of them set the CPUs allowed are the cpuset cgroup's."""
+    from benchmark_runners.hardware import cpu_budget
+
+    proc = _proc(tmp_path, "3:cpuset:/\n", "34 31 0:31 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n")
+    _write(tmp_path / "sys" / "fs" / "cgroup" / "cpuset" / "cpuset.effective_cpus", "0-7\n")
+    _topology(tmp_path, 8, 1)
+    monkeypatch.setattr(cpu_budget.os, "sched_getaffinity", lambda pid: {0})
+    for variable in cpu_budget.OPENMP_BINDING_ENV:
+        monkeypatch.delenv(variable, raising=False)
+    assert detect_cpu_budget(proc, tmp_path, logical=8).affinity_cpus == 1  # a real mask of one CPU (taskset -c 0)
+    monkeypatch.setenv("OMP_PROC_BIND", "close")
+    bound = detect_cpu_budget(proc, tmp_path, logical=8)
+    assert bound.affinity_cpus == 8 and bound.threads == 8 and not bound.restricted
+    monkeypatch.setenv("OMP_PROC_BIND", "false")  # binding off: the mask is the process's again
+    assert detect_cpu_budget(proc, tmp_path, logical=8).affinity_cpus == 1
+
+
+def test_a_cache_written_under_another_budget_is_detected_again(tmp_path, monkeypatch):
+    """A container sharing the host's data directory (same boot id), or `taskset`, must not read
+    the fingerprint and probe an unrestricted process cached, nor the other way round."""
+    from benchmark_runners.hardware import cpu_budget, detect_hardware, platforms
+
+    cache = tmp_path / "hardware.json"
+    whole = detect_hardware(refresh=True, cache_path=cache)  # probed: the cache is written
+    if any(p.get("contended") for p in whole.probes.values()):
+        pytest.skip("the probe was disturbed by another process, so no cache was kept to read back")
+    assert detect_hardware(probe=False, cache_path=cache).from_cache
+    limited = CpuBudget(2, 1, 1, None)
+    monkeypatch.setattr(cpu_budget, "detect_cpu_budget", lambda *a, **k: limited)
+    monkeypatch.setattr(platforms, "detect_cpu_budget", lambda *a, **k: limited)
+    again = detect_hardware(probe=False, cache_path=cache)
+    assert not again.from_cache
+    cpu = again.platforms["cpu"].devices[0]
+    assert cpu["usable_cpus"] == 1.0 and cpu["fingerprint"] != whole.platforms["cpu"].devices[0]["fingerprint"]
+    rewritten = detect_hardware(refresh=True, cache_path=cache)
+    assert detect_hardware(probe=False, cache_path=cache).from_cache or any(
+        p.get("contended") for p in rewritten.probes.values())  # the same budget reads its own cache
