@@ -72,6 +72,10 @@ class ConstraintProfile:
         cores = device.get("logical_cores") or device.get("physical_cores")
         if self.threads and cores and self.threads > cores:
             raise BadProfile(f"{self.threads} threads on a device with {cores} logical cores is not a constraint")
+        usable = device.get("usable_cpus")  # a cpuset or cgroup quota leaves this process fewer (hardware/cpu_budget.py)
+        if self.threads and usable and self.threads > usable:
+            raise BadProfile(f"{self.threads} threads where this process may use {usable:g} CPUs (its cpuset or cgroup "
+                             f"CPU quota) is oversubscription, not a constraint")
         if self.isa and ISA_CAPS[self.isa]["flag"] not in (device.get("isa_flags") or []):
             raise BadProfile(f"this CPU has no {self.isa} ({ISA_CAPS[self.isa]['flag']} is not among its flags "
                              f"{device.get('isa_flags')}): an {self.isa} cap would describe hardware that is not here")

@@ -47,6 +47,16 @@ OVERRIDE_EVIDENCE = "the caller's verdict (hw_compat_override)"
 OVERRIDE_KEYS = {"compatible", "memory_usage"}
 
 
+def cpu_cores_of(cpu: dict[str, Any]) -> tuple[int | None, str]:
+    """The cores a model on this machine's CPU gets, and what they are: the physical cores, or
+    where a cpuset or cgroup CPU quota restricts the process (hardware/cpu_budget.py) the
+    threads its budget allows, which is what the measurements ran with."""
+    threads = (cpu.get("cpu_budget") or {}).get("threads")
+    if cpu.get("usable_cpus") is not None and threads:
+        return threads, "the cores this process may use of this machine's CPU (its cpuset or cgroup CPU quota)"
+    return cpu.get("physical_cores"), "physical cores of this machine's CPU"
+
+
 class ClassifierInputError(DevicefitError, ValueError):
     """An argument of the classifier that cannot be used as given (the message says why)."""
 
@@ -205,8 +215,9 @@ class HardwareAwareModelClassifier:
             return self._generation_requirements(spec, model, hardware)
         batch = self.selector.config.batch_size_thresholds["medium"] if mode == "inference" else 1
         cpu = (self.selector.inventory.get("platforms", {}).get("cpu", {}).get("devices") or [{}])[0]
-        common = {"cpu_cores": cpu.get("physical_cores"), "disk_space_mb": round(weight_bytes(spec, "fp32") / MB)}
-        basis = {"disk_space_mb": "fp32 weight bytes", "cpu_cores": "physical cores of this machine's CPU"}
+        cores, cores_basis = cpu_cores_of(cpu)
+        common = {"cpu_cores": cores, "disk_space_mb": round(weight_bytes(spec, "fp32") / MB)}
+        basis = {"disk_space_mb": "fp32 weight bytes", "cpu_cores": cores_basis}
         if peak_mb is not None:
             return {"min_memory_mb": round(peak_mb), "recommended_memory_mb": round(peak_mb), "batch_size": batch, **common,
                     "basis": {"min_memory_mb": f"peak on {hardware}, {OVERRIDE_EVIDENCE}",

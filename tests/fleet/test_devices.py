@@ -43,6 +43,11 @@ def test_a_profile_the_device_cannot_honour_is_refused_with_the_reason():
     with pytest.raises(BadProfile, match="no avx512"):
         ConstraintProfile(isa="avx512").check_applies("cpu", {**XEON, "isa_flags": ["avx", "avx2"]})
     ConstraintProfile(threads=2, isa="avx2").check_applies("cpu", XEON)
+    # a container's cgroup quota of 1.5 CPUs on a 64-core host: two threads are oversubscription
+    contained = {**XEON, "logical_cores": 64, "physical_cores": 32, "usable_cpus": 1.5}
+    with pytest.raises(BadProfile, match="may use 1.5 CPUs"):
+        ConstraintProfile(threads=2).check_applies("cpu", contained)
+    ConstraintProfile(threads=1).check_applies("cpu", contained)
 
 
 def test_device_ids_are_the_hardware_fingerprint_plus_the_profile(inventory):

@@ -377,3 +377,14 @@ def test_a_kind_without_a_memory_figure_is_bounded_by_the_hosts():
     assert memory == 25e9 and "an upper bound: webgpu's own memory is unknown" in source
     assert device_memory_bytes("webnn", {"platforms": {}}, None) == (None, "no memory figure")  # no host figure either
     assert device_memory_bytes("cpu", {"platforms": {"cpu": {"devices": [{"name": "x"}]}}}, None) == (None, "no memory figure")
+
+
+def test_a_restricted_cpu_offers_the_cores_its_budget_allows():
+    """Resource requirements name the cores the process may use: in a container with a 2-CPU
+    quota on a 64-core host that is 2, the threads its rows were measured with, not 64."""
+    from devicefit.select.resources import cpu_cores_of
+
+    assert cpu_cores_of({"physical_cores": 8, "cpu_budget": {"threads": 8}}) == (8, "physical cores of this machine's CPU")
+    cores, basis = cpu_cores_of({"physical_cores": 64, "usable_cpus": 2.0, "cpu_budget": {"threads": 2}})
+    assert cores == 2 and "cgroup CPU quota" in basis
+    assert cpu_cores_of({}) == (None, "physical cores of this machine's CPU")
