@@ -23,8 +23,10 @@ class GroupDir:
 
 
 def read_text(path: Path) -> str | None:
+    """The file's text, stripped; None where it cannot be read. Bytes that are not UTF-8 (a
+    mount point's name in mountinfo) are kept as surrogates, not an error."""
     try:
-        return path.read_text().strip()
+        return path.read_text(errors="surrogateescape").strip()
     except OSError:
         return None
 

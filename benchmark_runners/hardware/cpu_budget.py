@@ -198,7 +198,7 @@ def _allowed(proc: Path, root: Path) -> set[int]:
         mask = set(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return set(range(os.cpu_count() or 1))
-    binding = any(os.environ.get(v, "").strip().lower() not in ("", "false") for v in OPENMP_BINDING_ENV)
+    binding = any(os.environ.get(v, "").strip().lower() not in ("", "false", "disabled", "none") for v in OPENMP_BINDING_ENV)
     return (_cpuset(proc, root) or set(range(os.cpu_count() or len(mask)))) if binding else mask
 
 

@@ -6,8 +6,11 @@ fit in what is free, read from psutil: the host's. In a container limited to 4 G
 host it would let a 20 GiB config through, and the kernel's OOM killer would end the worker (a
 failed row, after the model's build) or a process beside it. The limit is the tightest
 `memory.max` (v2) or `memory.limit_in_bytes` (v1) from the process's group up to the mount;
-what is left under it is the limit less the group's usage, page cache the kernel reclaims
-before it kills (inactive files) counted as free.
+what is left under it is the limit less the group's usage, its page cache (active and inactive
+file pages, which the kernel reclaims before it kills, as the host's MemAvailable counts them)
+counted as free: a container whose earlier configs read 700 MiB of weights twice had them on the
+active list, and counting them as used refused a 421 MiB config in a 1 GiB group where 800 MiB
+could still be allocated.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ UNLIMITED_FROM = 2**60
 class MemoryLimit:
     limit_bytes: int
     usage_bytes: int | None  # the group's, now (page cache included)
-    reclaimable_bytes: int  # its inactive file cache, which the kernel reclaims before an OOM kill
+    reclaimable_bytes: int  # its page cache (active and inactive files), which the kernel reclaims before an OOM kill
     directory: str
     version: int
 
@@ -46,12 +49,14 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def _stat(path: Path, key: str) -> int:
+def _stat(path: Path, *keys: str) -> int:
+    """The sum of `keys` in a memory.stat file (0 for those absent)."""
+    total = 0
     for line in (read_text(path) or "").splitlines():
         name, _, value = line.partition(" ")
-        if name == key:
-            return _int(value.strip()) or 0
-    return 0
+        if name in keys:
+            total += _int(value.strip()) or 0
+    return total
 
 
 def find_memory_limit(proc: Path = Path("/proc"), root: Path = Path("/")) -> MemoryLimit | None:
@@ -62,11 +67,11 @@ def find_memory_limit(proc: Path = Path("/proc"), root: Path = Path("/")) -> Mem
         if d.version == 2:
             limit = _int(read_text(d.path / "memory.max"))  # "max": no limit, None here
             usage = _int(read_text(d.path / "memory.current"))
-            reclaimable = _stat(d.path / "memory.stat", "inactive_file")
+            reclaimable = _stat(d.path / "memory.stat", "active_file", "inactive_file")
         else:
             limit = _int(read_text(d.path / "memory.limit_in_bytes"))
             usage = _int(read_text(d.path / "memory.usage_in_bytes"))
-            reclaimable = _stat(d.path / "memory.stat", "total_inactive_file")
+            reclaimable = _stat(d.path / "memory.stat", "total_active_file", "total_inactive_file")
         if limit is None or limit <= 0 or limit >= UNLIMITED_FROM:
             continue
         found = MemoryLimit(limit, usage, reclaimable, str(d.path), d.version)

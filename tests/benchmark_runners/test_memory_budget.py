@@ -18,18 +18,18 @@ GIB = 2**30
 
 
 def test_a_pod_limit_less_its_usage_is_what_is_left(tmp_path):
-    """cgroup v2: the pod's memory.max over the container's "max"; inactive file cache is
-    reclaimed before an OOM kill, so it counts as free."""
+    """cgroup v2: the pod's memory.max over the container's "max"; page cache, active or not, is
+    reclaimed before an OOM kill, so it counts as free (weights read twice sit on the active list)."""
     proc = _proc(tmp_path, "0::/kubepods/pod1/ctr\n", V2_MOUNT)
     group = tmp_path / "sys" / "fs" / "cgroup" / "kubepods" / "pod1"
     _write(group / "memory.max", f"{4 * GIB}\n")
     _write(group / "memory.current", f"{GIB}\n")
-    _write(group / "memory.stat", f"anon 100\ninactive_file {GIB // 4}\nactive_file 5\n")
+    _write(group / "memory.stat", f"anon 100\ninactive_file {GIB // 4}\nactive_file {GIB // 8}\nshmem 7\n")
     _write(group / "ctr" / "memory.max", "max\n")
     _write(group / "ctr" / "memory.current", "5\n")
     limit = find_memory_limit(proc, tmp_path)
     assert limit is not None and limit.limit_bytes == 4 * GIB and limit.version == 2 and limit.directory.endswith("pod1")
-    assert limit.available_bytes == 4 * GIB - (GIB - GIB // 4)
+    assert limit.available_bytes == 4 * GIB - (GIB - GIB // 4 - GIB // 8)
 
 
 def test_v1_writes_no_limit_as_the_largest_long(tmp_path):
@@ -43,6 +43,16 @@ def test_v1_writes_no_limit_as_the_largest_long(tmp_path):
     limit = find_memory_limit(proc, tmp_path)
     assert limit.limit_bytes == 2 * GIB and limit.available_bytes == 0
     assert find_memory_limit(tmp_path / "absent", tmp_path) is None
+    # v1's hierarchical counters (total_*), not the group's own; a tighter ancestor wins
+    nested = _proc(tmp_path / "n", "5:memory:/a/b\n", "41 31 0:34 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n")
+    a = tmp_path / "n" / "sys" / "fs" / "cgroup" / "memory" / "a"
+    _write(a / "memory.limit_in_bytes", f"{GIB}\n")
+    _write(a / "memory.usage_in_bytes", f"{GIB // 2}\n")
+    _write(a / "memory.stat", f"inactive_file 1\nactive_file 1\ntotal_inactive_file {GIB // 8}\ntotal_active_file {GIB // 8}\n")
+    _write(a / "b" / "memory.limit_in_bytes", f"{8 * GIB}\n")
+    _write(a / "b" / "memory.usage_in_bytes", f"{GIB // 4}\n")
+    limit = find_memory_limit(nested, tmp_path / "n")
+    assert limit.directory.endswith("/a") and limit.available_bytes == GIB - (GIB // 2 - GIB // 4)
 
 
 def test_the_guard_judges_by_the_limit_where_it_is_less_than_the_host(monkeypatch):
