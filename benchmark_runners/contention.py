@@ -49,7 +49,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmark_runners.hardware.cpu_budget import CpuBudget, detect_cpu_budget, quota_counters
+from benchmark_runners.hardware.cpu_budget import CpuBudget, allowed_cpus, detect_cpu_budget, quota_counters
 
 # Share of the host's CPU capacity used by other processes above which a timing is contended.
 # An idle host's daemons, the sweep's own parent and the kernel stay around 1-3%; one busy
@@ -91,15 +91,6 @@ class CpuSnapshot:
     own_ticks: int
     taken_at: float = field(default=0.0, compare=False)  # time.monotonic() when read
     quota: QuotaReading | None = None  # under a CFS quota that restricts: what the share is read from
-
-
-def _usable_cpus() -> set[int] | None:
-    """The CPUs this process may be scheduled on (its affinity mask, which a container's cpuset
-    narrows); None where the platform does not say."""
-    try:
-        return set(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return None
 
 
 def _host_ticks(cpus: set[int] | None = None) -> tuple[int, int] | None:
@@ -192,7 +183,7 @@ def _quota_reading(helpers: tuple[int, ...]) -> QuotaReading | None:
 
 
 def snapshot(helpers: tuple[int, ...] = ()) -> CpuSnapshot | None:
-    host, own = _host_ticks(_usable_cpus()), _own_ticks(helpers)
+    host, own = _host_ticks(allowed_cpus()), _own_ticks(helpers)
     if host is None or own is None:
         return None
     return CpuSnapshot(host[0], host[1], own, time.monotonic(), _quota_reading(helpers))

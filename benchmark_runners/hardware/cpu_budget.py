@@ -191,7 +191,7 @@ def _cpuset(proc: Path, root: Path) -> set[int] | None:
     return None
 
 
-def _allowed(proc: Path, root: Path) -> set[int]:
+def allowed_cpus(proc: Path = Path("/proc"), root: Path = Path("/")) -> set[int]:
     """The CPUs this process may run on: its affinity mask, or where an OpenMP binding variable
     is set (it narrows the main thread's own mask, not the process's), its cpuset cgroup's."""
     try:
@@ -207,7 +207,7 @@ def detect_cpu_budget(proc: Path = Path("/proc"), root: Path = Path("/"), affini
     """This process's budget now (a few small files: cheap enough to read per sweep). The
     arguments stand in for the machine's own in tests. With every CPU allowed the cores are
     psutil's count, as the workers' threads always were."""
-    affinity = affinity if affinity is not None else _allowed(proc, root)
+    affinity = affinity if affinity is not None else allowed_cpus(proc, root)
     logical = max(logical or os.cpu_count() or len(affinity), len(affinity))
     cores = None
     if len(affinity) == logical and root == Path("/"):

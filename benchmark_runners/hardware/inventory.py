@@ -173,20 +173,14 @@ def _budget_changed(inventory: HardwareInventory) -> bool:
     """Whether the cached CPU was detected under another CPU budget or memory limit than this
     process's (a container sharing the host's data directory and boot id, `taskset`, systemd's
     CPUQuota=): `usable_cpus` is part of the fingerprint, and the probe ran at the budget's threads."""
-    from benchmark_runners.hardware.cpu_budget import detect_cpu_budget
+    from benchmark_runners.hardware.platforms import BUDGET_KEYS, budget_keys
 
     cpu = inventory.platforms.get("cpu")
     if cpu is None or not cpu.devices:
         return False
-    from benchmark_runners.hardware.memory_budget import find_memory_limit
-
-    budget, device = detect_cpu_budget(), cpu.devices[0]
-    expected = round(budget.usable_cpus, 2) if budget.restricted else None
-    if device.get("usable_cpus") != expected or (device.get("cpu_budget") or {}).get("threads") != budget.threads:
-        return True
-    limit = find_memory_limit()  # shown by `devicefit detect`; the guard reads it fresh
-    memory_limit = limit.limit_bytes if limit is not None and limit.limit_bytes < (device.get("memory_total_bytes") or 0) else None
-    return device.get("memory_limit_bytes") != memory_limit
+    device = cpu.devices[0]
+    expected = budget_keys(device.get("memory_total_bytes") or 0)
+    return any(device.get(k) != expected.get(k) for k in BUDGET_KEYS)
 
 
 def _too_old(inventory: HardwareInventory, max_age_s: float | None) -> bool:

@@ -83,18 +83,29 @@ def detect_cpu() -> PlatformInfo:
         "memory_available_bytes": mem.available,
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
-    # What this process may use of it (a container's cpuset, its cgroup's CPU quota), and where
-    # that is less than the host: 2 CPUs of a 64-CPU host are their own device to a predictor,
-    # so `usable_cpus` is part of the fingerprint then (and absent, the fingerprint unchanged,
-    # on a machine whose process may use all of it).
-    budget = detect_cpu_budget()
-    device["cpu_budget"] = budget.to_json()
-    if budget.restricted:
-        device["usable_cpus"] = round(budget.usable_cpus, 2)
-    limit = find_memory_limit()  # a container's memory limit: what the memory guard judges by
-    if limit is not None and limit.limit_bytes < mem.total:
-        device["memory_limit_bytes"] = limit.limit_bytes
+    device.update(budget_keys(mem.total))
     return PlatformInfo("cpu", True, None, "torch", [device], {"os": f"{platform.system()} {platform.release()}"})
+
+
+# The CPU device's keys that say what this process may use of it (budget_keys).
+BUDGET_KEYS = ("cpu_budget", "usable_cpus", "memory_limit_bytes")
+
+
+def budget_keys(memory_total_bytes: int) -> dict[str, Any]:
+    """What this process may use of the CPU (a container's cpuset, its cgroup's CPU quota and
+    memory limit), as the CPU device's keys: `cpu_budget` always; `usable_cpus` only where that
+    is less than the host (2 CPUs of a 64-CPU host are their own device to a predictor, so it is
+    part of the fingerprint then, and absent, the fingerprint unchanged, on a machine whose
+    process may use all of it); `memory_limit_bytes` only under a limit below the host's RAM
+    (what the memory guard judges by)."""
+    budget = detect_cpu_budget()
+    keys: dict[str, Any] = {"cpu_budget": budget.to_json()}
+    if budget.restricted:
+        keys["usable_cpus"] = round(budget.usable_cpus, 2)
+    limit = find_memory_limit()
+    if limit is not None and limit.limit_bytes < memory_total_bytes:
+        keys["memory_limit_bytes"] = limit.limit_bytes
+    return keys
 
 
 def _nvidia_driver() -> str | None:
