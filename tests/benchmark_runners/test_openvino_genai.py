@@ -68,3 +68,29 @@ def test_a_decoder_generates_through_llmpipeline_with_both_tools_figures(tiny_mo
     assert "streamer" in rows[0].backend_config["token_times"] and "raw_metrics" in rows[1].backend_config["token_times"]
     # The harness's request time and openvino-genai's generate() time are one request's, seen twice.
     assert rows[0].backend_config["runtime_figures"]["generate_ms"] == pytest.approx(rows[0].p50_ms, rel=0.2)
+
+
+def test_a_restricted_cpu_budget_sets_the_pipelines_threads(tiny_models, monkeypatch):
+    """openvino-genai's CPU plugin counts the host's cores, not a cgroup's quota: where the
+    budget restricts (hardware/cpu_budget.py) the pipeline is asked for the budget's threads,
+    and where it does not, for none (the plugin's own default), as on OpenVINO's inference rows."""
+    missing = _missing(tiny_models)
+    if missing:
+        pytest.skip(missing)
+    import openvino_genai as genai
+
+    devices = {"openvino:CPU": {"name": "test cpu", "fingerprint": "cpu-test"}}
+    asked, passed, real = {}, [], genai.LLMPipeline
+
+    def pipeline(*args, **hints):  # the real pipeline, its properties noted on the way
+        passed.append(hints.get("INFERENCE_NUM_THREADS"))
+        return real(*args, **hints)
+
+    monkeypatch.setattr(genai, "LLMPipeline", pipeline)
+    for budget in (1, None):
+        monkeypatch.setattr(openvino_genai, "restricted_threads", lambda b=budget: b)
+        row = ConfigMeasurer("test-run", {"suite": "pytest"}, devices).run(
+            config(tiny_models["causal"], batch_size=1, seq_length=16, new_tokens=4))
+        assert row.status == "ok", row.error
+        asked[budget] = row.backend_config["requested_hints"].get("INFERENCE_NUM_THREADS")
+    assert asked == {1: "1", None: None} and passed == [1, None]
