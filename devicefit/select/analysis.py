@@ -34,10 +34,10 @@ def measured_entry(row: dict[str, Any], prediction: dict[str, Any]) -> dict[str,
 def analyze_model(selector: HardwareSelector, model_name: str, model_family: str | None = None,
                   batch_sizes: list[int] | None = None, hardware: list[str] | None = None,
                   measured: MeasuredLookup | None = None) -> dict[str, Any]:
-    batch_sizes = list(batch_sizes or [1, 8, 32])
+    batch_sizes = list(dict.fromkeys(batch_sizes or [1, 8, 32]))  # each once: the answer is keyed by them
     if any(b < 1 for b in batch_sizes):
         raise SelectionError(f"batch sizes must be positive integers, got {batch_sizes}")
-    hardware = list(hardware or registry.kind_names())
+    hardware = list(dict.fromkeys(hardware or registry.kind_names()))
     family = model_family
     spec = resolve_model(model_name)
     default_dims = input_signature(spec, 1, None).dims

@@ -159,10 +159,10 @@ def selection_map(selector: HardwareSelector, model_families: list[str] | None =
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
         raise SelectionError(f"unknown model families {', '.join(unknown)}; known: {', '.join(FAMILIES)}")
-    batches = list(batch_sizes or DEFAULT_MAP_BATCH_SIZES)
+    batches = list(dict.fromkeys(batch_sizes or DEFAULT_MAP_BATCH_SIZES))  # each row once, as asked
     if any(b < 1 for b in batches):
         raise SelectionError(f"batch sizes must be positive integers, got {batches}")
-    hardware = list(hardware_platforms or registry.kind_names())
+    hardware = list(dict.fromkeys(hardware_platforms or registry.kind_names()))
     out, cells = _map_cells(selector, families, batches)
     _stop_ahead()  # what a helper started ahead (`traces_ahead`) finished is on disk; the rest is done here
     if helpers != 0:

@@ -188,7 +188,8 @@ class HardwareSelector:
         if unknown:
             raise SelectionError(f"unknown hardware {', '.join(unknown)}; known: {', '.join(registry.kind_names())}")
         declared = available_hardware is not None
-        candidates = list(available_hardware) if declared else list(registry.kind_names())
+        # A kind named twice is one candidate (else it would be its own fallback).
+        candidates = list(dict.fromkeys(available_hardware)) if declared else list(registry.kind_names())
         generation = mode == "generation"
         if generation:
             try:
