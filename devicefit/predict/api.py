@@ -70,6 +70,17 @@ def train_prediction_models(db_path: str | Path | None = None, output_dir: str |
     return train_and_publish(source, detect_hardware(probe=False).to_json(), publish_to=target)
 
 
+def _published(artifact: dict[str, Any], path: Path) -> PerformancePredictor:
+    """The predictor of a published artifact of the right format; one that is damaged (a field
+    missing or of another type, a booster LightGBM cannot parse) is PredictorUnavailable naming
+    the file, as an unreadable one is, not an error of every request."""
+    try:
+        return PerformancePredictor(artifact)
+    except Exception as exc:  # noqa: BLE001 - whatever is damaged in it, the artifact cannot be served
+        raise PredictorUnavailable(f"published predictor {path} is damaged ({type(exc).__name__}: {exc}): "
+                                   "retrain with `make run`") from None
+
+
 class HardwareModelPredictor:
     """Predictions from the published predictor artifact (data/predictors/current.json).
     `database_path` and `benchmark_dir` locate the data directory; `config_path` (spec 002's
@@ -93,8 +104,9 @@ class HardwareModelPredictor:
             from benchmark_runners.hardware import detect_hardware
             from devicefit.predict.cold_start import cold_artifact
 
-            artifact = cold_artifact(detect_hardware().to_json())
-        self.predictor = PerformancePredictor(artifact)
+            self.predictor = PerformancePredictor(cold_artifact(detect_hardware().to_json()))
+        else:
+            self.predictor = _published(artifact, artifacts.predictors_dir(self.paths) / artifacts.CURRENT)
         self.record = record  # served predictions are kept, to be checked against later measurements
 
     @property
@@ -110,7 +122,7 @@ class HardwareModelPredictor:
         if isinstance(artifact, (str, Path)):
             try:
                 artifact = json.loads(Path(artifact).read_text())
-            except (OSError, json.JSONDecodeError) as exc:
+            except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
                 raise PredictorSourceError(f"cannot read the predictor {artifact}: {exc}") from None
         found = artifact.get("format") if isinstance(artifact, dict) else None
         if found != ARTIFACT_FORMAT:

@@ -55,7 +55,7 @@ def load_current(paths: DataPaths) -> dict[str, Any] | None:
         return None
     try:
         artifact = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8 at all (a damaged file)
         raise PredictorUnavailable(f"published predictor {path} is unreadable ({exc}): retrain with `make run`") from None
     found = artifact.get("format") if isinstance(artifact, dict) else None
     if found != ARTIFACT_FORMAT:
@@ -77,11 +77,12 @@ def version_summaries(paths: DataPaths) -> list[dict[str, Any]]:
         try:
             artifact = json.loads(path.read_text())
             targets = ValidationReport.of(artifact).targets
-        except (OSError, json.JSONDecodeError, KeyError, TypeError):
-            continue  # an unreadable file is not a version anyone can use
-        out.append({"version": artifact["version"], "trained_at": artifact["trained_at"], "rows": artifact["rows"],
-                    "models": len(artifact["models"]), "current": current is not None and current["version"] == artifact["version"],
-                    "within_bars": within_bars(artifact),
-                    "held_out": {t: {"mape": targets[t].leave_one_model_out.mape, "bar": ERROR_BARS[t],
-                                     "interval_coverage": targets[t].interval_coverage} for t in TARGETS}})
+            out.append({"version": artifact["version"], "trained_at": artifact["trained_at"], "rows": artifact["rows"],
+                        "models": len(artifact["models"]),
+                        "current": current is not None and current.get("version") == artifact["version"],
+                        "within_bars": within_bars(artifact),
+                        "held_out": {t: {"mape": targets[t].leave_one_model_out.mape, "bar": ERROR_BARS[t],
+                                         "interval_coverage": targets[t].interval_coverage} for t in TARGETS}})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # an unreadable or damaged file is not a version anyone can use
     return out

@@ -1,0 +1,53 @@
+"""A hostile client and a damaged data directory against a real cold server (no predictor
+published, so no measurement is needed): every answer is the spec's JSON error naming the
+problem, never a 500, and /health says what is wrong."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.api.server import call, running
+
+
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory):
+    from devicefit.api.app import Settings, create_app
+
+    root = tmp_path_factory.mktemp("cold-api-data")
+    with running(create_app(Settings(benchmark_dir=root, warm_models=()))) as base:
+        yield base, root
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00not utf-8", b'{"format": "%s"}', b'{"format": "%s", "boosters": []}'],
+                         ids=["not-utf8", "no-boosters", "boosters-a-list"])
+def test_a_damaged_published_predictor_is_503_and_health_degraded_not_500(cold, content):
+    from devicefit.predict.training import ARTIFACT_FORMAT
+
+    base, root = cold
+    current = root / "predictors" / "current.json"
+    current.parent.mkdir(exist_ok=True)
+    current.write_bytes(content.replace(b"%s", ARTIFACT_FORMAT.encode()))
+    (root / "predictors" / "predictor-20990101T000000-deadbeef.json").write_bytes(content.replace(b"%s", ARTIFACT_FORMAT.encode()))
+    try:
+        code, health = call(base, "/health")
+        assert code == 200 and health["status"] == "degraded", health
+        assert "current.json" in health["artifacts"]["predictor"]
+        code, r = call(base, "/hardware/select", {"model_name": "bert-tiny"})
+        assert code == 503 and r["status"] == "error" and "current.json" in r["message"] and "retrain" in r["message"], r
+        code, r = call(base, "/predictors")
+        assert code == 200 and r == [], r
+    finally:
+        current.unlink()
+        (root / "predictors" / "predictor-20990101T000000-deadbeef.json").unlink()
+    assert call(base, "/hardware/select", {"model_name": "bert-tiny"})[0] == 200  # cold again once it is gone
+
+
+def test_a_server_starts_over_a_damaged_published_predictor(tmp_path):
+    """Start-up warns and serves (503 until retrained), rather than failing to start."""
+    from devicefit.api.state import ServiceState, Settings
+    from devicefit.predict.training import ARTIFACT_FORMAT
+
+    (tmp_path / "predictors").mkdir()
+    (tmp_path / "predictors" / "current.json").write_text(json.dumps({"format": ARTIFACT_FORMAT}))
+    ServiceState(Settings(benchmark_dir=tmp_path, warm_models=())).start()
