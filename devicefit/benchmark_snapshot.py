@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from devicefit import store
-from devicefit.contracts import BENCHMARK_SNAPSHOT_FORMAT, publish
+from devicefit.contracts import BENCHMARK_SNAPSHOT_FORMAT, ContractError, publish, validate
 from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 
@@ -69,10 +69,14 @@ def load_snapshot(path: Path) -> dict[str, Any]:
         document = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise SnapshotError(f"no benchmark snapshot at {path}: materialize the pipeline (`make run`) first") from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
         raise SnapshotError(f"benchmark snapshot {path} is unreadable: {exc}") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT or not isinstance(document.get("rows"), list):
         raise SnapshotError(f"benchmark snapshot {path} is not a {FORMAT} document")
+    try:  # a damaged one (a row that is not an object, a field of another type) is refused, not a 500 per query
+        validate(SNAPSHOT_NAME, document)
+    except ContractError as exc:
+        raise SnapshotError(f"benchmark snapshot {path} is damaged: {exc}") from None
     return document
 
 

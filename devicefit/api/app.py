@@ -121,8 +121,6 @@ def _error(status: int, message: str) -> JSONResponse:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     from benchmark_runners.registry import kind_of_device
-    from devicefit.predict.api import PredictorUnavailable
-    from devicefit.select.config import SelectionConfigError
     from devicefit.select.selector import TASK_MODES
     from models.catalog import InvalidModelError, UnknownModelError
 
@@ -182,7 +180,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             predictor_version = state.selector().predictor.predictor.version()
             components["hardware_selection"] = components["hardware_prediction"] = True
-        except (PredictorUnavailable, SelectionConfigError) as exc:
+        except DevicefitError as exc:  # no usable predictor, config or compatibility matrix: said, not a 500
             components["hardware_selection"] = components["hardware_prediction"] = False
             predictor_version = str(exc)
         artifacts = {"predictor": predictor_version,

@@ -48,7 +48,7 @@ class ServiceState:
 
     settings: Settings
     _selector: Any = None
-    _stamp: float | None = None
+    _stamp: Any = None  # (predictor mtime or "cold-start", compatibility matrix mtime or None)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _snapshot: SnapshotReader | None = None
     _answers: OrderedDict = field(default_factory=OrderedDict)
@@ -75,9 +75,8 @@ class ServiceState:
         import devicefit.select.analysis  # noqa: F401 - imported here, not racing on a request
         import devicefit.select.distributed  # noqa: F401
         import devicefit.select.selection_map  # noqa: F401
-        from devicefit.predict.api import PredictorUnavailable
+        from devicefit.errors import DevicefitError
         from devicefit.predict.features import model_point
-        from devicefit.select.config import SelectionConfigError
         from models.catalog import load_catalog
         from models.inputs import model_class
         from models.op_profile import training_peak_activation_bytes
@@ -86,7 +85,7 @@ class ServiceState:
         names = self.names()
         try:
             self.selector()
-        except (PredictorUnavailable, SelectionConfigError) as exc:
+        except DevicefitError as exc:  # no usable predictor, config or compatibility matrix yet
             log.warning("not answering predictions yet: %s", exc)
         served = [*load_catalog().values(), *names.registered.values()]
         wanted = self.settings.warm_models
@@ -154,9 +153,11 @@ class ServiceState:
         from devicefit.select.selector import HardwareSelector
 
         path = self.artifact_path()
+        matrix = self.settings.paths().outputs / "compatibility_matrix.json"
         # Before any predictor is published the selector answers cold (devicefit.predict.cold_start,
-        # every answer labelled static_rule); a published artifact replaces it at the next request.
-        stamp = path.stat().st_mtime if path.exists() else "cold-start"
+        # every answer labelled static_rule); a published artifact replaces it at the next request,
+        # as a newly published compatibility matrix does (a run may publish one and no predictor).
+        stamp = (path.stat().st_mtime if path.exists() else "cold-start", matrix.stat().st_mtime if matrix.exists() else None)
         with self._lock:
             if self._selector is None or stamp != self._stamp:
                 from benchmark_runners.hardware import detect_hardware

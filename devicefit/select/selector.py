@@ -39,6 +39,28 @@ class SelectionError(DevicefitError, ValueError):
     """A request the selector cannot answer (unknown task, no candidate left, bad batch size)."""
 
 
+class CompatibilityMatrixError(DevicefitError, RuntimeError):
+    """The published compatibility matrix is unreadable or breaks its contract (a damaged file)."""
+    http_status = 503
+
+
+def read_compatibility_matrix(path: Path) -> dict[str, Any] | None:
+    """The published matrix, None when there is none; a damaged one is refused naming the file,
+    never read as a matrix that says nothing (every answer would then claim none was published)."""
+    from devicefit.contracts import ContractError, validate
+
+    if not path.exists():
+        return None
+    try:
+        document = json.loads(path.read_text())
+        validate(path.name, document)
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, not UTF-8, or ContractError
+        reason = str(exc) if isinstance(exc, ContractError) else f"unreadable: {exc}"
+        raise CompatibilityMatrixError(f"published compatibility matrix {path} is {reason}: "
+                                       "materialize the pipeline again (`make run`)") from None
+    return document
+
+
 # Why a candidate is out, by kind: the first two say the hardware cannot run the model at all
 # (it is not in `compatible_hardware`); the last two say this request's constraints rule it out.
 EXCLUSION_LABELS = {"unavailable": "not available here", "incompatible": "incompatible",
@@ -123,9 +145,7 @@ class HardwareSelector:
             inventory = detect_hardware().to_json()
         self.inventory = inventory
         matrix_path = self.predictor.paths.outputs / "compatibility_matrix.json"
-        if compatibility is None and matrix_path.exists():
-            compatibility = json.loads(matrix_path.read_text())
-        self.compatibility = compatibility
+        self.compatibility = read_compatibility_matrix(matrix_path) if compatibility is None else compatibility
 
     @property
     def compatibility_matrix(self) -> dict[str, Any] | None:

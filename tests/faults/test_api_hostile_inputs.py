@@ -43,11 +43,44 @@ def test_a_damaged_published_predictor_is_503_and_health_degraded_not_500(cold, 
     assert call(base, "/hardware/select", {"model_name": "bert-tiny"})[0] == 200  # cold again once it is gone
 
 
-def test_a_server_starts_over_a_damaged_published_predictor(tmp_path):
-    """Start-up warns and serves (503 until retrained), rather than failing to start."""
+@pytest.mark.parametrize("damaged", ["predictors/current.json", "outputs/compatibility_matrix.json"])
+def test_a_server_starts_over_a_damaged_published_artifact(tmp_path, damaged):
+    """Start-up warns and serves (503 until the pipeline publishes again), rather than failing to start."""
     from devicefit.api.state import ServiceState, Settings
     from devicefit.predict.training import ARTIFACT_FORMAT
 
-    (tmp_path / "predictors").mkdir()
-    (tmp_path / "predictors" / "current.json").write_text(json.dumps({"format": ARTIFACT_FORMAT}))
+    (tmp_path / damaged).parent.mkdir()
+    (tmp_path / damaged).write_text(json.dumps({"format": ARTIFACT_FORMAT}) if "predictor" in damaged else '{"model_families": ')
     ServiceState(Settings(benchmark_dir=tmp_path, warm_models=())).start()
+
+
+@pytest.mark.parametrize("content", [b'{"model_families": ', b"\xff\xff", b"[]", b'{"model_families": {"embedding": 1}}'],
+                         ids=["truncated", "not-utf8", "a-list", "breaks-contract"])
+def test_a_damaged_compatibility_matrix_is_503_naming_it_not_500(cold, content):
+    base, root = cold
+    matrix = root / "outputs" / "compatibility_matrix.json"
+    matrix.parent.mkdir(exist_ok=True)
+    matrix.write_bytes(content)
+    try:
+        code, health = call(base, "/health")
+        assert code == 200 and health["status"] == "degraded" and "compatibility_matrix.json" in health["artifacts"]["predictor"]
+        code, r = call(base, "/hardware/select", {"model_name": "bert-tiny"})
+        assert code == 503 and "compatibility_matrix.json" in r["message"], r
+    finally:
+        matrix.unlink()
+    assert call(base, "/hardware/select", {"model_name": "bert-tiny"})[0] == 200
+
+
+@pytest.mark.parametrize("content", [b"\xff\xff", b'{"format": "devicefit.benchmark_snapshot/1", "generated_at": "x", '
+                                                  b'"database": "d", "rows": [1]}'], ids=["not-utf8", "row-not-an-object"])
+def test_a_damaged_benchmark_snapshot_is_503_naming_it_not_500(cold, content):
+    base, root = cold
+    snapshot = root / "outputs" / "benchmarks.json"
+    snapshot.parent.mkdir(exist_ok=True)
+    snapshot.write_bytes(content)
+    try:
+        for path in ("/benchmarks", "/benchmarks?model=bert-tiny"):
+            code, r = call(base, path)
+            assert code == 503 and "benchmarks.json" in r["message"], r
+    finally:
+        snapshot.unlink()
