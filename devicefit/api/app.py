@@ -115,6 +115,33 @@ def _measured_model_name(lookup, name: str, registered: list[str]) -> str:
                             known_as="not measured, not a catalog model and not a model registered on this server")
 
 
+def _problem(error: dict[str, Any]) -> str:
+    """One validation error in words: the field, and for a body that is not JSON where and why;
+    a body that is not a JSON object at all because it was not sent as JSON says so."""
+    where = ".".join(str(p) for p in error["loc"] if p != "body") or "body"
+    if error.get("type") == "json_invalid":
+        return f"body is not valid JSON at character {error['loc'][-1]}: {(error.get('ctx') or {}).get('error', error['msg'])}"
+    if error["loc"] == ("body",) and isinstance(error.get("input"), (bytes, str)):
+        return "body: expected a JSON object sent with Content-Type: application/json"
+    return f"{where}: {error['msg']}"
+
+
+def _unparseable_body(exc: StarletteHTTPException) -> str | None:
+    """FastAPI's 400 "There was an error parsing the body" for JSON the decoder cannot take
+    (nested past the recursion limit, not UTF-8, an integer of thousands of digits), said as
+    the 422 of any other malformed body, with the reason."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None or exc.detail != "There was an error parsing the body":
+        return None
+    if isinstance(cause, RecursionError):
+        reason = "nested too deeply"
+    elif isinstance(cause, UnicodeDecodeError):
+        reason = f"not UTF-8 ({cause.reason} at byte {cause.start})"
+    else:
+        reason = str(cause)[:200] or type(cause).__name__
+    return f"invalid request: body is not JSON this server can read: {reason}"
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"status": "error", "message": message})
 
@@ -147,12 +174,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException):
         # Starlette's own errors (unknown route, wrong method, unparseable body) in the spec's shape.
-        return _error(exc.status_code, str(exc.detail))
+        unparseable = _unparseable_body(exc)
+        return _error(422, unparseable) if unparseable else _error(exc.status_code, str(exc.detail))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError):
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}" for e in exc.errors())
-        return _error(422, f"invalid request: {problems}")
+        return _error(422, f"invalid request: {'; '.join(map(_problem, exc.errors()))}")
 
     @app.exception_handler(DevicefitError)
     async def devicefit_error(_: Request, exc: DevicefitError):

@@ -84,3 +84,27 @@ def test_a_damaged_benchmark_snapshot_is_503_naming_it_not_500(cold, content):
             assert code == 503 and "benchmarks.json" in r["message"], r
     finally:
         snapshot.unlink()
+
+
+@pytest.mark.parametrize("raw, reason", [
+    (b"[" * 30000 + b"]" * 30000, "nested too deeply"),
+    (b'{"model_name": "gpt2", "batch_size": 1' + b"0" * 5000 + b"}", "digits"),
+    (b'{"model_name": "\xff"}', "not UTF-8"),
+    (b"{not json", "not valid JSON at character 1: Expecting property name"),
+    (b'{"model_name": "gpt2",}', "not valid JSON at character 22"),
+], ids=["deep", "huge-int", "not-utf8", "not-json", "trailing-comma"])
+def test_a_body_the_decoder_cannot_take_is_422_saying_why(cold, raw, reason):
+    code, r = call(cold[0], "/hardware/select", raw=raw)
+    assert code == 422 and r["status"] == "error" and r["message"].startswith("invalid request") and reason in r["message"], r
+
+
+def test_a_body_not_sent_as_json_says_so(cold):
+    """curl -d sends application/x-www-form-urlencoded: the answer names the Content-Type."""
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(cold[0] + "/hardware/select", data=b'{"model_name": "gpt2"}', method="POST",
+                                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(req, timeout=60)
+    assert caught.value.code == 422 and "Content-Type: application/json" in json.loads(caught.value.read())["message"]
