@@ -2,15 +2,34 @@
 
 Standard library only, and the device registry (`benchmark_runners.registry`, itself standard
 library only) for the torch device of a kind. A 4xx answer raises ValueError with the server's message, as the spec
-shows; a 5xx or an unreachable server raises RuntimeError.
+shows; a 5xx, an unreachable server, one that does not answer within `timeout`, drops the
+connection or answers something that is not JSON raises RuntimeError.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
+
+
+def _error_message(exc: urllib.error.HTTPError) -> str:
+    """The server's `message` (the spec's error shape), else FastAPI's `detail`, else the body
+    itself (a proxy's page), else the reason phrase: never only "Bad Request" when more was said."""
+    try:
+        raw = exc.read()
+    except OSError:
+        return str(exc.reason)
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and (body.get("message") or body.get("detail")):
+        return str(body.get("message") or body.get("detail"))
+    text = raw.decode("utf-8", "replace").strip()[:500]
+    return f"{exc.reason}: {text}" if text else str(exc.reason)
 
 
 class HardwareSelectionClient:
@@ -24,17 +43,22 @@ class HardwareSelectionClient:
                                          headers={"Content-Type": "application/json", "Accept": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as resp:
-                return json.loads(resp.read())
+                raw = resp.read()
         except urllib.error.HTTPError as exc:
-            try:
-                message = json.loads(exc.read()).get("message", exc.reason)
-            except (json.JSONDecodeError, AttributeError):
-                message = str(exc.reason)
+            message = _error_message(exc)
             if 400 <= exc.code < 500:
                 raise ValueError(f"{exc.code}: {message}") from None
             raise RuntimeError(f"{exc.code}: {message}") from None
         except urllib.error.URLError as exc:
             raise RuntimeError(f"cannot reach {self.base_url}: {exc.reason}") from None
+        except TimeoutError:
+            raise RuntimeError(f"{self.base_url}{path} did not answer within {self.timeout} s") from None
+        except (http.client.HTTPException, OSError) as exc:  # the connection dropped mid-answer
+            raise RuntimeError(f"{self.base_url}{path}: connection failed: {exc or type(exc).__name__}") from None
+        try:
+            return json.loads(raw)
+        except ValueError:  # not a ValueError to the caller: that is a 4xx
+            raise RuntimeError(f"{self.base_url}{path} answered something that is not JSON: {raw[:200]!r}") from None
 
     def health(self) -> dict[str, Any]:
         return self._call("/health")
@@ -45,21 +69,25 @@ class HardwareSelectionClient:
     def select_hardware(self, model_name: str, model_family: str | None = None, batch_size: int = 1,
                         sequence_length: int | None = None, mode: str = "inference", precision: str = "fp32",
                         available_hardware: list[str] | None = None, task_type: str | None = None, distributed: bool = False,
-                        gpu_count: int = 1, max_latency_ms: float | None = None) -> dict[str, Any]:
+                        gpu_count: int = 1, max_latency_ms: float | None = None, new_tokens: int | None = None,
+                        max_tpot_ms: float | None = None, max_ttft_ms: float | None = None) -> dict[str, Any]:
+        """`new_tokens`, `max_tpot_ms` and `max_ttft_ms` apply to mode (or task) generation."""
         return self._call("/hardware/select", {
             "model_name": model_name, "model_family": model_family, "batch_size": batch_size, "sequence_length": sequence_length,
             "mode": mode, "precision": precision, "available_hardware": available_hardware, "task_type": task_type,
-            "distributed": distributed, "gpu_count": gpu_count, "max_latency_ms": max_latency_ms})
+            "distributed": distributed, "gpu_count": gpu_count, "max_latency_ms": max_latency_ms, "new_tokens": new_tokens,
+            "max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms})
 
     def select_hardware_for_models(self, models: list[dict[str, str]], batch_size: int = 1, mode: str = "inference") -> dict[str, Any]:
         return self._call("/hardware/batch", {"models": models, "batch_size": batch_size, "mode": mode})
 
     def predict_performance(self, model_name: str, hardware: str | list[str] = "cpu", batch_size: int = 1,
                             model_family: str | None = None, sequence_length: int | None = None, mode: str = "inference",
-                            precision: str = "fp32") -> dict[str, Any]:
+                            precision: str = "fp32", new_tokens: int | None = None) -> dict[str, Any]:
+        """`new_tokens` applies to mode generation (sequence_length is then the prompt)."""
         return self._call("/performance/predict", {
             "model_name": model_name, "model_family": model_family, "hardware": hardware, "batch_size": batch_size,
-            "sequence_length": sequence_length, "mode": mode, "precision": precision})
+            "sequence_length": sequence_length, "mode": mode, "precision": precision, "new_tokens": new_tokens})
 
     def get_distributed_training_config(self, model_name: str, gpu_count: int, batch_size: int = 8,
                                         max_memory_gb: float | None = None, model_family: str | None = None,

@@ -108,3 +108,15 @@ def test_a_body_not_sent_as_json_says_so(cold):
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(req, timeout=60)
     assert caught.value.code == 422 and "Content-Type: application/json" in json.loads(caught.value.read())["message"]
+
+
+def test_the_client_asks_the_generation_scenario_as_the_api_takes_it(cold):
+    from devicefit.client import HardwareSelectionClient
+
+    client = HardwareSelectionClient(cold[0])
+    r = client.predict_performance("gpt2", hardware="cpu", mode="generation", new_tokens=8, sequence_length=16)
+    assert r["predictions"]["cpu"]["new_tokens"] == 8 and r["predictions"]["cpu"]["prompt_tokens"] == 16
+    r = client.select_hardware("gpt2", mode="generation", new_tokens=8, available_hardware=["cpu"], max_tpot_ms=1e9, max_ttft_ms=1e9)
+    assert r["new_tokens"] == 8 and r["primary_recommendation"] == "cpu"
+    with pytest.raises(ValueError, match="422: .*new_tokens"):
+        client.predict_performance("gpt2", new_tokens=1, mode="generation")
