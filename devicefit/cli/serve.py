@@ -25,14 +25,16 @@ def _check_served_models(root: Optional[Path], model_dirs: list[Path]) -> None:
 @app.command(rich_help_panel=PANEL)
 def serve(
     host: str = typer.Option(os.environ.get("DEVICEFIT_HOST", "127.0.0.1"), "--host", help="Address to bind (default 127.0.0.1: this machine only)."),
-    port: int = typer.Option(8000, "--port", help="Port to listen on."),
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="Port to listen on."),
     database: Optional[Path] = typer.Option(os.environ.get("BENCHMARK_DB_PATH"), "--database", help="DuckDB file: the store itself, its directory holding predictors and outputs (env BENCHMARK_DB_PATH)."),
     benchmark_dir: Optional[Path] = typer.Option(os.environ.get("BENCHMARK_DIR"), "--benchmark-dir", help="Data directory (env BENCHMARK_DIR; default data/)."),
     config: Optional[Path] = typer.Option(os.environ.get("CONFIG_PATH"), "--config", help="Selection config JSON (env CONFIG_PATH)."),
     reload: bool = typer.Option(False, "--reload", help="Restart on code changes (development)."),
     workers: int = typer.Option(1, "--workers", help="Worker processes."),
     debug: bool = typer.Option(os.environ.get("DEBUG", "0") == "1", "--debug", help="Debug logging and error details (env DEBUG=1)."),
-    cache_size: int = typer.Option(int(os.environ.get("API_CACHE_SIZE", "4096")), "--cache-size",
+    # envvar, not int(os.environ[...]) here: a bad value is then this option's usage error, not a
+    # traceback of every command at import
+    cache_size: int = typer.Option(4096, "--cache-size", envvar="API_CACHE_SIZE", min=0, show_envvar=False,
                                    help="Select/predict answers kept per published predictor (env API_CACHE_SIZE; 0 = off)."),
     model_dir: Optional[list[Path]] = typer.Option(None, "--model-dir", help="A local model directory the API may analyse, "
                                                    "under its directory's name (repeatable); beside those of `devicefit models add`."),
@@ -60,8 +62,6 @@ def serve(
     if config is not None:
         os.environ["CONFIG_PATH"] = str(Path(config).resolve())
     os.environ["DEBUG"] = "1" if debug else "0"
-    if cache_size < 0:
-        fail(f"--cache-size must be 0 or more, got {cache_size}")
     os.environ["API_CACHE_SIZE"] = str(cache_size)
     _check_served_models(root, model_dir or [])
     os.environ["DEVICEFIT_MODEL_DIRS"] = os.pathsep.join(str(Path(d).resolve()) for d in model_dir or [])
