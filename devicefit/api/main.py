@@ -8,11 +8,25 @@ from pathlib import Path
 
 from devicefit.api.app import Settings, create_app
 
+
+def _cache_size() -> int:
+    """API_CACHE_SIZE, refused by name when it is not a whole number >= 0 (`devicefit serve`
+    checks it as --cache-size's value; an ASGI server importing this module directly gets this)."""
+    raw = os.environ.get("API_CACHE_SIZE", "4096")
+    try:
+        size = int(raw)
+    except ValueError:
+        size = -1
+    if size < 0:
+        raise ValueError(f"API_CACHE_SIZE must be a whole number >= 0 (answers kept per predictor; 0 = off), got {raw!r}")
+    return size
+
+
 _dir = os.environ.get("BENCHMARK_DIR")
 _db = os.environ.get("BENCHMARK_DB_PATH")
 app = create_app(Settings(benchmark_dir=Path(_dir) if _dir else None, database=Path(_db) if _db and not _dir else None,
                           config_path=Path(os.environ["CONFIG_PATH"]) if os.environ.get("CONFIG_PATH") else None,
                           debug=os.environ.get("DEBUG", "0") == "1",
-                          response_cache_size=int(os.environ.get("API_CACHE_SIZE", "4096")),
+                          response_cache_size=_cache_size(),
                           model_dirs=tuple(Path(d) for d in os.environ.get("DEVICEFIT_MODEL_DIRS", "").split(os.pathsep) if d),
                           warm_models=None if os.environ.get("DEVICEFIT_WARM_UP", "1") != "0" else ()))

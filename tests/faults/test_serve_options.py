@@ -24,3 +24,12 @@ def test_a_bad_api_cache_size_breaks_only_serve_and_says_which_option():
     assert out.returncode == 2 and "--cache-size" in out.stderr and "Traceback" not in out.stderr, out.stderr[-2000:]
     out = devicefit("serve", "--cache-size", "-1")
     assert out.returncode == 2 and "--cache-size" in out.stderr
+
+
+def test_the_asgi_module_names_a_bad_api_cache_size():
+    """`uvicorn devicefit.api.main:app` reads API_CACHE_SIZE itself: a bad value is refused by
+    name, not as int()'s 'invalid literal ... 'abc''."""
+    for bad in ("abc", "-1"):
+        out = subprocess.run([sys.executable, "-c", "import devicefit.api.main"], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "API_CACHE_SIZE": bad})
+        assert out.returncode != 0 and "API_CACHE_SIZE must be a whole number >= 0" in out.stderr and repr(bad) in out.stderr, out.stderr[-2000:]
