@@ -178,6 +178,9 @@ def _register_device_files(con, raw_dir: Path, report: "LoadReport") -> None:
     device is in the fleet, with its own probe, before its first rows arrive. A bad file is
     quarantined with its reason, as a bad landing file is."""
     for path in sorted((raw_dir / DEVICES_DIR).glob("*.json")) if (raw_dir / DEVICES_DIR).is_dir() else []:
+        if (why := _not_a_file(path)) is not None:
+            _set_aside(path, why, f"{DEVICES_DIR}/{path.name}", report)
+            continue
         try:
             try:
                 document = json.loads(path.read_bytes())
@@ -195,10 +198,74 @@ def _register_device_files(con, raw_dir: Path, report: "LoadReport") -> None:
             report.quarantined.append((f"{DEVICES_DIR}/{path.name}", str(exc)))
 
 
+def _not_a_file(path: Path) -> str | None:
+    """Why `path` (an entry of raw/ named *.json) is no landing file, or None for a readable regular
+    file: a directory, a broken symlink, a pipe or a device would stop every load (or block it)."""
+    if path.is_file():
+        return None
+    what = "a broken symlink" if path.is_symlink() and not path.exists() else \
+        "a directory" if path.is_dir() else "not a regular file (a pipe, socket or device)"
+    return f"{path}: {what}, not a landing file"
+
+
+def _set_aside(path: Path, reason: str, shown: str, report: "LoadReport") -> None:
+    """Quarantine `path` with its reason; where even the move fails, leave it and say so."""
+    try:
+        quarantine(path, reason)
+    except OSError as exc:
+        reason = f"{reason} (left in place: {type(exc).__name__}: {exc})"
+    report.quarantined.append((shown, reason))
+
+
+def _claimed_key(con, path: Path) -> str | None:
+    """The source key the file at `path` loads under, read cheaply; None when it cannot be read
+    (the load then quarantines it with the full reason)."""
+    try:
+        data = path.read_bytes()
+        loaded = store.source_loaded_from(con, str(path), hashlib.sha256(data).hexdigest())
+        if loaded is not None:
+            return loaded
+        document = json.loads(data)
+    except (OSError, ValueError, RecursionError):
+        return None
+    key = document.get("source_key") if isinstance(document, dict) else None
+    return key if isinstance(key, str) and key else path.stem
+
+
+def _shadowed(con, raw_dir: Path, files: list[Path]) -> dict[Path, Path]:
+    """Files that claim the source key of another file in raw/ ({copy: the file that keeps the
+    key}). Two files loading under one key replace each other's rows at every load, the last in
+    name order winning (an older copy, `partition__cpu__gpt2.old.json`, took the newer rows out):
+    the file at the key's own landing path keeps it, else the first in load order."""
+    by_key: dict[str, list[Path]] = {}
+    for path in files:
+        key = _claimed_key(con, path)
+        if key is not None:
+            by_key.setdefault(key, []).append(path)
+    out = {}
+    for key, claimants in by_key.items():
+        if len(claimants) > 1:
+            own = landing_path(raw_dir, key)
+            keeper = own if own in claimants else claimants[0]
+            out.update({p: keeper for p in claimants if p != keeper})
+    return out
+
+
 def _load(con, raw_dir: Path, pulled: list[str] | None = None) -> LoadReport:
     report = LoadReport(pulled=list(pulled or []))
     _register_device_files(con, raw_dir, report)
+    files = []
     for path in sorted(raw_dir.glob("*.json"), key=_load_order) if raw_dir.is_dir() else []:
+        if (why := _not_a_file(path)) is not None:
+            _set_aside(path, why, path.name, report)
+        else:
+            files.append(path)
+    shadowed = _shadowed(con, raw_dir, files)
+    for path in files:
+        if path in shadowed:
+            _set_aside(path, f"{path}: holds the same source as {shadowed[path].name}, which is loaded instead (two files "
+                             f"of one source would replace each other's rows at every load)", path.name, report)
+            continue
         data = path.read_bytes()
         sha = hashlib.sha256(data).hexdigest()
         unchanged = store.source_loaded_from(con, str(path), sha)

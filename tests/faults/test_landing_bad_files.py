@@ -206,3 +206,43 @@ def test_a_speed_reference_that_is_not_two_rates_is_quarantined_naming_it(tmp_pa
     assert _count(paths.database, "speed_reference.before_gflops = 150.0") == 1  # the good one kept whole
     with pytest.raises(LandingFileError, match="speed_reference"):
         write_landing(tmp_path / "refused", "partition:cpu|x", _doc([{**_row(), **SPEED_REFUSED[case]}]))
+
+
+@pytest.mark.parametrize("entry", ["broken symlink", "directory"])
+def test_an_entry_of_raw_that_is_no_regular_file_is_quarantined_and_the_rest_loads(tmp_path, entry):
+    """A broken symlink or a directory named *.json crashed every load (FileNotFoundError,
+    IsADirectoryError), and a pipe blocked it (not tested: a regression would hang the suite).
+    Landing files and device records alike."""
+    import os
+
+    paths = DataPaths(tmp_path)
+    write_landing(paths.raw, "partition:cpu|z-good", _doc([_row(run_id="good")]))
+    for directory in (paths.raw, paths.raw / "devices"):
+        directory.mkdir(parents=True, exist_ok=True)
+        bad = directory / "a-bad.json"
+        {"broken symlink": lambda: os.symlink(tmp_path / "gone.json", bad), "directory": bad.mkdir}[entry]()
+    report = load_landing_files(paths.database, paths.raw)
+    reasons = dict(report.quarantined)
+    assert set(reasons) == {"a-bad.json", "devices/a-bad.json"} and "not a landing file" in reasons["a-bad.json"]
+    assert report.loaded == [("partition:cpu|z-good", 1)] and _count(paths.database) == 1
+    assert (paths.raw / "quarantine" / "a-bad.json.reason.txt").is_file()
+    again = load_landing_files(paths.database, paths.raw)
+    assert again.quarantined == [] and again.unchanged == ["partition:cpu|z-good"]
+
+
+def test_a_stray_copy_of_a_landing_file_never_replaces_its_rows(tmp_path):
+    """An older copy of a partition's file left in raw/ (`.old.json`, "copy of") loads under the
+    same source key: it replaced the partition's rows at every load, the last in name order
+    winning, so the store held the copy's 1 row instead of the partition's 2."""
+    paths = DataPaths(tmp_path)
+    landed = write_landing(paths.raw, "partition:cpu|bert-tiny", _doc([_row(run_id="old")]))
+    load_landing_files(paths.database, paths.raw)  # loaded from the copy's bytes, at the copy's path
+    stray = paths.raw / "partition__cpu__bert-tiny.old.json"
+    landed.rename(stray)
+    load_landing_files(paths.database, paths.raw)
+    write_landing(paths.raw, "partition:cpu|bert-tiny", _doc([_row(run_id="new"), _row("int8", run_id="new")]))
+    for _ in range(2):
+        report = load_landing_files(paths.database, paths.raw)
+        assert _count(paths.database) == 2 and _count(paths.database, "run_id = 'new'") == 2
+    assert report.loaded == [] and report.unchanged == ["partition:cpu|bert-tiny"]
+    assert "partition__cpu__bert-tiny.json" in (paths.raw / "quarantine" / f"{stray.name}.reason.txt").read_text()
