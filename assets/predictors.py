@@ -7,7 +7,7 @@ from dagster_duckdb import DuckDBResource
 
 from assets.automation import EAGER
 from assets.metadata import OWNERS, rows_table
-from assets.resources import DevicefitData
+from assets.resources import DevicefitData, same_store
 from assets.results import benchmark_results, training_frame
 from benchmark_runners.hardware import detect_hardware
 from devicefit import store
@@ -34,7 +34,7 @@ def predictors(context: dg.AssetExecutionContext, devicefit_data: DevicefitData,
                training_frame: pl.DataFrame):
     try:
         # reads the devices, then records the published version; not held while training
-        artifact = train_predictors(devicefit_data.paths(), detect_hardware(probe=False), duckdb.get_connection,
+        artifact = train_predictors(same_store(devicefit_data, duckdb), detect_hardware(probe=False), duckdb.get_connection,
                                     rows=store.rows_of(training_frame))
     except InsufficientData as exc:
         context.log.warning(f"predictors not retrained: {exc}")  # the published predictor, if any, stays
@@ -75,8 +75,9 @@ def prediction_matrix(devicefit_data: DevicefitData) -> dg.MaterializeResult:
           kinds={"duckdb"}, owners=OWNERS,
           description="Served predictions (API, matrix) against measurements taken after them: the predictors' real error.")
 def prediction_validation(devicefit_data: DevicefitData, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    paths = same_store(devicefit_data, duckdb)
     with duckdb.get_connection() as con:
-        loaded, by_source = validate_served_predictions(devicefit_data.paths(), con)
+        loaded, by_source = validate_served_predictions(paths, con)
     return dg.MaterializeResult(metadata={
         "predictions_loaded": loaded,
         "matched_with_later_measurements": sum(r["n"] for r in by_source),

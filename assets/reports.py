@@ -9,7 +9,7 @@ from dagster_duckdb import DuckDBResource
 from assets.automation import EAGER
 from assets.metadata import OWNERS, rows_table
 from assets.predictors import PREDICTOR_KEYS
-from assets.resources import DevicefitData
+from assets.resources import DevicefitData, same_store
 from assets.results import benchmark_results
 from devicefit import store
 from devicefit.reports import DEFAULT_REGRESSION_THRESHOLD, publish_regression_report, publish_reports, regression_report_path
@@ -26,8 +26,9 @@ class ReportConfig(dg.Config):
           description="Plotly dashboard (data/outputs/reports/index.html), comparative_analysis.csv and recommendations.json.")
 def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData, duckdb_reader: DuckDBResource,
                       aggregated_results: pl.DataFrame) -> dg.MaterializeResult:
+    paths = same_store(devicefit_data, duckdb_reader)
     with duckdb_reader.get_connection() as con:  # the devices and inputs; then render without holding the store
-        data = load_report_data(devicefit_data.paths(), con, aggregates=store.rows_of(aggregated_results))
+        data = load_report_data(paths, con, aggregates=store.rows_of(aggregated_results))
     published = publish_reports(devicefit_data.paths(), png=config.png, data=data)
     d = published.dashboard
     return dg.MaterializeResult(metadata={
@@ -45,8 +46,9 @@ def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData, duckd
           description="Each config's latest run against its previous run (Mann-Whitney on raw samples + "
                       f"{DEFAULT_REGRESSION_THRESHOLD:.0%} threshold), data/outputs/regression_report.json.")
 def regression_report(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource) -> dg.MaterializeResult:
+    paths = same_store(devicefit_data, duckdb_reader)
     with duckdb_reader.get_connection() as con:
-        report = publish_regression_report(devicefit_data.paths(), con=con)
+        report = publish_regression_report(paths, con=con)
     changed = [c for c in report["comparisons"] if c["verdict"] in ("regression", "improvement", "inconclusive")]
     return dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(regression_report_path(devicefit_data.paths()))),

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster_duckdb import DuckDBResource
 
 from assets.store_duckdb import READ_ONLY, StoreDuckDB
 from assets.store_tables import StoreTables
 from benchmark_runners.paths import data_dir
+from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 
 
@@ -25,6 +27,24 @@ class DevicefitData(dg.ConfigurableResource):
 
     def paths(self) -> DataPaths:
         return DataPaths(Path(self.data_dir).resolve() if self.data_dir else data_dir())
+
+
+class StoreMismatch(DevicefitError, ValueError):
+    """The DuckDB resources open another store than the data directory's (run config changed one)."""
+
+
+def same_store(devicefit_data: DevicefitData, *stores: DuckDBResource) -> DataPaths:
+    """The data directory's paths, once each DuckDB resource is seen to open its store. Run config
+    may set `devicefit_data`'s `data_dir` alone: the assets then read that directory's landing
+    files and wrote their rows into the other directory's store. Refused, naming both."""
+    paths = devicefit_data.paths()
+    for resource in stores:
+        database = resource.database_path() if isinstance(resource, StoreDuckDB) else Path(resource.database)
+        if database.resolve() != paths.database.resolve():
+            raise StoreMismatch(f"the data directory is {paths.root} but the DuckDB resource opens {database}: set "
+                                f"DEVICEFIT_DATA_DIR, or give resources duckdb, duckdb_reader and store_tables the "
+                                f"database {paths.database} too")
+    return paths
 
 
 STORE_TABLES = "store_tables"  # the IO manager key of the assets whose value is a table

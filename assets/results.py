@@ -10,7 +10,7 @@ from dagster_duckdb import DuckDBResource
 
 from assets.automation import AFTER_NEW_MEASUREMENTS, EAGER
 from assets.metadata import OWNERS, rows_table, table_metadata
-from assets.resources import STORE_TABLES, DevicefitData
+from assets.resources import STORE_TABLES, DevicefitData, same_store
 from devicefit import store
 from devicefit.benchmark_snapshot import snapshot_path
 from devicefit.compatibility import compatibility_matrix as build_compatibility_matrix
@@ -24,7 +24,7 @@ from devicefit.pipeline import aggregate_frame, load_results, write_output_json
           kinds={"duckdb"}, owners=OWNERS,
           description="Landing files loaded into DuckDB (measurements, runs, hardware, models); bad files quarantined.")
 def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: DevicefitData, duckdb: DuckDBResource) -> dg.MaterializeResult:
-    paths = devicefit_data.paths()
+    paths = same_store(devicefit_data, duckdb)
     paths.database.parent.mkdir(parents=True, exist_ok=True)
     with duckdb.get_connection() as con:
         report = load_results(paths, con)
@@ -61,7 +61,7 @@ HEADLINE = ["model", "device_kind", "mode", "batch_size", "best_precision", "p50
                       "(table aggregated_results); published as outputs/benchmarks.json for readers that must not "
                       "open DuckDB (the API).")
 def aggregated_results(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource) -> dg.Output[pl.DataFrame]:
-    paths = devicefit_data.paths()
+    paths = same_store(devicefit_data, duckdb_reader)
     with duckdb_reader.get_connection() as con:
         frame = aggregate_frame(paths, con)
     best = frame.filter(pl.col("is_best_precision")).select(HEADLINE).to_dicts()
@@ -75,7 +75,7 @@ def aggregated_results(devicefit_data: DevicefitData, duckdb_reader: DuckDBResou
                       "per family x kind; spec 002 JSON in outputs/); unmeasured support labelled; availability "
                       "and probes from the fleet's registered devices.")
 def compatibility_matrix(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource) -> dg.Output[pl.DataFrame]:
-    paths = devicefit_data.paths()
+    paths = same_store(devicefit_data, duckdb_reader)
     with duckdb_reader.get_connection() as con:
         # The fleet's registered devices decide availability, probes and memory, not this host's detection.
         matrix = build_compatibility_matrix(con, read_fleet_inventory(con, *this_machine()))

@@ -7,7 +7,7 @@ from dagster_duckdb import DuckDBResource
 from assets.automation import EAGER
 from assets.metadata import OWNERS
 from assets.predictors import PREDICTOR_KEYS
-from assets.resources import DevicefitData
+from assets.resources import DevicefitData, same_store
 from devicefit.compatibility import matrix_of_rows
 from devicefit.fleet.inventory import read_fleet_inventory, this_machine
 from devicefit.pipeline import publish_selection_map
@@ -18,9 +18,10 @@ from devicefit.pipeline import publish_selection_map
           description="Spec 002 selection map (families x size categories x modes, and batch sizes) over the fleet's "
                       "registered devices, data/outputs/.")
 def selection_map(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource, compatibility_matrix: pl.DataFrame) -> dg.MaterializeResult:
+    paths = same_store(devicefit_data, duckdb_reader)
     with duckdb_reader.get_connection() as con:
         fleet = read_fleet_inventory(con, *this_machine())  # the fleet's registered devices, not this host's detection
-    path, document = publish_selection_map(devicefit_data.paths(), fleet, compatibility=matrix_of_rows(compatibility_matrix.to_dicts()))
+    path, document = publish_selection_map(paths, fleet, compatibility=matrix_of_rows(compatibility_matrix.to_dicts()))
     cells = [c for f in document["model_families"].values() for sizes in f["model_sizes"].values() for c in sizes.values()]
     primaries: dict[str, int] = {}
     for c in cells:

@@ -21,9 +21,13 @@ class StoreDuckDB(DuckDBResource):
 
     database: str = ""
 
+    def database_path(self) -> Path:
+        """The file a connection opens now."""
+        return Path(self.database) if self.database else DataPaths(data_dir()).database
+
     @contextmanager
     def get_connection(self):
-        path = Path(self.database) if self.database else DataPaths(data_dir()).database
+        path = self.database_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         opening = DuckDBResource(database=str(path), connection_config=self.connection_config).get_connection()
         try:

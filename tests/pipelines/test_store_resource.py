@@ -58,3 +58,37 @@ def test_an_asset_that_fails_inside_the_block_leaves_no_connection_open(tmp_path
     con = store.connect(tmp_path / "devicefit.duckdb", read_only=True)
     assert con.execute("SELECT count(*) FROM t").fetchone() == (0,)
     con.close()
+
+
+def test_run_config_moving_the_data_directory_alone_is_refused_not_split(tmp_path, monkeypatch):
+    """Run config (the UI's launchpad) may set `devicefit_data`'s data_dir alone: benchmark_results
+    then loaded that directory's landing files into DEVICEFIT_DATA_DIR's store (and published its
+    outputs beside the other). Refused naming both; with the DuckDB resources moved too, it loads."""
+    import shutil
+
+    import dagster as dg
+
+    from pipelines.definitions import defs
+    from tests.pipelines.test_store import _doc, _row
+    from devicefit.landing import write_landing
+
+    there, default = tmp_path / "there", tmp_path / "default"
+    write_landing(there / "raw", "partition:cpu|bert-tiny", _doc([_row()]))
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(default))
+    job = defs.resolve_job_def("results_job")
+    moved = {"devicefit_data": {"config": {"data_dir": str(there)}}}
+    with dg.instance_for_test() as instance:
+        result = job.execute_in_process(instance=instance, run_config={"resources": moved}, raise_on_error=False,
+                                        asset_selection=[dg.AssetKey("benchmark_results")])
+        assert not result.success and not (default / "devicefit.duckdb").exists()
+        [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+        assert "DuckDB resource opens" in str(failure.event_specific_data.error)
+        database = {"config": {"database": str(there / "devicefit.duckdb")}}
+        both = {**moved, "duckdb": database, "duckdb_reader": database}
+        result = job.execute_in_process(instance=instance, run_config={"resources": both}, raise_on_error=False,
+                                        asset_selection=[dg.AssetKey("benchmark_results")])
+        assert result.success
+    con = store.connect(there / "devicefit.duckdb", read_only=True)
+    assert con.execute("SELECT count(*) FROM measurements").fetchone() == (1,)
+    con.close()
+    shutil.rmtree(default, ignore_errors=True)
