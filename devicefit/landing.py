@@ -266,6 +266,8 @@ def _load(con, raw_dir: Path, pulled: list[str] | None = None) -> LoadReport:
             _set_aside(path, f"{path}: holds the same source as {shadowed[path].name}, which is loaded instead (two files "
                              f"of one source would replace each other's rows at every load)", path.name, report)
             continue
+        if not path.exists():  # retired by a document loaded before it (below)
+            continue
         data = path.read_bytes()
         sha = hashlib.sha256(data).hexdigest()
         unchanged = store.source_loaded_from(con, str(path), sha)
@@ -283,6 +285,9 @@ def _load(con, raw_dir: Path, pulled: list[str] | None = None) -> LoadReport:
             if loaded.duplicates:
                 report.duplicates.append((source_key, loaded.duplicates))
             report.superseded += [(old, source_key) for old in loaded.superseded]
+            for old in loaded.superseded:  # its file too, where the partition stopped before retiring it
+                if (stale := landing_path(raw_dir, old)).is_file():
+                    retire_landing(stale)
         except LandingFileError as exc:
             quarantine(path, str(exc))
             report.quarantined.append((path.name, str(exc)))

@@ -280,3 +280,20 @@ def test_regression_tracking_compares_a_profile_with_its_own_previous_run(tmp_pa
     current = current_sets(database)
     verdicts = {c.identity.get("device_profile"): (c.verdict, c.baseline_run) for c in compare(current, previous_sets(database, current), 0.1)}
     assert verdicts["t1"] == ("unchanged", "t1-1") and verdicts[None][0] == "new"
+
+
+def test_a_superseded_file_left_behind_by_a_killed_partition_is_retired_not_loaded_again(tmp_path):
+    """measure_partition writes the device partition's file, then retires the kind partition's
+    file it supersedes; killed in between, the next load dropped the old rows and then loaded
+    the old file again, so the store held both runs of the device and model for good."""
+    raw, database = tmp_path / "raw", tmp_path / "devicefit.duckdb"
+    config = BenchmarkConfig(model="bert-tiny")
+    write_landing(raw, "partition:cpu|bert-tiny", results_document("old", [replace(_row(config, 5.0), run_id="old")], HARDWARE))
+    load_landing_files(database, raw)
+    write_landing(raw, "partition:cpu-abc|bert-tiny", {**results_document("new", [replace(_row(config, 5.2), run_id="new")], HARDWARE),
+                                                       "supersedes": ["partition:cpu|bert-tiny"]})  # no retire_landing: killed
+    for _ in range(2):
+        load_landing_files(database, raw)
+        with store.opened(database, read_only=True) as con:
+            assert con.execute("SELECT source_key, run_id FROM measurements").fetchall() == [("partition:cpu-abc|bert-tiny", "new")]
+    assert (raw / "superseded" / "partition__cpu__bert-tiny.json").is_file() and not (raw / "partition__cpu__bert-tiny.json").exists()
