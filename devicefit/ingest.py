@@ -89,7 +89,9 @@ def _positive(value: float) -> float:
 # BIGINT (1e308 MB made int(inf) raise).
 MAX_LATENCY = 3.2e7
 Latency = Annotated[float, Field(allow_inf_nan=False, le=MAX_LATENCY), AfterValidator(_positive)]
-Megabytes = Annotated[float, Field(ge=0, le=INT64_MAX / 2**20 / 2, allow_inf_nan=False)]
+# optimum-benchmark's "MB" are decimal, bytes * 1e-6 ("MB, not MiB", its system_utils and memory tracker).
+OPTIMUM_MB = 10**6
+Megabytes = Annotated[float, Field(ge=0, le=INT64_MAX / OPTIMUM_MB / 2, allow_inf_nan=False)]
 
 
 class OptimumBackend(_Optimum):
@@ -168,7 +170,7 @@ def _parse(model: type[BaseModel], data: Any, what: str, where: str) -> Any:
 
 
 def _mb_to_bytes(value: float | None) -> int | None:
-    return None if value is None else int(value * 2**20)
+    return None if value is None else round(value * OPTIMUM_MB)
 
 
 def optimum_to_document(config: Any, report: Any, source: str, digest: str) -> dict[str, Any]:
