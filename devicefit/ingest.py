@@ -138,7 +138,13 @@ class OptimumLatency(_Optimum):
 
 
 class OptimumThroughput(_Optimum):
+    unit: Text | None = None
     value: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+
+    def samples_per_s(self) -> float | None:
+        """The value where it counts samples; a prefill target's tokens/s (optimum-benchmark before
+        0.5) is batch x sequence per second, so the rate is taken from the latencies instead."""
+        return self.value if self.unit in (None, "samples/s") else None
 
 
 class OptimumMemory(_Optimum):
@@ -218,7 +224,7 @@ def optimum_to_document(config: Any, report: Any, source: str, digest: str) -> d
     stats = summarize(samples_ms).to_json()
     stats.pop("count")
     memory = target.memory or OptimumMemory()
-    throughput = (target.throughput.value if target.throughput else None) or batch * len(samples_ms) / (sum(samples_ms) / 1e3)
+    throughput = (target.throughput.samples_per_s() if target.throughput else None) or batch * len(samples_ms) / (sum(samples_ms) / 1e3)
     load = rep.load_model or rep.load
     load_latency = load.latency if load is not None else None
     load_scale = {"s": 1.0, "ms": 1e-3}.get(load_latency.unit) if load_latency is not None else None

@@ -174,3 +174,20 @@ def test_a_directory_of_landing_files_lands_whole_or_not_at_all(tmp_path):
     empty.mkdir()
     with pytest.raises(LandingFileError, match="neither devicefit results files"):
         ingest_path(empty, tmp_path / "raw3")
+
+
+def test_a_prefill_target_in_tokens_per_second_is_not_stored_as_samples_per_second(tmp_path):
+    """optimum-benchmark before 0.5 reports prefill throughput in tokens/s (batch x sequence a
+    second); the importer took any throughput value for samples/s, 128x too high here."""
+    config, report = optimum_documents()
+    forward = report.pop("forward")
+    seconds = sum(LATENCIES_S)
+    report["prefill"] = {**forward, "throughput": {"unit": "tokens/s", "value": 4 * 128 * len(LATENCIES_S) / seconds}}
+    paths = DataPaths(tmp_path / "data")
+    ingest_file(write_optimum_pair(tmp_path / "optimum", config, report), paths.raw)
+    load_landing_files(paths.database, paths.raw)
+    con = store.connect(paths.database, read_only=True)
+    [row] = store.query(con, "SELECT throughput_samples_per_s, forward_tokens_per_s FROM measurements")
+    con.close()
+    assert row["throughput_samples_per_s"] == pytest.approx(4 * len(LATENCIES_S) / seconds)
+    assert row["forward_tokens_per_s"] == pytest.approx(4 * 128 * len(LATENCIES_S) / seconds)
