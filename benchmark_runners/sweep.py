@@ -82,7 +82,20 @@ def _device_table(inventory: HardwareInventory) -> dict[str, dict]:
     return table
 
 
+def threads_reason(threads: int | None, inventory: HardwareInventory) -> str | None:
+    """Why a worker cannot run `threads` torch threads on this host: more than its logical cores
+    is oversubscription, not a constraint (devices register refuses it too), and tens of
+    thousands crash the worker in OpenMP's thread creation."""
+    cpu = inventory.platforms.get("cpu")
+    cores = (cpu.devices or [{}])[0].get("logical_cores") if cpu is not None else None
+    if threads and cores and threads > cores:
+        return f"{threads} threads on a host with {cores} logical cores is oversubscription, not a constraint (at most {cores})"
+    return None
+
+
 def _unavailable_reason(config: BenchmarkConfig, inventory: HardwareInventory, devices: dict) -> str | None:
+    if (reason := threads_reason(config.threads, inventory)) is not None:
+        return reason
     kind = config.device_kind
     if not inventory.platforms[kind].available:
         # a kind whose devices are addressed as this one's (ROCm builds of torch say "cuda")

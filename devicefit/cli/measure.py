@@ -177,7 +177,7 @@ def benchmark(
     if database and no_database:
         fail("--database and --no-database disagree: give one of them")
     from benchmark_runners.device_lock import busy_elsewhere, physical_device
-    from benchmark_runners.sweep import new_run_id, run_sweep, start_worker_early
+    from benchmark_runners.sweep import new_run_id, run_sweep, start_worker_early, threads_reason
 
     model_names = csv_list(model, "--model")
     try:
@@ -190,6 +190,8 @@ def benchmark(
     # Before the early worker: a probe (the first detection after a boot) would count the
     # worker's imports as another process's CPU use, take itself again and not be cached.
     inventory = detect_hardware(max_probe_age_s=PROBE_MAX_AGE_S)
+    if (reason := threads_reason(threads, inventory)) is not None:
+        fail(f"--threads: {reason}")
     if not devices_busy and not isa:  # beside another process's measurement, its imports would disturb it
         start_worker_early(model_names[0])  # its imports run while the models are resolved and checked
 

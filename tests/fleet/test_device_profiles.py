@@ -399,3 +399,21 @@ def test_the_run_summary_sets_each_config_beside_its_own_fp32(tmp_path):
                   and ln.split("│")[5].strip() == str(seq)]
         assert line.split("│")[8].strip() == f"{fp32[(host, batch, seq)]:.2f}"
     assert any("cpu (t1)" in ln for ln in lines) and any(" 512 " in ln for ln in lines)
+
+
+def test_more_threads_than_the_host_has_are_refused_not_a_crashed_worker():
+    """`benchmark --threads 100000` reached torch.set_num_threads in the worker, whose OpenMP
+    thread creation failed: a `failed` row "worker process killed by SIGSEGV". More threads than
+    logical cores is no constraint (`devices register` refuses it): the sweep skips such a config
+    before any worker starts and the CLI refuses the option (found by a fault hunt, 2026-11-29)."""
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+
+    inventory = detect_hardware(probe=False)
+    cores = inventory.platforms["cpu"].devices[0]["logical_cores"]
+    [row] = run_sweep([BenchmarkConfig(model="bert-tiny", threads=100_000, policy=FAST)], inventory=inventory)
+    assert row.status == "skipped" and row.reason_code == "device_unavailable"
+    assert f"100000 threads on a host with {cores} logical cores" in row.error
+    out = CliRunner().invoke(app, ["benchmark", "--model", "bert-tiny", "--threads", str(cores + 1)])
+    assert out.exit_code == 2 and f"--threads: {cores + 1} threads on a host with {cores} logical cores" in out.output, out.output
