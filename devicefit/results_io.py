@@ -1,6 +1,7 @@
 """Writing a sweep's rows as one self-describing JSON document, atomically."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -26,6 +27,8 @@ def results_document(run_id: str, results: list[BenchmarkResult], hardware: dict
 def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
     """Temp file + rename: a reader never sees half a file, and a failed write keeps the old one."""
     path = Path(path)
+    if path.is_dir():  # else the rename fails naming the temporary file, not the path the caller gave
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

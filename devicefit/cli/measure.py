@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -134,6 +135,39 @@ def _store_rows(document: dict, database: Path) -> None:
     err.print(f"stored {report.rows_loaded} rows in {database}")
 
 
+def _check_destination(path: Optional[Path], option: str) -> None:
+    """Refuse, before anything is measured, a file the sweep could not write at its end (the
+    rows of a long run would be lost): a directory, or a path under a file or an unwritable directory."""
+    if path is None:
+        return
+    if path.is_dir():
+        fail(f"{option} {path} is a directory: give the file to write")
+    parent = path.absolute().parent
+    while not parent.exists() and parent != parent.parent:  # created by the write
+        parent = parent.parent
+    if not parent.is_dir():
+        fail(f"{option} {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        fail(f"{option} {path}: {parent} is not writable")
+
+
+def _check_baseline(compare_to: Optional[str]) -> None:
+    """A baseline that cannot be read (a corrupt file, a run id without a database) is named
+    before the sweep, not after it. `previous` and run ids are looked up once the rows exist."""
+    from devicefit.reports import regression
+    from devicefit.reports.baselines import load_baseline
+
+    if compare_to is None or compare_to == "previous":
+        return
+    database = data_paths().database
+    path = Path(compare_to)
+    if path.is_file() or path.suffix.lower() in (".csv", ".json") or not database.exists():
+        try:
+            load_baseline(compare_to, database if database.exists() else None, [])
+        except (regression.BaselineError, ValueError) as exc:
+            fail(str(exc))
+
+
 @app.command(rich_help_panel=PANEL)
 def benchmark(
     model: str = typer.Option(..., "--model", "-m", help="Model(s), comma-separated: catalog names or local model directories."),
@@ -176,6 +210,9 @@ def benchmark(
         mode = "training"
     if database and no_database:
         fail("--database and --no-database disagree: give one of them")
+    for path, option in ((json_out, "--json"), (output_ci, "--output-ci"), (database, "--database")):
+        _check_destination(path, option)
+    _check_baseline(compare_to)
     from benchmark_runners.device_lock import busy_elsewhere, physical_device
     from benchmark_runners.sweep import new_run_id, run_sweep, start_worker_early, threads_reason
 

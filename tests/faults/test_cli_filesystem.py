@@ -49,3 +49,34 @@ def test_a_read_only_data_dir_is_one_line(tmp_path):
         _assert_one_line_error(_ingest(_document(tmp_path), mount_point), "Read-only file system")
     finally:
         subprocess.run(["umount", str(mount_point)], check=False)
+
+
+def test_benchmark_refuses_outputs_and_baselines_it_could_not_use_before_measuring(tmp_path, monkeypatch):
+    """`benchmark --json DIR` measured every config, then failed at the end naming a temporary
+    file ("Is a directory: .DIR.x1y2.tmp") and the rows were lost; an unreadable --compare-to
+    baseline was named only after the whole sweep too. Each is refused before anything runs
+    (found by a fault hunt, 2026-11-29)."""
+    from typer.testing import CliRunner
+
+    import benchmark_runners.hardware as hardware
+    from devicefit.cli import app
+    from devicefit.results_io import write_json_atomic
+
+    def no_sweep(*_a, **_k):
+        raise AssertionError("the sweep's preparations started before the bad option was refused")
+
+    monkeypatch.setattr(hardware, "detect_hardware", no_sweep)
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(tmp_path / "data"))
+    directory, blocker, corrupt = tmp_path / "out", tmp_path / "file", tmp_path / "corrupt.json"
+    directory.mkdir()
+    blocker.write_text("")
+    corrupt.write_text('{"results": ')
+    for extra, message in ((["--json", str(directory)], f"--json {directory} is a directory"),
+                           (["--output-ci", str(blocker / "ci.json")], f"{blocker} is not a directory"),
+                           (["--database", str(directory)], f"--database {directory} is a directory"),
+                           (["--compare-to", str(corrupt)], f"baseline {corrupt} is unreadable"),
+                           (["--compare-to", "no-such-run"], "there is no database to look up a run id in")):
+        out = CliRunner().invoke(app, ["benchmark", "--model", "bert-tiny", *extra])
+        assert out.exit_code == 2 and message in " ".join(out.output.split()), out.output
+    with pytest.raises(IsADirectoryError, match=str(directory)):
+        write_json_atomic(directory, {})
