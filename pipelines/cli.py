@@ -11,7 +11,7 @@ import typer
 from benchmark_runners import registry
 from benchmark_runners.speed_reference import speed_summary
 from devicefit.cli import app
-from devicefit.cli.common import best_precision_table, console, csv_list, data_paths, err, exit_without_teardown, fail, int_list
+from devicefit.cli.common import best_precision_table, console, csv_list, data_paths, err, exit_without_teardown, fail, int_list, registry_help
 from devicefit.errors import DevicefitError
 
 
@@ -20,7 +20,7 @@ def run_command(
     profile: str = typer.Option("quick", "--profile", help="quick (minutes) or full (the nightly sweep)."),
     model: Optional[str] = typer.Option(None, "--model", help="Comma-separated models instead of the profile's."),
     hardware: Optional[str] = typer.Option(
-        None, "--hardware", help=f"Comma-separated kinds ({', '.join(registry.measurable_kinds())}: this host's first device of each, "
+        None, "--hardware", help=f"Comma-separated kinds ({registry_help(lambda: ', '.join(registry.measurable_kinds()))}: this host's first device of each, "
                                  "as it is) or device ids: this host's, with a constraint profile (cpu-<fingerprint>+t1, ...+avx2), and with "
                                  "DEVICEFIT_BROKER_URL set any registered device, measured by its host's `devicefit worker`. "
                                  "Default: every available kind."),

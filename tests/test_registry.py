@@ -87,6 +87,21 @@ def test_a_plugin_that_cannot_be_imported_is_named(tmp_path):
     assert proc.returncode != 0 and "no_such_devicefit_plugin" in proc.stderr and "DEVICEFIT_PLUGINS" in proc.stderr
 
 
+def test_the_cli_names_a_plugin_that_cannot_be_imported_in_one_line_not_a_traceback(tmp_path):
+    """The commands' help texts read the registry when devicefit.cli is imported, outside the
+    group's error handler: a bad DEVICEFIT_PLUGINS was a traceback on every command, even
+    `benchmark --help` (found by a fault hunt, 2026-11-29)."""
+    env = dict(_plugin_env(tmp_path), DEVICEFIT_PLUGINS="no_such_devicefit_plugin")
+    for args in (["detect", "--json"], ["benchmark", "--model", "bert-tiny", "--device", "cpu"]):
+        proc = subprocess.run([sys.executable, "-m", "devicefit.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        assert "plugin module 'no_such_devicefit_plugin' named in DEVICEFIT_PLUGINS cannot be imported" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "devicefit.cli", "benchmark", "--help"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
 def test_registrations_that_would_make_the_registry_inconsistent_are_refused():
     class Clash(Backend):
         name = "torch"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Callable, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -36,7 +36,11 @@ class DevicefitGroup(TyperGroup):
     def parse_args(self, ctx, args):
         from devicefit.cli.spellings import join_list_values
 
-        return super().parse_args(ctx, join_list_values(list(args)))
+        try:  # the spellings read the device registry, which a bad DEVICEFIT_PLUGINS makes raise
+            args = join_list_values(list(args))
+        except DevicefitError as exc:
+            fail(str(exc), exc.exit_code)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx):
         try:
@@ -48,6 +52,17 @@ class DevicefitGroup(TyperGroup):
             # OS's reason, not a traceback.
             path = exc.filename or ""
             fail(f"{exc.strerror or exc}" + (f": {path}" if path else "") + f" ({type(exc).__name__})", 1)
+
+
+def registry_help(text: Callable[[], str]) -> str:
+    """Help text built from the device registry when the commands are declared (at import). A
+    registry that cannot load (DEVICEFIT_PLUGINS naming a module that does not import) must not
+    raise there, outside every handler, as a traceback: the help says so, and the error is one
+    line when a command reads the registry."""
+    try:
+        return text()
+    except DevicefitError as exc:
+        return f"(the device registry did not load: {exc})"
 
 
 app = typer.Typer(cls=DevicefitGroup, add_completion=False, no_args_is_help=True,

@@ -11,12 +11,12 @@ from rich.table import Table
 
 from benchmark_runners import registry
 from benchmark_runners.harness import FAULTS_WORTH_A_NOTE, page_faults_text
-from devicefit.cli.common import app, console, csv_list, data_paths, err, fail, gib, int_list, print_regression
+from devicefit.cli.common import app, console, csv_list, data_paths, err, fail, gib, int_list, print_regression, registry_help
 
 PANEL = "Measure"
 
 
-@app.command(rich_help_panel=PANEL, help=f"Detect hardware platforms ({', '.join(registry.kind_names())}) and probe each "
+@app.command(rich_help_panel=PANEL, help=f"Detect hardware platforms ({registry_help(lambda: ', '.join(registry.kind_names()))}) and probe each "
              "measurable device's matmul GFLOP/s and memory bandwidth. Cached in data/hardware.json until a reboot; "
              "a probe older than 12 h is taken again.")
 def detect(
@@ -171,7 +171,7 @@ def _check_baseline(compare_to: Optional[str]) -> None:
 @app.command(rich_help_panel=PANEL)
 def benchmark(
     model: str = typer.Option(..., "--model", "-m", help="Model(s), comma-separated: catalog names or local model directories."),
-    device: str = typer.Option("cpu", "--device", "--hardware", help="Device(s), comma-separated: " + "; ".join(f"{b.device_help} ({b.name})" for b in registry.backends().values()) + "."),
+    device: str = typer.Option("cpu", "--device", "--hardware", help="Device(s), comma-separated: " + registry_help(lambda: "; ".join(f"{b.device_help} ({b.name})" for b in registry.backends().values())) + "."),
     batch_sizes: str = typer.Option("1", "--batch-sizes", "--batch-size", help="Comma-separated batch sizes, e.g. 1,8."),
     precision: str = typer.Option("fp32", "--precision", help="Comma-separated: fp32, fp16, bf16, int8."),
     mode: str = typer.Option("inference", "--mode", "--scenario", help="inference (one forward pass), training, generation "

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from benchmark_runners import registry
-from devicefit.cli.common import BATCH_SIZE, BENCHMARK_DIR, DEBUG, MODE, MODEL, PRECISION, app, console, csv_list, debug_logging, fail, int_list, select_errors
+from devicefit.cli.common import BATCH_SIZE, BENCHMARK_DIR, DEBUG, MODE, MODEL, PRECISION, app, console, csv_list, debug_logging, fail, int_list, registry_help, select_errors
 
 PANEL = "Predict"
 
@@ -243,7 +243,7 @@ def distributed(
 @app.command("memory-search", rich_help_panel=PANEL)
 def memory_search_command(
     model: str = MODEL,
-    hardware: str = typer.Option("cpu", "--hardware", help=", ".join(k.name for k in registry.kinds().values() if k.native_precisions) + "."),
+    hardware: str = typer.Option("cpu", "--hardware", help=registry_help(lambda: ", ".join(k.name for k in registry.kinds().values() if k.native_precisions)) + "."),
     memory_constrained: float = typer.Option(..., "--memory-constrained", help="Memory cap in MB (MiB)."),
     mode: str = MODE,
     benchmark_dir: Optional[Path] = BENCHMARK_DIR,

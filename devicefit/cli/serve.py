@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from benchmark_runners import registry
-from devicefit.cli.common import MODEL, app, console, data_paths, err, fail
+from devicefit.cli.common import MODEL, app, console, data_paths, err, fail, registry_help
 
 PANEL = "Serve and generate"
 
@@ -81,7 +81,7 @@ def serve(
 def generate_tests(
     model: str = MODEL,
     output_dir: Path = typer.Option(Path("generated_tests"), "--output-dir", help="Where the pytest file goes."),
-    device: Optional[str] = typer.Option(None, "--device", help=f"Force the device under test ({', '.join(registry.torch_kinds())}); default: the recommended one."),
+    device: Optional[str] = typer.Option(None, "--device", help=f"Force the device under test ({registry_help(lambda: ', '.join(registry.torch_kinds()))}); default: the recommended one."),
     clear_cache: bool = typer.Option(False, "--clear-cache", help="Clear the resource pool before validating, and in the generated tests."),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds a pooled model may sit idle before it is freed (generated tests' pool)."),
     debug: bool = typer.Option(False, "--debug", help="Debug logging, here and in the generated tests."),
