@@ -43,6 +43,10 @@ class BadWaitBound(DevicefitError):
     """DEVICEFIT_DEVICE_WAIT_S is not a number of seconds (a configuration error, exit 2)."""
 
 
+class BadLockDir(DevicefitError):
+    """DEVICEFIT_LOCK_DIR (or the default) names something that is not a directory (exit 2)."""
+
+
 def lock_dir() -> Path:
     """Machine-wide (every data directory and DAGSTER_HOME on this host shares the devices):
     DEVICEFIT_LOCK_DIR, or devicefit-device-locks under the system's temporary directory."""
@@ -113,6 +117,8 @@ def _open_lock_file(name: str) -> tuple[int, Path, bool]:
         raise ValueError(f"not a device lock name: {name!r}")
     directory = lock_dir()
     if not directory.is_dir():
+        if directory.exists() or directory.is_symlink():  # else mkdir's "File exists" names no problem
+            raise BadLockDir(f"the device lock directory {directory} is not a directory (DEVICEFIT_LOCK_DIR names it)")
         directory.mkdir(parents=True, exist_ok=True)
         try:
             os.chmod(directory, 0o1777)

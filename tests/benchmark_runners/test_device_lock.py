@@ -105,3 +105,21 @@ def test_busy_elsewhere_names_devices_another_process_measures_on(lock_env):
         proc.wait()
     with hold_devices(["cpu"], wait_s=0):
         assert busy_elsewhere(["cpu"]) == []  # this process's own hold is not "elsewhere"
+
+
+def test_a_lock_directory_that_is_a_file_is_named_not_file_exists(tmp_path, monkeypatch):
+    """DEVICEFIT_LOCK_DIR naming a file ended `benchmark` with "File exists: PATH
+    (FileExistsError)", which names no problem (found by a fault hunt, 2026-11-29)."""
+    from typer.testing import CliRunner
+
+    from benchmark_runners.device_lock import BadLockDir
+    from devicefit.cli import app
+
+    blocker = tmp_path / "locks"
+    blocker.write_text("")
+    monkeypatch.setenv("DEVICEFIT_LOCK_DIR", str(blocker))
+    with pytest.raises(BadLockDir, match=f"device lock directory {blocker} is not a directory"):
+        with hold_devices(["cpu"], wait_s=0):
+            pass
+    out = CliRunner().invoke(app, ["benchmark", "--model", "bert-tiny"])
+    assert out.exit_code == 2 and "is not a directory (DEVICEFIT_LOCK_DIR names it)" in " ".join(out.output.split()), out.output
