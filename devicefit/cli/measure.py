@@ -271,6 +271,9 @@ def benchmark(
             for name in model_names for dev in csv_list(device, "--device") for m in modes
             for p in csv_list(precision, "--precision") for b in sizes
         ]
+        # A value given twice (--batch-sizes 1,1, -m bert-tiny,bert-tiny) is one config: measured
+        # twice, its rows would share the run's natural key, which ingest and --database refuse.
+        configs = list({c.key(): c for c in configs}.values())
         for spec in specs:  # impossible sizes are caught here, before any worker starts
             if "generation" in modes and not generation_reason(spec):
                 request_shape(spec, seq_length, new_tokens)

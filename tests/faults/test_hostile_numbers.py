@@ -91,3 +91,30 @@ def test_the_cli_bounds_an_asked_batch_as_the_api_does():
                           (["select", "--model", "bert-tiny", "--distributed", "--gpu-count", "-2"], "Invalid value for")):
         out = CliRunner().invoke(app, args)
         assert out.exit_code == 2 and message in out.output, out.output
+
+
+def test_a_config_asked_twice_is_measured_once(tmp_path, monkeypatch):
+    """`benchmark -m bert-tiny,bert-tiny --batch-sizes 1,1` measured the same config four times
+    and wrote four rows with one run id and config key: `devicefit ingest` refused the file
+    ("results[1] repeats run_id ... and config_key ...") and --database would have stored none
+    (found by a fault hunt, 2026-11-29)."""
+    from typer.testing import CliRunner
+
+    import benchmark_runners.sweep as sweep
+    from benchmark_runners.records import BenchmarkResult
+    from devicefit.cli import app
+
+    asked = []
+
+    def fake_sweep(configs, run_id=None, on_event=None, inventory=None):
+        asked.extend(configs)
+        return [BenchmarkResult.for_config(c, run_id, "2026-11-29T00:00:00+00:00", "skipped", "not measured here") for c in configs]
+
+    monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
+    monkeypatch.setattr(sweep, "start_worker_early", lambda *_a, **_k: None)
+    out = CliRunner().invoke(app, ["benchmark", "--model", "bert-tiny,bert-tiny", "--batch-sizes", "1,1,2",
+                                   "--precision", "fp32,fp32", "--json", str(tmp_path / "rows.json")])
+    assert out.exit_code == 0, out.output
+    assert [(c.model, c.batch_size, c.precision) for c in asked] == [("bert-tiny", 1, "fp32"), ("bert-tiny", 2, "fp32")]
+    rows = json.loads((tmp_path / "rows.json").read_text())["results"]
+    assert len({r["config_key"] for r in rows}) == len(rows) == 2
