@@ -210,6 +210,20 @@ def probe_age_s(inventory: HardwareInventory, now: datetime | None = None) -> fl
     return ((now or datetime.now(timezone.utc)) - detected).total_seconds()
 
 
+def _measured_elsewhere(device: str) -> str | None:
+    """Why `device` is not probed now: another process holds its device lock (it is measuring,
+    and seconds of matmul and copies beside it would disturb both); None when it is free or
+    held by this process (`devicefit run` probes between its own sweeps)."""
+    from benchmark_runners.device_lock import busy_elsewhere, physical_device
+    from models.errors import DevicefitError
+
+    try:
+        busy = busy_elsewhere([physical_device(device)])
+    except (OSError, ValueError, DevicefitError):  # no usable lock directory: the sweep reports it
+        return None
+    return f"not probed: another process is measuring on {busy[0]} (its device lock is held)" if busy else None
+
+
 def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path | None = None,
                     max_probe_age_s: float | None = None) -> HardwareInventory:
     """Detect (or read the cached) inventory. `refresh` re-detects and re-probes. Where `probe`
@@ -230,6 +244,7 @@ def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path 
             dev["fingerprint"] = device_fingerprint(kind, dev)
     qualify_host_runtimes({kind: info.devices for kind, info in platforms.items()})
     probes: dict[str, dict[str, Any]] = {}
+    busy_devices: list[str] = []
     if probe:
         for kind in registry.probed_kinds():
             info = platforms[kind]
@@ -237,10 +252,15 @@ def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path 
                 continue
             for dev in info.devices:
                 device = registry.kind(kind).device_id(dev)
-                try:
-                    result = probe_device(device).to_json()
-                except Exception as exc:  # a probe failure is reported, not hidden
-                    result = {"device": device, "error": f"{type(exc).__name__}: {exc}"}
+                if (busy := _measured_elsewhere(device)) is not None:  # its probe would disturb that measurement
+                    previous = (_read_cache(path) or HardwareInventory({}, {})).probes.get(device)
+                    result = dict(previous) if previous and "error" not in previous else {"device": device, "error": busy}
+                    busy_devices.append(device)
+                else:
+                    try:
+                        result = probe_device(device).to_json()
+                    except Exception as exc:  # a probe failure is reported, not hidden
+                        result = {"device": device, "error": f"{type(exc).__name__}: {exc}"}
                 result["fingerprint"] = dev["fingerprint"]
                 probes[device] = result
     inventory = HardwareInventory(
@@ -249,6 +269,6 @@ def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path 
         detected_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         boot_id=_boot_id(),
     )
-    if probe and not any(p.get("contended") for p in probes.values()):
-        _write_cache(path, inventory)  # a disturbed probe is used once, never kept for the next run
+    if probe and not busy_devices and not any(p.get("contended") for p in probes.values()):
+        _write_cache(path, inventory)  # a disturbed (or a skipped) probe is used once, never kept for the next run
     return inventory

@@ -181,6 +181,7 @@ def test_a_probe_older_than_its_maximum_age_is_taken_again(tmp_path, monkeypatch
             return {"device": "cpu", "matmul_gflops_best": 100.0 + len(probed), "contended": False}
 
     monkeypatch.setattr(module, "probe_device", Probe)
+    monkeypatch.setenv("DEVICEFIT_LOCK_DIR", str(tmp_path / "locks"))  # a measurement elsewhere on the host would skip the probe
     path = tmp_path / "hardware.json"
     detect_hardware(refresh=True, cache_path=path)
     assert probed == ["cpu"]
@@ -225,3 +226,46 @@ def test_fingerprint_of_an_absent_device_names_the_reason(tmp_path):
         pytest.skip("this machine has MPS")
     with pytest.raises(ValueError, match="no mps device here"):
         inventory.fingerprint("mps")
+
+
+def test_a_device_another_process_measures_on_is_not_probed_beside_it(tmp_path, monkeypatch):
+    """A second `devicefit benchmark` (or `devicefit detect`) whose cached probe was stale ran
+    seconds of matmul and copies on the CPU while the first held its device lock and measured,
+    disturbing its rows (the lock kept only the sweeps apart). A locked device's earlier probe is
+    used for this run, or none; nothing is cached, so the next free run probes (found by a fault
+    hunt, 2026-11-29)."""
+    import subprocess
+    import sys
+
+    from benchmark_runners.hardware import inventory as module
+
+    probed = []
+
+    class Probe:
+        def __init__(self, device):
+            probed.append(device)
+
+        def to_json(self):
+            return {"device": "cpu", "matmul_gflops_best": 100.0 + len(probed), "contended": False}
+
+    monkeypatch.setattr(module, "probe_device", Probe)
+    monkeypatch.setenv("DEVICEFIT_LOCK_DIR", str(tmp_path / "locks"))
+    path = tmp_path / "hardware.json"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom benchmark_runners.device_lock import hold_devices\n"
+                               "with hold_devices(['cpu']):\n    print('held', flush=True)\n    time.sleep(600)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        busy = detect_hardware(refresh=True, cache_path=path)
+        assert probed == [] and "another process is measuring on cpu" in busy.probes["cpu"]["error"] and not path.exists()
+        holder.kill()
+        holder.wait()
+        detect_hardware(refresh=True, cache_path=path)  # free: probed and cached
+        assert probed == ["cpu"] and json.loads(path.read_text())["probes"]["cpu"]["matmul_gflops_best"] == 101.0
+        holder = subprocess.Popen(holder.args, stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline().strip() == "held"
+        again = detect_hardware(refresh=True, cache_path=path)  # locked again: the earlier probe, not a new one
+        assert probed == ["cpu"] and again.probes["cpu"]["matmul_gflops_best"] == 101.0
+    finally:
+        holder.kill()
+        holder.wait()
