@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import platform
 import re
@@ -25,6 +26,8 @@ from benchmark_runners import registry
 from benchmark_runners.hardware.platforms import PlatformInfo, detect_platforms
 from benchmark_runners.hardware.probe import probe_device
 from benchmark_runners.paths import hardware_cache_path
+
+log = logging.getLogger("devicefit.hardware")
 
 # 2: the fingerprints of devices on the host's CPU are qualified by it (host_qualified);
 # 3: a CPU the process may use only part of (cpuset, CFS quota) has `usable_cpus` in its fingerprint.
@@ -191,11 +194,20 @@ def _too_old(inventory: HardwareInventory, max_age_s: float | None) -> bool:
 
 
 def _write_cache(path: Path, inventory: HardwareInventory) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".hardware-", suffix=".json")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(inventory.to_json(), fh, indent=2)
-    os.replace(tmp, path)
+    """Best effort: a cache that cannot be written (a full disk, a read-only data directory, a
+    directory in its place) costs the next run a detection, not this one its result, and leaves
+    no temporary file behind."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".hardware-", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(inventory.to_json(), fh, indent=2)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        log.warning("hardware cache %s not written (%s: %s); the next run detects again", path, type(exc).__name__, exc)
 
 
 def probe_age_s(inventory: HardwareInventory, now: datetime | None = None) -> float | None:

@@ -269,3 +269,26 @@ def test_a_device_another_process_measures_on_is_not_probed_beside_it(tmp_path, 
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_cache_that_cannot_be_written_costs_the_next_run_a_detection_not_this_one(tmp_path, monkeypatch):
+    """With a directory where data/hardware.json belongs (or a full disk, a read-only data
+    directory) `devicefit detect` and `devicefit benchmark` failed after detecting and probing:
+    "Is a directory: data/.hardware-x1y2.json", the temporary file left behind (found by a fault
+    hunt, 2026-11-29)."""
+    from benchmark_runners.hardware import inventory as module
+
+    class Probe:
+        def __init__(self, device):
+            pass
+
+        def to_json(self):
+            return {"device": "cpu", "matmul_gflops_best": 100.0, "contended": False}
+
+    monkeypatch.setattr(module, "probe_device", Probe)
+    monkeypatch.setenv("DEVICEFIT_LOCK_DIR", str(tmp_path / "locks"))
+    path = tmp_path / "data" / "hardware.json"
+    path.mkdir(parents=True)
+    inventory = detect_hardware(refresh=True, cache_path=path)
+    assert inventory.platforms["cpu"].available and inventory.probes["cpu"]["matmul_gflops_best"] == 100.0
+    assert sorted(p.name for p in path.parent.iterdir()) == ["hardware.json"]
