@@ -153,14 +153,16 @@ def _check_destination(path: Optional[Path], option: str) -> None:
 
 def _check_baseline(compare_to: Optional[str]) -> None:
     """A baseline that cannot be read (a corrupt file, a run id without a database) is named
-    before the sweep, not after it. `previous` and run ids are looked up once the rows exist."""
+    before the sweep, not after it. `previous` and run ids in a database are looked up once the rows exist."""
     from devicefit.reports import regression
     from devicefit.reports.baselines import load_baseline
 
-    if compare_to is None or compare_to == "previous":
+    if compare_to is None:
         return
     database = data_paths().database
     path = Path(compare_to)
+    if compare_to == "previous" and database.exists():
+        return
     if path.is_file() or path.suffix.lower() in (".csv", ".json") or not database.exists():
         try:
             load_baseline(compare_to, database if database.exists() else None, [])

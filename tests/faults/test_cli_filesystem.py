@@ -75,7 +75,8 @@ def test_benchmark_refuses_outputs_and_baselines_it_could_not_use_before_measuri
                            (["--output-ci", str(blocker / "ci.json")], f"{blocker} is not a directory"),
                            (["--database", str(directory)], f"--database {directory} is a directory"),
                            (["--compare-to", str(corrupt)], f"baseline {corrupt} is unreadable"),
-                           (["--compare-to", "no-such-run"], "there is no database to look up a run id in")):
+                           (["--compare-to", "no-such-run"], "there is no database to look up a run id in"),
+                           (["--compare-to", "previous"], "baseline 'previous' needs the database")):
         out = CliRunner().invoke(app, ["benchmark", "--model", "bert-tiny", *extra])
         assert out.exit_code == 2 and message in " ".join(out.output.split()), out.output
     with pytest.raises(IsADirectoryError, match=str(directory)):
