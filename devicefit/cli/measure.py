@@ -151,7 +151,7 @@ def _check_destination(path: Optional[Path], option: str) -> None:
         fail(f"{option} {path}: {parent} is not writable")
 
 
-def _check_baseline(compare_to: Optional[str]) -> None:
+def _check_baseline(compare_to: Optional[str], threshold: float) -> None:
     """A baseline that cannot be read (a corrupt file, a run id without a database) is named
     before the sweep, not after it. `previous` and run ids in a database are looked up once the rows exist."""
     from devicefit.reports import regression
@@ -159,6 +159,10 @@ def _check_baseline(compare_to: Optional[str]) -> None:
 
     if compare_to is None:
         return
+    try:
+        regression.compare([], [], threshold)  # checks --regression-alert, which it would refuse after the sweep
+    except ValueError as exc:
+        fail(f"--regression-alert: {exc}")
     database = data_paths().database
     path = Path(compare_to)
     if compare_to == "previous" and database.exists():
@@ -214,7 +218,7 @@ def benchmark(
         fail("--database and --no-database disagree: give one of them")
     for path, option in ((json_out, "--json"), (output_ci, "--output-ci"), (database, "--database")):
         _check_destination(path, option)
-    _check_baseline(compare_to)
+    _check_baseline(compare_to, regression_alert)
     from benchmark_runners.device_lock import busy_elsewhere, physical_device
     from benchmark_runners.sweep import new_run_id, run_sweep, start_worker_early, threads_reason
 

@@ -76,7 +76,8 @@ def test_benchmark_refuses_outputs_and_baselines_it_could_not_use_before_measuri
                            (["--database", str(directory)], f"--database {directory} is a directory"),
                            (["--compare-to", str(corrupt)], f"baseline {corrupt} is unreadable"),
                            (["--compare-to", "no-such-run"], "there is no database to look up a run id in"),
-                           (["--compare-to", "previous"], "baseline 'previous' needs the database")):
+                           (["--compare-to", "previous"], "baseline 'previous' needs the database"),
+                           (["--compare-to", "previous", "--regression-alert", "nan"], "--regression-alert: the regression threshold")):
         out = CliRunner().invoke(app, ["benchmark", "--model", "bert-tiny", *extra])
         assert out.exit_code == 2 and message in " ".join(out.output.split()), out.output
     with pytest.raises(IsADirectoryError, match=str(directory)):
