@@ -216,8 +216,13 @@ def benchmark(
         mode = "training"
     if database and no_database:
         fail("--database and --no-database disagree: give one of them")
-    for path, option in ((json_out, "--json"), (output_ci, "--output-ci"), (database, "--database")):
+    destinations = [(path, option) for path, option in ((json_out, "--json"), (output_ci, "--output-ci"), (database, "--database")) if path]
+    for path, option in destinations:
         _check_destination(path, option)
+    for i, (path, option) in enumerate(destinations):  # the later write would replace the earlier's file
+        for other, other_option in destinations[i + 1:]:
+            if os.path.abspath(path) == os.path.abspath(other):
+                fail(f"{option} and {other_option} name the same file, {path}: give each its own")
     _check_baseline(compare_to, regression_alert)
     from benchmark_runners.device_lock import busy_elsewhere, physical_device
     from benchmark_runners.sweep import new_run_id, run_sweep, start_worker_early, threads_reason

@@ -77,7 +77,9 @@ def test_benchmark_refuses_outputs_and_baselines_it_could_not_use_before_measuri
                            (["--compare-to", str(corrupt)], f"baseline {corrupt} is unreadable"),
                            (["--compare-to", "no-such-run"], "there is no database to look up a run id in"),
                            (["--compare-to", "previous"], "baseline 'previous' needs the database"),
-                           (["--compare-to", "previous", "--regression-alert", "nan"], "--regression-alert: the regression threshold")):
+                           (["--compare-to", "previous", "--regression-alert", "nan"], "--regression-alert: the regression threshold"),
+                           (["--json", str(tmp_path / "r.json"), "--output-ci", str(tmp_path / "r.json")],
+                            "--json and --output-ci name the same file")):
         out = CliRunner().invoke(app, ["benchmark", "--model", "bert-tiny", *extra])
         assert out.exit_code == 2 and message in " ".join(out.output.split()), out.output
     with pytest.raises(IsADirectoryError, match=str(directory)):
