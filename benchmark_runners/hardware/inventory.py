@@ -265,8 +265,10 @@ def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path 
             for dev in info.devices:
                 device = registry.kind(kind).device_id(dev)
                 if (busy := _measured_elsewhere(device)) is not None:  # its probe would disturb that measurement
-                    previous = (_read_cache(path) or HardwareInventory({}, {})).probes.get(device)
-                    result = dict(previous) if previous and "error" not in previous else {"device": device, "error": busy}
+                    cached = _read_cache(path) or HardwareInventory({}, {})
+                    previous = cached.probes.get(device)
+                    result = (dict(previous, reused=f"{busy}; the probe of {cached.detected_at} is used")
+                              if previous and "error" not in previous else {"device": device, "error": busy})
                     busy_devices.append(device)
                 else:
                     try:

@@ -77,6 +77,9 @@ def print_detection(as_json: bool = False, refresh: bool = False) -> None:
                           "-" if cache is None else f"{cache:.1f}", "-" if tiny is None else f"{tiny:.2f}",
                           _probe_references(p.get("speed_reference")), str(p["threads"]), f"{p['duration_s']:.2f} s")
         console.print(probe)
+        for dev, p in inv.probes.items():
+            if p.get("reused"):  # its device was measuring for another process: not probed again beside it
+                console.print(f"[yellow]{dev}: {p['reused']}[/]")
     console.print(f"torch device: [bold]{inv.torch_device()}[/]")
 
 

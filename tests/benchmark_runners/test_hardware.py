@@ -266,6 +266,7 @@ def test_a_device_another_process_measures_on_is_not_probed_beside_it(tmp_path, 
         assert holder.stdout.readline().strip() == "held"
         again = detect_hardware(refresh=True, cache_path=path)  # locked again: the earlier probe, not a new one
         assert probed == ["cpu"] and again.probes["cpu"]["matmul_gflops_best"] == 101.0
+        assert "not probed: another process is measuring on cpu" in again.probes["cpu"]["reused"]
     finally:
         holder.kill()
         holder.wait()
