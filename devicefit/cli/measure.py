@@ -232,7 +232,8 @@ def benchmark(
 
     model_names = csv_list(model, "--model")
     try:
-        devices_busy = busy_elsewhere({physical_device(d) for d in csv_list(device, "--device")})
+        # an unknown device first: its lock file would be left in the machine-wide lock directory
+        devices_busy = busy_elsewhere({physical_device(d) for d in csv_list(device, "--device") if registry.backend_for_device(d)})
     except (OSError, ValueError):  # no lock directory, or not a device: the sweep says which
         devices_busy = []
     from benchmark_runners.hardware import detect_hardware

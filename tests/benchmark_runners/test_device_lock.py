@@ -123,3 +123,16 @@ def test_a_lock_directory_that_is_a_file_is_named_not_file_exists(tmp_path, monk
             pass
     out = CliRunner().invoke(app, ["benchmark", "--model", "bert-tiny"])
     assert out.exit_code == 2 and "is not a directory (DEVICEFIT_LOCK_DIR names it)" in " ".join(out.output.split()), out.output
+
+
+def test_an_unknown_device_leaves_no_lock_file(tmp_path, monkeypatch):
+    """`benchmark --device tpu` was refused, but only after the busy check had created
+    tpu-0.lock in the machine-wide lock directory (found by a fault hunt, 2026-11-29)."""
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+
+    monkeypatch.setenv("DEVICEFIT_LOCK_DIR", str(tmp_path / "locks"))
+    out = CliRunner().invoke(app, ["benchmark", "--model", "bert-tiny", "--device", "tpu"])
+    assert out.exit_code == 2 and "unknown device 'tpu'" in out.output, out.output
+    assert not list(tmp_path.glob("locks/tpu*"))
