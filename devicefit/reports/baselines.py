@@ -128,7 +128,7 @@ def sets_from_document(path: Path) -> list[SampleSet]:
     """A results document (landing file, `benchmark --json`) or a CI report from --output-ci."""
     try:
         document = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError, RecursionError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # a binary file is not UTF-8
         raise BaselineError(f"baseline {path} is unreadable: {type(exc).__name__}: {str(exc)[:200]}") from None
     if isinstance(document, dict) and document.get("format") == CI_FORMAT:
         try:
@@ -235,8 +235,8 @@ def sets_from_csv(path: Path) -> list[SampleSet]:
             reader = csv.DictReader(fh)
             rows = list(reader)
             columns = list(reader.fieldnames or [])
-    except OSError as exc:
-        raise BaselineError(f"baseline {path} is unreadable: {exc}") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:  # a binary file; a field over csv's size limit
+        raise BaselineError(f"baseline {path} is unreadable: {type(exc).__name__}: {str(exc)[:200]}") from None
     if "p50_ms" not in columns and any(c.endswith("_p50_ms") for c in columns):
         return _wide_sets(path, rows, columns)
     out = []

@@ -118,3 +118,15 @@ def test_a_config_asked_twice_is_measured_once(tmp_path, monkeypatch):
     assert [(c.model, c.batch_size, c.precision) for c in asked] == [("bert-tiny", 1, "fp32"), ("bert-tiny", 2, "fp32")]
     rows = json.loads((tmp_path / "rows.json").read_text())["results"]
     assert len({r["config_key"] for r in rows}) == len(rows) == 2
+
+
+@pytest.mark.parametrize("content", [bytes(range(128, 256)) * 4, b"model,p50_ms\n" + b"a" * 200_000 + b",1\n"])
+@pytest.mark.parametrize("suffix", [".csv", ".json"])
+def test_a_binary_or_oversized_baseline_is_named_not_a_traceback(tmp_path, content, suffix):
+    """A binary baseline was "error: 'utf-8' codec can't decode byte 0x80 ..." naming no file, and
+    a CSV field over csv's 128 KiB limit escaped as a csv.Error traceback (found by a fault hunt,
+    2026-11-29)."""
+    path = tmp_path / f"baseline{suffix}"
+    path.write_bytes(content)
+    with pytest.raises(regression.BaselineError, match=f"baseline {path} is unreadable"):
+        regression.load_baseline(str(path), None, [])
