@@ -327,7 +327,7 @@ def benchmark(
         from devicefit.reports import regression
 
         sets = regression.sets_from_results([r.to_json() for r in results])
-        if compare_to:
+        if compare_to and (sets or not failed):  # every config failing is the run's verdict, not a baseline error
             try:
                 database = data_paths().database
                 report = regression.check_against_baseline(sets, compare_to, database if database.exists() else None,
@@ -339,6 +339,9 @@ def benchmark(
         else:
             report = {"format": regression.CI_FORMAT, "status": "fail" if failed else "pass", "baseline": None,
                       "current": f"run {run_id}", "comparisons": []}
+            if compare_to:
+                report["note"] = f"nothing compared with {compare_to}: no config was measured"
+                err.print(f"[yellow]{report['note']}[/]")
         report["results"] = [{k: r.to_json()[k] for k in ("model", "device", "precision", "mode", "batch_size", "status", "error",
                                                            "p50_ms", "throughput_samples_per_s", "peak_rss_bytes", "ci_rel_half_width")}
                              for r in results]

@@ -130,3 +130,28 @@ def test_a_binary_or_oversized_baseline_is_named_not_a_traceback(tmp_path, conte
     path.write_bytes(content)
     with pytest.raises(regression.BaselineError, match=f"baseline {path} is unreadable"):
         regression.load_baseline(str(path), None, [])
+
+
+def test_a_ci_run_whose_every_config_failed_writes_its_failing_report(tmp_path, monkeypatch):
+    """`benchmark --compare-to BASE --output-ci CI` where every config failed ended with "error:
+    nothing measured to compare", exit 2 and no CI report: CI saw a usage error instead of the
+    failed configs (found by a fault hunt, 2026-11-29)."""
+    from typer.testing import CliRunner
+
+    import benchmark_runners.sweep as sweep
+    from benchmark_runners.records import BenchmarkResult
+    from devicefit.cli import app
+
+    def failing_sweep(configs, run_id=None, on_event=None, inventory=None):
+        return [BenchmarkResult.for_config(c, run_id, "2026-11-29T00:00:00+00:00", "failed", "worker process killed by SIGKILL")
+                for c in configs]
+
+    monkeypatch.setattr(sweep, "run_sweep", failing_sweep)
+    monkeypatch.setattr(sweep, "start_worker_early", lambda *_a, **_k: None)
+    identity = regression.ConfigIdentity("bert-tiny", "cpu", "torch", "fp32", "inference", 1, None)
+    baseline = regression.write_baseline_csv([regression.SampleSet(identity, [1.0] * 8, 1.0, "base")], tmp_path / "base.csv")
+    ci = tmp_path / "ci.json"
+    out = CliRunner().invoke(app, ["benchmark", "--model", "bert-tiny", "--compare-to", str(baseline), "--output-ci", str(ci)])
+    assert out.exit_code == 1, out.output
+    report = json.loads(ci.read_text())
+    assert report["status"] == "fail" and [r["status"] for r in report["results"]] == ["failed"]
