@@ -18,7 +18,7 @@ PANEL = "Measure"
 
 @app.command(rich_help_panel=PANEL, help=f"Detect hardware platforms ({registry_help(lambda: ', '.join(registry.kind_names()))}) and probe each "
              "measurable device's matmul GFLOP/s and memory bandwidth. Cached in data/hardware.json until a reboot; "
-             "a probe older than 12 h is taken again.")
+             "a probe older than 12 h is taken again (not beside another process's measurement on the device: its earlier probe is shown).")
 def detect(
     as_json: bool = typer.Option(False, "--json", help="Print the inventory as JSON."),
     refresh: bool = typer.Option(False, "--refresh", help="Re-detect and re-probe instead of reading the cache."),
