@@ -262,6 +262,12 @@ def benchmark(
             specs.append(resolve_model(name))
         except (UnknownModelError, FileNotFoundError, ValueError) as exc:
             fail(str(exc))
+    # Two spellings of one model (bert-tiny, BERT-TINY, its Hugging Face id) are one: measured
+    # twice, its rows would be the same config's twice, under two config keys.
+    unique = {}
+    for name, spec in zip(model_names, specs):
+        unique.setdefault((spec.source, spec.name, str(spec.path)), (name, spec))
+    model_names, specs = [n for n, _ in unique.values()], [s for _, s in unique.values()]
     if model_family:
         from models.catalog import FAMILIES
         from models.classifier import classify_spec

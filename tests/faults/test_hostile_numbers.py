@@ -95,6 +95,7 @@ def test_the_cli_bounds_an_asked_batch_as_the_api_does():
 
 def test_a_config_asked_twice_is_measured_once(tmp_path, monkeypatch):
     """`benchmark -m bert-tiny,bert-tiny --batch-sizes 1,1` measured the same config four times
+    (and BERT-TINY, the same model spelled otherwise, again under another config key)
     and wrote four rows with one run id and config key: `devicefit ingest` refused the file
     ("results[1] repeats run_id ... and config_key ...") and --database would have stored none
     (found by a fault hunt, 2026-11-29)."""
@@ -112,7 +113,7 @@ def test_a_config_asked_twice_is_measured_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
     monkeypatch.setattr(sweep, "start_worker_early", lambda *_a, **_k: None)
-    out = CliRunner().invoke(app, ["benchmark", "--model", "bert-tiny,bert-tiny", "--batch-sizes", "1,1,2",
+    out = CliRunner().invoke(app, ["benchmark", "--model", "bert-tiny,bert-tiny,BERT-TINY", "--batch-sizes", "1,1,2",
                                    "--precision", "fp32,fp32", "--json", str(tmp_path / "rows.json")])
     assert out.exit_code == 0, out.output
     assert [(c.model, c.batch_size, c.precision) for c in asked] == [("bert-tiny", 1, "fp32"), ("bert-tiny", 2, "fp32")]
