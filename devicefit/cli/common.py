@@ -20,8 +20,9 @@ from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 
 # Off a terminal (CI logs, pipes) rich would wrap tables at 80 columns; results need more.
-console = Console(width=None if sys.stdout.isatty() else 220)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 220)
+# A stream closed at start (`devicefit benchmark --json F >&-` from cron) is None in sys.
+console = Console(width=None if sys.stdout is not None and sys.stdout.isatty() else 220)
+err = Console(stderr=True, width=None if sys.stderr is not None and sys.stderr.isatty() else 220)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -195,6 +196,8 @@ def exit_without_teardown(code: Any) -> NoReturn:
     atexit._run_exitfuncs()  # noqa: SLF001 - the documented handlers, run as the normal exit would
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # closed when the process started
+            continue
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe (`devicefit ... | head`)

@@ -84,3 +84,17 @@ def test_benchmark_refuses_outputs_and_baselines_it_could_not_use_before_measuri
         assert out.exit_code == 2 and message in " ".join(out.output.split()), out.output
     with pytest.raises(IsADirectoryError, match=str(directory)):
         write_json_atomic(directory, {})
+
+
+def test_the_cli_runs_with_its_standard_output_closed(tmp_path):
+    """Started with stdout closed (`devicefit benchmark --json F >&-` from cron), Python's
+    sys.stdout is None and building the console at import was an AttributeError traceback for
+    every command (found by a fault hunt, 2026-11-29)."""
+    env = dict(os.environ, DEVICEFIT_DATA_DIR=str(tmp_path / "data"))
+    run = subprocess.run(["bash", "-c", f"exec {sys.executable} -m devicefit.cli models >&-"], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    script = "import sys; sys.argv = ['devicefit', 'models']; from pipelines.cli import main; main()"  # the console script's exit
+    run = subprocess.run(["bash", "-c", f'exec {sys.executable} -c "{script}" >&-'], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
