@@ -197,7 +197,7 @@ def benchmark(
     ci_target: Optional[float] = typer.Option(None, "--ci-target", help="Stop when the median's 95% CI half-width is within this fraction (default 0.02)."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Cap on timed seconds per config (default 10; --timing quick: 1.5, 2 for a generation request)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds per config (load included) before its worker is killed."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch threads (default: physical cores); set, the rows name the profile (device id +tN)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch threads, at most the host's logical cores (default: physical cores); set, the rows name the profile (device id +tN)."),
     isa: Optional[str] = typer.Option(None, "--isa", help="Cap the CPU's instruction set (avx2, avx512) as an older host would run: the worker starts with oneDNN's, ATen's and MKL's caps, and the rows name the profile (device id +avx2)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write all rows, with raw samples, to this JSON file."),
     compare_to: Optional[str] = typer.Option(None, "--compare-to", help="Baseline to check these rows against: a CSV, a results/CI JSON file, a run id, or 'previous'."),
