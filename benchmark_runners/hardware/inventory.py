@@ -222,15 +222,15 @@ def probe_age_s(inventory: HardwareInventory, now: datetime | None = None) -> fl
     return ((now or datetime.now(timezone.utc)) - detected).total_seconds()
 
 
-def _measured_elsewhere(device: str) -> str | None:
+def _measured_elsewhere(device: str, software: bool) -> str | None:
     """Why `device` is not probed now: another process holds its device lock (it is measuring,
     and seconds of matmul and copies beside it would disturb both); None when it is free or
     held by this process (`devicefit run` probes between its own sweeps)."""
-    from benchmark_runners.device_lock import busy_elsewhere, physical_device
+    from benchmark_runners.lock_files import busy_elsewhere, lock_name
     from models.errors import DevicefitError
 
     try:
-        busy = busy_elsewhere([physical_device(device)])
+        busy = busy_elsewhere([lock_name(device, software)])
     except (OSError, ValueError, DevicefitError):  # no usable lock directory: the sweep reports it
         return None
     return f"not probed: another process is measuring on {busy[0]} (its device lock is held)" if busy else None
@@ -264,7 +264,7 @@ def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path 
                 continue
             for dev in info.devices:
                 device = registry.kind(kind).device_id(dev)
-                if (busy := _measured_elsewhere(device)) is not None:  # its probe would disturb that measurement
+                if (busy := _measured_elsewhere(device, bool(dev.get("software")))) is not None:  # its probe would disturb that measurement
                     cached = _read_cache(path) or HardwareInventory({}, {})
                     previous = cached.probes.get(device)
                     result = (dict(previous, reused=f"{busy}; the probe of {cached.detected_at} is used")
