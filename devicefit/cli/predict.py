@@ -9,7 +9,22 @@ import typer
 from rich.table import Table
 
 from benchmark_runners import registry
-from devicefit.cli.common import BATCH_SIZE, BENCHMARK_DIR, DEBUG, MODE, MODEL, PRECISION, app, console, csv_list, debug_logging, fail, int_list, registry_help, select_errors
+from devicefit.cli.common import (
+    BATCH_SIZE,
+    BENCHMARK_DIR,
+    DEBUG,
+    MODE,
+    MODEL,
+    PRECISION,
+    app,
+    console,
+    csv_list,
+    debug_logging,
+    fail,
+    int_list,
+    registry_help,
+    select_errors,
+)
 
 PANEL = "Predict"
 

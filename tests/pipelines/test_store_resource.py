@@ -68,9 +68,9 @@ def test_run_config_moving_the_data_directory_alone_is_refused_not_split(tmp_pat
 
     import dagster as dg
 
+    from devicefit.landing import write_landing
     from pipelines.definitions import defs
     from tests.pipelines.test_store import _doc, _row
-    from devicefit.landing import write_landing
 
     there, default = tmp_path / "there", tmp_path / "default"
     write_landing(there / "raw", "partition:cpu|bert-tiny", _doc([_row()]))
