@@ -154,6 +154,15 @@ def _check_destination(path: Optional[Path], option: str) -> None:
         fail(f"{option} {path}: {parent} is not writable")
 
 
+def _is_store(path: Path) -> bool:
+    from devicefit import store
+
+    try:
+        return store.is_duckdb_file(path)
+    except OSError as exc:
+        fail(f"--database {path} cannot be read: {exc.strerror or exc}")
+
+
 def _check_baseline(compare_to: Optional[str], threshold: float) -> None:
     """A baseline that cannot be read (a corrupt file, a run id without a database) is named
     before the sweep, not after it. `previous` and run ids in a database are looked up once the rows exist."""
@@ -222,6 +231,9 @@ def benchmark(
     destinations = [(path, option) for path, option in ((json_out, "--json"), (output_ci, "--output-ci"), (database, "--database")) if path]
     for path, option in destinations:
         _check_destination(path, option)
+    if database and database.is_file() and database.stat().st_size and not _is_store(database):
+        fail(f"--database {database} is not a DuckDB store (its header is not DuckDB's): give a devicefit "
+             "store, or a new file to create one")
     for i, (path, option) in enumerate(destinations):  # the later write would replace the earlier's file
         for other, other_option in destinations[i + 1:]:
             if os.path.abspath(path) == os.path.abspath(other):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_runners import registry
+from devicefit import store
 from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 from devicefit.predict import artifacts, served
@@ -25,9 +26,6 @@ def gpu_kinds() -> tuple[str, ...]:
     """Kinds whose devices hold a torch model in their own memory (cuda, rocm): what a
     distributed training plan's per-GPU memory describes."""
     return tuple(k.name for k in registry.kinds().values() if k.torch_device and not k.host_memory and not k.shares_device_of)
-
-
-DUCKDB_MAGIC = b"DUCK"  # bytes 8-12 of every DuckDB database file (its main header)
 
 
 class PredictorSourceError(DevicefitError, ValueError):
@@ -61,11 +59,10 @@ def train_prediction_models(db_path: str | Path | None = None, output_dir: str |
     if not database.is_file():
         raise InsufficientData(f"no measurements to train on: there is no benchmark store at {database} "
                                "(measure first: `devicefit run`, or `make run`)")
-    with database.open("rb") as fh:
-        if fh.read(12)[8:12] != DUCKDB_MAGIC:
-            raise PredictorSourceError(f"{database} is not a DuckDB store: devicefit trains from its DuckDB store of "
-                                       "measurements and the probes of the devices that took them (a Parquet or CSV export "
-                                       "carries no probes); pass the store, e.g. data/devicefit.duckdb")
+    if not store.is_duckdb_file(database):
+        raise PredictorSourceError(f"{database} is not a DuckDB store: devicefit trains from its DuckDB store of "
+                                   "measurements and the probes of the devices that took them (a Parquet or CSV export "
+                                   "carries no probes); pass the store, e.g. data/devicefit.duckdb")
     target = DataPaths(Path(output_dir).expanduser().resolve(), database) if output_dir else source
     return train_and_publish(source, detect_hardware(probe=False).to_json(), publish_to=target)
 

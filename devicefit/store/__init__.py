@@ -18,6 +18,7 @@ from devicefit.store.connection import (
     database_file,
     init_db,
     is_disk_full,
+    is_duckdb_file,
     migrate,
     open_failure,
     opened,
@@ -64,4 +65,4 @@ from devicefit.store.queries import (
 )
 from devicefit.store.schema import DERIVED_COLUMNS, HISTORY_COLUMNS, JSON_FIELDS, MEASUREMENT_COLUMNS, MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ['MIGRATIONS', 'HISTORY_COLUMNS', 'SCHEMA_VERSION', 'JSON_FIELDS', 'DERIVED_COLUMNS', 'MEASUREMENT_COLUMNS', 'StoreError', 'DATA_ERRORS', 'is_disk_full', 'database_file', 'close', 'connect', 'opened', 'Source', 'open_failure', 'schema_version', 'transaction', 'devices', 'register_device', 'aggregate_frame', 'rows_of', 'training_frame', 'replace_table', 'migrate', 'init_db', '_measurement_values', 'SourceLoad', 'replace_source', 'source_loaded_from', 'source_sha', 'aggregate_select', 'AGGREGATES_TABLE', 'refresh_aggregates', 'query', 'table_columns', 'table_counts', 'status', 'iter_results', 'OFFENDER_LIMIT', 'invalid_timing_rows', 'inconsistent_throughput_rows', 'WIDE_CI', 'wide_ci_rows', 'wide_ci_counts', 'source_rows', 'invalid_aggregate_rows', 'status_counts', 'recent_failures', 'aggregates', 'aggregates_relation', 'record_predictor_version', 'predictor_versions', 'PREDICTION_COLUMNS', 'replace_served_predictions', 'prediction_errors_sql', 'refresh_prediction_errors', 'ok_measurements', 'fp32_inference_gflops', 'read_ok_measurements', 'status_by_family_and_kind', 'sample_history', 'hardware_rows', 'read_hardware_rows', 'measured_inputs']
+__all__ = ['MIGRATIONS', 'HISTORY_COLUMNS', 'SCHEMA_VERSION', 'JSON_FIELDS', 'DERIVED_COLUMNS', 'MEASUREMENT_COLUMNS', 'StoreError', 'DATA_ERRORS', 'is_disk_full', 'is_duckdb_file', 'database_file', 'close', 'connect', 'opened', 'Source', 'open_failure', 'schema_version', 'transaction', 'devices', 'register_device', 'aggregate_frame', 'rows_of', 'training_frame', 'replace_table', 'migrate', 'init_db', '_measurement_values', 'SourceLoad', 'replace_source', 'source_loaded_from', 'source_sha', 'aggregate_select', 'AGGREGATES_TABLE', 'refresh_aggregates', 'query', 'table_columns', 'table_counts', 'status', 'iter_results', 'OFFENDER_LIMIT', 'invalid_timing_rows', 'inconsistent_throughput_rows', 'WIDE_CI', 'wide_ci_rows', 'wide_ci_counts', 'source_rows', 'invalid_aggregate_rows', 'status_counts', 'recent_failures', 'aggregates', 'aggregates_relation', 'record_predictor_version', 'predictor_versions', 'PREDICTION_COLUMNS', 'replace_served_predictions', 'prediction_errors_sql', 'refresh_prediction_errors', 'ok_measurements', 'fp32_inference_gflops', 'read_ok_measurements', 'status_by_family_and_kind', 'sample_history', 'hardware_rows', 'read_hardware_rows', 'measured_inputs']

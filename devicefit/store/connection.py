@@ -82,6 +82,16 @@ def database_file(con: duckdb.DuckDBPyConnection) -> str:
         return "the database"
 
 
+DUCKDB_MAGIC = b"DUCK"  # bytes 8-12 of every DuckDB database file (its main header)
+
+
+def is_duckdb_file(path: Path) -> bool:
+    """Whether the file at `path` starts with a DuckDB database's main header (an empty file is
+    not one: DuckDB refuses to open it)."""
+    with Path(path).open("rb") as fh:
+        return fh.read(12)[8:12] == DUCKDB_MAGIC
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 

@@ -72,6 +72,7 @@ def test_benchmark_refuses_outputs_and_baselines_it_could_not_use_before_measuri
     blocker.write_text("")
     corrupt.write_text('{"results": ')
     for extra, message in ((["--json", str(directory)], f"--json {directory} is a directory"),
+                           (["--database", str(corrupt)], f"--database {corrupt} is not a DuckDB store"),
                            (["--output-ci", str(blocker / "ci.json")], f"{blocker} is not a directory"),
                            (["--database", str(directory)], f"--database {directory} is a directory"),
                            (["--compare-to", str(corrupt)], f"baseline {corrupt} is unreadable"),
