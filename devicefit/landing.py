@@ -96,11 +96,18 @@ def retire_landing(path: Path) -> Path:
 
 
 def quarantine(path: Path, reason: str) -> Path:
+    """Move `path` into the quarantine beside it, with its reason in `<name>.reason.txt`. A name
+    already quarantined (the same partition's file refused twice) gets a numbered one
+    (`name.1.json`), so an earlier file and its reason are never overwritten."""
     target_dir = path.parent / QUARANTINE_DIR
     target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / path.name
+    name, n = path.name, 0
+    while any(os.path.lexists(target_dir / taken) for taken in (name, f"{name}.reason.txt")):
+        n += 1
+        name = f"{Path(path.name).stem}.{n}{Path(path.name).suffix}"
+    target = target_dir / name
     shutil.move(str(path), target)
-    (target_dir / f"{path.name}.reason.txt").write_text(reason + "\n")
+    (target_dir / f"{name}.reason.txt").write_text(reason + "\n")
     return target
 
 

@@ -80,6 +80,19 @@ def _listing(directory) -> list:
     return [p for p in directory.iterdir() if p.name.endswith(".json") and not p.name.startswith(".") and p.is_file()]
 
 
+def _quarantined(directory: Path, name: str, data: bytes) -> bool:
+    """Whether these bytes are already held in quarantine under `name` or one of its numbered
+    names (`name.1.json`, ...: devicefit.landing.quarantine keeps each refusal of a name)."""
+    stem, suffix = Path(name).stem, Path(name).suffix
+    candidate, n = directory / name, 0
+    while candidate.is_file():
+        if candidate.read_bytes() == data:
+            return True
+        n += 1
+        candidate = directory / f"{stem}.{n}{suffix}"
+    return False
+
+
 def pull(raw_dir: Path, url: str | None = None) -> PullReport:
     """Copy into `raw_dir` every landing file and device record of the share whose bytes differ
     from the local copy; nothing with no share configured."""
@@ -97,8 +110,7 @@ def pull(raw_dir: Path, url: str | None = None) -> PullReport:
                 if local.is_file() and local.read_bytes() == data:
                     report.unchanged += 1
                     continue
-                held = local_dir / QUARANTINE / remote.name
-                if held.is_file() and held.read_bytes() == data:
+                if _quarantined(local_dir / QUARANTINE, remote.name, data):
                     report.still_quarantined.append("/".join((*sub, remote.name)))
                     continue
                 local_dir.mkdir(parents=True, exist_ok=True)

@@ -246,3 +246,18 @@ def test_a_stray_copy_of_a_landing_file_never_replaces_its_rows(tmp_path):
         assert _count(paths.database) == 2 and _count(paths.database, "run_id = 'new'") == 2
     assert report.loaded == [] and report.unchanged == ["partition:cpu|bert-tiny"]
     assert "partition__cpu__bert-tiny.json" in (paths.raw / "quarantine" / f"{stray.name}.reason.txt").read_text()
+
+
+def test_a_name_quarantined_twice_keeps_both_files_and_both_reasons(tmp_path):
+    """The same partition's file refused at two loads: the second went over the first in
+    quarantine/, file and reason, so the first bad file was lost. Both are kept now."""
+    paths = DataPaths(tmp_path)
+    for attempt in ("first", "second"):
+        _write_raw(paths.raw / "partition__cpu__bert-tiny.json", {"attempt": attempt})
+        report = load_landing_files(paths.database, paths.raw)
+        assert [name for name, _ in report.quarantined] == ["partition__cpu__bert-tiny.json"]
+    kept = sorted(p.name for p in (paths.raw / "quarantine").iterdir())
+    assert kept == ["partition__cpu__bert-tiny.1.json", "partition__cpu__bert-tiny.1.json.reason.txt",
+                    "partition__cpu__bert-tiny.json", "partition__cpu__bert-tiny.json.reason.txt"]
+    assert json.loads((paths.raw / "quarantine" / "partition__cpu__bert-tiny.json").read_text()) == {"attempt": "first"}
+    assert json.loads((paths.raw / "quarantine" / "partition__cpu__bert-tiny.1.json").read_text()) == {"attempt": "second"}

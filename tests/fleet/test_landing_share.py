@@ -49,6 +49,14 @@ def test_a_bad_file_on_the_share_is_quarantined_once(tmp_path, monkeypatch):
     second = load_landing_files(writer.database, writer.raw)
     assert second.quarantined == [] and second.pulled == []
     assert pull(writer.raw).still_quarantined == ["partition__x__y.json"]
+    # Replaced on the share by another bad version: quarantined once beside the first (numbered),
+    # then held there too, not pulled and quarantined again at every load.
+    (share / "raw" / "partition__x__y.json").write_text('{"format": "devicefit.benchmark_results/1", "results": [{')
+    third = load_landing_files(writer.database, writer.raw)
+    assert [name for name, _ in third.quarantined] == ["partition__x__y.json"]
+    fourth = load_landing_files(writer.database, writer.raw)
+    assert fourth.quarantined == [] and fourth.pulled == []
+    assert sorted(p.name for p in (writer.raw / "quarantine").glob("*.json")) == ["partition__x__y.1.json", "partition__x__y.json"]
 
 
 def test_a_share_that_cannot_be_used_is_an_error_naming_it(tmp_path):
