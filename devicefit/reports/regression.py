@@ -113,12 +113,18 @@ def _match(current: SampleSet, baseline: dict[tuple[ConfigIdentity, str | None],
     return loose[0] if len(loose) == 1 else None
 
 
-def compare(current: list[SampleSet], baseline: dict[tuple[ConfigIdentity, str | None], SampleSet] | list[SampleSet], threshold: float,
-            alpha: float = DEFAULT_ALPHA) -> list[Comparison]:
+def check_levels(threshold: float, alpha: float = DEFAULT_ALPHA) -> None:
+    """Refuse a threshold or significance level no comparison can use (NaN included: a test at
+    level NaN, or 5, calls nothing significant, or everything)."""
     if not 0 < threshold < 10:
         raise ValueError(f"the regression threshold is a relative change such as 0.1 (10%), got {threshold}")
-    if not 0 < alpha < 1:  # NaN too: a test at level NaN (or 5) calls nothing significant, or everything
+    if not 0 < alpha < 1:
         raise ValueError(f"the significance level alpha must be between 0 and 1 exclusive, such as 0.01, got {alpha}")
+
+
+def compare(current: list[SampleSet], baseline: dict[tuple[ConfigIdentity, str | None], SampleSet] | list[SampleSet], threshold: float,
+            alpha: float = DEFAULT_ALPHA) -> list[Comparison]:
+    check_levels(threshold, alpha)
     out, matched = [], set()
     label = labeller(current)
     for cur in sorted(current, key=label):

@@ -54,13 +54,19 @@ def test_a_server_starts_over_a_damaged_published_artifact(tmp_path, damaged):
     ServiceState(Settings(benchmark_dir=tmp_path, warm_models=())).start()
 
 
+def _published(root, name: str, content: bytes):
+    """A file of data/outputs/ as a damaged publish leaves it."""
+    path = root / "outputs" / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(content)
+    return path
+
+
 @pytest.mark.parametrize("content", [b'{"model_families": ', b"\xff\xff", b"[]", b'{"model_families": {"embedding": 1}}'],
                          ids=["truncated", "not-utf8", "a-list", "breaks-contract"])
 def test_a_damaged_compatibility_matrix_is_503_naming_it_not_500(cold, content):
     base, root = cold
-    matrix = root / "outputs" / "compatibility_matrix.json"
-    matrix.parent.mkdir(exist_ok=True)
-    matrix.write_bytes(content)
+    matrix = _published(root, "compatibility_matrix.json", content)
     try:
         code, health = call(base, "/health")
         assert code == 200 and health["status"] == "degraded" and "compatibility_matrix.json" in health["artifacts"]["predictor"]
@@ -75,9 +81,7 @@ def test_a_damaged_compatibility_matrix_is_503_naming_it_not_500(cold, content):
                                                   b'"database": "d", "rows": [1]}'], ids=["not-utf8", "row-not-an-object"])
 def test_a_damaged_benchmark_snapshot_is_503_naming_it_not_500(cold, content):
     base, root = cold
-    snapshot = root / "outputs" / "benchmarks.json"
-    snapshot.parent.mkdir(exist_ok=True)
-    snapshot.write_bytes(content)
+    snapshot = _published(root, "benchmarks.json", content)
     try:
         for path in ("/benchmarks", "/benchmarks?model=bert-tiny"):
             code, r = call(base, path)
