@@ -288,6 +288,10 @@ def _load(con, raw_dir: Path, pulled: list[str] | None = None) -> LoadReport:
                 report.unchanged.append(source_key)
                 continue
             loaded = store.replace_source(con, source_key, _origin(source_key), document, str(path), sha)
+            if loaded.superseded_by is not None:  # an older partition's file, turned up after its successor's
+                report.superseded.append((source_key, loaded.superseded_by))
+                retire_landing(path)
+                continue
             report.loaded.append((source_key, loaded.rows))
             if loaded.duplicates:
                 report.duplicates.append((source_key, loaded.duplicates))

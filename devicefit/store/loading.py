@@ -105,6 +105,7 @@ class SourceLoad:
     rows: int
     duplicates: int = 0
     superseded: tuple[str, ...] = ()  # older partition sources whose rows this one replaced
+    superseded_by: str | None = None  # a stored partition replaces this source: nothing of it was stored
 
 
 def _held_elsewhere(con, source_key: str, results: list[BenchmarkResult]) -> set[tuple[str, str]]:
@@ -129,6 +130,9 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
     results = [BenchmarkResult.from_json(r) for r in validated_rows(document, f"rows for {source_key}")]
     document, results = with_host_qualified_devices(document, results)
     now = _now()
+    if origin == "partition" and (successor := _stored_successor(con, source_key, results)) is not None:
+        _drop_source(con, source_key)
+        return SourceLoad(0, superseded_by=successor)
     con.execute("BEGIN TRANSACTION")
     try:
         replaced = con.execute("SELECT count(*) FROM measurements WHERE source_key = ?", [source_key]).fetchone()[0]
@@ -164,8 +168,9 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
         _upsert_hardware(con, document.get("hardware") or {}, now)
         register_measured(con, kept, document, host, now)
         _upsert_models(con, kept, now)
-        con.execute("INSERT INTO sources (source_key, origin, path, sha256, rows, loaded_at, duplicate_rows) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)", [source_key, origin, path, sha256, len(kept), now, len(results) - len(kept)])
+        con.execute("INSERT INTO sources (source_key, origin, path, sha256, rows, loaded_at, duplicate_rows, supersedes) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [source_key, origin, path, sha256, len(kept), now, len(results) - len(kept),
+                                                        (document.get("supersedes") or None) if origin == "partition" else None])
         con.execute("COMMIT")
     except BaseException as exc:
         _rollback(con)
@@ -177,6 +182,37 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
             raise _write_failure(database_file(con), exc, f"load {source_key} into") from exc
         raise
     return SourceLoad(len(kept), len(results) - len(kept), superseded)
+
+
+def _stored_successor(con, source_key: str, results: list[BenchmarkResult]) -> str | None:
+    """The stored partition whose document supersedes `source_key` and measured every device
+    and model of these rows (the rule `_drop_superseded` applies the other way round). An older
+    partition's file loaded after its successor (a partition killed before retiring it sorts
+    after the device partition's file; or a copy put back in raw/) would otherwise be stored
+    beside it: two runs of one device and model."""
+    devices = {row_device_id(r.hardware_fingerprint, r.device_profile) for r in results} - {None}
+    models = {r.model for r in results}
+    for (successor,) in con.execute("SELECT source_key FROM sources WHERE origin = 'partition' AND source_key <> ? AND "
+                                    "list_contains(supersedes, ?) ORDER BY source_key", [source_key, source_key]).fetchall():
+        held_devices, held_models = con.execute("SELECT list(DISTINCT device_id), list(DISTINCT model) FROM measurements "
+                                                "WHERE source_key = ?", [successor]).fetchone()
+        if models and devices <= set(held_devices or ()) and models <= set(held_models or ()):
+            return successor
+    return None
+
+
+def _drop_source(con, source_key: str) -> None:
+    """Remove a source's rows (its samples stay in sample_history), in one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table in ("measurements", "runs", "sources"):
+            con.execute(f"DELETE FROM {table} WHERE source_key = ?", [source_key])
+        con.execute("COMMIT")
+    except BaseException as exc:
+        _rollback(con)
+        if isinstance(exc, (duckdb.Error, OSError)):
+            raise _write_failure(database_file(con), exc, f"drop {source_key} from") from exc
+        raise
 
 
 def _drop_superseded(con, source_key: str, keys: list[str], kept: list[BenchmarkResult]) -> tuple[str, ...]:

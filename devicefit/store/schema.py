@@ -274,6 +274,11 @@ MIGRATIONS[23] = ["ALTER TABLE sample_history ADD COLUMN IF NOT EXISTS minor_fau
                   """UPDATE sample_history SET minor_faults_per_iteration = m.minor_faults_per_iteration FROM measurements m
                      WHERE m.run_id = sample_history.run_id AND m.config_key = sample_history.config_key
                        AND m.minor_faults_per_iteration IS NOT NULL"""]
+# The partition sources each partition's document replaces (its `supersedes`), kept so that an
+# older partition's file the store never loaded is not stored beside its successor when it turns
+# up later (devicefit/store/loading.py). Partition sources load once more to record theirs.
+MIGRATIONS[24] = ["ALTER TABLE sources ADD COLUMN IF NOT EXISTS supersedes VARCHAR[]",
+                  "UPDATE sources SET sha256 = NULL WHERE origin = 'partition'"]
 # What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, 15's, 20's, 23's).
 HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended", "device_profile", "speed_reference", "minor_faults_per_iteration")
 SCHEMA_VERSION = max(MIGRATIONS)

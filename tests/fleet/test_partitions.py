@@ -297,3 +297,41 @@ def test_a_superseded_file_left_behind_by_a_killed_partition_is_retired_not_load
         with store.opened(database, read_only=True) as con:
             assert con.execute("SELECT source_key, run_id FROM measurements").fetchall() == [("partition:cpu-abc|bert-tiny", "new")]
     assert (raw / "superseded" / "partition__cpu__bert-tiny.json").is_file() and not (raw / "partition__cpu__bert-tiny.json").exists()
+
+
+@pytest.mark.parametrize("late_copy", [False, True])
+def test_a_superseded_file_never_loaded_is_retired_not_loaded_beside_its_successor(tmp_path, late_copy):
+    """The successor's file sorts first ("cpu-" before "cpu_"), so an old file the store never
+    loaded (a partition killed before retiring it, or the old file copied back into raw/ later)
+    came after it in the same load and was stored beside it: two runs of one device and model."""
+    raw, database = tmp_path / "raw", tmp_path / "devicefit.duckdb"
+    config = BenchmarkConfig(model="bert-tiny")
+    old = results_document("old", [replace(_row(config, 5.0), run_id="old")], HARDWARE)
+    write_landing(raw, "partition:cpu-abc|bert-tiny", {**results_document("new", [replace(_row(config, 5.2), run_id="new")], HARDWARE),
+                                                       "supersedes": ["partition:cpu|bert-tiny"]})
+    if late_copy:
+        load_landing_files(database, raw)
+    write_landing(raw, "partition:cpu|bert-tiny", old)
+    for _ in range(2):
+        load_landing_files(database, raw)
+        with store.opened(database, read_only=True) as con:
+            assert con.execute("SELECT source_key, run_id FROM measurements").fetchall() == [("partition:cpu-abc|bert-tiny", "new")]
+    assert (raw / "superseded" / "partition__cpu__bert-tiny.json").is_file() and not (raw / "partition__cpu__bert-tiny.json").exists()
+
+
+def test_a_store_from_before_migration_24_learns_what_its_partitions_supersede(tmp_path):
+    """A successor stored before sources kept `supersedes` is loaded once more after the
+    migration, so an older partition's file that turns up later is retired, not stored."""
+    raw, database = tmp_path / "raw", tmp_path / "devicefit.duckdb"
+    config = BenchmarkConfig(model="bert-tiny")
+    write_landing(raw, "partition:cpu-abc|bert-tiny", {**results_document("new", [replace(_row(config, 5.2), run_id="new")], HARDWARE),
+                                                       "supersedes": ["partition:cpu|bert-tiny"]})
+    load_landing_files(database, raw)
+    with store.opened(database) as con:  # what a store at schema 23 held
+        con.execute("ALTER TABLE sources DROP COLUMN supersedes")
+        con.execute("DELETE FROM schema_version WHERE version >= 24")
+    write_landing(raw, "partition:cpu|bert-tiny", results_document("old", [replace(_row(config, 5.0), run_id="old")], HARDWARE))
+    report = load_landing_files(database, raw)
+    assert report.superseded == [("partition:cpu|bert-tiny", "partition:cpu-abc|bert-tiny")]
+    with store.opened(database, read_only=True) as con:
+        assert con.execute("SELECT source_key, run_id FROM measurements").fetchall() == [("partition:cpu-abc|bert-tiny", "new")]
