@@ -9,6 +9,7 @@ from assets.automation import EAGER
 from assets.metadata import OWNERS, rows_table
 from assets.resources import DevicefitData, same_store
 from assets.results import benchmark_results, training_frame
+from assets.store_tables import StoreTablesManager
 from benchmark_runners.hardware import detect_hardware
 from devicefit import store
 from devicefit.pipeline import publish_prediction_matrix, train_predictors, validate_served_predictions
@@ -31,10 +32,10 @@ def _metrics_rows(groups: dict[str, ErrorMetrics]) -> list[dict]:
     pool="duckdb_writer",
 )
 def predictors(context: dg.AssetExecutionContext, devicefit_data: DevicefitData, duckdb: DuckDBResource,
-               training_frame: pl.DataFrame):
+               store_tables: dg.ResourceParam[StoreTablesManager], training_frame: pl.DataFrame):
     try:
         # reads the devices, then records the published version; not held while training
-        artifact = train_predictors(same_store(devicefit_data, duckdb), detect_hardware(probe=False), duckdb.get_connection,
+        artifact = train_predictors(same_store(devicefit_data, duckdb, store_tables), detect_hardware(probe=False), duckdb.get_connection,
                                     rows=store.rows_of(training_frame))
     except InsufficientData as exc:
         context.log.warning(f"predictors not retrained: {exc}")  # the published predictor, if any, stays

@@ -11,6 +11,7 @@ from assets.metadata import OWNERS, rows_table
 from assets.predictors import PREDICTOR_KEYS
 from assets.resources import DevicefitData, same_store
 from assets.results import benchmark_results
+from assets.store_tables import StoreTablesManager
 from devicefit import store
 from devicefit.reports import DEFAULT_REGRESSION_THRESHOLD, publish_regression_report, publish_reports, regression_report_path
 from devicefit.reports.data import load_report_data
@@ -25,8 +26,8 @@ class ReportConfig(dg.Config):
           kinds={"plotly", "html", "csv"}, owners=OWNERS,
           description="Plotly dashboard (data/outputs/reports/index.html), comparative_analysis.csv and recommendations.json.")
 def benchmark_reports(config: ReportConfig, devicefit_data: DevicefitData, duckdb_reader: DuckDBResource,
-                      aggregated_results: pl.DataFrame) -> dg.MaterializeResult:
-    paths = same_store(devicefit_data, duckdb_reader)
+                      store_tables: dg.ResourceParam[StoreTablesManager], aggregated_results: pl.DataFrame) -> dg.MaterializeResult:
+    paths = same_store(devicefit_data, duckdb_reader, store_tables)
     with duckdb_reader.get_connection() as con:  # the devices and inputs; then render without holding the store
         data = load_report_data(paths, con, aggregates=store.rows_of(aggregated_results))
     published = publish_reports(devicefit_data.paths(), png=config.png, data=data)

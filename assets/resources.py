@@ -14,7 +14,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from assets.store_duckdb import READ_ONLY, StoreDuckDB
-from assets.store_tables import StoreTables
+from assets.store_tables import StoreTables, StoreTablesManager
 from benchmark_runners.paths import data_dir
 from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
@@ -33,15 +33,18 @@ class StoreMismatch(DevicefitError, ValueError):
     """The DuckDB resources open another store than the data directory's (run config changed one)."""
 
 
-def same_store(devicefit_data: DevicefitData, *stores: DuckDBResource) -> DataPaths:
-    """The data directory's paths, once each DuckDB resource is seen to open its store. Run config
-    may set `devicefit_data`'s `data_dir` alone: the assets then read that directory's landing
-    files and wrote their rows into the other directory's store. Refused, naming both."""
+def same_store(devicefit_data: DevicefitData, *stores: DuckDBResource | StoreTablesManager) -> DataPaths:
+    """The data directory's paths, once each DuckDB resource, and the table IO manager where an
+    asset hands a table on, is seen to open its store. Run config may set `devicefit_data`'s
+    `data_dir` alone: the assets then read that directory's landing files and wrote their rows
+    into the other directory's store; or leave `store_tables` behind, and the tables went there.
+    Refused, naming both."""
     paths = devicefit_data.paths()
     for resource in stores:
-        database = resource.database_path() if isinstance(resource, StoreDuckDB) else Path(resource.database)
+        database = resource.database_path() if isinstance(resource, (StoreDuckDB, StoreTablesManager)) else Path(resource.database)
         if database.resolve() != paths.database.resolve():
-            raise StoreMismatch(f"the data directory is {paths.root} but the DuckDB resource opens {database}: set "
+            what = "the table IO manager (store_tables)" if isinstance(resource, StoreTablesManager) else "the DuckDB resource"
+            raise StoreMismatch(f"the data directory is {paths.root} but {what} opens {database}: set "
                                 f"DEVICEFIT_DATA_DIR, or give resources duckdb, duckdb_reader and store_tables the "
                                 f"database {paths.database} too")
     return paths

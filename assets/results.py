@@ -11,6 +11,7 @@ from dagster_duckdb import DuckDBResource
 from assets.automation import AFTER_NEW_MEASUREMENTS, EAGER
 from assets.metadata import OWNERS, rows_table, table_metadata
 from assets.resources import STORE_TABLES, DevicefitData, same_store
+from assets.store_tables import StoreTablesManager
 from devicefit import store
 from devicefit.benchmark_snapshot import snapshot_path
 from devicefit.compatibility import compatibility_matrix as build_compatibility_matrix
@@ -60,8 +61,9 @@ HEADLINE = ["model", "device_kind", "mode", "batch_size", "best_precision", "p50
           description="Median over runs per config, speedup vs the same host's CPU fp32, best precision per config "
                       "(table aggregated_results); published as outputs/benchmarks.json for readers that must not "
                       "open DuckDB (the API).")
-def aggregated_results(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource) -> dg.Output[pl.DataFrame]:
-    paths = same_store(devicefit_data, duckdb_reader)
+def aggregated_results(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource,
+                       store_tables: dg.ResourceParam[StoreTablesManager]) -> dg.Output[pl.DataFrame]:
+    paths = same_store(devicefit_data, duckdb_reader, store_tables)
     with duckdb_reader.get_connection() as con:
         frame = aggregate_frame(paths, con)
     best = frame.filter(pl.col("is_best_precision")).select(HEADLINE).to_dicts()
@@ -74,8 +76,9 @@ def aggregated_results(devicefit_data: DevicefitData, duckdb_reader: DuckDBResou
           description="Family x hardware compatibility from measured statuses (table compatibility_matrix, one row "
                       "per family x kind; spec 002 JSON in outputs/); unmeasured support labelled; availability "
                       "and probes from the fleet's registered devices.")
-def compatibility_matrix(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource) -> dg.Output[pl.DataFrame]:
-    paths = same_store(devicefit_data, duckdb_reader)
+def compatibility_matrix(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource,
+                         store_tables: dg.ResourceParam[StoreTablesManager]) -> dg.Output[pl.DataFrame]:
+    paths = same_store(devicefit_data, duckdb_reader, store_tables)
     with duckdb_reader.get_connection() as con:
         # The fleet's registered devices decide availability, probes and memory, not this host's detection.
         matrix = build_compatibility_matrix(con, read_fleet_inventory(con, *this_machine()))
@@ -89,7 +92,9 @@ def compatibility_matrix(devicefit_data: DevicefitData, duckdb_reader: DuckDBRes
           io_manager_key=STORE_TABLES, kinds={"duckdb", "polars"}, owners=OWNERS,
           description="What the predictors train on: every ok measurement (table training_frame), without the "
                       "per-iteration sample lists.")
-def training_frame(duckdb_reader: DuckDBResource) -> dg.Output[pl.DataFrame]:
+def training_frame(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource,
+                   store_tables: dg.ResourceParam[StoreTablesManager]) -> dg.Output[pl.DataFrame]:
+    same_store(devicefit_data, duckdb_reader, store_tables)
     with duckdb_reader.get_connection() as con:
         frame = store.training_frame(con)
     return dg.Output(frame, metadata={"models": frame["model"].n_unique() if frame.height else 0})

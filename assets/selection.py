@@ -8,6 +8,7 @@ from assets.automation import EAGER
 from assets.metadata import OWNERS
 from assets.predictors import PREDICTOR_KEYS
 from assets.resources import DevicefitData, same_store
+from assets.store_tables import StoreTablesManager
 from devicefit.compatibility import matrix_of_rows
 from devicefit.fleet.inventory import read_fleet_inventory, this_machine
 from devicefit.pipeline import publish_selection_map
@@ -17,8 +18,9 @@ from devicefit.pipeline import publish_selection_map
           kinds={"json"}, owners=OWNERS,
           description="Spec 002 selection map (families x size categories x modes, and batch sizes) over the fleet's "
                       "registered devices, data/outputs/.")
-def selection_map(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource, compatibility_matrix: pl.DataFrame) -> dg.MaterializeResult:
-    paths = same_store(devicefit_data, duckdb_reader)
+def selection_map(devicefit_data: DevicefitData, duckdb_reader: DuckDBResource, store_tables: dg.ResourceParam[StoreTablesManager],
+                  compatibility_matrix: pl.DataFrame) -> dg.MaterializeResult:
+    paths = same_store(devicefit_data, duckdb_reader, store_tables)
     with duckdb_reader.get_connection() as con:
         fleet = read_fleet_inventory(con, *this_machine())  # the fleet's registered devices, not this host's detection
     path, document = publish_selection_map(paths, fleet, compatibility=matrix_of_rows(compatibility_matrix.to_dicts()))

@@ -19,6 +19,7 @@ each for the store's sake:
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Sequence
 
 import dagster as dg
@@ -78,6 +79,20 @@ class StoreTablesClient(DuckDbClient):
             connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{table_slice.schema}"')
 
 
+class StoreTablesManager(DbIOManager):
+    """The IO manager StoreTables makes, saying which store it opens: the assets that hand a
+    table on through it take it as a resource and check it is the data directory's
+    (assets.resources.same_store), as they check their DuckDB resources."""
+
+    def __init__(self, configured: str, **kwargs) -> None:
+        super().__init__(database=configured or "devicefit store", **kwargs)
+        self._configured = configured
+
+    def database_path(self) -> Path:
+        """The file a connection opens now (StoreDuckDB.database_path's rule)."""
+        return StoreDuckDB(database=self._configured).database_path()
+
+
 class StoreTables(DuckDBPolarsIOManager):
     """DuckDBPolarsIOManager on the store. `database` empty: the store of the data directory in
     force when a connection opens (DEVICEFIT_DATA_DIR or ./data)."""
@@ -88,7 +103,7 @@ class StoreTables(DuckDBPolarsIOManager):
     def type_handlers() -> Sequence[DbTypeHandler]:
         return [StoreFrameHandler()]
 
-    def create_io_manager(self, context) -> DbIOManager:
-        return DbIOManager(db_client=StoreTablesClient(), database=self.database or "devicefit store",
-                           schema=self.schema_ or SCHEMA, type_handlers=self.type_handlers(),
-                           default_load_type=pl.DataFrame, io_manager_name="StoreTables")
+    def create_io_manager(self, context) -> StoreTablesManager:
+        return StoreTablesManager(self.database, db_client=StoreTablesClient(), schema=self.schema_ or SCHEMA,
+                                  type_handlers=self.type_handlers(), default_load_type=pl.DataFrame,
+                                  io_manager_name="StoreTables")

@@ -92,3 +92,34 @@ def test_run_config_moving_the_data_directory_alone_is_refused_not_split(tmp_pat
     assert con.execute("SELECT count(*) FROM measurements").fetchone() == (1,)
     con.close()
     shutil.rmtree(default, ignore_errors=True)
+
+
+def test_run_config_moving_the_store_but_not_the_table_io_manager_is_refused(tmp_path, monkeypatch):
+    """With devicefit_data, duckdb and duckdb_reader moved to another directory and store_tables
+    left at its default, aggregated_results wrote its table into DEVICEFIT_DATA_DIR's store (and
+    the assets downstream read it from there). Refused naming both; moved too, it is stored there."""
+    import dagster as dg
+
+    from devicefit.landing import write_landing
+    from pipelines.definitions import defs
+    from tests.pipelines.test_store import _doc, _row
+
+    there, default = tmp_path / "there", tmp_path / "default"
+    write_landing(there / "raw", "partition:cpu|bert-tiny", _doc([_row()]))
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(default))
+    job = defs.resolve_job_def("results_job")
+    database = {"config": {"database": str(there / "devicefit.duckdb")}}
+    moved = {"devicefit_data": {"config": {"data_dir": str(there)}}, "duckdb": database, "duckdb_reader": database}
+    selection = [dg.AssetKey("benchmark_results"), dg.AssetKey("aggregated_results")]
+    with dg.instance_for_test() as instance:
+        result = job.execute_in_process(instance=instance, run_config={"resources": moved}, raise_on_error=False,
+                                        asset_selection=selection)
+        assert not result.success and not (default / "devicefit.duckdb").exists()
+        [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+        assert "store_tables" in str(failure.event_specific_data.error) and str(default) in str(failure.event_specific_data.error)
+        result = job.execute_in_process(instance=instance, run_config={"resources": {**moved, "store_tables": database}},
+                                        raise_on_error=False, asset_selection=selection)
+        assert result.success
+    con = store.connect(there / "devicefit.duckdb", read_only=True)
+    assert con.execute("SELECT count(*) FROM aggregated_results").fetchone()[0] >= 1
+    con.close()
