@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from models.bounded_cache import BoundedCache
-from models.catalog import ModelSpec
+from models.catalog import InvalidModelError, ModelSpec
 from models.inputs import model_class
 
 if TYPE_CHECKING:
@@ -22,8 +23,21 @@ def meta_model(spec: ModelSpec):
     if is_mixture_of_experts(spec.config):
         _register_expected_load()
         config._experts_implementation = EXPECTED_LOAD
-    with torch.device("meta"):
-        return model_class(spec)(config)
+    try:
+        with torch.device("meta"):
+            return model_class(spec)(config)
+    except Exception as exc:
+        if spec.source != "local":
+            raise  # a catalog config that does not build is devicefit's bug: its traceback
+        raise unbuildable(spec, exc) from exc
+
+
+def unbuildable(spec: ModelSpec, exc: Exception) -> InvalidModelError:
+    """A local config whose values transformers' class cannot be built from (zero attention
+    heads: ZeroDivisionError; a hidden size of 0), said as the config's fault: the config object
+    accepted them, the model's constructor did not."""
+    return InvalidModelError(spec.path or Path(spec.name), f"transformers cannot build {spec.architecture} from this config: "
+                                                           f"{type(exc).__name__}: {exc}"[:400])
 
 
 EXPECTED_LOAD = "devicefit_expected_load"

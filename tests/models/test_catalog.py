@@ -235,3 +235,25 @@ def test_a_bare_config_file_is_a_model(tmp_path):
     (tmp_path / "broken.json").write_text('{"model_type": "llama", "hidden_size": "big"}')
     with pytest.raises(InvalidModelError, match="broken.json"):
         resolve_model(str(tmp_path / "broken.json"))
+
+
+@pytest.mark.parametrize("sizes, cause", [
+    ({"num_attention_heads": 0}, "ZeroDivisionError"),  # BertSelfAttention: hidden_size % heads
+    ({"hidden_size": 0, "num_attention_heads": 1}, "ZeroDivisionError"),  # head size 0 ** -0.5
+])
+def test_a_config_the_model_class_cannot_be_built_from_is_a_clear_error(tmp_path, sizes, cause):
+    """The config object accepts these sizes (so the directory loads), the model's constructor
+    does not: every command that counts, traces or guards memory said ZeroDivisionError with a
+    traceback (`devicefit analyze/predict/distributed/benchmark --model DIR`). It is the
+    config's fault, said as an InvalidModelError naming the directory, and the benchmark's
+    memory guard steps aside for the worker to record a failed row."""
+    from benchmark_runners.hardware import detect_hardware
+    from benchmark_runners.memory_guard import memory_refusal
+    from benchmark_runners.records import BenchmarkConfig
+
+    (tmp_path / "config.json").write_text(json.dumps({**load_catalog()["bert-tiny"].config, **sizes}))
+    spec = resolve_model(str(tmp_path))
+    with pytest.raises(InvalidModelError, match=f"cannot build BertModel from this config: {cause}") as info:
+        parameter_count(spec)
+    assert str(tmp_path) in str(info.value)
+    assert memory_refusal(BenchmarkConfig(model=str(tmp_path), device="cpu"), detect_hardware(probe=False)) is None
