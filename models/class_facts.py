@@ -32,7 +32,7 @@ _memo: BoundedCache["ClassFacts"] = BoundedCache(1024)
 @dataclass(frozen=True)
 class ClassFacts:
     exists: bool  # transformers has a class of this name
-    is_model: bool  # ...and it is a model class (a PreTrainedModel)
+    is_model: bool  # ...and it is a model class: a PreTrainedModel with a forward pass of its own
     main_input_name: str | None  # the model's main input ("input_ids", "pixel_values", ...)
 
 
@@ -46,6 +46,7 @@ def _decode(document) -> ClassFacts:
 
 
 def _inspect(architecture: str) -> ClassFacts:
+    import torch
     import transformers
     from transformers import PreTrainedModel
 
@@ -54,7 +55,10 @@ def _inspect(architecture: str) -> ClassFacts:
     if not isinstance(cls, type):
         return ClassFacts(False, False, None)
     main = getattr(cls, "main_input_name", "input_ids")
-    return ClassFacts(True, issubclass(cls, PreTrainedModel), main if isinstance(main, str) and IDENTIFIER.fullmatch(main) else None)
+    # PreTrainedModel and each family's abstract base (BertPreTrainedModel) are PreTrainedModels
+    # without a forward pass: built, they fail at their first call (torch's _forward_unimplemented).
+    is_model = issubclass(cls, PreTrainedModel) and cls.forward is not torch.nn.Module.forward
+    return ClassFacts(True, is_model, main if isinstance(main, str) and IDENTIFIER.fullmatch(main) else None)
 
 
 def class_facts(architecture: str) -> ClassFacts:

@@ -133,6 +133,10 @@ def test_local_directory_without_model_type_is_a_clear_error(tmp_path):
     (["os"], "none of them a model class"),
     (["NoSuchModelForAnything"], "none of them a model class"),
     (["AutoConfig"], "none of them a model class"),
+    # PreTrainedModels without a forward pass: accepted, they failed at the first trace with
+    # "TypeError: _forward_unimplemented() got an unexpected keyword argument 'input_ids'"
+    (["PreTrainedModel"], "none of them a model class"),
+    (["BertPreTrainedModel"], "none of them a model class"),
     (["x; import os"], "is not a class name"),
 ])
 def test_an_odd_architectures_entry_is_a_clear_error(tmp_path, architectures, message):
