@@ -1,12 +1,13 @@
 """Building models offline: random weights from a config, or real weights from a local dir."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from models.bounded_cache import BoundedCache
-from models.catalog import InvalidModelError, ModelSpec
+from models.catalog import WEIGHT_FILES, InvalidModelError, ModelSpec
 from models.inputs import model_class
 
 if TYPE_CHECKING:
@@ -116,7 +117,8 @@ def build(spec: ModelSpec, dtype: "torch.dtype | None" = None) -> BuiltModel:
     dtype = dtype or torch.float32
     cls = model_class(spec)
     if spec.source == "local" and spec.has_weights:
-        model = cls.from_pretrained(str(spec.path), local_files_only=True, dtype=dtype)
+        check_weight_files(spec.path)
+        model = cls.from_pretrained(str(spec.path), local_files_only=True, dtype=dtype, use_safetensors=True)
         return BuiltModel(model.eval(), f"pretrained weights from {spec.path}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(WEIGHT_SEED)
@@ -126,6 +128,35 @@ def build(spec: ModelSpec, dtype: "torch.dtype | None" = None) -> BuiltModel:
     if calibrated:
         recipe += f"; {calibrated}"
     return BuiltModel(model.to(dtype).eval(), recipe)
+
+
+SAFETENSORS_FILE, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
+
+
+def check_weight_files(directory: Path) -> None:
+    """Refuses weights devicefit will not load, before transformers opens any: pickle files
+    (pytorch_model.bin and its shards; unpickling a file runs what it says) without a safetensors
+    copy, and a safetensors index whose shards are not .safetensors files in `directory` itself
+    (transformers opens any path the index names: '../../etc/passwd', as a pickle)."""
+    if (directory / SAFETENSORS_FILE).is_file():
+        return  # what transformers loads first, and only it
+    index = directory / SAFETENSORS_INDEX
+    if not index.is_file():
+        pickles = [name for name in WEIGHT_FILES if name.startswith("pytorch_model") and (directory / name).is_file()]
+        raise InvalidModelError(directory, f"its weights are {' and '.join(pickles) or 'not model.safetensors'}: pickle, which "
+                                           "devicefit never unpickles; save them as model.safetensors (or remove them to "
+                                           "measure random weights)")
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as exc:
+        raise InvalidModelError(directory, f"{SAFETENSORS_INDEX} is not a readable JSON object: {exc}"[:300]) from None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise InvalidModelError(directory, f"{SAFETENSORS_INDEX} has no 'weight_map' object of tensor -> shard file")
+    for shard in set(weight_map.values()):
+        if not (isinstance(shard, str) and shard.endswith(".safetensors") and Path(shard).name == shard
+                and shard not in (".", "..") and (directory / shard).is_file()):
+            raise InvalidModelError(directory, f"{SAFETENSORS_INDEX} names shard {shard!r}"[:200] + ", not a .safetensors "
+                                               "file in the model directory")
 
 
 def build_model(spec: ModelSpec, dtype: "torch.dtype | None" = None):
