@@ -200,7 +200,7 @@ class Selection:
         if bad:
             raise ValueError(f"unknown category {', '.join(bad)} (families: {', '.join(FAMILIES)})")
         if self.models:
-            names = [resolve_model(m).name for m in self.models]  # UnknownModelError names close matches
+            names = list(dict.fromkeys(partition_model_name(m) for m in self.models))  # bert-tiny,BERT-TINY: one partition
         elif self.all_models:
             names = catalog_names()  # config-only ones too: the memory guard skips what does not fit, saying so
         elif self.categories:
@@ -246,6 +246,21 @@ class Selection:
         named = bool(self.models)  # a model the user named is measured on every kind
         return [partition_key(d, name) for d in self.device_ids(inventory, elsewhere) for name in self.model_names()
                 if named or profile.measures(split_device_id(d)[0].split("-", 1)[0], name)]
+
+
+def partition_model_name(model: str) -> str:
+    """The name a partition key carries for `model` (what the user typed): its model's name, which
+    a partition resolves again by name alone. A local directory is not a name: its directory's
+    name would measure whatever else that name means (a directory called bert-tiny measured the
+    catalog's bert-tiny) or nothing, so it must be registered (`devicefit models add`) first."""
+    from models.resolve import model_by_name
+
+    spec = resolve_model(model)  # UnknownModelError names close matches
+    named = model_by_name(spec.name)
+    if named is None or named.source != spec.source or named.path != spec.path:
+        raise ValueError(f"--model {model}: a local model directory is measured by the pipeline under a registered name; "
+                         f"register it first (`devicefit models add {model} [--name NAME]`), then --model NAME")
+    return spec.name
 
 
 def _generates(model: str) -> bool:

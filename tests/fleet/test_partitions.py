@@ -335,3 +335,25 @@ def test_a_store_from_before_migration_24_learns_what_its_partitions_supersede(t
     assert report.superseded == [("partition:cpu|bert-tiny", "partition:cpu-abc|bert-tiny")]
     with store.opened(database, read_only=True) as con:
         assert con.execute("SELECT source_key, run_id FROM measurements").fetchall() == [("partition:cpu-abc|bert-tiny", "new")]
+
+
+def test_a_partition_names_its_model_by_a_name_that_resolves_back_to_it(tmp_path, monkeypatch):
+    """`devicefit run --model DIR` put the directory's name in the key, and the partition
+    resolved that name alone: a directory called bert-tiny (one layer, hidden 64) was measured
+    as the catalog's bert-tiny, 4.4M parameters, stored under its name. One model named several
+    ways (bert-tiny, BERT-TINY, its alias, its hub id) made as many identical partition keys."""
+    from models.catalog import load_catalog
+    from models.registry import register_model
+
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(tmp_path / "data"))
+    directory = tmp_path / "bert-tiny"
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps({**load_catalog()["bert-tiny"].config, "num_hidden_layers": 1}))
+    with pytest.raises(ValueError, match="register it first"):
+        Selection(models=(str(directory),)).model_names()
+    named = Selection(models=("bert-tiny", "BERT-TINY", "bert-tiny-uncased", "prajjwal1/bert-tiny"), hardware=("cpu",))
+    assert named.partition_keys(INVENTORY) == ["cpu-aaaaaaaaaaaa|bert-tiny"]
+    register_model(tmp_path / "data", directory, name="my-tiny")
+    assert Selection(models=("my-tiny",)).model_names() == ["my-tiny"]
+    with pytest.raises(ValueError, match="register it first"):  # registered, but under another name than its directory's
+        Selection(models=(str(directory),)).model_names()
