@@ -43,11 +43,19 @@ def broker_url() -> str | None:
     return os.environ.get(BROKER_ENV, "").strip() or None
 
 
+# Everything between the scheme and the host's '@' (the last one): a user and password.
+_USERINFO = re.compile(r"(://).*@")
+
+
 def redact_url(url: str) -> str:
-    """The URL as it may be shown: its password masked."""
+    """The URL as it may be shown: its password masked. A URL no parser reads (a port that is
+    not a number, an unclosed IPv6 bracket) is shown with its whole user part masked."""
     from kombu.utils.url import maybe_sanitize_url
 
-    return maybe_sanitize_url(url, mask="***")
+    try:
+        return maybe_sanitize_url(url, mask="***")
+    except ValueError:
+        return _USERINFO.sub(r"\1***@", url)
 
 
 def check_broker(url: str, timeout_s: float = BROKER_TIMEOUT_S) -> None:

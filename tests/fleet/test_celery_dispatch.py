@@ -93,6 +93,20 @@ def test_an_unreachable_broker_is_a_clear_error_at_once():
     assert isinstance(caught.value, DevicefitError) and caught.value.exit_code == 1
 
 
+@pytest.mark.parametrize("url, shown", [
+    ("redis://:s3cret@127.0.0.1:notaport/0", "redis://***@127.0.0.1:notaport/0"),
+    ("redis://:s3cret@127.0.0.1:99999/0", "redis://***@127.0.0.1:99999/0"),
+    ("redis://user:s3c@ret@[::1/0", "redis://***@[::1/0"),
+])
+def test_a_malformed_broker_url_is_a_clear_error_without_its_password(url, shown):
+    """Before: redact_url let kombu's ValueError ("Port could not be cast to integer value")
+    escape, and `devicefit run` / `devicefit worker` printed a traceback."""
+    assert dispatch.redact_url(url) == shown
+    with pytest.raises(dispatch.BrokerUnreachable) as caught:
+        dispatch.check_broker(url, timeout_s=1.0)
+    assert shown in str(caught.value) and "s3c" not in str(caught.value)
+
+
 def test_the_worker_refuses_a_device_of_another_host_before_anything_else(monkeypatch):
     env = {**os.environ, dispatch.BROKER_ENV: f"redis://127.0.0.1:{_closed_port()}/0"}
     env.pop("DAGSTER_HOME", None)  # refused before the instance, the broker or any registration
