@@ -18,7 +18,7 @@ from devicefit.errors import DevicefitError
 @app.command("run", rich_help_panel="Measure")
 def run_command(
     profile: str = typer.Option("quick", "--profile", help="quick (minutes) or full (the nightly sweep)."),
-    model: Optional[str] = typer.Option(None, "--model", help="Comma-separated models instead of the profile's."),
+    model: Optional[str] = typer.Option(None, "--model", help="Comma-separated models instead of the profile's: catalog or registered names (a local directory: `devicefit models add DIR` first)."),
     hardware: Optional[str] = typer.Option(
         None, "--hardware", help=f"Comma-separated kinds ({registry_help(lambda: ', '.join(registry.measurable_kinds()))}: this host's first device of each, "
                                  "as it is) or device ids: this host's, with a constraint profile (cpu-<fingerprint>+t1, ...+avx2), and with "
