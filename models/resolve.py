@@ -7,6 +7,9 @@ and the registry of local models, so neither imports the other's caller.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from pathlib import Path
 
 from models.aliases import alias_model, alias_names
@@ -55,7 +58,20 @@ def model_by_name(name: str) -> ModelSpec | None:
 def model_at_path(text: str) -> ModelSpec | None:
     """The model of a local directory or a config file, None where `text` names neither."""
     if _is_directory(text):
-        return load_local_model(Path(text).expanduser())
+        return own_name(load_local_model(Path(text).expanduser()))
     if _is_config_file(text):
-        return load_config_file(text)
+        return own_name(load_config_file(text))
     return None
+
+
+def own_name(spec: ModelSpec) -> ModelSpec:
+    """`spec` under a name no other model answers to. A directory is named after itself, so a
+    directory called bert-tiny holding another config took the catalog model's name, and the
+    store, which keys a model's rows by name, took the medians of both as one model's. Such a
+    model is named `<name>-local-<8 hex digits of its config>`: the same directory keeps one
+    name from run to run. (The registry refuses a taken name: `devicefit models add` names it.)"""
+    other = model_by_name(spec.name)
+    if other is None or (other.source == spec.source and other.path == spec.path):
+        return spec
+    digest = hashlib.sha256(json.dumps(spec.config, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return dataclasses.replace(spec, name=f"{spec.name}-local-{digest}")

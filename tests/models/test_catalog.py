@@ -261,3 +261,26 @@ def test_a_config_the_model_class_cannot_be_built_from_is_a_clear_error(tmp_path
         parameter_count(spec)
     assert str(tmp_path) in str(info.value)
     assert memory_refusal(BenchmarkConfig(model=str(tmp_path), device="cpu"), detect_hardware(probe=False)) is None
+
+
+def test_a_local_directory_named_like_another_model_gets_a_name_of_its_own(tmp_path):
+    """A directory called bert-tiny holding another config was named bert-tiny: its rows and the
+    catalog model's were one model's in the store (aggregates group by name). It is now named
+    bert-tiny-local-<digest of its config>, the same at every resolve; an unclaimed name stays."""
+    from models.resolve import resolve_model
+
+    config = {**load_catalog()["bert-tiny"].config, "hidden_size": 64, "intermediate_size": 128}
+    names = {}
+    for name in ("bert-tiny", "BERT-Tiny", "bert"):  # the catalog's name, in another case, an alias
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "config.json").write_text(json.dumps(config))
+        names[name] = resolve_model(str(directory)).name
+        assert resolve_model(str(directory)).source == "local" and names[name].startswith(f"{name}-local-")
+        assert len(names[name]) == len(name) + len("-local-") + 8 and resolve_model(str(directory)).name == names[name]
+    (tmp_path / "bert-tiny" / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
+    assert resolve_model(str(tmp_path / "bert-tiny")).name != names["bert-tiny"]  # another config, another model
+    free = tmp_path / "my-own-tiny"
+    free.mkdir()
+    (free / "config.json").write_text(json.dumps(config))
+    assert resolve_model(str(free)).name == "my-own-tiny"
