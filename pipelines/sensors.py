@@ -11,14 +11,23 @@ from benchmark_runners.hardware import detect_hardware
 from devicefit.fleet.inventory import registered_devices
 from devicefit.fleet.partitions import local_device_ids
 from models.catalog import catalog_names
-from models.registry import read_registry
+from models.registry import RegistryError, read_registry
 
 
 def known_devices_and_models(devicefit_data: DevicefitData, log=None) -> tuple[list[str], list[str]]:
+    """The devices and models partitions are made of. A registry file that cannot be read costs
+    its own models only (a warning naming why): the catalog's and the devices still become
+    partitions, where the error used to stop the sensor whole until the file was fixed."""
     paths = devicefit_data.paths()
     devices = [d["id"] for d in registered_devices(paths.database, log) if d.get("kind") in registry.measurable_kinds()]
     devices += local_device_ids(detect_hardware(probe=False).to_json())
-    return devices, [*catalog_names(), *read_registry(paths.root)]
+    try:
+        registered = list(read_registry(paths.root))
+    except RegistryError as exc:
+        if log is not None:
+            log.warning(f"registered models left out: {exc}")
+        registered = []
+    return devices, [*catalog_names(), *registered]
 
 
 @dg.sensor(minimum_interval_seconds=300, default_status=dg.DefaultSensorStatus.RUNNING,

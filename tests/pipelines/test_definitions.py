@@ -108,6 +108,20 @@ def test_the_partition_sensor_adds_registered_devices_and_models(tmp_path):
             assert isinstance(register_partitions(again_context), dg.SkipReason)
 
 
+def test_a_malformed_model_registry_costs_its_own_models_only(tmp_path):
+    """register_partitions raised RegistryError on a malformed models.json, so the catalog's
+    models and the devices were not added either until the file was fixed."""
+    from assets.resources import DevicefitData
+    from pipelines.sensors import register_partitions
+
+    (tmp_path / "models.json").write_text("{not json")
+    resources = {"devicefit_data": DevicefitData(data_dir=str(tmp_path))}
+    with dg.instance_for_test() as instance, dg.build_sensor_context(instance=instance, resources=resources) as context:
+        result = register_partitions(context)
+    added = {r.partitions_def_name: r.partition_keys for r in result.dynamic_partitions_requests}
+    assert set(added["models"]) == set(catalog_names()) and added["devices"]
+
+
 def test_the_instance_gives_duckdb_writers_one_slot_and_frees_slots_of_ended_runs(tmp_path, monkeypatch):
     shutil.copy(Path(__file__).resolve().parents[2] / "dagster_home" / "dagster.yaml", tmp_path / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
