@@ -7,6 +7,7 @@ path and what was expected, before any selection runs.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,8 @@ class SelectionConfig:
 def _number(value: Any, path: str, low: float = 0.0, high: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SelectionConfigError(f"{path} must be a number, got {value!r} ({type(value).__name__})")
+    if not math.isfinite(value):  # JSON's NaN and Infinity: every score they touch is NaN, and NaN ranks arbitrarily
+        raise SelectionConfigError(f"{path} must be a finite number, got {value}")
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f"at least {low}"
         raise SelectionConfigError(f"{path} must be {bound}, got {value}")
@@ -151,7 +154,7 @@ def load_config(path: str | Path | None = None) -> SelectionConfig:
             raise SelectionConfigError(f"selection config {path} does not exist")
         try:
             override = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise SelectionConfigError(f"selection config {path} is not valid JSON: {exc}") from None
         for section, value in _mapping(override, str(path)).items():
             if isinstance(value, dict) and isinstance(raw.get(section), dict):

@@ -136,6 +136,27 @@ def test_config_errors_name_the_field(tmp_path):
         load_config(tmp_path / "missing.json")
 
 
+
+@pytest.mark.parametrize("text, field", [
+    ('{"selection_criteria": {"inference": {"latency_weight": NaN, "throughput_weight": 0.3}}}', r"selection_criteria\.inference\.latency_weight"),
+    ('{"selection_criteria": {"training": {"throughput_weight": Infinity}}}', r"selection_criteria\.training\.throughput_weight"),
+    ('{"hardware_preferences": {"cpu": {"cost_factor": NaN}}}', r"hardware_preferences\.cpu\.cost_factor"),
+])
+def test_a_config_weight_of_nan_or_infinity_is_refused(tmp_path, text, field):
+    """Python's json reads NaN and Infinity; a NaN weight or factor passed every range check and
+    made the scores NaN, so the CLI recommended a hardware with 'score nan' (found by a fault hunt)."""
+    bad = tmp_path / "nan.json"
+    bad.write_text(text)
+    with pytest.raises(SelectionConfigError, match=field + " must be a finite number"):
+        load_config(bad)
+
+
+def test_a_config_file_that_is_not_text_is_named(tmp_path):
+    bad = tmp_path / "binary.json"
+    bad.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(SelectionConfigError, match=f"{bad} is not valid JSON"):
+        load_config(bad)
+
 def test_config_weights_change_the_choice(measured, artifact, tmp_path):
     memory_only = tmp_path / "memory.json"
     memory_only.write_text(json.dumps({"selection_criteria": {"inference": {
