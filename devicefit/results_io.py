@@ -26,6 +26,12 @@ def results_document(run_id: str, results: list[BenchmarkResult], hardware: dict
 
 def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
     """Temp file + rename: a reader never sees half a file, and a failed write keeps the old one."""
+    write_text_atomic(path, json.dumps(document, indent=1))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """`text` to `path` through a temp file of its own beside it and a rename; a path that is a
+    directory is refused naming it, and a failed write leaves no temp file behind."""
     path = Path(path)
     if path.is_dir():  # else the rename fails naming the temporary file, not the path the caller gave
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
@@ -33,7 +39,7 @@ def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(document, fh, indent=1)
+            fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -14,6 +14,7 @@ from typing import Any
 from devicefit.predict.memory_model import memory_target
 from devicefit.reports.data import hardware_label, labelled
 from devicefit.reports.figures import MIB, training_inference_pairs
+from devicefit.results_io import write_text_atomic
 
 CONFIG_COLUMNS = ("model", "family", "mode", "precision", "batch_size", "input_dims")
 
@@ -77,10 +78,7 @@ def analysis_csv(aggregates: list[dict[str, Any]]) -> str:
 
 def write_analysis_csv(aggregates: list[dict[str, Any]], path: Path) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(analysis_csv(aggregates))
-    tmp.replace(path)
+    write_text_atomic(path, analysis_csv(aggregates))
     return path
 
 
@@ -132,10 +130,7 @@ def recommendations(aggregates: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def write_recommendations(aggregates: list[dict[str, Any]], path: Path) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(recommendations(aggregates), indent=1, default=str))
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(recommendations(aggregates), indent=1, default=str))
     return path
 
 

@@ -99,3 +99,18 @@ def test_the_cli_runs_with_its_standard_output_closed(tmp_path):
     run = subprocess.run(["bash", "-c", f'exec {sys.executable} -c "{script}" >&-'], capture_output=True, text=True,
                          timeout=300, env=env)
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("writer", ["write_analysis_csv", "write_recommendations"])
+def test_a_report_output_that_is_a_directory_is_named_and_leaves_no_stray_file(tmp_path, writer):
+    """`devicefit analyze --output DIR` wrote the CSV to `.DIR.tmp` beside the directory, failed to
+    rename it over the directory naming that temp file, and left it there (found by a fault hunt)."""
+    from devicefit.reports import analysis
+
+    target = tmp_path / "out"
+    target.mkdir()
+    with pytest.raises(IsADirectoryError, match=str(target)):
+        getattr(analysis, writer)([], target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not any(target.iterdir())
+    written = getattr(analysis, writer)([], target / "file")
+    assert written.is_file() and sorted(p.name for p in target.iterdir()) == ["file"]
