@@ -155,7 +155,7 @@ def compare_training_inference(
     for p in pairs:
         table.add_row(p["model"], p["hardware"], p["precision"], str(p["batch_size"]), f"{p['inference_p50_ms']:.2f}",
                       f"{p['training_p50_ms']:.2f}", f"{p['training_to_inference']:.1f}×", f"{p['inference_samples_per_s']:.1f}",
-                      f"{p['training_samples_per_s']:.1f}", f"{p['inference_peak_mib']:.0f}", f"{p['training_peak_mib']:.0f}")
+                      f"{p['training_samples_per_s']:.1f}", *("-" if p[c] is None else f"{p[c]:.0f}" for c in ("inference_peak_mib", "training_peak_mib")))
     console.print(table)
 
 

@@ -253,6 +253,11 @@ def operator_traffic(model: str, input_dims: str) -> tuple[float, float] | None:
     return float(profile.weight_bytes.sum()), float(profile.activation_bytes.sum())
 
 
+def _mib(value: float | None) -> float | None:
+    """Bytes as MiB; a row without a memory figure stays without one (not 0 MiB)."""
+    return None if value is None else value / MIB
+
+
 def training_inference_pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Configs measured in both modes (same model, hardware, precision, batch, input); peaks are
     what must fit on the device (memory_target: a GPU's allocator, else process RSS). A training
@@ -271,7 +276,7 @@ def training_inference_pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]
                     "input_dims": r["input_dims"], "inference_p50_ms": i["p50_ms"], "training_p50_ms": r["p50_ms"],
                     "training_to_inference": r["p50_ms"] / i["p50_ms"],
                     "inference_samples_per_s": i["throughput_samples_per_s"], "training_samples_per_s": r["throughput_samples_per_s"],
-                    "inference_peak_mib": (memory_target(i) or 0) / MIB, "training_peak_mib": (memory_target(r) or 0) / MIB})
+                    "inference_peak_mib": _mib(memory_target(i)), "training_peak_mib": _mib(memory_target(r))})
     return out
 
 

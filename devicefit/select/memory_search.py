@@ -80,7 +80,7 @@ def memory_constrained_search(model: str, kind: str, cap_mb: float, mode: str = 
     for precision in precisions:
         for b in batch_sizes:
             row = measured.get((b, precision))
-            if row is not None:
+            if row is not None and memory_target(row) is not None:  # a row without a memory figure cannot say it fits
                 candidates.append({"batch_size": b, "precision": precision, "basis": "measured",
                                    "memory_mb": memory_target(row) / MB,
                                    "throughput": row["throughput_samples_per_s"], "latency_ms": row["mean_ms"]})

@@ -195,7 +195,7 @@ class HardwareAwareModelClassifier:
         """(peak MB, upper bound MB, basis) at one batch size: measured when it was, else predicted."""
         model = spec.name
         row = self._measured_configs(model, kind, mode).get((batch, "fp32"))
-        if row is not None:
+        if row is not None and memory_target(row) is not None:  # else its peak is predicted, as for an unmeasured config
             peak = memory_target(row) / MB
             return peak, peak, "measured"
         # A local model is predicted by its path: its name is a directory's, which nothing resolves.

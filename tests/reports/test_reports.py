@@ -100,6 +100,18 @@ def test_a_training_step_is_compared_with_its_own_machines_inference():
     assert ratios == {"cpu (AMD EPYC)": round(236.49 / 25.62, 2), "cpu (Xeon)": round(170.93 / 17.04, 2)}
 
 
+
+def test_a_row_without_a_memory_figure_is_not_published_as_zero_mib():
+    """An ok row may carry no peak memory (peak_rss_bytes is nullable in the landing schema);
+    the training-vs-inference comparison published it as 0 MiB (found by a fault hunt)."""
+    def row(mode, p50, rss):
+        return {"model": "m", "input_dims": "{}", "mode": mode, "precision": "fp32", "batch_size": 1, "p50_ms": p50,
+                "device_kind": "cpu", "backend": "torch", "host": "cpu-x", "accelerator": None, "device_name": "X",
+                "throughput_samples_per_s": 1000 / p50, "peak_rss_bytes": rss, "runs": 1}
+
+    [pair] = analysis.training_inference_comparison([row("inference", 2.0, None), row("training", 20.0, 2**29)])
+    assert pair["inference_peak_mib"] is None and pair["training_peak_mib"] == 512
+
 def test_two_gpus_of_one_host_are_two_hardware_columns_and_series():
     """An H100 and an H200 behind the same host CPU: the analysis has a column for each, and a
     precision's ratio is taken against the same GPU's fp32, never the other's."""

@@ -277,6 +277,48 @@ def test_memory_constrained_search_prefers_measurements_and_respects_the_cap(mea
         memory_constrained_search("bert-tiny", "qnn", 1024, predictor=predictor)
 
 
+
+class _StubPredictor:
+    """A predictor answering every config with 500 MB (trained_predictor), for a store whose
+    measured row lacks its memory figure."""
+    def __init__(self, tmp_path):
+        from types import SimpleNamespace
+
+        self.paths = SimpleNamespace(database=tmp_path / "absent.duckdb")
+        self.predictor = SimpleNamespace(device_of=lambda kind: f"{kind}@cpu-x")
+
+    def predict_performance(self, model, family, kind, batch, seq, mode, precision):
+        return {"predictions": {kind: {"latency": 10.0, "throughput": 100.0 * batch, "memory_usage": 500.0,
+                                       "memory_interval": [400.0, 600.0], "source": "trained_predictor", "detail": ""}}}
+
+
+def _row_without_memory():
+    return {"model": "bert-tiny", "mode": "inference", "batch_size": 1, "precision": "fp32", "device_kind": "cpu", "status": "ok",
+            "mean_ms": 1.5, "p50_ms": 1.5, "throughput_samples_per_s": 666.0, "peak_rss_bytes": None,
+            "device_reserved_peak_bytes": None}
+
+
+def test_a_measured_row_without_memory_is_predicted_in_the_memory_search(tmp_path, monkeypatch):
+    """An ok row with no peak memory (peak_rss_bytes is nullable) made `devicefit memory-search`
+    end in a TypeError traceback (None / MB); its memory is now the predictor's, and says so."""
+    from devicefit.select import memory_search
+
+    monkeypatch.setattr(memory_search, "measured_configs", lambda *a: {(1, "fp32"): _row_without_memory()})
+    r = memory_search.memory_constrained_search("bert-tiny", "cpu", 1000, predictor=_StubPredictor(tmp_path), batch_sizes=(1,))
+    [fp32] = [c for c in r["candidates"] if c["precision"] == "fp32"]
+    assert fp32["basis"] == "predicted (trained_predictor)" and fp32["memory_mb"] == 500.0
+
+
+def test_a_measured_row_without_memory_is_predicted_in_the_resource_requirements(tmp_path):
+    from types import SimpleNamespace
+
+    from devicefit.select.resources import HardwareAwareModelClassifier
+
+    classifier = HardwareAwareModelClassifier.__new__(HardwareAwareModelClassifier)
+    classifier._measured = {("bert-tiny", "cpu", "inference"): {(1, "fp32"): _row_without_memory()}}
+    classifier.selector = SimpleNamespace(predictor=_StubPredictor(tmp_path))
+    assert classifier._peak_mb(resolve_model("bert-tiny"), "cpu", 1, "inference") == (500.0, 600.0, "predicted (trained_predictor)")
+
 def test_measured_candidates_are_the_answering_devices_own():
     """A store holding the AMD EPYC's and the Xeon's rows: the candidates measured for "cpu" are
     those of the device the predictor answers "cpu" for, never the other machine's (the Xeon's
