@@ -317,6 +317,10 @@ def _check_row(row: Any, where: str) -> dict[str, Any]:
         for key in ("p50_ms", "mean_ms", "throughput_samples_per_s"):
             if getattr(parsed, key) is None:
                 raise LandingFileError(f"{where} has {key}=None")
+            # Its samples are all positive, so these are too; a 0 passed as a valid figure and
+            # divided the reports by zero (and the store's invalid_timing_rows check calls it invalid).
+            if getattr(parsed, key) <= 0:
+                raise LandingFileError(f"{where} is 'ok' with {key}={getattr(parsed, key)}: a measured figure must be positive")
     elif not parsed.error:
         raise LandingFileError(f"{where} is {parsed.status!r} without the reason in 'error'")
     return parsed.model_dump(exclude_unset=True)

@@ -261,3 +261,12 @@ def test_a_name_quarantined_twice_keeps_both_files_and_both_reasons(tmp_path):
                     "partition__cpu__bert-tiny.json", "partition__cpu__bert-tiny.json.reason.txt"]
     assert json.loads((paths.raw / "quarantine" / "partition__cpu__bert-tiny.json").read_text()) == {"attempt": "first"}
     assert json.loads((paths.raw / "quarantine" / "partition__cpu__bert-tiny.1.json").read_text()) == {"attempt": "second"}
+
+
+@pytest.mark.parametrize("field", ["p50_ms", "mean_ms", "throughput_samples_per_s"])
+def test_an_ok_row_with_a_zero_figure_is_refused_by_name(tmp_path, field):
+    """An 'ok' row with p50_ms 0 (its samples positive) passed validation, loaded, and made
+    `devicefit analyze --output`, `recommendations` and `report` end in ZeroDivisionError tracebacks
+    and the aggregates' speedup infinite (found by a fault hunt)."""
+    with pytest.raises(LandingFileError, match=f"results\\[0\\] is 'ok' with {field}=0.0"):
+        write_landing(tmp_path, "partition:cpu|x", _doc([{**_row(), field: 0.0}]))
