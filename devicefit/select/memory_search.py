@@ -4,6 +4,7 @@ the rest, and every candidate says which it is (`basis`)."""
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,8 @@ def measured_configs(database: Path, model: str, kind: str, mode: str, device: s
 def memory_constrained_search(model: str, kind: str, cap_mb: float, mode: str = "inference",
                               predictor: HardwareModelPredictor | None = None,
                               batch_sizes: tuple[int, ...] = SEARCH_BATCH_SIZES) -> dict[str, Any]:
-    if cap_mb <= 0:
-        raise MemorySearchError(f"the memory cap must be positive, got {cap_mb} MB")
+    if not math.isfinite(cap_mb) or cap_mb <= 0:  # NaN fits nothing, and said so as if memory were the problem
+        raise MemorySearchError(f"the memory cap must be a positive finite number of MB, got {cap_mb}")
     searchable = [k.name for k in registry.kinds().values() if k.native_precisions]
     if kind not in searchable:
         raise MemorySearchError(f"no devicefit backend measures {kind}; searchable: {', '.join(searchable)}")
@@ -76,7 +77,7 @@ def memory_constrained_search(model: str, kind: str, cap_mb: float, mode: str = 
     device = predictor.predictor.device_of(kind)
     measured = measured_configs(predictor.paths.database, spec.name, kind, mode, device)
     precisions = ("fp32",) if mode == "training" else registry.kind(kind).native_precisions
-    candidates = []
+    candidates, unavailable = [], []
     for precision in precisions:
         for b in batch_sizes:
             row = measured.get((b, precision))
@@ -87,10 +88,13 @@ def memory_constrained_search(model: str, kind: str, cap_mb: float, mode: str = 
                 continue
             p = predictor.predict_performance(spec.name, None, kind, b, None, mode, precision)["predictions"][kind]
             if p["latency"] is None:
+                unavailable.append(p.get("detail") or p["source"])
                 continue
             candidates.append({"batch_size": b, "precision": precision, "basis": f"predicted ({p['source']})",
                                "memory_mb": p["memory_usage"], "memory_interval_mb": p["memory_interval"],
                                "throughput": p["throughput"], "latency_ms": p["latency"]})
+    if not candidates:  # not a memory question: no config runs there at all
+        raise MemorySearchError(f"{spec.name} has no {mode} config on {kind} to search: {unavailable[0] if unavailable else 'none'}")
     fitting = [c for c in candidates if c["memory_mb"] <= cap_mb]
     if not fitting:
         smallest = min(candidates, key=lambda c: c["memory_mb"]) if candidates else None

@@ -309,6 +309,24 @@ def test_a_measured_row_without_memory_is_predicted_in_the_memory_search(tmp_pat
     assert fp32["basis"] == "predicted (trained_predictor)" and fp32["memory_mb"] == 500.0
 
 
+
+def test_a_search_with_no_config_to_run_names_why_not_memory(tmp_path, monkeypatch):
+    """OpenVINO training: every candidate is unavailable, and the search said 'nothing fits
+    1e+12 MB', as if memory were the problem; a NaN cap said 'nothing fits nan MB'."""
+    from devicefit.select import memory_search
+
+    class Unavailable(_StubPredictor):
+        def predict_performance(self, model, family, kind, batch, seq, mode, precision):
+            return {"predictions": {kind: {"latency": None, "memory_usage": None, "source": "unavailable",
+                                           "detail": "OpenVINO is an inference runtime"}}}
+
+    monkeypatch.setattr(memory_search, "measured_configs", lambda *a: {})
+    with pytest.raises(memory_search.MemorySearchError, match="no training config on openvino to search: OpenVINO is an inference runtime"):
+        memory_search.memory_constrained_search("gpt2", "openvino", 1e12, "training", predictor=Unavailable(tmp_path))
+    for cap in (float("nan"), float("inf"), 0.0):
+        with pytest.raises(memory_search.MemorySearchError, match="positive finite number of MB"):
+            memory_search.memory_constrained_search("gpt2", "cpu", cap, predictor=_StubPredictor(tmp_path))
+
 def test_a_measured_row_without_memory_is_predicted_in_the_resource_requirements(tmp_path):
     from types import SimpleNamespace
 
