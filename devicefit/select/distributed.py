@@ -23,6 +23,7 @@ Every figure is per GPU unless named total; total = per GPU x GPU count, nothing
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,6 +209,9 @@ def plan_distributed_training(spec: ModelSpec, gpu_count: int, batch_size: int, 
         raise DistributedConfigError(f"batch_size must be at least 1, got {batch_size}")
     if batch_size > MAX_ASKED_BATCH_SIZE:
         raise DistributedConfigError(f"batch_size must be at most {MAX_ASKED_BATCH_SIZE} per GPU (the API's bound), got {batch_size}")
+    if max_memory_gb is not None and not (math.isfinite(max_memory_gb) and max_memory_gb <= 4096):
+        # NaN "did not fit" anything and was printed as JSON's invalid NaN; 4096 GB is the API's bound
+        raise DistributedConfigError(f"max_memory_gb must be a finite number of GB up to 4096 (the API's bound), got {max_memory_gb}")
     if max_memory_gb is not None and max_memory_gb <= CUDA_CONTEXT_GB:
         raise DistributedConfigError(f"max_memory_gb {max_memory_gb} leaves nothing after the {CUDA_CONTEXT_GB} GB CUDA context")
     parameters = parameter_count(spec)

@@ -67,7 +67,11 @@ def test_what_cannot_fit_says_so():
                                              ({"gpu_count": 2, "batch_size": 0}, "batch_size"),
                                              ({"gpu_count": 2, "batch_size": 1, "max_memory_gb": 0.1}, "max_memory_gb"),
                                              ({"gpu_count": 5000, "batch_size": 1}, "gpu_count must be at most 1024"),
-                                             ({"gpu_count": 2, "batch_size": 10**9}, "batch_size must be at most 4096")])
+                                             ({"gpu_count": 2, "batch_size": 10**9}, "batch_size must be at most 4096"),
+                                             # NaN "did not fit" and both came out as JSON's invalid NaN / Infinity (fault hunt)
+                                             ({"gpu_count": 8, "batch_size": 1, "max_memory_gb": float("nan")}, "max_memory_gb must be a finite"),
+                                             ({"gpu_count": 8, "batch_size": 1, "max_memory_gb": float("inf")}, "max_memory_gb must be a finite"),
+                                             ({"gpu_count": 8, "batch_size": 1, "max_memory_gb": 5000.0}, "up to 4096")])
 def test_bad_requests_are_refused(kwargs, message):
     with pytest.raises(DistributedConfigError, match=message):
         plan_distributed_training(resolve_model("gpt2"), **kwargs)
