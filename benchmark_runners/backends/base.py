@@ -114,6 +114,11 @@ class Backend(ABC):
     def mode_reason(self, mode: str) -> str:
         return f"the {self.name} backend does not run {mode} (it runs {', '.join(self.modes)})"
 
+    def kind_reason(self, kind: str, precision: str, mode: str) -> str | None:
+        """Why this backend never serves a precision or mode on a device kind, whatever the
+        device and model (None: it may): what is never measured is never predicted either."""
+        return self.declared_reason(precision, mode)
+
     def versions(self) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
         for package in self.packages:

@@ -113,15 +113,21 @@ class TorchBackend(Backend):
     device_help = "cpu, cuda, cuda:N, rocm, rocm:N (an AMD GPU, through a ROCm build of torch) or mps"
     packages = ("torch", "transformers")
 
+    def kind_reason(self, kind: str, precision: str, mode: str) -> str | None:
+        if precision == "int8" and kind != "cpu":
+            return "torch dynamic int8 quantization (torch.ao.quantization.quantize_dynamic) runs on CPU only"
+        if precision == "int8" and mode == "training":
+            return "dynamically quantized int8 layers have no gradients, so int8 training cannot run"
+        return super().kind_reason(kind, precision, mode)
+
     def device_reason(self, spec: ModelSpec, config: BenchmarkConfig) -> str | None:
         import torch
 
         device, precision, mode = registry.torch_device_string(config.device), config.precision, config.mode
         if precision == "int8":
-            if device != "cpu":
-                return "torch dynamic int8 quantization (torch.ao.quantization.quantize_dynamic) runs on CPU only"
-            if mode == "training":
-                return "dynamically quantized int8 layers have no gradients, so int8 training cannot run"
+            reason = self.kind_reason("cpu" if device == "cpu" else device.split(":")[0], precision, mode)
+            if reason:
+                return reason
             if not any(e in torch.backends.quantized.supported_engines for e in ("x86", "fbgemm", "qnnpack", "onednn")):
                 return f"this torch build has no quantized engine (supported: {torch.backends.quantized.supported_engines})"
             share = flop_count_per_sample(spec, config.seq_length, config.image_size, config.audio_seconds).linear_fraction
