@@ -199,9 +199,7 @@ class HardwareModelPredictor:
         for hw, kind, pred in zip(hardware, kinds, forward):
             device = self.predictor.specs.get(self.predictor.device_of(kind)) or self.predictor.specs.get(kind) or published_spec(kind)
             backend = Request(point, batch_size, precision, "inference", kind).backend
-            measuring = registry.backends()[backend]  # kind_reason: torch's int8 runs on the CPU only
-            refused = (measuring.kind_reason(kind, precision, "generation") if hasattr(measuring, "kind_reason")
-                       else measuring.declared_reason(precision, "generation"))
+            refused = registry.backends()[backend].kind_reason(kind, precision, "generation")  # torch's int8: CPU only
             if refused:
                 predictions[hw] = {"throughput": None, "latency": None, "memory_usage": None, "source": "unavailable",
                                    "detail": f"{kind}: {refused}", "interval_level": None, "throughput_interval": None,

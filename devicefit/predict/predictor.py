@@ -304,7 +304,6 @@ class PerformancePredictor:
         return replace(answer, source="roofline_calibrated", detail=f"{answer.detail}; instead, " + "; ".join(used))
 
     def _fallback(self, r: Request, outside: str | None = None) -> Prediction:
-
         if r.mode == "generation":  # a request of prompt + new tokens is not a forward pass: no roofline of one stands in
             return Prediction(None, None, None, None, None, None, "unavailable",
                               f"{r.kind}/{r.precision}/generation: this chain predicts forward passes; the generation scenario "
@@ -343,14 +342,11 @@ class PerformancePredictor:
 
 def _refused(r: Request, level: float | None) -> Prediction | None:
     """The unavailable answer where the request's backend never serves its precision and mode on
-    its kind (Backend.kind_reason; a plugin without it: declared_reason), else None."""
+    its kind (Backend.kind_reason), else None."""
     from benchmark_runners import registry
 
     backend = registry.backends().get(r.backend)
-    if backend is None:
-        return None
-    kind_reason = getattr(backend, "kind_reason", None)
-    refused = kind_reason(r.kind, r.precision, r.mode) if kind_reason else backend.declared_reason(r.precision, r.mode)
+    refused = backend.kind_reason(r.kind, r.precision, r.mode) if backend is not None else None
     return Prediction(None, None, None, None, None, None, "unavailable", f"{r.kind}/{r.precision}/{r.mode}: {refused}", level) \
         if refused else None
 
