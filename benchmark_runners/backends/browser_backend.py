@@ -90,7 +90,7 @@ class BrowserBackend(Backend):
     input_device = "cpu"
 
     def mode_reason(self, mode: str) -> str:
-        return f"onnxruntime-web runs inference only: the browser backend cannot {mode}"
+        return f"onnxruntime-web runs inference only: the browser backend does not run {mode}"
 
     def loaded_key(self, config: BenchmarkConfig) -> tuple:
         # One exported file serves every batch size (its batch axis is dynamic); other shapes are fixed in it.

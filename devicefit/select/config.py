@@ -6,13 +6,16 @@ path and what was expected, before any selection runs.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark_runners import registry
 from devicefit.errors import DevicefitError
+from models.catalog import FAMILIES
 
 DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_selection_config.json")
 IMPORTANCE = {"low": 0.5, "medium": 1.0, "high": 1.5}  # multiplies the weight the importance governs
@@ -103,6 +106,13 @@ def _ascending(values: dict[str, Any], path: str) -> dict[str, int]:
     return out
 
 
+def _known(key: str, path: str, known: tuple[str, ...]) -> None:
+    if key not in known:
+        close = difflib.get_close_matches(key, known, n=1)
+        raise SelectionConfigError(f"{path}.{key}: not a known {'family' if path == 'model_families' else 'device kind'}"
+                                   f"{f' (did you mean {close[0]}?)' if close else ''}; known: {', '.join(known)}")
+
+
 def validate_config(raw: dict[str, Any], source: str) -> SelectionConfig:
     raw = _mapping(raw, "config")
     unknown = set(raw) - {"selection_criteria", "model_families", "hardware_preferences", "batch_size_thresholds",
@@ -121,6 +131,7 @@ def validate_config(raw: dict[str, Any], source: str) -> SelectionConfig:
             raise SelectionConfigError(f"selection_criteria.{mode}: at least one weight must be positive")
     families = {}
     for family, prefs in _mapping(raw.get("model_families", {}), "model_families").items():
+        _known(family, "model_families", FAMILIES)  # a misspelt family ("visoin") would weigh nothing, silently
         prefs = _mapping(prefs, f"model_families.{family}")
         for key, value in prefs.items():
             if key not in ("batch_size_importance", "model_size_importance"):
@@ -130,6 +141,7 @@ def validate_config(raw: dict[str, Any], source: str) -> SelectionConfig:
         families[family] = dict(prefs)
     preferences = {}
     for hw, factors in _mapping(raw.get("hardware_preferences", {}), "hardware_preferences").items():
+        _known(hw, "hardware_preferences", tuple(registry.kinds()))  # keyed by device kind, as selection asks
         factors = _mapping(factors, f"hardware_preferences.{hw}")
         extra = set(factors) - set(FACTORS)
         if extra:

@@ -136,6 +136,18 @@ def test_config_errors_name_the_field(tmp_path):
         load_config(tmp_path / "missing.json")
 
 
+@pytest.mark.parametrize("section, words", [
+    ({"hardware_preferences": {"cdua": {"cost_factor": 0.5}}}, r"hardware_preferences\.cdua: not a known device kind \(did you mean cuda\?\)"),
+    ({"model_families": {"visoin": {"batch_size_importance": "high"}}}, r"model_families\.visoin: not a known family \(did you mean vision\?\)"),
+])
+def test_a_misspelt_device_kind_or_family_in_a_config_is_refused(tmp_path, section, words):
+    """A preference under a name selection never asks for (a typo) was accepted and weighed
+    nothing, so the file seemed to work and changed no answer."""
+    bad = tmp_path / "typo.json"
+    bad.write_text(json.dumps(section))
+    with pytest.raises(SelectionConfigError, match=words):
+        load_config(bad)
+
 
 @pytest.mark.parametrize("text, field", [
     ('{"selection_criteria": {"inference": {"latency_weight": NaN, "throughput_weight": 0.3}}}', r"selection_criteria\.inference\.latency_weight"),
@@ -156,6 +168,7 @@ def test_a_config_file_that_is_not_text_is_named(tmp_path):
     bad.write_bytes(b"\xff\xfe{}")
     with pytest.raises(SelectionConfigError, match=f"{bad} is not valid JSON"):
         load_config(bad)
+
 
 def test_config_weights_change_the_choice(measured, artifact, tmp_path):
     memory_only = tmp_path / "memory.json"
