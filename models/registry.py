@@ -192,6 +192,23 @@ def registered_model(name: str) -> ModelSpec | None:
     return _load_registered_cached(match, entries[match]) if match is not None else None
 
 
+def registered_at(path: Path) -> ModelSpec | None:
+    """The model registered (in the default data directory's registry) for the directory at
+    `path`, under its registered name; None when none is."""
+    try:
+        entries = read_registry(default_data_dir())
+        target = Path(path).resolve()
+    except (RegistryError, OSError, RuntimeError):
+        return None
+    for name, directory in entries.items():
+        try:
+            if Path(directory).resolve() == target:
+                return registered_model(name)
+        except (OSError, RuntimeError):  # a path that loops: not this one
+            continue
+    return None
+
+
 # Loaded registered specs, keyed by what they depend on: the pipeline resolves a model once per
 # row, and re-reading and re-checking its config each time would cost a class lookup per row.
 _loaded: dict[tuple, ModelSpec] = {}

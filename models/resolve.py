@@ -14,7 +14,7 @@ from pathlib import Path
 
 from models.aliases import alias_model, alias_names
 from models.catalog import ModelSpec, UnknownModelError, catalog_model, close_names, load_config_file, load_local_model
-from models.registry import registered_model
+from models.registry import registered_at, registered_model
 
 
 def _is_directory(text: str) -> bool:
@@ -69,7 +69,11 @@ def own_name(spec: ModelSpec) -> ModelSpec:
     directory called bert-tiny holding another config took the catalog model's name, and the
     store, which keys a model's rows by name, took the medians of both as one model's. Such a
     model is named `<name>-local-<8 hex digits of its config>`: the same directory keeps one
-    name from run to run. (The registry refuses a taken name: `devicefit models add` names it.)"""
+    name from run to run. A registered directory is its registered model, by that name. (The
+    registry refuses a taken name: `devicefit models add DIR --name NAME` names a model.)"""
+    registered = registered_at(spec.path) if spec.path is not None else None
+    if registered is not None:
+        return registered
     other = model_by_name(spec.name)
     if other is None or (other.source == spec.source and other.path == spec.path):
         return spec

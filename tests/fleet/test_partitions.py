@@ -355,5 +355,4 @@ def test_a_partition_names_its_model_by_a_name_that_resolves_back_to_it(tmp_path
     assert named.partition_keys(INVENTORY) == ["cpu-aaaaaaaaaaaa|bert-tiny"]
     register_model(tmp_path / "data", directory, name="my-tiny")
     assert Selection(models=("my-tiny",)).model_names() == ["my-tiny"]
-    with pytest.raises(ValueError, match="register it first"):  # registered, but under another name than its directory's
-        Selection(models=(str(directory),)).model_names()
+    assert Selection(models=(str(directory),)).model_names() == ["my-tiny"]  # registered: by its registered name

@@ -284,3 +284,17 @@ def test_a_local_directory_named_like_another_model_gets_a_name_of_its_own(tmp_p
     free.mkdir()
     (free / "config.json").write_text(json.dumps(config))
     assert resolve_model(str(free)).name == "my-own-tiny"
+
+
+def test_a_registered_directory_given_by_its_path_is_its_registered_model(tmp_path, monkeypatch):
+    from models.registry import register_model
+    from models.resolve import resolve_model
+
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(tmp_path / "data"))
+    directory = tmp_path / "bert-tiny"
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps({**load_catalog()["bert-tiny"].config, "hidden_size": 64}))
+    assert resolve_model(str(directory)).name.startswith("bert-tiny-local-")
+    register_model(tmp_path / "data", directory, name="my-tiny")
+    spec = resolve_model(str(directory))
+    assert (spec.name, spec.source, spec.path) == ("my-tiny", "local", directory.resolve())
