@@ -192,6 +192,19 @@ def registered_model(name: str) -> ModelSpec | None:
     return _load_registered_cached(match, entries[match]) if match is not None else None
 
 
+def name_registered(name: str) -> bool:
+    """Whether `name` is registered (in this process, or in the default data directory's
+    registry), read without loading its model: another directory's broken entry is not this
+    caller's problem. A registry that cannot be read registers nothing here."""
+    key = name.strip().lower()
+    if key in _registered:
+        return True
+    try:
+        return any(n.lower() == key for n in read_registry(default_data_dir()))
+    except RegistryError:
+        return False
+
+
 def registered_at(path: Path) -> ModelSpec | None:
     """The model registered (in the default data directory's registry) for the directory at
     `path`, under its registered name; None when none is."""

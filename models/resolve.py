@@ -14,7 +14,7 @@ from pathlib import Path
 
 from models.aliases import alias_model, alias_names
 from models.catalog import ModelSpec, UnknownModelError, catalog_model, close_names, load_config_file, load_local_model
-from models.registry import registered_at, registered_model
+from models.registry import name_registered, registered_at, registered_model
 
 
 def _is_directory(text: str) -> bool:
@@ -74,8 +74,7 @@ def own_name(spec: ModelSpec) -> ModelSpec:
     registered = registered_at(spec.path) if spec.path is not None else None
     if registered is not None:
         return registered
-    other = model_by_name(spec.name)
-    if other is None or (other.source == spec.source and other.path == spec.path):
+    if not (catalog_model(spec.name) or alias_model(spec.name) or name_registered(spec.name)):
         return spec
     digest = hashlib.sha256(json.dumps(spec.config, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return dataclasses.replace(spec, name=f"{spec.name}-local-{digest}")

@@ -74,15 +74,31 @@ class SelectionConfig:
         return product ** (1 / 3), factors
 
 
+def finite(value: Any) -> float | None:
+    """`value` as a float where it is a finite number; None for NaN, the infinities and an
+    integer beyond a float (JSON reads a 400-digit number as one; math.isfinite would raise)."""
+    try:
+        number = float(value)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def shown(value: Any) -> str:
+    """A number as an error message can show it (str() refuses an integer of 4300 digits or more)."""
+    return f"an integer of {value.bit_length()} bits" if isinstance(value, int) and value.bit_length() > 64 else str(value)
+
+
 def _number(value: Any, path: str, low: float = 0.0, high: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SelectionConfigError(f"{path} must be a number, got {value!r} ({type(value).__name__})")
-    if not math.isfinite(value):  # JSON's NaN and Infinity: every score they touch is NaN, and NaN ranks arbitrarily
-        raise SelectionConfigError(f"{path} must be a finite number, got {value}")
-    if value < low or (high is not None and value > high):
+    number = finite(value)
+    if number is None:  # JSON's NaN and Infinity: every score they touch is NaN, and NaN ranks arbitrarily
+        raise SelectionConfigError(f"{path} must be a finite number, got {shown(value)}")
+    if number < low or (high is not None and number > high):
         bound = f"between {low} and {high}" if high is not None else f"at least {low}"
         raise SelectionConfigError(f"{path} must be {bound}, got {value}")
-    return float(value)
+    return number
 
 
 def _mapping(value: Any, path: str) -> dict:

@@ -23,12 +23,12 @@ Every figure is per GPU unless named total; total = per GPU x GPU count, nothing
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchmark_runners.records import MAX_ASKED_BATCH_SIZE
 from devicefit.errors import DevicefitError
+from devicefit.select.config import finite, shown
 from models.catalog import ModelSpec
 
 MAX_GPU_COUNT = 1024  # a data-parallel group the planner answers for; the API's GpuCount uses it too
@@ -209,9 +209,10 @@ def plan_distributed_training(spec: ModelSpec, gpu_count: int, batch_size: int, 
         raise DistributedConfigError(f"batch_size must be at least 1, got {batch_size}")
     if batch_size > MAX_ASKED_BATCH_SIZE:
         raise DistributedConfigError(f"batch_size must be at most {MAX_ASKED_BATCH_SIZE} per GPU (the API's bound), got {batch_size}")
-    if max_memory_gb is not None and not (math.isfinite(max_memory_gb) and max_memory_gb <= 4096):
+    if max_memory_gb is not None and not ((cap := finite(max_memory_gb)) is not None and cap <= 4096):
         # NaN "did not fit" anything and was printed as JSON's invalid NaN; 4096 GB is the API's bound
-        raise DistributedConfigError(f"max_memory_gb must be a finite number of GB up to 4096 (the API's bound), got {max_memory_gb}")
+        raise DistributedConfigError(f"max_memory_gb must be a finite number of GB up to 4096 (the API's bound), "
+                                     f"got {shown(max_memory_gb)}")
     if max_memory_gb is not None and max_memory_gb <= CUDA_CONTEXT_GB:
         raise DistributedConfigError(f"max_memory_gb {max_memory_gb} leaves nothing after the {CUDA_CONTEXT_GB} GB CUDA context")
     parameters = parameter_count(spec)

@@ -4,7 +4,6 @@ the rest, and every candidate says which it is (`basis`)."""
 from __future__ import annotations
 
 import functools
-import math
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from devicefit import store
 from devicefit.errors import DevicefitError
 from devicefit.predict.api import MB, HardwareModelPredictor
 from devicefit.predict.memory_model import memory_target
+from devicefit.select.config import finite, shown
 from models.resolve import resolve_model
 
 SEARCH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -67,8 +67,8 @@ def measured_configs(database: Path, model: str, kind: str, mode: str, device: s
 def memory_constrained_search(model: str, kind: str, cap_mb: float, mode: str = "inference",
                               predictor: HardwareModelPredictor | None = None,
                               batch_sizes: tuple[int, ...] = SEARCH_BATCH_SIZES) -> dict[str, Any]:
-    if not math.isfinite(cap_mb) or cap_mb <= 0:  # NaN fits nothing, and said so as if memory were the problem
-        raise MemorySearchError(f"the memory cap must be a positive finite number of MB, got {cap_mb}")
+    if (finite(cap_mb) or 0) <= 0:  # NaN fits nothing, and said so as if memory were the problem
+        raise MemorySearchError(f"the memory cap must be a positive finite number of MB, got {shown(cap_mb)}")
     searchable = [k.name for k in registry.kinds().values() if k.native_precisions]
     if kind not in searchable:
         raise MemorySearchError(f"no devicefit backend measures {kind}; searchable: {', '.join(searchable)}")

@@ -114,3 +114,23 @@ def test_a_report_output_that_is_a_directory_is_named_and_leaves_no_stray_file(t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not any(target.iterdir())
     written = getattr(analysis, writer)([], target / "file")
     assert written.is_file() and sorted(p.name for p in target.iterdir()) == ["file"]
+
+
+def test_written_outputs_are_readable_as_the_umask_allows(tmp_path):
+    """mkstemp's temporary file is 0600, so every output written through it (the landing files,
+    the API's snapshot, the reports) was readable by its owner only, whatever the umask: a server
+    run by another user could not read them."""
+    import os
+    import stat
+
+    from devicefit.results_io import write_json_atomic
+
+    previous = os.umask(0o022)
+    try:
+        write_json_atomic(tmp_path / "open.json", {"a": 1})
+        os.umask(0o077)
+        write_json_atomic(tmp_path / "private.json", {"a": 1})
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "open.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "private.json").stat().st_mode) == 0o600

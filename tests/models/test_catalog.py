@@ -298,3 +298,19 @@ def test_a_registered_directory_given_by_its_path_is_its_registered_model(tmp_pa
     register_model(tmp_path / "data", directory, name="my-tiny")
     spec = resolve_model(str(directory))
     assert (spec.name, spec.source, spec.path) == ("my-tiny", "local", directory.resolve())
+
+
+def test_a_broken_registered_model_of_the_same_name_does_not_stop_another_directory(tmp_path, monkeypatch):
+    """Whether a directory's name is taken was decided by loading the model registered under it,
+    so another directory's broken or removed entry of that name made this one an error."""
+    from models.registry import register_model
+    from models.resolve import resolve_model
+
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(tmp_path / "data"))
+    config = json.dumps({**load_catalog()["bert-tiny"].config, "hidden_size": 64})
+    for where in ("a", "b"):
+        (tmp_path / where / "mine").mkdir(parents=True)
+        (tmp_path / where / "mine" / "config.json").write_text(config)
+    register_model(tmp_path / "data", tmp_path / "a" / "mine")
+    (tmp_path / "a" / "mine" / "config.json").write_text("{broken")
+    assert resolve_model(str(tmp_path / "b" / "mine")).name.startswith("mine-local-")

@@ -71,7 +71,8 @@ def test_what_cannot_fit_says_so():
                                              # NaN "did not fit" and both came out as JSON's invalid NaN / Infinity (fault hunt)
                                              ({"gpu_count": 8, "batch_size": 1, "max_memory_gb": float("nan")}, "max_memory_gb must be a finite"),
                                              ({"gpu_count": 8, "batch_size": 1, "max_memory_gb": float("inf")}, "max_memory_gb must be a finite"),
-                                             ({"gpu_count": 8, "batch_size": 1, "max_memory_gb": 5000.0}, "up to 4096")])
+                                             ({"gpu_count": 8, "batch_size": 1, "max_memory_gb": 5000.0}, "up to 4096"),
+                                             ({"gpu_count": 8, "batch_size": 1, "max_memory_gb": 10 ** 400}, "got an integer of 1329 bits")])
 def test_bad_requests_are_refused(kwargs, message):
     with pytest.raises(DistributedConfigError, match=message):
         plan_distributed_training(resolve_model("gpt2"), **kwargs)

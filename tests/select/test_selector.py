@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from devicefit.select.config import SelectionConfigError, load_config
 from devicefit.select.selector import HardwareSelector, SelectionError
 from models.resolve import resolve_model
 
@@ -119,55 +118,6 @@ def test_batch_selection_answers_each_model(selector):
     out = selector.select_hardware_batch([{"name": "bert-tiny", "family": "embedding"}, {"name": "no-such-model"}], 1,
                                          available_hardware=["cpu", "cuda"])
     assert out["bert-tiny"]["primary"] in ("cpu", "cuda") and out["no-such-model"]["primary"] is None
-
-
-def test_config_errors_name_the_field(tmp_path):
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"selection_criteria": {"inference": {"latency_weight": "high"}}}))
-    with pytest.raises(SelectionConfigError, match=r"selection_criteria\.inference\.latency_weight must be a number, got 'high'"):
-        load_config(bad)
-    bad.write_text(json.dumps({"model_size_categories": {"small": 5, "medium": 2, "large": 9}}))
-    with pytest.raises(SelectionConfigError, match="ascend"):
-        load_config(bad)
-    bad.write_text("{not json")
-    with pytest.raises(SelectionConfigError, match="not valid JSON"):
-        load_config(bad)
-    with pytest.raises(SelectionConfigError, match="does not exist"):
-        load_config(tmp_path / "missing.json")
-
-
-@pytest.mark.parametrize("section, words", [
-    ({"hardware_preferences": {"cdua": {"cost_factor": 0.5}}}, r"hardware_preferences\.cdua: not a known device kind \(did you mean cuda\?\)"),
-    ({"model_families": {"visoin": {"batch_size_importance": "high"}}}, r"model_families\.visoin: not a known family \(did you mean vision\?\)"),
-])
-def test_a_misspelt_device_kind_or_family_in_a_config_is_refused(tmp_path, section, words):
-    """A preference under a name selection never asks for (a typo) was accepted and weighed
-    nothing, so the file seemed to work and changed no answer."""
-    bad = tmp_path / "typo.json"
-    bad.write_text(json.dumps(section))
-    with pytest.raises(SelectionConfigError, match=words):
-        load_config(bad)
-
-
-@pytest.mark.parametrize("text, field", [
-    ('{"selection_criteria": {"inference": {"latency_weight": NaN, "throughput_weight": 0.3}}}', r"selection_criteria\.inference\.latency_weight"),
-    ('{"selection_criteria": {"training": {"throughput_weight": Infinity}}}', r"selection_criteria\.training\.throughput_weight"),
-    ('{"hardware_preferences": {"cpu": {"cost_factor": NaN}}}', r"hardware_preferences\.cpu\.cost_factor"),
-])
-def test_a_config_weight_of_nan_or_infinity_is_refused(tmp_path, text, field):
-    """Python's json reads NaN and Infinity; a NaN weight or factor passed every range check and
-    made the scores NaN, so the CLI recommended a hardware with 'score nan' (found by a fault hunt)."""
-    bad = tmp_path / "nan.json"
-    bad.write_text(text)
-    with pytest.raises(SelectionConfigError, match=field + " must be a finite number"):
-        load_config(bad)
-
-
-def test_a_config_file_that_is_not_text_is_named(tmp_path):
-    bad = tmp_path / "binary.json"
-    bad.write_bytes(b"\xff\xfe{}")
-    with pytest.raises(SelectionConfigError, match=f"{bad} is not valid JSON"):
-        load_config(bad)
 
 
 def test_config_weights_change_the_choice(measured, artifact, tmp_path):
