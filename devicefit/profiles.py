@@ -258,6 +258,10 @@ def partition_model_name(model: str) -> str:
     spec = resolve_model(model)  # UnknownModelError names close matches
     named = model_by_name(spec.name)
     if named is None or named.source != spec.source or named.path != spec.path:
+        if spec.path is not None and spec.path.is_file():  # a bare config file: the registry takes directories
+            raise ValueError(f"--model {model}: a config file is measured by the pipeline under a registered name; put it "
+                             "in a directory as config.json and register that (`devicefit models add DIR [--name NAME]`), "
+                             "then --model NAME")
         raise ValueError(f"--model {model}: a local model directory is measured by the pipeline under a registered name; "
                          f"register it first (`devicefit models add {model} [--name NAME]`), then --model NAME")
     return spec.name

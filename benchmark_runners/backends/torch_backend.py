@@ -125,7 +125,7 @@ class TorchBackend(Backend):
 
         device, precision, mode = registry.torch_device_string(config.device), config.precision, config.mode
         if precision == "int8":
-            reason = self.kind_reason("cpu" if device == "cpu" else device.split(":")[0], precision, mode)
+            reason = self.kind_reason(device.split(":")[0], precision, mode)
             if reason:
                 return reason
             if not any(e in torch.backends.quantized.supported_engines for e in ("x86", "fbgemm", "qnnpack", "onednn")):

@@ -97,10 +97,10 @@ def memory_constrained_search(model: str, kind: str, cap_mb: float, mode: str = 
         raise MemorySearchError(f"{spec.name} has no {mode} config on {kind} to search: {unavailable[0] if unavailable else 'none'}")
     fitting = [c for c in candidates if c["memory_mb"] <= cap_mb]
     if not fitting:
-        smallest = min(candidates, key=lambda c: c["memory_mb"]) if candidates else None
-        raise MemorySearchError(f"nothing fits {cap_mb:g} MB for {spec.name} on {kind} ({mode})" +
-                                (f": the smallest is batch {smallest['batch_size']} {smallest['precision']} at "
-                                 f"{smallest['memory_mb']:.0f} MB ({smallest['basis']})" if smallest else ""))
+        smallest = min(candidates, key=lambda c: c["memory_mb"])
+        raise MemorySearchError(f"nothing fits {cap_mb:g} MB for {spec.name} on {kind} ({mode}): the smallest is batch "
+                                f"{smallest['batch_size']} {smallest['precision']} at {smallest['memory_mb']:.0f} MB "
+                                f"({smallest['basis']})")
     best = max(fitting, key=lambda c: (c["throughput"], -c["latency_ms"]))
     return {"model_name": spec.name, "hardware": kind, "device": device, "mode": mode, "memory_cap_mb": cap_mb, "best": best,
             "candidates": sorted(candidates, key=lambda c: (c["precision"], c["batch_size"])),

@@ -125,19 +125,25 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
     A row whose natural key (run_id, config_key) another source already holds is skipped and
     counted, never stored twice: the first source to store a row owns it (load_landing_files
     loads partitions first), and a source reloading its own rows deletes them before inserting.
+    An older partition that a stored partition supersedes (`_stored_successor`) is not stored:
+    its rows, if any, are removed and SourceLoad.superseded_by names the successor.
     A failure rolls everything back: LandingFileError when the content is at fault, StoreError
     (naming a full disk as such) when the machine is."""
     results = [BenchmarkResult.from_json(r) for r in validated_rows(document, f"rows for {source_key}")]
     document, results = with_host_qualified_devices(document, results)
     now = _now()
-    if origin == "partition" and (successor := _stored_successor(con, source_key, results)) is not None:
-        _drop_source(con, source_key)
-        return SourceLoad(0, superseded_by=successor)
     con.execute("BEGIN TRANSACTION")
     try:
+        if origin == "partition" and (successor := _stored_successor(con, source_key, results)) is not None:
+            _delete_source(con, source_key)
+            con.execute("COMMIT")
+            return SourceLoad(0, superseded_by=successor)
+        # What this partition superseded stays superseded when it is measured again: the old
+        # file was retired then, so the new document no longer names it.
+        recorded = con.execute("SELECT supersedes FROM sources WHERE source_key = ?", [source_key]).fetchone()
+        supersedes = sorted(set(document.get("supersedes") or ()) | set((recorded[0] if recorded else None) or ()))
         replaced = con.execute("SELECT count(*) FROM measurements WHERE source_key = ?", [source_key]).fetchone()[0]
-        for table in ("measurements", "runs", "sources"):
-            con.execute(f"DELETE FROM {table} WHERE source_key = ?", [source_key])
+        _delete_source(con, source_key)
         if replaced:
             # Rows this source held may have been skipped in others as duplicates: those sources
             # offer them again at the next load, so a row leaves the store only with its last source.
@@ -170,7 +176,7 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
         _upsert_models(con, kept, now)
         con.execute("INSERT INTO sources (source_key, origin, path, sha256, rows, loaded_at, duplicate_rows, supersedes) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [source_key, origin, path, sha256, len(kept), now, len(results) - len(kept),
-                                                        (document.get("supersedes") or None) if origin == "partition" else None])
+                                                        (supersedes or None) if origin == "partition" else None])
         con.execute("COMMIT")
     except BaseException as exc:
         _rollback(con)
@@ -189,30 +195,30 @@ def _stored_successor(con, source_key: str, results: list[BenchmarkResult]) -> s
     and model of these rows (the rule `_drop_superseded` applies the other way round). An older
     partition's file loaded after its successor (a partition killed before retiring it sorts
     after the device partition's file; or a copy put back in raw/) would otherwise be stored
-    beside it: two runs of one device and model."""
+    beside it: two runs of one device and model. Rows measured after the successor's latest run
+    began (the old partition materialized again, from the UI) are newer, and stay."""
+    if not results:
+        return None
     devices = {row_device_id(r.hardware_fingerprint, r.device_profile) for r in results} - {None}
     models = {r.model for r in results}
+    newest = max(parse_timestamp(r.timestamp) for r in results)
     for (successor,) in con.execute("SELECT source_key FROM sources WHERE origin = 'partition' AND source_key <> ? AND "
                                     "list_contains(supersedes, ?) ORDER BY source_key", [source_key, source_key]).fetchall():
-        held_devices, held_models = con.execute("SELECT list(DISTINCT device_id), list(DISTINCT model) FROM measurements "
-                                                "WHERE source_key = ?", [successor]).fetchone()
-        if models and devices <= set(held_devices or ()) and models <= set(held_models or ()):
+        held_devices, held_models, latest = con.execute(
+            "SELECT list(DISTINCT device_id), list(DISTINCT model), (SELECT max(written_at) FROM runs WHERE source_key = $1) "
+            "FROM measurements WHERE source_key = $1", [successor]).fetchone()
+        if devices <= set(held_devices or ()) and models <= set(held_models or ()) and latest is not None and newest <= latest:
             return successor
     return None
 
 
-def _drop_source(con, source_key: str) -> None:
-    """Remove a source's rows (its samples stay in sample_history), in one transaction."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        for table in ("measurements", "runs", "sources"):
-            con.execute(f"DELETE FROM {table} WHERE source_key = ?", [source_key])
-        con.execute("COMMIT")
-    except BaseException as exc:
-        _rollback(con)
-        if isinstance(exc, (duckdb.Error, OSError)):
-            raise _write_failure(database_file(con), exc, f"drop {source_key} from") from exc
-        raise
+_SOURCE_TABLES = ("measurements", "runs", "sources")
+
+
+def _delete_source(con, source_key: str) -> None:
+    """A source's rows gone (their samples stay in sample_history), inside the caller's transaction."""
+    for table in _SOURCE_TABLES:
+        con.execute(f"DELETE FROM {table} WHERE source_key = ?", [source_key])
 
 
 def _drop_superseded(con, source_key: str, keys: list[str], kept: list[BenchmarkResult]) -> tuple[str, ...]:
@@ -232,8 +238,7 @@ def _drop_superseded(con, source_key: str, keys: list[str], kept: list[Benchmark
         origin = con.execute("SELECT origin FROM sources WHERE source_key = ?", [key]).fetchone()
         if origin is None or origin[0] != "partition" or held[1]:
             continue
-        for table in ("measurements", "runs", "sources"):
-            con.execute(f"DELETE FROM {table} WHERE source_key = ?", [key])
+        _delete_source(con, key)
         dropped.append(key)
     return tuple(dropped)
 

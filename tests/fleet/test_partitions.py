@@ -319,6 +319,42 @@ def test_a_superseded_file_never_loaded_is_retired_not_loaded_beside_its_success
     assert (raw / "superseded" / "partition__cpu__bert-tiny.json").is_file() and not (raw / "partition__cpu__bert-tiny.json").exists()
 
 
+def test_a_partition_measured_again_still_supersedes_what_it_superseded(tmp_path):
+    """Measured again, the device partition's document names nothing (the old file was retired
+    the first time), and sources forgot what it superseded: a copy of the old file put back in
+    raw/ was then stored beside it again."""
+    raw, database = tmp_path / "raw", tmp_path / "devicefit.duckdb"
+    config = BenchmarkConfig(model="bert-tiny")
+    write_landing(raw, "partition:cpu|bert-tiny", results_document("old", [replace(_row(config, 5.0), run_id="old")], HARDWARE))
+    load_landing_files(database, raw)
+    write_landing(raw, "partition:cpu-abc|bert-tiny", {**results_document("new", [replace(_row(config, 5.2), run_id="new")], HARDWARE),
+                                                       "supersedes": ["partition:cpu|bert-tiny"]})
+    load_landing_files(database, raw)
+    write_landing(raw, "partition:cpu-abc|bert-tiny", results_document("new2", [replace(_row(config, 5.1), run_id="new2")], HARDWARE))
+    load_landing_files(database, raw)
+    (raw / "superseded" / "partition__cpu__bert-tiny.json").replace(raw / "partition__cpu__bert-tiny.json")
+    report = load_landing_files(database, raw)
+    assert report.superseded == [("partition:cpu|bert-tiny", "partition:cpu-abc|bert-tiny")]
+    with store.opened(database, read_only=True) as con:
+        assert con.execute("SELECT source_key, run_id FROM measurements").fetchall() == [("partition:cpu-abc|bert-tiny", "new2")]
+
+
+def test_an_old_partition_measured_after_its_successor_is_kept(tmp_path):
+    """An old kind partition materialized again (from the UI) after its device partition ran
+    holds newer rows than its successor: they are stored, not retired as superseded."""
+    raw, database = tmp_path / "raw", tmp_path / "devicefit.duckdb"
+    config = BenchmarkConfig(model="bert-tiny")
+    write_landing(raw, "partition:cpu-abc|bert-tiny", {**results_document("new", [replace(_row(config, 5.2), run_id="new")], HARDWARE),
+                                                       "supersedes": ["partition:cpu|bert-tiny"]})
+    load_landing_files(database, raw)
+    later = replace(_row(config, 5.0), run_id="later", timestamp="2026-11-26T10:00:00+00:00")
+    write_landing(raw, "partition:cpu|bert-tiny", results_document("later", [later], HARDWARE))
+    report = load_landing_files(database, raw)
+    assert report.superseded == [] and (raw / "partition__cpu__bert-tiny.json").is_file()
+    with store.opened(database, read_only=True) as con:
+        assert sorted(con.execute("SELECT run_id FROM measurements").fetchall()) == [("later",), ("new",)]
+
+
 def test_a_store_from_before_migration_24_learns_what_its_partitions_supersede(tmp_path):
     """A successor stored before sources kept `supersedes` is loaded once more after the
     migration, so an older partition's file that turns up later is retired, not stored."""
