@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from benchmark_runners import registry
 from devicefit.predict.hardware_specs import device_specs
 from devicefit.predict.training import ARTIFACT_FORMAT
 
@@ -34,6 +35,10 @@ def cold_artifact(inventory: dict[str, Any]) -> dict[str, Any]:
         "categories": {}, "numeric": [], "process_baseline": {}, "efficiency": {},
         "baseline": {"roofline": {}, "memory": {}}, "validation": None,
         "specs": {kind: vars(spec) for kind, spec in specs.items()},
+        # why a kind of this host has no spec: its probe failed or was not taken (another process
+        # was measuring on the device), said in the answer instead of "nothing to predict from"
+        "unprobed": {registry.kind_of_device(device): probe["error"] for device, probe in (inventory.get("probes") or {}).items()
+                     if isinstance(probe, dict) and "error" in probe and registry.kind_of_device(device) not in specs},
         "boosters": {},
     }
 

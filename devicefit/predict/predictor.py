@@ -313,8 +313,10 @@ class PerformancePredictor:
             return refused
         spec = self.spec_of(r)
         if spec is None:
+            probe = (self.artifact.get("unprobed") or {}).get(r.kind)
             return Prediction(None, None, None, None, None, None, "unavailable",
-                              f"no measurement and no published spec for {r.device or r.kind}: nothing to predict from", self.level)
+                              f"no measurement and no published spec for {r.device or r.kind}"
+                              f"{f' (its probe: {probe})' if probe else ''}: nothing to predict from", self.level)
         f = feature_row(r.point, r.batch_size, r.precision, r.mode, r.backend, spec)
         roof = math.exp(f["log_roofline_ms"])
         unmeasured_baseline = 0.0 if device_memory_kind(r.kind) else STATIC_PROCESS_BASELINE  # a card's allocator holds tensors only

@@ -38,6 +38,29 @@ def test_the_cli_answers_on_an_empty_data_directory(tmp_path, monkeypatch):
     assert cuda["memory_usage"] * 2**20 > 4 * 6_738_415_616
 
 
+def test_a_cpu_not_probed_because_another_process_measures_on_it_is_named_in_the_answer(tmp_path, monkeypatch):
+    """With the CPU's device lock held by another process and no earlier probe, the detection
+    takes none (it would disturb that measurement), and the cold start answered "no measurement
+    and no published spec for cpu: nothing to predict from", hiding why."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("DEVICEFIT_LOCK_DIR", str(tmp_path / "locks"))
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom benchmark_runners.device_lock import hold_devices\n"
+                               "with hold_devices({'cpu'}):\n    print('held', flush=True)\n    time.sleep(120)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        out = runner.invoke(app, ["predict", "--model", "bert-tiny", "--hardware", "cpu", "--json"])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert out.exit_code == 0, out.output
+    cpu = json.loads(out.stdout)["predictions"]["cpu"]
+    assert cpu["source"] == "unavailable" and "another process is measuring on cpu" in cpu["detail"], cpu
+
+
 def test_the_api_answers_on_an_empty_data_directory(tmp_path):
     from devicefit.api.app import Settings, create_app
 
