@@ -14,6 +14,7 @@ from typing import Any
 from devicefit.predict.memory_model import memory_target
 from devicefit.reports.data import hardware_label, labelled
 from devicefit.reports.figures import MIB, training_inference_pairs
+from devicefit.reports.spreadsheet import spreadsheet_text
 from devicefit.results_io import write_text_atomic
 
 CONFIG_COLUMNS = ("model", "family", "mode", "precision", "batch_size", "input_dims")
@@ -66,13 +67,19 @@ def comparative_analysis(aggregates: list[dict[str, Any]]) -> tuple[list[str], l
     return columns, rows
 
 
+def _cell(value: Any) -> Any:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "" if value is None else spreadsheet_text(value) if isinstance(value, str) else value
+
+
 def analysis_csv(aggregates: list[dict[str, Any]]) -> str:
     columns, rows = comparative_analysis(aggregates)
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else "" if v is None else v) for k, v in row.items()})
+        writer.writerow({k: _cell(v) for k, v in row.items()})
     return buf.getvalue()
 
 

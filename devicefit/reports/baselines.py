@@ -17,6 +17,7 @@ from typing import Any
 from benchmark_runners.speed_reference import mean_gflops
 from devicefit import store
 from devicefit.errors import DevicefitError
+from devicefit.reports.spreadsheet import read_spreadsheet_text, spreadsheet_text
 from devicefit.store.loading import host_qualifier
 
 CI_FORMAT = "devicefit.regression_report/1"
@@ -233,7 +234,7 @@ def sets_from_csv(path: Path) -> list[SampleSet]:
     try:
         with open(path, newline="") as fh:
             reader = csv.DictReader(fh)
-            rows = list(reader)
+            rows = [{k: read_spreadsheet_text(v) if isinstance(v, str) else v for k, v in r.items()} for r in reader]
             columns = list(reader.fieldnames or [])
     except (OSError, UnicodeDecodeError, csv.Error) as exc:  # a binary file; a field over csv's size limit
         raise BaselineError(f"baseline {path} is unreadable: {type(exc).__name__}: {str(exc)[:200]}") from None
@@ -269,8 +270,9 @@ def write_baseline_csv(sets: list[SampleSet], path: Path) -> Path:
                          "hardware_fingerprint", "p50_ms", "samples_ms"])
         for s in sets:
             i = s.identity
-            writer.writerow([i.model, i.device_kind, i.backend, i.precision, i.mode, i.batch_size, i.input_dims or "", s.run_id or "",
-                             s.hardware_fingerprint or "", f"{s.p50_ms:.6g}", ";".join(f"{x:.6g}" for x in s.samples_ms)])
+            text = [spreadsheet_text(t) for t in (i.model, i.device_kind, i.backend, i.precision, i.mode)]
+            writer.writerow([*text, i.batch_size, spreadsheet_text(i.input_dims or ""), spreadsheet_text(s.run_id or ""),
+                             spreadsheet_text(s.hardware_fingerprint or ""), f"{s.p50_ms:.6g}", ";".join(f"{x:.6g}" for x in s.samples_ms)])
     return path
 
 

@@ -1,0 +1,49 @@
+"""Text from another machine's landing file (a model name, a hostname, a device name, an error)
+is data in everything devicefit publishes: never a formula in a spreadsheet, never markup in a
+figure, never styling or a control sequence on a terminal."""
+import csv
+import io
+
+from devicefit.reports import analysis, regression
+from devicefit.reports.baselines import ConfigIdentity, SampleSet
+from devicefit.reports.spreadsheet import read_spreadsheet_text, spreadsheet_text
+
+FORMULA = '=HYPERLINK("http://evil.example","click")'
+FORMULAS = [FORMULA, "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\t=1", "\r=1", "'=1", "'plain", "''", "plain", ""]
+
+
+def _row(model: str, hostname: str = "vm", device_name: str = "Xeon") -> dict:
+    return {"model": model, "family": "embedding", "input_dims": "{}", "mode": "inference", "precision": "fp32", "batch_size": 1,
+            "p50_ms": 2.0, "device_kind": "cpu", "backend": "torch", "host": "cpu-x", "accelerator": None,
+            "device_name": device_name, "hostname": hostname, "throughput_samples_per_s": 500.0, "peak_rss_bytes": 2**29, "runs": 1}
+
+
+def test_text_cells_are_inert_and_read_back_exactly():
+    for text in FORMULAS:
+        cell = spreadsheet_text(text)
+        assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), cell
+        assert read_spreadsheet_text(cell) == text
+
+
+def test_the_comparative_analysis_holds_no_formula():
+    """A landing file's model named `=HYPERLINK(...)` went into comparative_analysis.csv as a
+    cell a spreadsheet evaluates (csv quoting does not stop it)."""
+    text = analysis.analysis_csv([_row(FORMULA), _row("@SUM(A1)")])
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert {r["model"] for r in rows} == {"'" + FORMULA, "'@SUM(A1)"}
+    cells = [c for r in rows for c in r.values()]
+    assert not any(c.startswith(("=", "+", "@")) for c in cells), cells
+
+
+def test_a_hostile_name_round_trips_through_both_csv_baselines(tmp_path):
+    identity = ConfigIdentity(FORMULA, "cpu", "torch", "fp32", "inference", 1, "{}")
+    sets = [SampleSet(identity, [2.0, 2.1], 2.05, "-run", "@cpu-x")]
+    exported = regression.write_baseline_csv(sets, tmp_path / "baseline.csv")
+    cells = [c for r in csv.reader(open(exported)) for c in r]
+    assert not any(c.startswith(("=", "+", "-", "@")) for c in cells), cells
+    [back] = regression.sets_from_csv(exported)
+    assert (back.identity, back.run_id, back.hardware_fingerprint) == (identity, "-run", "@cpu-x")
+    wide = tmp_path / "analysis.csv"
+    wide.write_text(analysis.analysis_csv([_row(FORMULA)]))
+    [from_wide] = regression.sets_from_csv(wide)
+    assert from_wide.identity.model == FORMULA
