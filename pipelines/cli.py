@@ -11,7 +11,7 @@ import typer
 from benchmark_runners import registry
 from benchmark_runners.speed_reference import speed_summary
 from devicefit.cli import app
-from devicefit.cli.common import best_precision_table, console, csv_list, data_paths, err, exit_without_teardown, fail, int_list, registry_help
+from devicefit.cli.common import best_precision_table, console, csv_list, data_paths, err, exit_without_teardown, fail, int_list, registry_help, styled
 from devicefit.errors import DevicefitError
 
 
@@ -70,9 +70,9 @@ def run_command(
     except RuntimeError as exc:
         fail(str(exc))
     for stale in outcome.reaped:
-        err.print(f"[yellow]stale run marked failed:[/] {stale}")
+        err.print(styled(("stale run marked failed:", "yellow"), f" {stale}"))
     for failure in outcome.dispatch_failures:
-        err.print(f"[red]dispatched run failed:[/] {failure}", soft_wrap=True)
+        err.print(styled(("dispatched run failed:", "red"), f" {failure}"), soft_wrap=True)
     paths = data_paths()
     con = store.connect(paths.database, read_only=True)
     try:
@@ -116,10 +116,10 @@ def run_command(
             console.print(f"  {label}: {path}")
     console.print(f"  dagster runs: {os.environ.get('DAGSTER_HOME')}")
     for check in outcome.failed_checks:
-        err.print(f"[yellow]check:[/] {check}")
+        err.print(styled(("check:", "yellow"), f" {check}"))
     broken = [k for k, ok, _ in outcome.partitions if not ok]
     if broken or not outcome.results_success:
-        err.print(f"[red]runs failed:[/] {', '.join(broken) or 'results_job'} (see `make ui`)")
+        err.print(styled(("runs failed:", "red"), f" {', '.join(broken) or 'results_job'} (see `make ui`)"))
         raise typer.Exit(1)
 
 

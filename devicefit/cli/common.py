@@ -6,6 +6,7 @@ file-system fault) into one line on stderr and the error's exit code, for the co
 for CliRunner alike. Commands raise; they do not format their own failures."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Optional
@@ -13,20 +14,51 @@ from typing import Any, Callable, NoReturn, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from typer.core import TyperGroup
 
 from benchmark_runners.records import MAX_ASKED_BATCH_SIZE, MAX_BATCH_SIZE, MODES, PRECISIONS
 from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 
+# A control character but tab and newline: C0, DEL and C1 (ESC starts ANSI/OSC sequences).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_text(text: str) -> str:
+    """Text a terminal shows and never acts on: each control character as its escape (`\\x1b`),
+    so a hostname or error carrying an ANSI sequence cannot clear the screen, retitle the window,
+    colour or hide what follows, or plant an OSC 8 link."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class PlainConsole(Console):
+    """A console on which a string is text, never markup: model names, hostnames, device names and
+    error messages come from landing files other machines wrote and from backends, and a name like
+    `[link=...]x[/link]` or `a[/]b` is data (rich markup rendered it as a link, or raised
+    MarkupError). The code's own styles are set with `styled`; control characters are escaped."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(markup=False, emoji=False, **kwargs)
+
+    def render_str(self, text: str, **kwargs: Any):
+        return super().render_str(terminal_text(text), **{**kwargs, "markup": False, "emoji": False})
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """One line whose styles the code sets: plain parts and (text, style) parts, each text as
+    data (control characters escaped, brackets kept)."""
+    return Text.assemble(*(terminal_text(p) if isinstance(p, str) else (terminal_text(p[0]), p[1]) for p in parts))
+
+
 # Off a terminal (CI logs, pipes) rich would wrap tables at 80 columns; results need more.
 # A stream closed at start (`devicefit benchmark --json F >&-` from cron) is None in sys.
-console = Console(width=None if sys.stdout is not None and sys.stdout.isatty() else 220)
-err = Console(stderr=True, width=None if sys.stderr is not None and sys.stderr.isatty() else 220)
+console = PlainConsole(width=None if sys.stdout is not None and sys.stdout.isatty() else 220)
+err = PlainConsole(stderr=True, width=None if sys.stderr is not None and sys.stderr.isatty() else 220)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(styled(("error:", "bold red"), f" {message}"))
     raise typer.Exit(code)
 
 
@@ -164,12 +196,12 @@ def print_regression(report: dict) -> None:
         table.add_column(c)
     for c in shown:
         colour = {"regression": "red", "inconclusive": "yellow"}.get(c["verdict"], "green")
-        table.add_row(c["config"], f"[{colour}]{c['verdict']}[/]", f"{c['baseline_p50_ms']:.3f}", f"{c['current_p50_ms']:.3f}",
+        table.add_row(c["config"], styled((c["verdict"], colour)), f"{c['baseline_p50_ms']:.3f}", f"{c['current_p50_ms']:.3f}",
                       f"{100 * c['change']:+.1f}%", "-" if c["p_value"] is None else f"{c['p_value']:.2g}")
     console.print(table)
     for c in report["comparisons"]:
         if c["verdict"] == "inconclusive":
-            console.print(f"[yellow]{c['config']}: {c['method']}[/]")
+            console.print(styled((f"{c['config']}: {c['method']}", "yellow")))
         if c.get("note"):  # set only on a regression, improvement or inconclusive comparison
             console.print(f"{c['config']}: {c['note']}")
 

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from devicefit.cli.common import AS_JSON, app, console, data_paths, err, fail
+from devicefit.cli.common import AS_JSON, app, console, data_paths, err, fail, styled
 
 PANEL = "Data"
 
@@ -57,7 +57,7 @@ def models(
                           f"{r['parameters'] / 1e6:.2f}M", pub)
         console.print(table)
     for line in broken:
-        err.print(f"[yellow]warning:[/] {line}")
+        err.print(styled(("warning:", "yellow"), f" {line}"))
 
 
 @models_app.command("add")
@@ -76,7 +76,7 @@ def models_add(
         spec = register_model(data_dir, directory, name)
     except OSError as exc:
         fail(f"cannot write the model registry {registry_file(data_dir)}: {exc.strerror or exc}")
-    console.print(f"registered [bold]{spec.name}[/] ({spec.architecture}) -> {spec.path} in {registry_file(data_dir)}")
+    console.print(styled("registered ", (spec.name, "bold"), f" ({spec.architecture}) -> {spec.path} in {registry_file(data_dir)}"))
 
 
 @models_app.command("remove")
@@ -120,8 +120,8 @@ def db_status(as_json: bool = AS_JSON) -> None:
     if as_json:
         print(json.dumps(info, indent=2, default=str))
         return
-    console.print(f"[bold]{info['path']}[/] ({info['size_bytes'] / 2**20:.1f} MiB), schema version "
-                  f"{info['schema_version']} (current {info['current_schema_version']})")
+    console.print(styled((str(info["path"]), "bold"), f" ({info['size_bytes'] / 2**20:.1f} MiB), schema version "
+                         f"{info['schema_version']} (current {info['current_schema_version']})"))
     table = Table(title="Tables")
     table.add_column("table")
     table.add_column("rows", justify="right")
@@ -162,4 +162,4 @@ def ingest(
             console.print(f"skipped {skipped} rows of {key}: already stored by another source "
                           "(same run_id and config_key), not stored twice")
         for name, reason in report.quarantined:
-            err.print(f"[red]quarantined[/] {name}: {reason}")
+            err.print(styled(("quarantined", "red"), f" {name}: {reason}"))

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from benchmark_runners import registry
 from benchmark_runners.harness import FAULTS_WORTH_A_NOTE, page_faults_text
-from devicefit.cli.common import app, console, csv_list, data_paths, err, fail, gib, int_list, print_regression, registry_help
+from devicefit.cli.common import app, console, csv_list, data_paths, err, fail, gib, int_list, print_regression, registry_help, styled, terminal_text
 
 PANEL = "Measure"
 
@@ -58,7 +58,7 @@ def print_detection(as_json: bool = False, refresh: bool = False) -> None:
             detail = ", ".join(f"{k}={v}" for k, v in info.details.items() if v is not None) or "-"
         else:
             detail = info.reason or "-"
-        table.add_row(kind, "[green]yes[/]" if info.available else "[red]no[/]", info.backend or "-", devices, detail)
+        table.add_row(kind, styled(("yes", "green")) if info.available else styled(("no", "red")), info.backend or "-", devices, detail)
     console.print(table)
     if inv.probes:
         probe = Table(title="Device probe (measured)")
@@ -79,8 +79,8 @@ def print_detection(as_json: bool = False, refresh: bool = False) -> None:
         console.print(probe)
         for dev, p in inv.probes.items():
             if p.get("reused"):  # its device was measuring for another process: not probed again beside it
-                console.print(f"[yellow]{dev}: {p['reused']}[/]")
-    console.print(f"torch device: [bold]{inv.torch_device()}[/]")
+                console.print(styled((f"{dev}: {p['reused']}", "yellow")))
+    console.print(styled("torch device: ", (inv.torch_device(), "bold")))
 
 
 def _probe_references(reference) -> str:
@@ -114,13 +114,13 @@ def _results_table(results) -> Table:
             if (r.minor_faults_per_iteration or 0) >= FAULTS_WORTH_A_NOTE:
                 note = f"{page_faults_text(r.minor_faults_per_iteration)}; {note}"
             if r.contended:
-                note = f"[yellow]contended: other processes used {r.other_cpu_share:.0%} of the CPU[/]; {note}"
-            table.add_row(r.model, r.device, r.precision, r.mode, str(r.batch_size), "[green]ok[/]",
+                note = styled((f"contended: other processes used {r.other_cpu_share:.0%} of the CPU", "yellow"), f"; {note}")
+            table.add_row(r.model, r.device, r.precision, r.mode, str(r.batch_size), styled(("ok", "green")),
                           f"{r.p50_ms:.2f}", ci, f"{r.p95_ms:.2f}", f"{r.throughput_samples_per_s:.1f}",
                           f"{r.peak_rss_bytes / 2**20:.0f} MiB", str(r.iterations), note)
         else:
             color = "yellow" if r.status == "skipped" else "red"
-            table.add_row(r.model, r.device, r.precision, r.mode, str(r.batch_size), f"[{color}]{r.status}[/]",
+            table.add_row(r.model, r.device, r.precision, r.mode, str(r.batch_size), styled((r.status, color)),
                           "-", "-", "-", "-", "-", "-", r.error or "")
     return table
 
@@ -318,7 +318,7 @@ def benchmark(
     run_id = new_run_id()
     err.print(f"run {run_id}: {len(configs)} configs on {', '.join(sorted({c.device for c in configs}))}")
     # auto_refresh=False: no redraw thread competing with the measured model for a core.
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, auto_refresh=False) as progress:
         task = progress.add_task("benchmarking", total=len(configs))
 
@@ -327,7 +327,7 @@ def benchmark(
                 progress.console.print(event.message, soft_wrap=True)
             elif event.kind == "config_started":
                 c = event.config
-                progress.update(task, description=f"{c.model} {c.device} {c.precision} {c.mode} bs={c.batch_size}")
+                progress.update(task, description=terminal_text(f"{c.model} {c.device} {c.precision} {c.mode} bs={c.batch_size}"))
             elif event.kind == "result":
                 progress.advance(task)
             progress.refresh()
@@ -359,7 +359,7 @@ def benchmark(
                       "current": f"run {run_id}", "comparisons": []}
             if compare_to:
                 report["note"] = f"nothing compared with {compare_to}: no config was measured"
-                err.print(f"[yellow]{report['note']}[/]")
+                err.print(styled((report["note"], "yellow")))
         report["results"] = [{k: r.to_json()[k] for k in ("model", "device", "precision", "mode", "batch_size", "status", "error",
                                                            "p50_ms", "throughput_samples_per_s", "peak_rss_bytes", "ci_rel_half_width")}
                              for r in results]
@@ -369,6 +369,6 @@ def benchmark(
             write_json_atomic(output_ci, report)
             err.print(f"wrote the CI report to {output_ci}")
     if failed:
-        err.print(f"[red]{len(failed)} of {len(results)} configs failed[/]")
+        err.print(styled((f"{len(failed)} of {len(results)} configs failed", "red")))
     if failed or regressed:
         raise typer.Exit(1)

@@ -24,6 +24,7 @@ from devicefit.cli.common import (
     int_list,
     registry_help,
     select_errors,
+    styled,
 )
 
 PANEL = "Predict"
@@ -143,7 +144,7 @@ def predict(
             console.print(f"  {hw}: {e['detail']}")
     if result.get("recommendation"):
         rec = result["recommendation"]
-        console.print(f"recommended: [bold green]{rec['primary_recommendation']}[/] ({rec['explanation']})")
+        console.print(styled("recommended: ", (rec["primary_recommendation"], "bold green"), f" ({rec['explanation']})"))
     if result.get("distributed"):
         d = result["distributed"]
         console.print(f"distributed training on {d['gpu_count']} GPU(s): {d['distributed_strategy']}, "
@@ -236,12 +237,12 @@ def distributed(
         print(json.dumps(response, indent=2))
         raise typer.Exit(0 if plan.fits else 1)
     m = response["estimated_memory"]
-    console.print(f"[bold]{plan.model_name}[/] ({plan.parameters / 1e6:.1f}M parameters) on {gpu_count} GPU(s)"
-                  + (f" x {max_memory_gb:g} GB" if max_memory_gb else "") + f", batch {batch_size} per GPU, seq {plan.sequence_length}")
-    console.print(f"strategy: [bold]{response['distributed_strategy']}[/] ({response['equivalent']}); micro-batch "
-                  f"{plan.micro_batch_size} x {plan.gradient_accumulation_steps} accumulation steps; checkpointing "
-                  f"{'on' if plan.activation_checkpointing else 'off'}; CPU offload {'on' if plan.cpu_offload else 'off'}; "
-                  f"8-bit optimizer {'on' if plan.eight_bit_optimizer else 'off'}")
+    console.print(styled((plan.model_name, "bold"), f" ({plan.parameters / 1e6:.1f}M parameters) on {gpu_count} GPU(s)"
+                         + (f" x {max_memory_gb:g} GB" if max_memory_gb else "") + f", batch {batch_size} per GPU, seq {plan.sequence_length}"))
+    console.print(styled("strategy: ", (response["distributed_strategy"], "bold"), f" ({response['equivalent']}); micro-batch "
+                         f"{plan.micro_batch_size} x {plan.gradient_accumulation_steps} accumulation steps; checkpointing "
+                         f"{'on' if plan.activation_checkpointing else 'off'}; CPU offload {'on' if plan.cpu_offload else 'off'}; "
+                         f"8-bit optimizer {'on' if plan.eight_bit_optimizer else 'off'}"))
     table = Table(title="memory per GPU (GB)")
     for col in ("weights", "gradients", "optimizer", "activations", "gathered layer", "CUDA context", "per GPU", "total"):
         table.add_column(col, justify="right")

@@ -8,7 +8,21 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from devicefit.cli.common import AS_JSON, BENCHMARK_DIR, aggregates, app, console, csv_list, data_paths, err, fail, int_list, print_regression, select_errors
+from devicefit.cli.common import (
+    AS_JSON,
+    BENCHMARK_DIR,
+    aggregates,
+    app,
+    console,
+    csv_list,
+    data_paths,
+    err,
+    fail,
+    int_list,
+    print_regression,
+    select_errors,
+    styled,
+)
 
 PANEL = "Report"
 
@@ -88,7 +102,7 @@ def report(
     for name, path in d.html.items():
         console.print(f"{name:<24} {path}" + (f"  (+ {d.png[name].name})" if name in d.png else ""))
     for name, why in d.missing.items():
-        console.print(f"{name:<24} [yellow]not drawn: {why}[/]")
+        console.print(styled(f"{name:<24} ", (f"not drawn: {why}", "yellow")))
     if d.png_unavailable:
         err.print(f"PNGs not rendered: {d.png_unavailable}")
     console.print(f"dashboard: {d.index}\nanalysis:  {published.analysis_csv}\nrecommendations: {published.recommendations}")

@@ -22,6 +22,7 @@ from devicefit.cli.common import (
     fail,
     int_list,
     select_errors,
+    styled,
 )
 
 PANEL = "Select"
@@ -51,7 +52,8 @@ def classify(
         return
     if result.family is None:
         fail(f"no evidence about '{model}': not in the catalog, not a local directory, and its name, class and tasks say nothing", 1)
-    console.print(f"[bold]{model}[/]: family [bold]{result.family}[/], subfamily {result.subfamily or '-'}, confidence {result.confidence:.2f}")
+    console.print(styled((model, "bold"), ": family ", (result.family, "bold"),
+                         f", subfamily {result.subfamily or '-'}, confidence {result.confidence:.2f}"))
     table = Table(title="Evidence")
     for col in ("source", "observation", "family", "subfamily", "weight"):
         table.add_column(col)
@@ -124,9 +126,10 @@ def select_command(
         return
     scenario = (f"generation, {result['sequence_length'] or 'audio'} prompt + {result['new_tokens']} new tokens"
                 if result["mode"] == "generation" else result["mode"])
-    console.print(f"[bold]{result['model_name']}[/] ({result['model_family']}, {result['model_size'] / 1e6:.1f}M parameters, "
-                  f"{result['model_size_category']}), batch {batch_size}, {result['precision']}, {scenario}")
-    console.print(f"primary: [bold green]{result['primary_recommendation']}[/]; fallbacks: {', '.join(result['fallback_options']) or 'none'}")
+    console.print(styled((result["model_name"], "bold"), f" ({result['model_family']}, {result['model_size'] / 1e6:.1f}M parameters, "
+                         f"{result['model_size_category']}), batch {batch_size}, {result['precision']}, {scenario}"))
+    console.print(styled("primary: ", (result["primary_recommendation"], "bold green"),
+                         f"; fallbacks: {', '.join(result['fallback_options']) or 'none'}"))
     if result["mode"] == "generation":
         return _generation_table(result)
     table = Table()
@@ -175,8 +178,8 @@ def _select_devices(model: str, device_ids: list[str], batch_size: int, seq_leng
     if as_json:
         print(to_json(result))
         return
-    console.print(f"[bold]{result['model_name']}[/] ({result['model_family']}), batch {batch_size}, {precision}, {mode}: "
-                  f"primary [bold green]{result['primary_recommendation']}[/]; fallbacks: {', '.join(result['fallback_options']) or 'none'}")
+    console.print(styled((result["model_name"], "bold"), f" ({result['model_family']}), batch {batch_size}, {precision}, {mode}: primary ",
+                         (result["primary_recommendation"], "bold green"), f"; fallbacks: {', '.join(result['fallback_options']) or 'none'}"))
     table = Table()
     for col in ("device", "name", "profile", "measured ms", "predicted ms", "predicted by", "excluded"):
         table.add_column(col)

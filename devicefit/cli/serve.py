@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from benchmark_runners import registry
-from devicefit.cli.common import MODEL, app, console, data_paths, err, fail, registry_help
+from devicefit.cli.common import MODEL, app, console, data_paths, err, fail, registry_help, styled
 
 PANEL = "Serve and generate"
 
@@ -19,7 +19,7 @@ def _check_served_models(root: Optional[Path], model_dirs: list[Path]) -> None:
 
     _, warnings = ModelNames.load(root or data_paths().root, model_dirs)
     for line in warnings:
-        err.print(f"[yellow]warning:[/] {line}")
+        err.print(styled(("warning:", "yellow"), f" {line}"))
 
 
 @app.command(rich_help_panel=PANEL)

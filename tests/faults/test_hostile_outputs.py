@@ -47,3 +47,52 @@ def test_a_hostile_name_round_trips_through_both_csv_baselines(tmp_path):
     wide.write_text(analysis.analysis_csv([_row(FORMULA)]))
     [from_wide] = regression.sets_from_csv(wide)
     assert from_wide.identity.model == FORMULA
+
+
+TERMINAL_NAMES = ["bad[/]name", "[link=http://evil.example]bert[/link]", "clear\x1b[2J\x1b]0;title\x07", ":warning: [bold red]x"]
+
+
+def _store_with(tmp_path, names: list[str], hostname: str = "vm"):
+    from devicefit import store
+    from devicefit.paths import DataPaths
+    from devicefit.pipeline import refresh_aggregates
+    from tests.pipelines.test_store import _doc, _row
+
+    paths = DataPaths(tmp_path)
+    con = store.connect(paths.database)
+    store.migrate(con)
+    store.replace_source(con, "hostile", "ingest", _doc([{**_row(hostname=hostname), "model": n, "config_key": f"k{i}"}
+                                                        for i, n in enumerate(names)]))
+    con.close()
+    refresh_aggregates(paths)
+    return paths
+
+
+def test_cli_tables_print_stored_names_as_text(tmp_path):
+    """Model names from another machine's landing file in `devicefit recommendations`: `a[/]b`
+    raised rich's MarkupError (a traceback), `[link=...]` became a terminal hyperlink, `[bold red]`
+    styled the cell and an ESC sequence reached the terminal (clearing it, retitling the window)."""
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+
+    paths = _store_with(tmp_path, TERMINAL_NAMES)
+    out = CliRunner().invoke(app, ["recommendations", "--benchmark-dir", str(paths.root)], terminal_width=300)
+    assert out.exit_code == 0, out.output
+    assert "\x1b" not in out.output and "\x07" not in out.output
+    for shown in ("bad[/]name", "[link=http://evil.example]bert[/link]", "clear\\x1b[2J\\x1b]0;title\\x07", ":warning: [bold red]x"):
+        assert shown in out.output, out.output
+    out = CliRunner().invoke(app, ["recommendations", "--model", "a[/]b\x1b[2J", "--benchmark-dir", str(paths.root)])
+    assert out.exit_code != 0 and "no measurements of" in out.output and "\x1b" not in out.output, out.output
+
+
+def test_a_backend_error_in_the_results_table_is_text(capsys):
+    from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
+    from devicefit.cli.common import console
+    from devicefit.cli.measure import _results_table
+
+    failed = BenchmarkResult.for_config(BenchmarkConfig("bert-tiny", device="cpu"), "r1", "2026-11-22T00:00:00+00:00", "failed",
+                                        "OSError: cannot open [/tmp/w/model.bin] \x1b[8m(hidden)")
+    console.print(_results_table([failed]))
+    shown = capsys.readouterr().out
+    assert "[/tmp/w/model.bin]" in shown and "\\x1b[8m(hidden)" in shown and "\x1b" not in shown
