@@ -12,6 +12,7 @@ from typing import Any
 from devicefit.predict.memory_model import memory_target
 from devicefit.reports.data import ReportData, hardware_label
 from devicefit.reports.generation_figures import generation_latency, memory_breakdown
+from devicefit.reports.generation_figures import plotly_text as _t
 
 MIB = 2**20
 
@@ -31,10 +32,10 @@ def _palette() -> list[str]:
 
 def _hover(r: dict[str, Any]) -> str:
     ci = r.get("worst_ci_rel_half_width")
-    return (f"{r['model']} · {hardware_label(r)} · {r['precision']} · {r['mode']} · batch {r['batch_size']}<br>"
+    return (f"{_t(r['model'])} · {_t(hardware_label(r))} · {r['precision']} · {r['mode']} · batch {r['batch_size']}<br>"
             f"p50 {r['p50_ms']:.2f} ms, {r['throughput_samples_per_s']:.1f} samples/s, "
             f"peak RSS {(r.get('peak_rss_bytes') or 0) / MIB:.0f} MiB<br>"
-            f"{r['runs']} run(s)" + ("" if ci is None else f", 95% CI ±{100 * ci:.1f}%") + f", {r.get('device_name') or ''} ({r.get('hostname')})")
+            f"{r['runs']} run(s)" + ("" if ci is None else f", 95% CI ±{100 * ci:.1f}%") + f", {_t(r.get('device_name') or '')} ({_t(r.get('hostname'))})")
 
 
 def _inference_fp32(data: ReportData) -> list[dict[str, Any]]:
@@ -52,7 +53,7 @@ def hardware_comparison(data: ReportData):
     fig = go.Figure()
     for hw in sorted({hardware_label(r) for r in rows}):
         sel = sorted((r for r in rows if hardware_label(r) == hw), key=lambda r: r["model"])
-        fig.add_bar(name=hw, x=[r["model"] for r in sel], y=[r["throughput_samples_per_s"] for r in sel],
+        fig.add_bar(name=_t(hw), x=[_t(r["model"]) for r in sel], y=[r["throughput_samples_per_s"] for r in sel],
                     hovertext=[_hover(r) for r in sel], hoverinfo="text")
     fig.update_layout(title=f"Measured inference throughput by hardware (fp32, batch {batch})", barmode="group",
                       xaxis_title="model", yaxis_title="throughput (samples/s, log scale)", yaxis_type="log",
@@ -72,7 +73,7 @@ def batch_scaling(data: ReportData):
     fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput (samples/s)", "latency per batch (ms, p50)"))
     palette = _palette()
     for i, ((model, hw), sel) in enumerate(sorted(series.items())):
-        name = f"{model} · {hw}"
+        name = _t(f"{model} · {hw}")
         colour = palette[i % len(palette)]  # the same series has the same colour in both panels
         common = {"x": [r["batch_size"] for r in sel], "mode": "lines+markers", "legendgroup": name,
                   "hovertext": [_hover(r) for r in sel], "hoverinfo": "text", "line": {"color": colour},
@@ -101,7 +102,7 @@ def efficiency_vs_cpu(data: ReportData):
     z = [[cell[(m, c)]["speedup_vs_cpu_fp32"] if (m, c) in cell else None for c in columns] for m in models]
     text = [[f"{v:.2f}×" if v is not None else "" for v in row] for row in z]
     log_z = [[math.log2(v) if v else None for v in row] for row in z]
-    fig = go.Figure(go.Heatmap(z=log_z, x=columns, y=models, text=text, texttemplate="%{text}", colorscale="RdBu", zmid=0,
+    fig = go.Figure(go.Heatmap(z=log_z, x=[_t(c) for c in columns], y=[_t(m) for m in models], text=text, texttemplate="%{text}", colorscale="RdBu", zmid=0,
                                colorbar={"title": "log2 speedup"},
                                hovertext=[[_hover(cell[(m, c)]) if (m, c) in cell else "not measured" for c in columns] for m in models],
                                hoverinfo="text"))
@@ -120,7 +121,7 @@ def memory_by_hardware_and_batch(data: ReportData):
     palette = _palette()
     colours = {key: palette[i % len(palette)] for i, key in enumerate(sorted({(m, hw) for m, hw, _ in series}))}
     for (model, hw, mode), sel in sorted(series.items()):
-        fig.add_scatter(name=f"{model} · {hw} · {mode}", x=[r["batch_size"] for r in sel],
+        fig.add_scatter(name=_t(f"{model} · {hw} · {mode}"), x=[r["batch_size"] for r in sel],
                         y=[memory_target(r) / MIB for r in sel], mode="lines+markers",
                         line={"dash": "dot" if mode == "training" else "solid", "color": colours[(model, hw)]},
                         marker={"color": colours[(model, hw)]}, hovertext=[_hover(r) for r in sel], hoverinfo="text")
@@ -146,7 +147,7 @@ def precision_impact(data: ReportData):
         if not sel:
             continue
         ratios = [r["p50_ms"] / fp32[(r["model"], hardware_label(r), r["batch_size"])]["p50_ms"] for r in sel]
-        fig.add_bar(name=p, x=[f"{r['model']} · {hardware_label(r)}" for r in sel], y=ratios,
+        fig.add_bar(name=p, x=[_t(f"{r['model']} · {hardware_label(r)}") for r in sel], y=ratios,
                     text=[f"{x:.2f}×" for x in ratios], hovertext=[_hover(r) for r in sel], hoverinfo="text")
     fig.add_hline(y=1.0, line_dash="dash", annotation_text="fp32")
     fig.update_layout(title=f"Precision impact: latency relative to fp32 (inference, batch {batch}; below 1 is faster)",
@@ -160,7 +161,7 @@ def training_vs_inference(data: ReportData):
     if not pairs:
         return None
     go = _go()
-    labels = [f"{p['model']} · {p['hardware']} · b{p['batch_size']}" for p in pairs]
+    labels = [_t(f"{p['model']} · {p['hardware']} · b{p['batch_size']}") for p in pairs]
     fig = go.Figure()
     fig.add_bar(name="inference (forward)", x=labels, y=[p["inference_p50_ms"] for p in pairs])
     fig.add_bar(name="training step (forward + backward + AdamW)", x=labels, y=[p["training_p50_ms"] for p in pairs],
@@ -182,10 +183,10 @@ def predicted_vs_measured(data: ReportData):
     for family in sorted({r["family"] for r in rows}):
         sel = [r for r in rows if r["family"] == family]
         pred = [r["latency_predicted"] for r in sel]
-        fig.add_scatter(name=family, mode="markers", x=[r["latency_measured"] for r in sel], y=pred,
+        fig.add_scatter(name=_t(family), mode="markers", x=[r["latency_measured"] for r in sel], y=pred,
                         error_y={"type": "data", "symmetric": False, "array": [p * (math.exp(h) - 1) for p in pred],
                                  "arrayminus": [p * (1 - math.exp(-h)) for p in pred]},
-                        hovertext=[f"{r['model']} · {r['device_kind']} · {r['precision']} · {r['mode']} · batch {r['batch_size']}<br>"
+                        hovertext=[f"{_t(r['model'])} · {_t(r['device_kind'])} · {r['precision']} · {r['mode']} · batch {r['batch_size']}<br>"
                                    f"measured {r['latency_measured']:.2f} ms, predicted {r['latency_predicted']:.2f} ms "
                                    f"({100 * (r['latency_predicted'] / r['latency_measured'] - 1):+.0f}%)" for r in sel],
                         hoverinfo="text")
@@ -223,6 +224,7 @@ def roofline(data: ReportData, traffic: Callable[[str, str], tuple[float, float]
         label = device.get("name") or device["kind"]
         if device["kind"] != "cpu" and device["kind"] not in label.lower():  # OpenVINO names its device "CPU"
             label = f"{device['kind']} · {label}"
+        label = _t(label)
         fig.add_scatter(name=f"{label}: measured configs", mode="markers", x=[s[1] for s in sel], y=[s[2] for s in sel],
                         hovertext=[_hover(s[0]) + f"<br>{s[2]:.1f} GFLOP/s at {s[1]:.1f} FLOP/B" for s in sel], hoverinfo="text")
         peak, bandwidth = device.get("matmul_gflops_best"), device.get("memory_bandwidth_gbs_best")

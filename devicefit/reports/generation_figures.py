@@ -4,6 +4,7 @@ against the measured peak. Pure builders like the rest of devicefit.reports.figu
 in, a Figure out, or None when nothing was measured in the generation scenario."""
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from devicefit.reports.data import ReportData, hardware_label
@@ -15,16 +16,24 @@ def _generation_rows(data: ReportData) -> list[dict[str, Any]]:
     return [r for r in data.aggregates if r["mode"] == "generation" and r.get("tpot_p50_ms")]
 
 
+def plotly_text(value: Any) -> str:
+    """Text for a figure's labels, legend and hover: plotly renders <a href>, <span style>, <b>
+    and <br> in them as markup, so a model, host or device name from a landing file is escaped
+    (plotly shows &lt; &gt; &amp; as the characters) and stays the name it is."""
+    return html.escape(str(value), quote=False)
+
+
 def _label(r: dict[str, Any]) -> str:
-    return f"{r['model']} · b{r['batch_size']} · {r['precision']}"
+    return plotly_text(f"{r['model']} · b{r['batch_size']} · {r['precision']}")
 
 
 def _hover(r: dict[str, Any]) -> str:
     ci = r.get("worst_ci_rel_half_width")
-    return (f"{r['model']} · {hardware_label(r)} · {r['precision']} · batch {r['batch_size']} · {r['input_dims']}<br>"
+    return (f"{plotly_text(r['model'])} · {plotly_text(hardware_label(r))} · {r['precision']} · batch {r['batch_size']} · "
+            f"{plotly_text(r['input_dims'])}<br>"
             f"TTFT {r.get('ttft_ms') or 0:.1f} ms, TPOT p50 {r['tpot_p50_ms']:.2f} ms (p90 {r.get('tpot_p90_ms') or 0:.2f}), "
             f"decode {r.get('decode_tokens_per_s') or 0:.1f} tokens/s<br>request p50 {r['p50_ms']:.1f} ms, {r['runs']} run(s)"
-            + ("" if ci is None else f", 95% CI ±{100 * ci:.1f}%") + f", {r.get('device_name') or ''} ({r.get('hostname')})")
+            + ("" if ci is None else f", 95% CI ±{100 * ci:.1f}%") + f", {plotly_text(r.get('device_name') or '')} ({plotly_text(r.get('hostname'))})")
 
 
 def generation_latency(data: ReportData):
@@ -40,8 +49,8 @@ def generation_latency(data: ReportData):
         sel = sorted((r for r in rows if hardware_label(r) == hw), key=lambda r: (r["model"], r["batch_size"], r["precision"]))
         x = [_label(r) for r in sel]
         hover = [_hover(r) for r in sel]
-        fig.add_bar(name=hw, legendgroup=hw, x=x, y=[r["ttft_ms"] for r in sel], hovertext=hover, hoverinfo="text", row=1, col=1)
-        fig.add_bar(name=hw, legendgroup=hw, showlegend=False, x=x, y=[r["tpot_p50_ms"] for r in sel], hovertext=hover,
+        fig.add_bar(name=plotly_text(hw), legendgroup=hw, x=x, y=[r["ttft_ms"] for r in sel], hovertext=hover, hoverinfo="text", row=1, col=1)
+        fig.add_bar(name=plotly_text(hw), legendgroup=hw, showlegend=False, x=x, y=[r["tpot_p50_ms"] for r in sel], hovertext=hover,
                     hoverinfo="text", error_y={"type": "data", "symmetric": False, "array": [
                         max((r.get("tpot_p90_ms") or r["tpot_p50_ms"]) - r["tpot_p50_ms"], 0) for r in sel], "arrayminus": [0] * len(sel)},
                     row=1, col=2)
@@ -66,7 +75,7 @@ def memory_breakdown(data: ReportData):
     from plotly import graph_objects as go
 
     rows = sorted(rows, key=lambda r: (r["model"], hardware_label(r), r["batch_size"], r["precision"], r["input_dims"]))
-    x = [f"{_label(r)} · {hardware_label(r)}" for r in rows]
+    x = [f"{_label(r)} · {plotly_text(hardware_label(r))}" for r in rows]
     fig = go.Figure()
     for field, name in BREAKDOWN_PARTS:
         fig.add_bar(name=name, x=x, y=[(r.get(field) or 0) / MIB for r in rows], hoverinfo="y+name")

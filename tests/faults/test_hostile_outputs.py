@@ -96,3 +96,45 @@ def test_a_backend_error_in_the_results_table_is_text(capsys):
     console.print(_results_table([failed]))
     shown = capsys.readouterr().out
     assert "[/tmp/w/model.bin]" in shown and "\\x1b[8m(hidden)" in shown and "\x1b" not in shown
+
+
+LINK = '<a href="https://evil.example/">bert</a><span style="font-size:90px">big</span>'
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_figures_show_names_as_text_not_plotly_markup():
+    """Plotly renders <a href>, <span style>, <b> and <br> in trace names, axis categories and
+    hover text: a model, device or host named with them became a link (or a restyled label) on
+    the report's figures. Every figure with data shows the names escaped, which plotly displays
+    as the characters."""
+    from devicefit.reports.data import ReportData, labelled
+    from devicefit.reports.figures import FIGURES
+
+    rows = []
+    for mode in ("inference", "training"):
+        for precision, p50 in (("fp32", 4.0), ("bf16", 2.0)):
+            for batch in (1, 2):
+                rows.append({**_row(LINK, hostname=LINK, device_name=LINK), "mode": mode, "precision": precision, "batch_size": batch,
+                             "p50_ms": p50 * batch, "speedup_vs_cpu_fp32": 2.0 if precision == "bf16" else 1.0, "family": LINK})
+    rows.append({**_row(LINK, hostname=LINK, device_name=LINK), "mode": "generation", "tpot_p50_ms": 1.0, "ttft_ms": 5.0,
+                 "breakdown_measured_peak_bytes": 2**30, "breakdown_weights_bytes": 2**29})
+    data = ReportData(labelled(rows))
+    drawn = 0
+    for name, (builder, _) in FIGURES.items():
+        fig = builder(data)
+        if fig is None:
+            continue
+        drawn += 1
+        shown = _strings(fig.to_dict()["data"])
+        assert not any("<a " in s or "<span" in s for s in shown), (name, [s for s in shown if "<a " in s][:2])
+        assert any("&lt;a href" in s for s in shown), name
+    assert drawn == 8  # all but the roofline (no probed device) and predicted vs measured (no predictor)
