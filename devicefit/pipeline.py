@@ -122,13 +122,25 @@ def _publish_aggregates(paths: DataPaths, frame) -> list[dict[str, Any]]:
     return rows
 
 
+# What markdown would read as markup inside a table cell: emphasis, code, links and images
+# (`[...](...)` needs its brackets), raw HTML, the cell separator, and the escape itself.
+_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|"})
+
+
+def markdown_text(value: str) -> str:
+    """`value` as literal text in a markdown table cell (the Dagster UI renders the metadata): a
+    model name, device or backend error like `[x](https://...)` or `**x**` is shown, not rendered
+    as a link or emphasis; newlines become spaces."""
+    return value.replace("\r", " ").replace("\n", " ").translate(_MARKDOWN_SPECIAL)
+
+
 def markdown_table(rows: list[dict[str, Any]], columns: list[str], limit: int = 40) -> str:
     def fmt(v: Any) -> str:
         if isinstance(v, float):
             return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
-        return "" if v is None else str(v).replace("|", "/").replace("\n", " ")[:120]
+        return "" if v is None else markdown_text(str(v)[:120])
 
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines = ["| " + " | ".join(map(markdown_text, columns)) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows[:limit]]
     if len(rows) > limit:
         lines.append(f"\n_{len(rows) - limit} more rows not shown_")

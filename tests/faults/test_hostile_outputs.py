@@ -138,3 +138,19 @@ def test_figures_show_names_as_text_not_plotly_markup():
         assert not any("<a " in s or "<span" in s for s in shown), (name, [s for s in shown if "<a " in s][:2])
         assert any("&lt;a href" in s for s in shown), name
     assert drawn == 8  # all but the roofline (no probed device) and predicted vs measured (no predictor)
+
+
+def test_a_name_in_the_dagster_markdown_metadata_is_text_not_a_link():
+    """The measurements asset's `results` metadata is a markdown table the Dagster UI renders; a
+    model, device or backend error like `[x](https://...)`, `**x**` or `<b>x</b>` was rendered as
+    a link, emphasis or HTML, and a `|` split the cell (it was replaced by `/`)."""
+    from markdown_it import MarkdownIt
+
+    from devicefit.pipeline import markdown_table
+
+    hostile = "[click](https://evil.example) **bold** <b>tag</b> a|b `code` under_score"
+    html = MarkdownIt("commonmark").enable("table").render(markdown_table([{"model": hostile, "p50 ms": 1.5}], ["model", "p50 ms"]))
+    cells = html.split("<tbody>")[1]
+    assert "<a " not in cells and "<strong>" not in cells and "<b>" not in cells and "<code>" not in cells and "<em>" not in cells
+    assert "[click](https://evil.example) **bold** &lt;b&gt;tag&lt;/b&gt; a|b `code` under_score" in cells
+    assert cells.count("<td>") == 2
