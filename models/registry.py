@@ -192,26 +192,28 @@ def registered_model(name: str) -> ModelSpec | None:
     return _load_registered_cached(match, entries[match]) if match is not None else None
 
 
-def name_registered(name: str) -> bool:
-    """Whether `name` is registered (in this process, or in the default data directory's
-    registry), read without loading its model: another directory's broken entry is not this
-    caller's problem. A registry that cannot be read registers nothing here."""
-    key = name.strip().lower()
-    if key in _registered:
-        return True
+def default_registry() -> dict[str, Path]:
+    """The default data directory's registry (name -> directory); empty where there is none or
+    it cannot be read (`devicefit models` reports a broken one)."""
     try:
-        return any(n.lower() == key for n in read_registry(default_data_dir()))
+        return read_registry(default_data_dir())
     except RegistryError:
-        return False
+        return {}
 
 
-def registered_at(path: Path) -> ModelSpec | None:
-    """The model registered (in the default data directory's registry) for the directory at
-    `path`, under its registered name; None when none is."""
+def name_registered(name: str, entries: Mapping[str, Path]) -> bool:
+    """Whether `name` is registered in this process or in `entries` (a registry read), decided
+    without loading its model: another directory's broken entry is not this caller's problem."""
+    key = name.strip().lower()
+    return key in _registered or any(n.lower() == key for n in entries)
+
+
+def registered_at(path: Path, entries: Mapping[str, Path]) -> ModelSpec | None:
+    """The model `entries` (a registry read) register for the directory at `path`, under its
+    registered name; None when none is."""
     try:
-        entries = read_registry(default_data_dir())
         target = Path(path).resolve()
-    except (RegistryError, OSError, RuntimeError):
+    except (OSError, RuntimeError):
         return None
     for name, directory in entries.items():
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from models.aliases import alias_model, alias_names
 from models.catalog import ModelSpec, UnknownModelError, catalog_model, close_names, load_config_file, load_local_model
-from models.registry import name_registered, registered_at, registered_model
+from models.registry import default_registry, name_registered, registered_at, registered_model
 
 
 def _is_directory(text: str) -> bool:
@@ -71,10 +71,11 @@ def own_name(spec: ModelSpec) -> ModelSpec:
     model is named `<name>-local-<8 hex digits of its config>`: the same directory keeps one
     name from run to run. A registered directory is its registered model, by that name. (The
     registry refuses a taken name: `devicefit models add DIR --name NAME` names a model.)"""
-    registered = registered_at(spec.path) if spec.path is not None else None
+    entries = default_registry()  # read once for both questions
+    registered = registered_at(spec.path, entries) if spec.path is not None else None
     if registered is not None:
         return registered
-    if not (catalog_model(spec.name) or alias_model(spec.name) or name_registered(spec.name)):
+    if not (catalog_model(spec.name) or alias_model(spec.name) or name_registered(spec.name, entries)):
         return spec
     digest = hashlib.sha256(json.dumps(spec.config, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return dataclasses.replace(spec, name=f"{spec.name}-local-{digest}")
