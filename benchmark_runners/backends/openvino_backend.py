@@ -37,6 +37,7 @@ from typing import Any
 from benchmark_runners.backends import openvino_genai
 from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.backends.traced_wrapper import NamedInputs, recipe_source, torch_output_in
+from benchmark_runners.cache_files import require_free_space, staging, weight_bytes
 from benchmark_runners.hardware.cpu_budget import restricted_threads
 from benchmark_runners.output_check import TORCH_REFERENCE_MARGIN, agreement_tolerance, check_output  # noqa: F401 - the margin, for callers
 from benchmark_runners.records import BenchmarkConfig
@@ -97,6 +98,16 @@ def _decoder(wrapper, example: tuple):
     from openvino.frontend.pytorch.ts_decoder import TorchScriptPythonDecoder
 
     return TorchScriptPythonDecoder(wrapper, example_input=example, trace_kwargs={"check_trace": False})
+
+
+def _read_meta(meta: Path) -> dict[str, Any] | None:
+    """A cached IR's metadata, or None where it is absent or unreadable: written last, so without
+    a readable one the IR beside it is not known whole and is converted again."""
+    try:
+        cached = json.loads(meta.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return cached if isinstance(cached, dict) and "adaptations" in cached else None
 
 
 def _reduced_reference(reference: Path, precision: str) -> Path:
@@ -186,11 +197,11 @@ class OpenVINOBackend(Backend):
         xml = _cache_dir() / f"{spec.name.replace('/', '_')}-{variant}-{key}.xml"
         meta, ref_file = xml.with_suffix(".json"), xml.with_suffix(".reference.npy")
         started = time.perf_counter()
-        if xml.exists() and meta.exists() and ref_file.exists():
+        cached = _read_meta(meta) if xml.exists() and ref_file.exists() else None
+        if cached is not None:
             # Read back from the IR (weights memory-mapped) rather than kept in memory between
             # configs: a cached model object would count in every later row's peak RSS.
             model = ov.Core().read_model(xml)
-            cached = json.loads(meta.read_text())
             source = "in-process cache" if key in _converted else "disk cache"
             _converted[key] = True
             return Converted(model, key, source, time.perf_counter() - started, recipe, cached["adaptations"], check_inputs,
@@ -220,17 +231,20 @@ class OpenVINOBackend(Backend):
             model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
         adaptations = wrapper.adaptations
         del wrapper
-        xml.parent.mkdir(parents=True, exist_ok=True)
-        tmp = xml.with_name(f".{xml.stem}.tmp.xml")
-        ov.save_model(model, tmp, compress_to_fp16=False)  # the IR keeps fp32 weights
-        np.save(ref_file, reference)
-        for p, output in reduced.items():
-            if output is not None:
-                np.save(_reduced_reference(ref_file, p), output)
-        tmp.with_suffix(".bin").replace(xml.with_suffix(".bin"))
-        tmp.replace(xml)
-        meta.write_text(json.dumps({"adaptations": adaptations, "identity": identity, "weights_recipe": built.weights_recipe},
-                                   default=str))
+        what = f"{spec.name}'s OpenVINO IR ({variant})"
+        # fp32 weights in the IR; INT8_ASYM keeps a byte per weight and fp32 scales
+        require_free_space(xml.parent, weight_bytes(built.model, 1.1 if config.precision == "int8" else 4.0), what)
+        with staging(xml.parent, what) as stage:
+            ov.save_model(model, stage / xml.name, compress_to_fp16=False)  # the IR keeps fp32 weights
+            np.save(stage / ref_file.name, reference)
+            extra = [_reduced_reference(ref_file, p) for p, output in reduced.items() if output is not None]
+            for p, output in reduced.items():
+                if output is not None:
+                    np.save(stage / _reduced_reference(ref_file, p).name, output)
+            (stage / meta.name).write_text(json.dumps({"adaptations": adaptations, "identity": identity,
+                                                       "weights_recipe": built.weights_recipe}, default=str))
+            for done in (*extra, ref_file, xml.with_suffix(".bin"), xml, meta):  # the metadata last: it says the IR is whole
+                (stage / done.name).replace(done)
         source = "converted from torch"
         _converted[key] = True
         return Converted(model, key, source, time.perf_counter() - started, recipe, adaptations, check_inputs,
@@ -332,7 +346,9 @@ class OpenVINOBackend(Backend):
         example = {name: torch.from_numpy(array) for name, array in converted.check_inputs.items()}
         output = torch_output_in(NamedInputs(build(spec, torch.float32).model, list(example)), example, precision)
         if output is not None:
-            np.save(own, output)
+            with staging(own.parent, f"{spec.name}'s {precision} reference output") as stage:
+                np.save(stage / own.name, output)
+                (stage / own.name).replace(own)
 
     def output(self, prepared: PreparedModel, inputs: dict[str, Any]) -> Any:
         if prepared.mode == "generation":  # the IR's logits over the agreement check's prompt

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_runners.backends.base import OutputMismatch, PreparedModel, TimedStep
+from benchmark_runners.cache_files import require_free_space, staging, weight_bytes
 from benchmark_runners.generation import RequestTiming, request_shape
 from benchmark_runners.hardware.cpu_budget import restricted_threads
 from benchmark_runners.records import BenchmarkConfig
@@ -170,32 +171,39 @@ def export(spec: ModelSpec) -> tuple[Path, dict[str, Any]]:
     prompt = _check_prompt(spec)
     with torch.no_grad():
         reference = built.model(input_ids=torch.from_numpy(prompt)).logits.float().numpy()
+    what = f"{spec.name}'s stateful IR for openvino-genai"
+    scratch = Path(tempfile.gettempdir())
+    need = weight_bytes(built.model)  # the IR's fp32 weights, and as much again for the Hugging Face copy it is made from
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # never a half-written `out`
-    try:
+    if scratch.stat().st_dev == out.parent.stat().st_dev:
+        require_free_space(out.parent, 2 * need, what)
+    else:
+        require_free_space(scratch, need, f"the Hugging Face copy {what} is made from")
+        require_free_space(out.parent, need, what)
+    with staging(out.parent, what) as stage:  # never a half-written `out`
+        ir = stage / "ir"
+        ir.mkdir()
         with tempfile.TemporaryDirectory(prefix="devicefit-genai-") as tmp:
             src = Path(tmp) / "hf"
             built.model.save_pretrained(src)
             del built.model
-            proc = subprocess.run([str(export_python()), "-c", BLOCK_LINE + EXPORT_SCRIPT, str(src), str(staging)], capture_output=True,
+            proc = subprocess.run([str(export_python()), "-c", BLOCK_LINE + EXPORT_SCRIPT, str(src), str(ir)], capture_output=True,
                                   text=True, timeout=EXPORT_TIMEOUT_S, env=_clean_env())
-        if proc.returncode != 0 or not (staging / "exporter.json").exists():
+        if proc.returncode != 0 or not (ir / "exporter.json").exists():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
             raise RuntimeError(f"optimum-intel's export of {spec.name} failed ({export_python()}, exit {proc.returncode}): "
                                f"{' | '.join(tail) or 'no output'}")
-        exporter = json.loads((staging / "exporter.json").read_text())
-        np.save(staging / "devicefit-reference.npy", reference)
+        exporter = json.loads((ir / "exporter.json").read_text())
+        np.save(ir / "devicefit-reference.npy", reference)
         info = {"identity": identity, "exporter": exporter, "weights_recipe": built.weights_recipe,
                 "export_seconds": round(time.perf_counter() - started, 2),
                 "recipe": (f"stateful IR by optimum-intel {exporter['optimum_intel']} (transformers {exporter['transformers']}, "
                            "in its own venv) from the seeded torch model; fp32 weights, no weight compression")}
-        (staging / "devicefit-export.json").write_text(json.dumps(info, default=str))
+        (ir / "devicefit-export.json").write_text(json.dumps(info, default=str))
         if not meta.exists():  # another worker may have finished the same export meanwhile: keep its
             if out.exists():  # an earlier export that stopped before its metadata: not an IR to trust
                 shutil.rmtree(out)
-            staging.replace(out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            ir.replace(out)
     return out, {**json.loads(meta.read_text()), "source": "exported"}
 
 

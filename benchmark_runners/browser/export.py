@@ -7,7 +7,8 @@ opset 17, the batch axis dynamic so one file serves every batch size of a config
 is onnxruntime's dynamic quantization of that file (weights int8 per channel, activations
 quantized at run time) and fp16 its float16 conversion (weights and arithmetic in fp16, inputs
 and output kept fp32), where the Python package onnxruntime is installed. Files are cached under
-<data>/cache/onnx by everything that shapes them.
+<data>/cache/onnx by everything that shapes them, written whole or not at all
+(benchmark_runners.cache_files).
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from benchmark_runners.cache_files import require_free_space, staging, weight_bytes
 
 OPSET = 17
 # The operators int8 quantizes: the matrix products, as the torch backend's dynamic int8 does (its
@@ -45,6 +48,16 @@ def _cache_dir() -> Path:
     from benchmark_runners.paths import data_dir
 
     return data_dir() / "cache" / "onnx"
+
+
+def _read_meta(meta: Path) -> dict[str, Any] | None:
+    """A cached export's metadata, or None where it is absent or unreadable (then the export is
+    made again: the metadata is written last, so an unreadable one is not a whole export)."""
+    try:
+        cached = json.loads(meta.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return cached if isinstance(cached, dict) and {"weights_recipe", "adaptations"} <= set(cached) else None
 
 
 def conversion_unavailable(precision: str) -> str | None:
@@ -83,24 +96,28 @@ def export(spec, config) -> Exported:
     started = time.perf_counter()
     example_np = {k: v.numpy() for k, v in example.items()}
     wrapper = None  # the traced torch module, where this call exported it (the fp16 reference reuses it)
-    if fp32.exists() and reference.exists() and meta.exists():
-        cached = json.loads(meta.read_text())
+    cached = _read_meta(meta) if fp32.exists() and reference.exists() else None
+    if cached is not None:
         source, weights_recipe, adaptations = "disk cache", cached["weights_recipe"], cached["adaptations"]
     else:
         built = build(spec, torch.float32)
         wrapper = NamedInputs(built.model, list(example))
         names = list(example)
-        fp32.parent.mkdir(parents=True, exist_ok=True)
-        tmp = fp32.with_name(f".{fp32.name}.tmp")
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tracer warnings: shapes other than batch are fixed per file
-            output = wrapper(*example.values()).float().numpy()
-            torch.onnx.export(wrapper, tuple(example.values()), str(tmp), input_names=names, output_names=["output"], opset_version=OPSET,
-                              dynamo=False, dynamic_axes={**{n: {0: "batch"} for n in names}, "output": {0: "batch"}})
-        np.save(reference, output)
-        tmp.replace(fp32)
-        source, weights_recipe, adaptations = "exported from torch", built.weights_recipe, wrapper.adaptations
-        meta.write_text(json.dumps({"identity": identity, "weights_recipe": weights_recipe, "adaptations": adaptations}, default=str))
+        what = f"{spec.name}'s fp32 ONNX export"
+        require_free_space(fp32.parent, weight_bytes(built.model), what)
+        with staging(fp32.parent, what) as stage:
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # tracer warnings: shapes other than batch are fixed per file
+                output = wrapper(*example.values()).float().numpy()
+                torch.onnx.export(wrapper, tuple(example.values()), str(stage / fp32.name), input_names=names, output_names=["output"],
+                                  opset_version=OPSET, dynamo=False,
+                                  dynamic_axes={**{n: {0: "batch"} for n in names}, "output": {0: "batch"}})
+            np.save(stage / reference.name, output)
+            source, weights_recipe, adaptations = "exported from torch", built.weights_recipe, wrapper.adaptations
+            (stage / meta.name).write_text(json.dumps({"identity": identity, "weights_recipe": weights_recipe, "adaptations": adaptations},
+                                                      default=str))
+            for done in (fp32, reference, meta):  # the metadata last: its presence says the export is whole
+                (stage / done.name).replace(done)
         del built
     onnx_file, recipe = fp32, "fp32 ONNX (torch.onnx.export, TorchScript exporter, opset 17, batch dynamic)"
     if config.precision == "int8":
@@ -108,9 +125,12 @@ def export(spec, config) -> Exported:
         if not onnx_file.exists():
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
-            tmp = onnx_file.with_name(f".{onnx_file.name}.tmp")
-            quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=list(INT8_OPS))
-            tmp.replace(onnx_file)
+            what = f"{spec.name}'s int8 ONNX quantization"
+            require_free_space(onnx_file.parent, fp32.stat().st_size // 3, what)  # int8 weights, fp32 biases and graph
+            with staging(onnx_file.parent, what) as stage:
+                quantize_dynamic(str(fp32), str(stage / onnx_file.name), weight_type=QuantType.QInt8, per_channel=True,
+                                 op_types_to_quantize=list(INT8_OPS))
+                (stage / onnx_file.name).replace(onnx_file)
         recipe = ("int8 ONNX: onnxruntime quantize_dynamic of the fp32 export, MatMul/Gemm only (weights int8 per channel, activations "
                   "quantized at run time; convolutions stay fp32, as torch's dynamic int8 of Linear layers)")
     elif config.precision == "fp16":
@@ -120,15 +140,18 @@ def export(spec, config) -> Exported:
             import onnx
             from onnxruntime.transformers.float16 import convert_float_to_float16
 
-            tmp = onnx_file.with_name(f".{onnx_file.name}.tmp")
-            onnx.save(convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True), str(tmp))
-            tmp.replace(onnx_file)
-            reused = wrapper if wrapper is not None else NamedInputs(build(spec, torch.float32).model, list(example))
-            half = torch_output_in(reused, example, "fp16")
-            reference_np = np.load(reference)
-            deviation = (float(np.abs(half - reference_np).max()) / (float(np.abs(reference_np).max()) or 1.0)
-                         if half is not None and half.shape == reference_np.shape else None)
-            own.write_text(json.dumps({"torch_own_deviation": deviation}))
+            what = f"{spec.name}'s fp16 ONNX conversion"
+            require_free_space(onnx_file.parent, fp32.stat().st_size // 2, what)
+            with staging(onnx_file.parent, what) as stage:
+                onnx.save(convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True), str(stage / onnx_file.name))
+                reused = wrapper if wrapper is not None else NamedInputs(build(spec, torch.float32).model, list(example))
+                half = torch_output_in(reused, example, "fp16")
+                reference_np = np.load(reference)
+                deviation = (float(np.abs(half - reference_np).max()) / (float(np.abs(reference_np).max()) or 1.0)
+                             if half is not None and half.shape == reference_np.shape else None)
+                (stage / own.name).write_text(json.dumps({"torch_own_deviation": deviation}))
+                for done in (onnx_file, own):
+                    (stage / done.name).replace(done)
         torch_own = json.loads(own.read_text())["torch_own_deviation"]
         recipe = ("fp16 ONNX: onnxruntime's convert_float_to_float16 of the fp32 export (weights and arithmetic fp16, inputs and "
                   "output kept fp32 with casts at the edges; the operators on its default block list stay fp32)")
