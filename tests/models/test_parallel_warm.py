@@ -173,7 +173,7 @@ def test_a_listing_function_runs_while_the_helper_starts_and_imports(tmp_path):
         return _tasks(tmp_path, 30)
 
     report = warm(listing, record_after_helper_starts, helpers=1, preload=("json",))
-    assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0][-1] == "json"
+    assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0][-1] == "json", (seen, report.helper)
     assert report.tasks == 30 and report.failed == [] and report.helper == "finished"
     assert report.by_helper >= 1 and len(_pids(tmp_path, 30)) == 30
     assert _helpers_now() == []
