@@ -37,6 +37,7 @@ log = logging.getLogger("devicefit.sweep")
 # fork server (benchmark_runners/zygote.py), e.g. to compare the two.
 NO_FORK_SERVER_ENV = "DEVICEFIT_NO_FORK_SERVER"
 WORKER_STARTUP_TIMEOUT_S = 180.0  # python + torch + transformers imports, on a loaded machine
+STDERR_READ_BYTES = 256 * 1024
 STDERR_TAIL_CHARS = 2000
 
 
@@ -214,7 +215,10 @@ class _Worker:
         self.proc.wait()
 
     def stderr_tail(self) -> str:
-        self.stderr.seek(0)
+        """The end of what the worker wrote on stderr, warnings left out. Only the last 256 KiB are
+        read: a worker that logged for hours wrote far more than a row's error keeps."""
+        size = self.stderr.seek(0, os.SEEK_END)
+        self.stderr.seek(max(0, size - STDERR_READ_BYTES))
         text = self.stderr.read().decode(errors="replace").strip()
         lines = [ln for ln in text.splitlines() if "Warning" not in ln and ln.strip()]
         return "\n".join(lines)[-STDERR_TAIL_CHARS:]

@@ -21,7 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from benchmark_runners.hardware.inventory import device_fingerprint
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 from benchmark_runners.stats import summarize
-from devicefit.landing import LandingFileError, validate_document, write_landing
+from devicefit.landing import LandingFileError, too_large, validate_document, write_landing
 from devicefit.landing_schema import INT64_MAX, PositiveInt32, Text, describe
 from devicefit.results_io import FORMAT, results_document
 
@@ -41,6 +41,8 @@ class IngestResult:
 def _load_json(path: Path) -> Any:
     if not path.is_file():
         raise LandingFileError(f"{path}: no such file")
+    if (why := too_large(path)) is not None:
+        raise LandingFileError(why)
     try:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -15,7 +15,7 @@ from typing import Any
 
 from devicefit import store
 from devicefit.landing_schema import REQUIRED_RESULT_FIELDS, LandingFileError, validated_device, validated_rows
-from devicefit.landing_share import pull, push
+from devicefit.landing_share import MAX_LANDING_BYTES, pull, push
 from devicefit.results_io import write_json_atomic
 
 QUARANTINE_DIR = "quarantine"
@@ -151,15 +151,17 @@ def load_landing_files(database: store.Source, raw_dir: Path) -> LoadReport:
     pulled = pull(Path(raw_dir))  # what workers elsewhere pushed to the landing share, if one is configured
     if not isinstance(database, (str, Path)):
         store.migrate(database)
-        return _load(database, Path(raw_dir), pulled.pulled)
-    con = store.connect(database)
-    failed = True
-    try:
-        store.migrate(con)
-        report = _load(con, Path(raw_dir), pulled.pulled)
-        failed = False
-    finally:
-        store.close(con, database, failed)
+        report = _load(database, Path(raw_dir), pulled.pulled)
+    else:
+        con = store.connect(database)
+        failed = True
+        try:
+            store.migrate(con)
+            report = _load(con, Path(raw_dir), pulled.pulled)
+            failed = False
+        finally:
+            store.close(con, database, failed)
+    report.quarantined += [(f"share:{name}", reason) for name, reason in pulled.too_large]
     return report
 
 
@@ -205,11 +207,26 @@ def _register_device_files(con, raw_dir: Path, report: "LoadReport") -> None:
             report.quarantined.append((f"{DEVICES_DIR}/{path.name}", str(exc)))
 
 
+def too_large(path: Path) -> str | None:
+    """Why `path` is too large to be read as a landing document, or None. Every load reads each
+    file whole: a file of gigabytes (a log or a dump saved under a *.json name) would take the
+    pipeline's memory with it. A partition's file holds tens of kilobytes to a few megabytes."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if size <= MAX_LANDING_BYTES:
+        return None
+    return (f"{path}: {size / 2**20:,.0f} MiB, over the {MAX_LANDING_BYTES // 2**20} MiB a landing document may hold "
+            f"(a partition's file is tens of KB to a few MB); not read")
+
+
 def _not_a_file(path: Path) -> str | None:
     """Why `path` (an entry of raw/ named *.json) is no landing file, or None for a readable regular
-    file: a directory, a broken symlink, a pipe or a device would stop every load (or block it)."""
+    file: a directory, a broken symlink, a pipe or a device would stop every load (or block it),
+    and a file of gigabytes would be read whole."""
     if path.is_file():
-        return None
+        return too_large(path)
     what = "a broken symlink" if path.is_symlink() and not path.exists() else \
         "a directory" if path.is_dir() else "not a regular file (a pipe, socket or device)"
     return f"{path}: {what}, not a landing file"

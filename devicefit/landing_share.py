@@ -24,6 +24,7 @@ SHARE_ENV = "DEVICEFIT_LANDING_URL"
 RAW = "raw"
 DEVICES = "devices"  # devicefit.landing.DEVICES_DIR
 QUARANTINE = "quarantine"  # devicefit.landing.QUARANTINE_DIR
+MAX_LANDING_BYTES = 256 * 2**20  # devicefit.landing.MAX_LANDING_BYTES (which imports this module)
 
 
 class LandingShareError(DevicefitError, OSError):
@@ -72,6 +73,7 @@ class PullReport:
     pulled: list[str] = field(default_factory=list)  # paths under raw/ copied from the share
     unchanged: int = 0
     still_quarantined: list[str] = field(default_factory=list)  # bad files the share still holds
+    too_large: list[tuple[str, str]] = field(default_factory=list)  # (path under raw/, reason): files never read
 
 
 def _listing(directory) -> list:
@@ -105,6 +107,11 @@ def pull(raw_dir: Path, url: str | None = None) -> PullReport:
         for sub in ((), (DEVICES,)):
             local_dir = Path(raw_dir).joinpath(*sub)
             for remote in _listing(root.joinpath(*sub)):
+                if (size := remote.stat().st_size) > MAX_LANDING_BYTES:  # read whole, it would take the writer's memory
+                    report.too_large.append(("/".join((*sub, remote.name)), f"{url}: {'/'.join((RAW, *sub, remote.name))} is "
+                                             f"{size / 2**20:,.0f} MiB, over the {MAX_LANDING_BYTES // 2**20} MiB a landing "
+                                             f"document may hold; left on the share, not read"))
+                    continue
                 data = remote.read_bytes()
                 local = local_dir / remote.name
                 if local.is_file() and local.read_bytes() == data:

@@ -6,9 +6,11 @@ are the FLOPs of exactly the inputs that row measured.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from models.bounded_cache import BoundedCache
 from models.catalog import ModelSpec
 from models.class_facts import class_facts
 
@@ -85,6 +87,34 @@ def _seq_length(requested: int | None, limit: int | None, what: str) -> int:
     return requested
 
 
+_built_configs: BoundedCache[dict[str, Any]] = BoundedCache(256)
+
+
+def _fill(written: dict[str, Any], built: dict[str, Any]) -> dict[str, Any]:
+    """`written` with what it leaves out taken from `built`, sub-configs (text_config) alike."""
+    out = {**built, **written}
+    for key, value in written.items():
+        if isinstance(value, dict) and isinstance(built.get(key), dict):
+            out[key] = _fill(value, built[key])
+    return out
+
+
+def config_as_built(spec: ModelSpec) -> dict[str, Any]:
+    """The config a local model is built with: its config.json as written, and the defaults
+    transformers fills in for what it leaves out (a BERT config without `vocab_size` builds a
+    30,522-token embedding; the inputs must be ids inside it). Catalog configs ship complete."""
+    if spec.source != "local":
+        return spec.config
+
+    def complete() -> dict[str, Any]:
+        try:
+            return _fill(spec.config, spec.build_config().to_dict())
+        except Exception:  # noqa: BLE001 - a config transformers cannot build fails where it is built, saying why
+            return spec.config
+
+    return _built_configs.get(json.dumps([spec.architecture, spec.config], sort_keys=True, default=str), complete)
+
+
 def input_signature(
     spec: ModelSpec,
     batch_size: int,
@@ -95,7 +125,7 @@ def input_signature(
     """Valid inputs for `spec` at this batch size; raises ValueError for impossible sizes."""
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch size must be a positive integer, got {batch_size!r}")
-    cfg = spec.config
+    cfg = config_as_built(spec)
     main_input = _main_input(spec)
     is_classifier = spec.architecture.endswith("ForImageClassification")
     b = batch_size

@@ -21,15 +21,18 @@ from benchmark_runners.records import MAX_ASKED_BATCH_SIZE, MAX_BATCH_SIZE, MODE
 from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 
-# A control character but tab and newline: C0, DEL and C1 (ESC starts ANSI/OSC sequences).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# A control character but tab and newline: C0, DEL and C1 (ESC starts ANSI/OSC sequences); and
+# Unicode's directional formatting characters (embeddings, overrides, isolates, marks), which make
+# a terminal show a line's text in another order than it is ("Trojan Source").
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def terminal_text(text: str) -> str:
     """Text a terminal shows and never acts on: each control character as its escape (`\\x1b`),
     so a hostname or error carrying an ANSI sequence cannot clear the screen, retitle the window,
-    colour or hide what follows, or plant an OSC 8 link."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    colour or hide what follows, or plant an OSC 8 link; a bidirectional override as `\\u202e`,
+    so a name cannot show its characters in another order."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
 class PlainConsole(Console):

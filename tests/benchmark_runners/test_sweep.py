@@ -176,3 +176,33 @@ print("freed" if gone() is None else "kept")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "freed", out.stderr
+
+
+def test_a_dead_workers_error_is_read_from_the_end_of_its_stderr_only():
+    """A worker that logged for hours: its row's error is the last lines, and reading it does not
+    load the whole file (50 MB here) into the parent."""
+    import tempfile
+    from types import SimpleNamespace
+
+    from benchmark_runners import sweep
+
+    class CountingFile:
+        def __init__(self, inner):
+            self.inner, self.read_bytes = inner, 0
+
+        def seek(self, *a):
+            return self.inner.seek(*a)
+
+        def read(self, *a):
+            data = self.inner.read(*a)
+            self.read_bytes += len(data)
+            return data
+
+    with tempfile.TemporaryFile() as raw:
+        line = b"INFO a chatty library says the same thing again\n"
+        raw.write(line * (50 * 1024 * 1024 // len(line)))
+        raw.write(b"Traceback (most recent call last):\nRuntimeError: the real cause\n")
+        counting = CountingFile(raw)
+        tail = sweep._Worker.stderr_tail(SimpleNamespace(stderr=counting))
+    assert tail.endswith("RuntimeError: the real cause") and len(tail) <= sweep.STDERR_TAIL_CHARS
+    assert counting.read_bytes <= sweep.STDERR_READ_BYTES

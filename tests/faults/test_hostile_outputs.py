@@ -49,7 +49,8 @@ def test_a_hostile_name_round_trips_through_both_csv_baselines(tmp_path):
     assert from_wide.identity.model == FORMULA
 
 
-TERMINAL_NAMES = ["bad[/]name", "[link=http://evil.example]bert[/link]", "clear\x1b[2J\x1b]0;title\x07", ":warning: [bold red]x"]
+TERMINAL_NAMES = ["bad[/]name", "[link=http://evil.example]bert[/link]", "clear\x1b[2J\x1b]0;title\x07", ":warning: [bold red]x",
+                  "bert\u202ebase-int8\u202c", "gpt\u2066-safe\u2069"]  # right-to-left override and isolate: shown reordered
 
 
 def _store_with(tmp_path, names: list[str], hostname: str = "vm"):
@@ -80,8 +81,10 @@ def test_cli_tables_print_stored_names_as_text(tmp_path):
     out = CliRunner().invoke(app, ["recommendations", "--benchmark-dir", str(paths.root)], terminal_width=300)
     assert out.exit_code == 0, out.output
     assert "\x1b" not in out.output and "\x07" not in out.output
-    for shown in ("bad[/]name", "[link=http://evil.example]bert[/link]", "clear\\x1b[2J\\x1b]0;title\\x07", ":warning: [bold red]x"):
+    for shown in ("bad[/]name", "[link=http://evil.example]bert[/link]", "clear\\x1b[2J\\x1b]0;title\\x07", ":warning: [bold red]x",
+                  "bert\\u202ebase-int8\\u202c", "gpt\\u2066-safe\\u2069"):
         assert shown in out.output, out.output
+    assert not set(out.output) & {"\u202e", "\u202c", "\u2066", "\u2069"}
     out = CliRunner().invoke(app, ["recommendations", "--model", "a[/]b\x1b[2J", "--benchmark-dir", str(paths.root)])
     assert out.exit_code != 0 and "no measurements of" in out.output and "\x1b" not in out.output, out.output
 

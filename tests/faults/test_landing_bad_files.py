@@ -270,3 +270,24 @@ def test_an_ok_row_with_a_zero_figure_is_refused_by_name(tmp_path, field):
     and the aggregates' speedup infinite (found by a fault hunt)."""
     with pytest.raises(LandingFileError, match=f"results\\[0\\] is 'ok' with {field}=0.0"):
         write_landing(tmp_path, "partition:cpu|x", _doc([{**_row(), field: 0.0}]))
+
+
+def test_a_landing_file_of_gigabytes_is_quarantined_unread_and_ingest_refuses_it(tmp_path, monkeypatch):
+    """Every load reads each file whole: a multi-GB dump saved as *.json in raw/ took the pipeline's
+    memory. A sparse file (no disk used) over the cap is set aside unread, naming its size."""
+    from devicefit import landing
+
+    paths = DataPaths(tmp_path)
+    write_landing(paths.raw, "partition:cpu|z-good", _doc([_row(run_id="good")]))
+    huge = paths.raw / "a-dump.json"
+    with open(huge, "wb") as fh:
+        fh.truncate(landing.MAX_LANDING_BYTES + 1)
+    read = []
+    original = type(huge).read_bytes
+    monkeypatch.setattr(type(huge), "read_bytes", lambda self: read.append(self.name) or original(self))
+    report = load_landing_files(paths.database, paths.raw)
+    reasons = dict(report.quarantined)
+    assert set(reasons) == {"a-dump.json"} and "256 MiB a landing document may hold" in reasons["a-dump.json"]
+    assert "a-dump.json" not in read and report.loaded == [("partition:cpu|z-good", 1)]
+    with pytest.raises(LandingFileError, match="over the 256 MiB"):
+        ingest_file(paths.raw / "quarantine" / "a-dump.json", paths)

@@ -77,3 +77,19 @@ def test_without_a_share_nothing_is_pushed_or_pulled(tmp_path, monkeypatch):
     local.parent.mkdir()
     local.write_text("{}")
     assert push(local, tmp_path / "raw") is None and pull(tmp_path / "raw").pulled == []
+
+
+def test_a_file_of_gigabytes_on_the_share_is_never_read_or_pulled(tmp_path, monkeypatch):
+    """The pull reads each file whole: a multi-GB file on the share would take the writer's memory."""
+    from devicefit.landing import MAX_LANDING_BYTES
+
+    share = tmp_path / "share"
+    monkeypatch.setenv(SHARE_ENV, share.as_uri())
+    (share / "raw").mkdir(parents=True)
+    with open(share / "raw" / "partition__x__huge.json", "wb") as fh:
+        fh.truncate(MAX_LANDING_BYTES + 1)  # sparse: no disk used
+    writer = DataPaths(tmp_path / "writer")
+    report = load_landing_files(writer.database, writer.raw)
+    reasons = dict(report.quarantined)
+    assert list(reasons) == ["share:partition__x__huge.json"] and "left on the share, not read" in reasons["share:partition__x__huge.json"]
+    assert report.pulled == [] and not (writer.raw / "partition__x__huge.json").exists()

@@ -314,3 +314,26 @@ def test_a_broken_registered_model_of_the_same_name_does_not_stop_another_direct
     register_model(tmp_path / "data", tmp_path / "a" / "mine")
     (tmp_path / "a" / "mine" / "config.json").write_text("{broken")
     assert resolve_model(str(tmp_path / "b" / "mine")).name.startswith("mine-local-")
+
+
+def test_a_local_config_that_leaves_out_the_vocabulary_gets_ids_inside_the_one_transformers_builds(tmp_path):
+    """A BERT config.json without vocab_size builds a 30,522-token embedding (transformers'
+    default); the inputs failed with "token ids need a vocabulary size" instead of using it."""
+    import json
+
+    import torch
+
+    from models.inputs import input_signature
+    from models.loading import build_model
+    from models.tensors import make_inputs
+
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "bert", "architectures": ["BertModel"], "hidden_size": 32, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}))
+    spec = load_local_model(tmp_path)
+    sig = input_signature(spec, 2, seq_length=16)
+    assert sig.inputs["input_ids"].high == build_model(spec).config.vocab_size == 30522
+    with torch.no_grad():
+        out = build_model(spec)(**make_inputs(sig, "cpu"))
+    assert out.last_hidden_state.shape == (2, 16, 32)
+    assert "vocab_size" not in spec.config  # the config as written is what names and keys the model
