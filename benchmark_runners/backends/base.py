@@ -119,6 +119,11 @@ class Backend(ABC):
         device and model (None: it may): what is never measured is never predicted either."""
         return self.declared_reason(precision, mode)
 
+    def model_reason(self, model: str, linear_flops_fraction: float, precision: str, mode: str) -> str | None:
+        """Why this backend never measures a precision for this model, from what the model's
+        analysis says (None: it may); the predictors answer such a config "unavailable" with it."""
+        return None
+
     def versions(self) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
         for package in self.packages:

@@ -120,6 +120,12 @@ class TorchBackend(Backend):
             return "dynamically quantized int8 layers have no gradients, so int8 training cannot run"
         return super().kind_reason(kind, precision, mode)
 
+    def model_reason(self, model: str, linear_flops_fraction: float, precision: str, mode: str) -> str | None:
+        if precision == "int8" and linear_flops_fraction < MIN_INT8_LINEAR_FRACTION:
+            return (f"dynamic int8 quantizes linear layers only, which do {linear_flops_fraction:.0%} of {model}'s "
+                    f"forward FLOPs; the row would mostly time fp32 layers (convolutions)")
+        return None
+
     def device_reason(self, spec: ModelSpec, config: BenchmarkConfig) -> str | None:
         import torch
 
@@ -131,9 +137,8 @@ class TorchBackend(Backend):
             if not any(e in torch.backends.quantized.supported_engines for e in ("x86", "fbgemm", "qnnpack", "onednn")):
                 return f"this torch build has no quantized engine (supported: {torch.backends.quantized.supported_engines})"
             share = flop_count_per_sample(spec, config.seq_length, config.image_size, config.audio_seconds).linear_fraction
-            if share < MIN_INT8_LINEAR_FRACTION:
-                return (f"dynamic int8 quantizes linear layers only, which do {share:.0%} of {spec.name}'s "
-                        f"forward FLOPs; the row would mostly time fp32 layers (convolutions)")
+            if reason := self.model_reason(spec.name, share, precision, mode):
+                return reason
         if precision == "bf16" and device.startswith("cuda"):
             index = int(device.split(":")[1]) if ":" in device else 0
             major, minor = torch.cuda.get_device_capability(index)

@@ -344,11 +344,13 @@ class PerformancePredictor:
 
 def _refused(r: Request, level: float | None) -> Prediction | None:
     """The unavailable answer where the request's backend never serves its precision and mode on
-    its kind (Backend.kind_reason), else None."""
+    its kind (Backend.kind_reason) or for its model (Backend.model_reason: torch's dynamic int8 of
+    a model that is mostly convolutions), else None."""
     from benchmark_runners import registry
 
     backend = registry.backends().get(r.backend)
-    refused = backend.kind_reason(r.kind, r.precision, r.mode) if backend is not None else None
+    refused = (backend.kind_reason(r.kind, r.precision, r.mode)
+               or backend.model_reason(r.point.name, r.point.linear_flops_fraction, r.precision, r.mode)) if backend is not None else None
     return Prediction(None, None, None, None, None, None, "unavailable", f"{r.kind}/{r.precision}/{r.mode}: {refused}", level) \
         if refused else None
 

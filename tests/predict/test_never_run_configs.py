@@ -65,3 +65,19 @@ def test_the_benchmark_refuses_what_the_predictor_calls_unavailable():
     torch_backend = registry.backends()["torch"]
     assert torch_backend.kind_reason("cpu", "int8", "training") and torch_backend.kind_reason("cuda", "int8", "inference")
     assert torch_backend.kind_reason("cpu", "int8", "inference") is None and torch_backend.kind_reason("cuda", "fp16", "training") is None
+
+
+def test_torch_int8_of_a_model_that_is_mostly_convolutions_is_unavailable_as_the_benchmark_skips_it(cold):
+    """The benchmark skips dynamic int8 for mobilenet-v2 (its linear layers do ~0% of the FLOPs:
+    the row would time fp32 convolutions); the predictors answered it with a number anyway."""
+    from benchmark_runners.backends.torch_backend import MIN_INT8_LINEAR_FRACTION
+    from benchmark_runners.records import BenchmarkConfig
+
+    mobilenet = model_point(resolve_model("mobilenet-v2"))
+    assert mobilenet.linear_flops_fraction < MIN_INT8_LINEAR_FRACTION
+    [answer] = cold.predict([_request(mobilenet, "int8", "inference", "cpu")])
+    assert answer.source == "unavailable" and answer.latency_ms is None and "linear layers only" in answer.detail
+    benchmark = registry.backends()["torch"].device_reason(resolve_model("mobilenet-v2"), BenchmarkConfig("mobilenet-v2", precision="int8"))
+    assert benchmark and benchmark in answer.detail  # the same words the skipped row carries
+    [fp32] = cold.predict([_request(mobilenet, "fp32", "inference", "cpu")])
+    assert fp32.latency_ms > 0
