@@ -1,7 +1,7 @@
 """A conversion onto a disk that cannot hold it (benchmark_runners.cache_files): the row fails
 saying the disk is full, nothing half-written stays behind to hold the space the next config
 needs, and the next config runs. A conversion killed mid-write leaves a staging directory that the
-next conversion on this host sweeps. Real full disks: a small tmpfs, as in test_disk_full."""
+next conversion on this host sweeps. Real full disks: a small tmpfs (tests/faults/conftest.py)."""
 import json
 import os
 import subprocess
@@ -12,22 +12,6 @@ import pytest
 
 from benchmark_runners import cache_files
 from benchmark_runners.cache_files import NotEnoughDiskSpace
-from tests.faults.test_disk_full import _mount_small_disk
-
-
-@pytest.fixture
-def small_cache(tmp_path):
-    disk = tmp_path / "cache"
-    disk.mkdir()
-    reason = _mount_small_disk(disk)  # 2 MiB: below any real model's conversion
-    if reason:
-        pytest.skip(reason)
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
-        if os.path.ismount(disk):
-            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
 def _fill_leaving(disk, free_bytes: int):
@@ -54,57 +38,57 @@ def _openvino_config(model, **kw):
     return BenchmarkConfig(model=str(model), **{"device": "openvino:CPU", "backend": "openvino", "policy": FAST_POLICY, **kw})
 
 
-def test_an_openvino_conversion_the_disk_cannot_hold_is_a_failed_row_naming_it_and_leaves_nothing(small_cache, tiny_models, monkeypatch):
+def test_an_openvino_conversion_the_disk_cannot_hold_is_a_failed_row_naming_it_and_leaves_nothing(small_disk, tiny_models, monkeypatch):
     pytest.importorskip("openvino")
     from benchmark_runners.backends import openvino_backend
     from benchmark_runners.measure import ConfigMeasurer
 
-    monkeypatch.setattr(openvino_backend, "_cache_dir", lambda: small_cache)
+    monkeypatch.setattr(openvino_backend, "_cache_dir", lambda: small_disk)
     measurer = ConfigMeasurer("test-run", {"suite": "pytest"}, {"openvino:CPU": {"name": "test cpu", "fingerprint": None},
                                                                   "cpu": {"name": "test cpu", "fingerprint": None}})
     row = measurer.run(_openvino_config("bert-tiny", batch_size=1))  # a 17 MB IR, on a 2 MiB disk
     assert row.status == "failed" and row.reason_code == "exception"
-    assert "NotEnoughDiskSpace" in row.error and "not enough disk space" in row.error and str(small_cache) in row.error
+    assert "NotEnoughDiskSpace" in row.error and "not enough disk space" in row.error and str(small_disk) in row.error
     assert "MiB are free" in row.error and "nothing was written" in row.error
-    assert list(small_cache.iterdir()) == []
+    assert list(small_disk.iterdir()) == []
     after = measurer.run(_openvino_config(tiny_models["text"], batch_size=1, device="cpu", backend="torch"))
     assert after.status == "ok", after.error
 
 
-def test_a_disk_that_fills_during_the_write_removes_the_partial_files_and_says_so(small_cache, tiny_models, monkeypatch):
+def test_a_disk_that_fills_during_the_write_removes_the_partial_files_and_says_so(small_disk, tiny_models, monkeypatch):
     """The estimate passed (as when another process fills the disk meanwhile), the write did not."""
     pytest.importorskip("openvino")
     from benchmark_runners.backends import openvino_backend
     from benchmark_runners.measure import ConfigMeasurer
 
-    monkeypatch.setattr(openvino_backend, "_cache_dir", lambda: small_cache)
+    monkeypatch.setattr(openvino_backend, "_cache_dir", lambda: small_disk)
     monkeypatch.setattr(openvino_backend, "require_free_space", lambda *a: None)
-    (small_cache / "other.bin").write_bytes(b"\0" * 10)  # what was there before stays
-    filler = _fill_leaving(small_cache, 16 * 1024)  # room for a little, not an IR
+    (small_disk / "other.bin").write_bytes(b"\0" * 10)  # what was there before stays
+    filler = _fill_leaving(small_disk, 16 * 1024)  # room for a little, not an IR
     row = ConfigMeasurer("test-run", {}, {"openvino:CPU": {"name": "test cpu", "fingerprint": None}}).run(
         _openvino_config(tiny_models["text"], batch_size=1))
     assert row.status == "failed"
     assert "NotEnoughDiskSpace" in row.error and "filled while writing" in row.error and "partial files were removed" in row.error
-    assert sorted(p.name for p in small_cache.iterdir()) == ["filler", "other.bin"]
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "other.bin"]
 
     filler.unlink()  # space freed: the same config converts, is cached whole and measures
     again = ConfigMeasurer("test-run", {}, {"openvino:CPU": {"name": "test cpu", "fingerprint": None}}).run(
         _openvino_config(tiny_models["text"], batch_size=1))
-    kept = sorted(p.suffix for p in small_cache.iterdir() if p.name != "other.bin")
-    assert kept == [".bin", ".json", ".npy", ".xml"] and not [p for p in small_cache.iterdir() if p.name.startswith(".")]
+    kept = sorted(p.suffix for p in small_disk.iterdir() if p.name != "other.bin")
+    assert kept == [".bin", ".json", ".npy", ".xml"] and not [p for p in small_disk.iterdir() if p.name.startswith(".")]
     assert again.status == "ok", again.error
 
 
-def test_an_onnx_export_the_disk_cannot_hold_is_refused_before_writing(small_cache, monkeypatch):
+def test_an_onnx_export_the_disk_cannot_hold_is_refused_before_writing(small_disk, monkeypatch):
     pytest.importorskip("onnx")
     from benchmark_runners.browser import export
     from benchmark_runners.records import BenchmarkConfig
     from models.catalog import load_catalog
 
-    monkeypatch.setattr(export, "_cache_dir", lambda: small_cache)
+    monkeypatch.setattr(export, "_cache_dir", lambda: small_disk)
     with pytest.raises(NotEnoughDiskSpace, match=r"bert-tiny's fp32 ONNX export: it needs about \d+ MiB"):
         export.export(load_catalog()["bert-tiny"], BenchmarkConfig(model="bert-tiny", device="wasm", backend="browser"))
-    assert list(small_cache.iterdir()) == []
+    assert list(small_disk.iterdir()) == []
 
 
 def test_a_whole_onnx_export_is_reused_and_one_with_unreadable_metadata_is_made_again(tmp_path, monkeypatch):
@@ -164,14 +148,14 @@ def test_a_failure_inside_staging_removes_it_and_a_full_disk_is_named(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_onnx_export_that_fills_the_disk_is_named_and_leaves_nothing(small_cache, monkeypatch):
+def test_an_onnx_export_that_fills_the_disk_is_named_and_leaves_nothing(small_disk, monkeypatch):
     pytest.importorskip("onnx")
     from benchmark_runners.browser import export
     from benchmark_runners.records import BenchmarkConfig
     from models.catalog import load_catalog
 
-    monkeypatch.setattr(export, "_cache_dir", lambda: small_cache)
+    monkeypatch.setattr(export, "_cache_dir", lambda: small_disk)
     monkeypatch.setattr(export, "require_free_space", lambda *a: None)  # as when another process fills the disk meanwhile
     with pytest.raises(NotEnoughDiskSpace, match="filled while writing bert-tiny's fp32 ONNX export; the partial files were removed"):
         export.export(load_catalog()["bert-tiny"], BenchmarkConfig(model="bert-tiny", device="wasm", backend="browser"))
-    assert list(small_cache.iterdir()) == []
+    assert list(small_disk.iterdir()) == []

@@ -3,9 +3,6 @@ transaction is active"), leaves every source whole or absent, quarantines nothin
 fine), and completes once space is freed. Needs a real full disk: a 2 MiB tmpfs, mounted when the
 test runs as root and mount works, skipped with the reason otherwise."""
 import errno
-import os
-import shutil
-import subprocess
 
 import pytest
 
@@ -15,31 +12,6 @@ from tests.pipelines.test_store import _doc, _row
 
 ROWS_PER_SOURCE = 150
 SOURCES = ("partition:cpu|m1", "partition:cpu|m2", "partition:cpu|m3")
-
-
-def _mount_small_disk(path) -> str | None:
-    """Mount a 2 MiB tmpfs at `path`; the reason it cannot be done, or None."""
-    if os.geteuid() != 0:
-        return "mounting a small tmpfs needs root"
-    if shutil.which("mount") is None or shutil.which("umount") is None:
-        return "no mount/umount binaries on this machine"
-    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(path)], capture_output=True, text=True)
-    return f"mount -t tmpfs failed: {(out.stderr or out.stdout).strip()}" if out.returncode else None
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    reason = _mount_small_disk(disk)
-    if reason:
-        pytest.skip(reason)
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True)
-        if os.path.ismount(disk):
-            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
 def _fill(disk) -> None:
