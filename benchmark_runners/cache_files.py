@@ -5,18 +5,19 @@ A converted model is as large as its weights (clip-vit-base-patch32: 600 MB of f
 straight to a fixed temporary name, a conversion that ran out of disk left its partial file
 behind, holding the space every later config needed, and two workers converting the same model
 wrote into one file. Here every write goes to a staging directory of its own beside the cache:
-moved into place when complete, removed when anything fails, and swept at the next staging on
-this host when its process was killed. Before writing, the free space is checked against the
-conversion's estimated size, so a disk that cannot hold it is a failed row saying so (and the
-next config runs), not a half-written file.
+moved into place when complete, removed when anything fails, and, where its writer was killed,
+swept by the next staging in that directory once the writer's lock is free (from any host or
+PID namespace sharing it). Before writing, the free space is checked against the conversion's
+estimated size, so a disk that cannot hold it is a failed row saying so (and the next config
+runs), not a half-written file.
 """
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import re
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -32,7 +33,13 @@ HEADROOM_BYTES = 64 * MIB
 HEADROOM_FRACTION = 0.05
 # A write that failed with less than this left free failed for want of space, whatever it said.
 FULL_BELOW_BYTES = 1 * MIB
-_STAGING = re.compile(r"\.staging-(?P<host>[A-Za-z0-9_.-]+)-(?P<pid>\d+)-[a-z0-9_]+")
+STAGING_PREFIX = ".staging-"
+# Held (flock) by the process writing into a staging directory for as long as it writes: a lock
+# the kernel frees when its holder dies, whatever host name or PID namespace that holder had.
+WRITER_LOCK = ".writer.lock"
+# A staging directory without a lock to test (its writer died between creating it and locking,
+# or the file system has no locks) is left this long before it counts as abandoned.
+UNLOCKED_AGE_S = 24 * 3600.0
 # The temporary names of earlier versions (fixed per file, never cleaned): swept once an hour old.
 _LEGACY_TMP = re.compile(r"\..+\.(onnx\.tmp|tmp\.xml|tmp\.bin)")
 LEGACY_AGE_S = 3600.0
@@ -44,37 +51,42 @@ class NotEnoughDiskSpace(DevicefitError):
     http_status = 507
 
 
-def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40] or "host"
+def _age_s(path: Path) -> float:
+    return time.time() - path.stat().st_mtime
 
 
-def _alive(pid: int) -> bool:
+def _writer_gone(stage: Path) -> bool:
+    """Whether the process that wrote into `stage` is gone: its lock can be taken at once."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+        fd = os.open(stage / WRITER_LOCK, os.O_RDWR)
+    except FileNotFoundError:
+        return _age_s(stage) > UNLOCKED_AGE_S
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False  # held: the writer is alive, on this host or another sharing the directory
+    except OSError:  # no locks on this file system: only age tells
+        return _age_s(stage) > UNLOCKED_AGE_S
+    finally:
+        os.close(fd)  # (releases the lock taken above)
     return True
 
 
 def sweep_abandoned(directory: Path) -> list[str]:
-    """Remove staging directories of this host's dead processes, and earlier versions' fixed-name
-    temporary files an hour untouched; what was removed. Staging of another host (a shared data
-    directory) or of a live process is left alone."""
+    """Remove staging directories whose writer is gone (killed mid-conversion), and earlier
+    versions' fixed-name temporary files an hour untouched; what was removed. A staging
+    directory whose writer holds its lock is left alone, wherever that writer runs."""
     removed: list[str] = []
     try:
         entries = list(directory.iterdir())
     except OSError:
         return removed
-    host, now = _host(), time.time()
     for entry in entries:
-        staging = _STAGING.fullmatch(entry.name)
         try:
-            if staging and staging["host"] == host and not _alive(int(staging["pid"])):
+            if entry.name.startswith(STAGING_PREFIX) and entry.is_dir() and not entry.is_symlink() and _writer_gone(entry):
                 shutil.rmtree(entry, ignore_errors=True)
                 removed.append(entry.name)
-            elif _LEGACY_TMP.fullmatch(entry.name) and entry.is_file() and now - entry.stat().st_mtime > LEGACY_AGE_S:
+            elif _LEGACY_TMP.fullmatch(entry.name) and entry.is_file() and _age_s(entry) > LEGACY_AGE_S:
                 entry.unlink()
                 removed.append(entry.name)
         except OSError:
@@ -123,17 +135,30 @@ def staging(directory: Path, what: str) -> Iterator[Path]:
     writing is NotEnoughDiskSpace naming `what`."""
     directory.mkdir(parents=True, exist_ok=True)
     sweep_abandoned(directory)
-    stage = Path(tempfile.mkdtemp(prefix=f".staging-{_host()}-{os.getpid()}-", dir=directory))
+    stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=directory))
+    lock = os.open(stage / WRITER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # a file system without locks: the sweep goes by age there
         yield stage
+    except NotEnoughDiskSpace:
+        raise
     except Exception as exc:
-        # OpenVINO's serializer says only "basic_ios::clear: iostream error": the disk is read
-        # while the partial files still hold their space.
-        if disk_full(exc) or _free_bytes(stage) < FULL_BELOW_BYTES:
+        # The disk is read while the partial files still hold their space: OpenVINO's serializer
+        # says only "basic_ios::clear: iostream error", and a full disk elsewhere (a temporary
+        # directory on its own file system) must not be blamed on this one.
+        free = _free_bytes(stage)
+        if free < FULL_BELOW_BYTES or (disk_full(exc) and free < HEADROOM_BYTES):
             raise NotEnoughDiskSpace(f"the disk holding {directory} filled while writing {what}; the partial files were "
                                      f"removed ({type(exc).__name__}: {exc})") from exc
+        if disk_full(exc):
+            raise NotEnoughDiskSpace(f"a disk filled while writing {what}, not the one holding {directory} ({free / MIB:,.0f} MiB "
+                                     f"free there; the error names the file): {type(exc).__name__}: {exc}") from exc
         raise
     finally:
+        os.close(lock)
         shutil.rmtree(stage, ignore_errors=True)
 
 

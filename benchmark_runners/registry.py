@@ -36,7 +36,8 @@ PLUGINS_ENV = "DEVICEFIT_PLUGINS"
 PLUGIN_ENTRY_POINTS = "devicefit.plugins"
 # What register_backend requires of a backend (benchmark_runners.backends.base.Backend has it all).
 _CONTRACT = ("name", "kinds", "device_pattern", "device_help", "precisions", "modes", "accepts_device", "unsupported_reason",
-             "prepare", "make_step", "output", "measurement_context", "loaded_key", "versions", "input_device")
+             "prepare", "make_step", "output", "measurement_context", "loaded_key", "versions", "input_device", "kind_reason",
+             "model_reason")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 

@@ -10,7 +10,10 @@ shared DEVICEFIT_DATA_DIR does the same job: nothing here runs.
 A file appears on the share whole or not at all: it is written under a hidden temporary name in
 the same directory, then moved into place; the loader never reads hidden names. Pulled files are
 written locally the same way. A file the loader quarantined is not pulled again while the share
-holds the same bytes, so one bad file is reported once, not at every load."""
+holds the same bytes, so one bad file is reported once, not at every load. A file over the
+landing size cap is the exception: it is never read, so nothing of it is held locally to compare,
+and each load reports it again (as `share:<name>`, "left on the share, not read") until it is
+removed from the share."""
 from __future__ import annotations
 
 import os

@@ -98,7 +98,7 @@ class BrowserBackend(Backend):
                 config.audio_seconds, config.threads)
 
     def device_reason(self, spec: ModelSpec, config: BenchmarkConfig) -> str | None:
-        from benchmark_runners.browser.export import conversion_unavailable
+        from benchmark_runners.browser.export import conversion_unavailable, too_large_for_one_file
         from benchmark_runners.hardware import detect_hardware
 
         platform = detect_hardware(probe=False).platforms.get(config.device)
@@ -113,7 +113,9 @@ class BrowserBackend(Backend):
                 return f"the WebGPU adapter ({adapter}) lacks the shader-f16 feature fp16 kernels need"
         # WebNN's fp16 support is per operator and per context: a context that lacks it fails the
         # session's creation in the page, and the row with the browser's own error.
-        return conversion_unavailable(config.precision)
+        from models.analysis import parameter_count
+
+        return too_large_for_one_file(spec.name, 4 * parameter_count(spec)) or conversion_unavailable(config.precision)
 
     def prepare(self, spec: ModelSpec, config: BenchmarkConfig) -> PreparedModel:
         import numpy as np

@@ -27,6 +27,7 @@ OPSET = 17
 # The operators int8 quantizes: the matrix products, as the torch backend's dynamic int8 does (its
 # Linear layers). Quantizing mobilenet-v2's convolutions too moved its output by 28% of its scale.
 INT8_OPS = ("MatMul", "Gemm")
+ONNX_FILE_LIMIT_BYTES = 2**31 - 2**20  # protobuf's 2 GiB, less room for the graph itself
 
 
 @dataclass
@@ -50,6 +51,16 @@ def _cache_dir() -> Path:
     return data_dir() / "cache" / "onnx"
 
 
+def too_large_for_one_file(name: str, fp32_bytes: int) -> str | None:
+    """Why the model cannot be one ONNX file (None: it can). A protobuf holds under 2 GiB: past
+    it torch's exporter writes each weight to a file of its own beside the graph, which the page
+    (one file, fetched whole) cannot load, and onnxruntime-web's wasm32 heap could not hold anyway."""
+    if fp32_bytes < ONNX_FILE_LIMIT_BYTES:
+        return None
+    return (f"{name}'s fp32 weights are {fp32_bytes / 2**30:.1f} GiB, past the 2 GiB one ONNX file holds (protobuf's limit); "
+            f"the browser backend loads one file, so models this large are not exported")
+
+
 def _read_meta(meta: Path) -> dict[str, Any] | None:
     """A cached export's metadata, or None where it is absent or unreadable (then the export is
     made again: the metadata is written last, so an unreadable one is not a whole export)."""
@@ -58,6 +69,16 @@ def _read_meta(meta: Path) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     return cached if isinstance(cached, dict) and {"weights_recipe", "adaptations"} <= set(cached) else None
+
+
+def _read_deviation(own: Path) -> dict[str, Any] | None:
+    """The fp16 file's sidecar ({"torch_own_deviation": float | None}), or None where it is absent
+    or unreadable (the conversion is then made again)."""
+    try:
+        cached = json.loads(own.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return cached if isinstance(cached, dict) and "torch_own_deviation" in cached else None
 
 
 def conversion_unavailable(precision: str) -> str | None:
@@ -104,6 +125,8 @@ def export(spec, config) -> Exported:
         wrapper = NamedInputs(built.model, list(example))
         names = list(example)
         what = f"{spec.name}'s fp32 ONNX export"
+        if (reason := too_large_for_one_file(spec.name, weight_bytes(built.model))) is not None:
+            raise ValueError(reason)
         require_free_space(fp32.parent, weight_bytes(built.model), what)
         with staging(fp32.parent, what) as stage:
             with torch.no_grad(), warnings.catch_warnings():
@@ -136,7 +159,7 @@ def export(spec, config) -> Exported:
     elif config.precision == "fp16":
         onnx_file = base.with_name(base.name + "-fp16").with_suffix(".onnx")
         own = onnx_file.with_suffix(".json")
-        if not (onnx_file.exists() and own.exists()):
+        if not (onnx_file.exists() and _read_deviation(own) is not None):
             import onnx
             from onnxruntime.transformers.float16 import convert_float_to_float16
 
@@ -152,7 +175,7 @@ def export(spec, config) -> Exported:
                 (stage / own.name).write_text(json.dumps({"torch_own_deviation": deviation}))
                 for done in (onnx_file, own):
                     (stage / done.name).replace(done)
-        torch_own = json.loads(own.read_text())["torch_own_deviation"]
+        torch_own = _read_deviation(own)["torch_own_deviation"]
         recipe = ("fp16 ONNX: onnxruntime's convert_float_to_float16 of the fp32 export (weights and arithmetic fp16, inputs and "
                   "output kept fp32 with casts at the edges; the operators on its default block list stay fp32)")
     return Exported(onnx_file, reference, example_np, source, time.perf_counter() - started, weights_recipe, adaptations, recipe,
