@@ -35,6 +35,10 @@ def write_text_atomic(path: Path, text: str) -> None:
     path = Path(path)
     if path.is_dir():  # else the rename fails naming the temporary file, not the path the caller gave
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if path.exists() and not path.is_file():
+        # A device, pipe or socket (`--output /dev/full`): the rename would put a regular file in
+        # its place (as root, /dev/full became the map's JSON); nothing is written.
+        raise OSError(errno.EINVAL, "not a regular file (a device, pipe or socket): nothing written", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

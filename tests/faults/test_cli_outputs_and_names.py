@@ -1,0 +1,33 @@
+"""Outputs, names and lists given to the selection and data commands: each bad one is refused
+with the problem named, nothing is written where the user did not ask, and nothing is counted
+twice (found by a fault hunt, 2026-11-29)."""
+import os
+import stat
+
+import pytest
+from typer.testing import CliRunner
+
+from devicefit.cli import app
+from devicefit.results_io import write_json_atomic
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(data))
+    return data
+
+
+def test_an_output_that_is_a_pipe_or_device_is_refused_not_replaced_by_a_file(tmp_path, data_dir):
+    """`map --output /dev/full` renamed the map's JSON over the device node (run as root, /dev/full
+    became a regular file); a FIFO was replaced the same way."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        write_json_atomic(fifo, {"a": 1})
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    run = CliRunner().invoke(app, ["map", "--families", "embedding", "--batch-sizes", "1", "--hardware", "cpu", "--output", str(fifo)])
+    assert run.exit_code == 1, run.output
+    assert "not a regular file" in run.output and str(fifo) in run.output
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
