@@ -163,6 +163,9 @@ def selection_map(selector: HardwareSelector, model_families: list[str] | None =
     if any(b < 1 for b in batches):
         raise SelectionError(f"batch sizes must be positive integers, got {batches}")
     hardware = list(dict.fromkeys(hardware_platforms or registry.kind_names()))
+    unknown = [k for k in hardware if k not in registry.kind_names()]
+    if unknown:  # else every cell came out None ("no hardware") and the map was written, exit 0
+        raise SelectionError(f"unknown hardware {', '.join(unknown)}; known: {', '.join(registry.kind_names())}")
     out, cells = _map_cells(selector, families, batches)
     _stop_ahead()  # what a helper started ahead (`traces_ahead`) finished is on disk; the rest is done here
     if helpers != 0:

@@ -31,3 +31,13 @@ def test_an_output_that_is_a_pipe_or_device_is_refused_not_replaced_by_a_file(tm
     assert "not a regular file" in run.output and str(fifo) in run.output
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_map_over_unknown_hardware_is_refused_not_a_map_of_empty_cells(tmp_path, data_dir):
+    """`map --hardware bogus` wrote a map whose every cell was None and exited 0."""
+    output = tmp_path / "map.json"
+    run = CliRunner().invoke(app, ["map", "--families", "embedding", "--batch-sizes", "1", "--hardware", "cpu,bogus",
+                                   "--output", str(output)])
+    assert run.exit_code == 2, run.output
+    assert "unknown hardware bogus" in run.output
+    assert not output.exists()
