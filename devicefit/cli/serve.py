@@ -113,7 +113,8 @@ def generate_tests(
 
 @app.command("export-templates", rich_help_panel=PANEL)
 def export_templates(
-    directory: Path = typer.Argument(Path("templates"), help="Where to copy them (the integration guide loads ./templates)."),
+    # a str, not a Path: Typer reads "" as Path("."), and the templates went into the current directory
+    directory: str = typer.Argument("templates", help="Where to copy them (the integration guide loads ./templates)."),
     force: bool = typer.Option(False, "--force", help="Overwrite templates there that differ from devicefit's."),
 ) -> None:
     """Copy the test templates under the names `recommended_template` gives (hf_<family>_template.py,

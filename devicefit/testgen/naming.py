@@ -30,6 +30,8 @@ def export_templates(directory: str | Path, force: bool = False) -> list[Path]:
     ...) and the base they extend, into `directory`: the guide's own code (spec 003) loads
     `classification["recommended_template"]` from `./templates` with a plain Jinja2 environment.
     A file already there with other content is kept (a user's edited template) unless `force`."""
+    if not str(directory).strip():  # Path("") is ".": the templates went into the current directory
+        raise TemplateExportError("the directory to export the templates to is empty: nothing written")
     out = Path(directory)
     if out.exists() and not out.is_dir():
         raise TemplateExportError(f"{out} is a file, not a directory: nothing written")
@@ -39,6 +41,12 @@ def export_templates(directory: str | Path, force: bool = False) -> list[Path]:
     blocked = [name for name in copies if (out / name).exists() and not (out / name).is_file()]
     if blocked:
         raise TemplateExportError(f"{out} holds directories named {', '.join(sorted(blocked))}, where templates go: nothing written")
+    # A symbolic link where a template goes was written through: a dangling one created its
+    # target, wherever it pointed, and --force overwrote the file a live one names.
+    links = [name for name in copies if (out / name).is_symlink()]
+    if links:
+        raise TemplateExportError(f"{out} holds symbolic links named {', '.join(sorted(links))}, where templates go: "
+                                  "nothing written (templates are written as files of their own)")
     clashes = [name for name, source in copies.items()
                if (out / name).exists() and (out / name).read_bytes() != source.read_bytes()]
     if clashes and not force:

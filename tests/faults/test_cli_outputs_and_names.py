@@ -41,3 +41,28 @@ def test_a_map_over_unknown_hardware_is_refused_not_a_map_of_empty_cells(tmp_pat
     assert run.exit_code == 2, run.output
     assert "unknown hardware bogus" in run.output
     assert not output.exists()
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_export_templates_never_writes_through_a_symbolic_link(tmp_path, force):
+    """A dangling link named like a template (templates/hf_vision_template.py -> elsewhere) made
+    `export-templates` create the file it pointed to, outside the directory; with --force a live
+    link's file was overwritten."""
+    out, outside, other = tmp_path / "templates", tmp_path / "outside.txt", tmp_path / "mine.txt"
+    out.mkdir()
+    other.write_text("my own file\n")
+    (out / "hf_vision_template.py").symlink_to(outside)
+    (out / "hf_audio_template.py").symlink_to(other)
+    run = CliRunner().invoke(app, ["export-templates", str(out), *(["--force"] if force else [])])
+    assert run.exit_code == 2, run.output
+    assert "symbolic links named hf_audio_template.py, hf_vision_template.py" in run.output
+    assert not outside.exists() and other.read_text() == "my own file\n"
+    assert sorted(p.name for p in out.iterdir()) == ["hf_audio_template.py", "hf_vision_template.py"]
+
+
+def test_export_templates_to_an_empty_name_is_refused_not_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = CliRunner().invoke(app, ["export-templates", ""])
+    assert run.exit_code == 2, run.output
+    assert "is empty" in run.output
+    assert list(tmp_path.iterdir()) == []
