@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from devicefit.cli.common import AS_JSON, app, console, data_paths
+from devicefit.cli.common import AS_JSON, app, console, data_paths, fail
 
 PANEL = "Data"
 devices_app = typer.Typer(no_args_is_help=True, help="Registered devices: hardware x constraint profile, each with its own probe.")
@@ -18,8 +18,11 @@ app.add_typer(devices_app, name="devices", rich_help_panel=PANEL)
 def devices_list(kind: Optional[str] = typer.Option(None, "--kind", help="Only devices of this kind (cpu, cuda, openvino, ...)."),
                  as_json: bool = AS_JSON) -> None:
     """The devices registered in the store, with their profile and probe figures."""
+    from benchmark_runners import registry
     from devicefit import store
 
+    if kind is not None and kind not in registry.kind_names():
+        fail(f"unknown hardware kind {kind!r}; known: {', '.join(registry.kind_names())}")
     paths = data_paths()
     if not paths.database.exists():
         rows = []
@@ -30,7 +33,8 @@ def devices_list(kind: Optional[str] = typer.Option(None, "--kind", help="Only d
         print(json.dumps(rows, indent=2, default=str))
         return
     if not rows:
-        console.print("no registered devices: `devicefit devices register --kind cpu` registers this host's CPU")
+        console.print(f"no registered {kind} devices" if kind else
+                      "no registered devices: `devicefit devices register --kind cpu` registers this host's CPU")
         return
     table = Table(title=f"Registered devices ({paths.database})")
     for col in ("id", "kind", "name", "host", "profile", "GFLOP/s", "GB/s", "last seen"):

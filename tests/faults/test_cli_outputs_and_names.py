@@ -66,3 +66,21 @@ def test_export_templates_to_an_empty_name_is_refused_not_the_current_directory(
     assert run.exit_code == 2, run.output
     assert "is empty" in run.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_devices_list_of_an_unknown_kind_is_refused_not_no_registered_devices(data_dir):
+    """`devices list --kind bogus` (or `CPU`) said "no registered devices" with exit 0 while
+    devices were registered."""
+    from devicefit import store
+
+    with store.opened(data_dir / "devicefit.duckdb") as con:
+        store.migrate(con)
+        store.register_device(con, {"id": "cpu-0123456789ab", "kind": "cpu", "name": "CPU", "hostname": "h", "host_fingerprint": None,
+                                    "hardware_fingerprint": "cpu-0123456789ab", "profile": {}, "details": None, "probe": None})
+    for kind in ("bogus", "CPU", ""):
+        run = CliRunner().invoke(app, ["devices", "list", "--kind", kind])
+        assert run.exit_code == 2, run.output
+        assert "unknown hardware kind" in run.output and "known: cpu" in run.output
+    run = CliRunner().invoke(app, ["devices", "list", "--kind", "cuda"])
+    assert run.exit_code == 0 and "no registered cuda devices" in run.output, run.output
+    assert "cpu-0123456789ab" in CliRunner().invoke(app, ["devices", "list", "--kind", "cpu"]).output
