@@ -142,6 +142,12 @@ def register_model(data_dir: Path, directory: str | Path, name: str | None = Non
                 return dataclasses.replace(spec, name=name)
             raise RegistryError(f"model name '{name}' is already registered for {entries[existing]['path']}; "
                                 f"`devicefit models remove {existing}` first, or choose another with --name")
+        # One directory under two names was two models to the store (rows keyed by name), and
+        # its path resolved to whichever name the file listed first.
+        same = next((n for n, entry in entries.items() if Path(entry["path"]) == spec.path), None)
+        if same is not None:
+            raise RegistryError(f"{spec.path} is already registered as '{same}'; `devicefit models remove {same}` first "
+                                "to register it under another name")
         entries[name] = {"path": str(spec.path), "registered_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         _write_registry(data_dir, entries)
     return dataclasses.replace(spec, name=name)

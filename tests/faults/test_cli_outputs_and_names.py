@@ -84,3 +84,24 @@ def test_devices_list_of_an_unknown_kind_is_refused_not_no_registered_devices(da
     run = CliRunner().invoke(app, ["devices", "list", "--kind", "cuda"])
     assert run.exit_code == 0 and "no registered cuda devices" in run.output, run.output
     assert "cpu-0123456789ab" in CliRunner().invoke(app, ["devices", "list", "--kind", "cpu"]).output
+
+
+def test_one_model_directory_is_registered_under_one_name(tmp_path, data_dir):
+    """`models add DIR --name other` after `models add DIR` registered the same directory twice:
+    two models to the store, whose rows are keyed by name."""
+    import json
+
+    from models.catalog import load_catalog
+
+    directory = tmp_path / "mytiny"
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps(load_catalog()["bert-tiny"].config))
+    assert CliRunner().invoke(app, ["models", "add", str(directory)]).exit_code == 0
+    assert CliRunner().invoke(app, ["models", "add", f"{directory}/"]).exit_code == 0  # the same again: a no-op
+    for name in ("other", "org/x"):
+        run = CliRunner().invoke(app, ["models", "add", str(directory), "--name", name])
+        assert run.exit_code == 2, run.output
+        assert "is already registered as 'mytiny'" in run.output
+    assert list(json.loads((data_dir / "models.json").read_text())["models"]) == ["mytiny"]
+    assert CliRunner().invoke(app, ["models", "remove", "mytiny"]).exit_code == 0
+    assert CliRunner().invoke(app, ["models", "add", str(directory), "--name", "other"]).exit_code == 0
