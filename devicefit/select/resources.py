@@ -350,6 +350,15 @@ class HardwareAwareModelClassifier:
         """Memory to hold every model at once on each one's recommended hardware, whether that
         forces a low-memory mode on this machine, and the idle timeout (`recommended_timeout`)."""
         per_model = {m: self.classify_model(m) for m in models}
+        # One model named twice (gpt2, GPT2, openai-community/gpt2) is one model in the pool: it
+        # was counted once per spelling in the total, and the total decided low-memory mode.
+        spellings: dict[str, list[str]] = {}
+        for m, c in per_model.items():
+            spellings.setdefault(c["model_name"], []).append(m)
+        twice = {name: given for name, given in spellings.items() if len(given) > 1}
+        if twice:
+            raise SelectionError("a model is named more than once: " + "; ".join(
+                f"{', '.join(given)} are all {name}" for name, given in twice.items()))
         total_mb = sum(c["resource_requirements"]["recommended_memory_mb"] for c in per_model.values())
         max_mb = max(c["resource_requirements"]["recommended_memory_mb"] for c in per_model.values())
         cpu = (self.selector.inventory.get("platforms", {}).get("cpu", {}).get("devices") or [{}])[0]

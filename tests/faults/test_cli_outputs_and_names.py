@@ -105,3 +105,16 @@ def test_one_model_directory_is_registered_under_one_name(tmp_path, data_dir):
     assert list(json.loads((data_dir / "models.json").read_text())["models"]) == ["mytiny"]
     assert CliRunner().invoke(app, ["models", "remove", "mytiny"]).exit_code == 0
     assert CliRunner().invoke(app, ["models", "add", str(directory), "--name", "other"]).exit_code == 0
+
+
+def test_resources_counts_a_model_named_twice_once(data_dir):
+    """`resources gpt2 GPT2 openai-community/gpt2` gave three entries of one model and three
+    times its memory as the pool's total (which decides low-memory mode)."""
+    import json
+
+    run = CliRunner().invoke(app, ["resources", "bert-tiny", "BERT-TINY", "prajjwal1/bert-tiny"])
+    assert run.exit_code == 2, run.output
+    assert "named more than once: bert-tiny, BERT-TINY, prajjwal1/bert-tiny are all bert-tiny" in run.output
+    once = json.loads(CliRunner().invoke(app, ["resources", "bert-tiny"]).output)
+    again = json.loads(CliRunner().invoke(app, ["resources", "bert-tiny", "bert-tiny"]).output)
+    assert again["resource_requirements"]["total_memory_mb"] == once["resource_requirements"]["total_memory_mb"]
