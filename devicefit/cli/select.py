@@ -70,7 +70,8 @@ def select_command(
     batch_size: int = BATCH_SIZE,
     seq_length: Optional[int] = typer.Option(None, "--seq-length", "--prompt-tokens", "--context-length",
                                              help="Tokens per sample for text models; in the generation scenario, the prompt (default 256)."),
-    mode: str = typer.Option("inference", "--mode", "--scenario", help="inference, training or generation (TTFT, TPOT, decode tokens/s)."),
+    mode: Optional[str] = typer.Option(None, "--mode", "--scenario", help="inference (default), training or generation (TTFT, TPOT, "
+                                       "decode tokens/s); --task sets it."),
     precision: str = PRECISION,
     hardware: Optional[str] = typer.Option(None, "--hardware", help="Comma-separated kinds you have (default: what is detected here), or registered device ids (devicefit devices list) to choose among those devices, with measured and predicted figures."),
     task: Optional[str] = typer.Option(None, "--task", help="classification, generation (selected on generation figures), embedding, "
@@ -95,9 +96,17 @@ def select_command(
     from benchmark_runners import registry
     from devicefit.predict.api import PredictorUnavailable
     from devicefit.select.config import SelectionConfigError
-    from devicefit.select.selector import HardwareSelector, SelectionError
+    from devicefit.select.selector import TASK_MODES, HardwareSelector, SelectionError
     from models.catalog import UnknownModelError
 
+    # The task fixes the mode: a --mode beside it that says otherwise was dropped without a word
+    # (`--task training --mode generation` selected on training figures), as was --distributed
+    # outside training.
+    if task in TASK_MODES and mode is not None and mode != TASK_MODES[task]:
+        fail(f"--task {task} selects on {TASK_MODES[task]} figures, not --mode {mode}: give one of them")
+    mode = TASK_MODES.get(task, mode or "inference") if task else (mode or "inference")
+    if distributed and mode != "training":
+        fail(f"--distributed plans training across --gpu-count GPUs; this selection is on {mode} figures (add --mode training)")
     wanted = csv_list(hardware, "--hardware") if hardware else []
     if wanted and not all(w in registry.kind_names() for w in wanted):
         kinds = [w for w in wanted if w in registry.kind_names()]

@@ -118,3 +118,17 @@ def test_resources_counts_a_model_named_twice_once(data_dir):
     once = json.loads(CliRunner().invoke(app, ["resources", "bert-tiny"]).output)
     again = json.loads(CliRunner().invoke(app, ["resources", "bert-tiny", "bert-tiny"]).output)
     assert again["resource_requirements"]["total_memory_mb"] == once["resource_requirements"]["total_memory_mb"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--task", "training", "--mode", "generation"], "--task training selects on training figures, not --mode generation"),
+    (["--task", "generation", "--scenario", "inference"], "--task generation selects on generation figures, not --mode inference"),
+    (["--distributed", "--gpu-count", "8"], "--distributed plans training across --gpu-count GPUs; this selection is on inference"),
+    (["--task", "generation", "--distributed"], "this selection is on generation figures"),
+])
+def test_select_refuses_a_mode_it_would_not_use(data_dir, args, message):
+    """`select --task training --mode generation` answered on training figures, and `--distributed`
+    outside training was ignored, both with exit 0 and nothing said."""
+    run = CliRunner().invoke(app, ["select", "--model", "gpt2", *args])
+    assert run.exit_code == 2, run.output
+    assert message in " ".join(run.output.split())
