@@ -36,9 +36,10 @@ def write_text_atomic(path: Path, text: str) -> None:
     if path.is_dir():  # else the rename fails naming the temporary file, not the path the caller gave
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     if path.exists() and not path.is_file():
-        # A device, pipe or socket (`--output /dev/full`): the rename would put a regular file in
-        # its place (as root, /dev/full became the map's JSON); nothing is written.
-        raise OSError(errno.EINVAL, "not a regular file (a device, pipe or socket): nothing written", str(path))
+        # A device or a pipe (`--output /dev/stdout`, a FIFO): written to as a stream. The rename
+        # would have put a regular file in its place (as root, /dev/full became the map's JSON).
+        _write_stream(path, text)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -49,6 +50,25 @@ def write_text_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _write_stream(path: Path, text: str) -> None:
+    """`text` into a character device or a FIFO at `path`; anything else that is not a regular
+    file (a socket) is refused. A FIFO nothing reads is an error, not a wait for ever."""
+    import stat
+
+    mode = path.stat().st_mode
+    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        raise OSError(errno.EINVAL, "not a regular file, a device or a pipe (a socket?): nothing written", str(path))
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "a pipe that no process reads: nothing written", str(path)) from None
+        raise
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
 
 
 def _umask() -> int:

@@ -3,6 +3,8 @@ with the problem named, nothing is written where the user did not ask, and nothi
 twice (found by a fault hunt, 2026-11-29)."""
 import os
 import stat
+import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -18,19 +20,36 @@ def data_dir(tmp_path, monkeypatch):
     return data
 
 
-def test_an_output_that_is_a_pipe_or_device_is_refused_not_replaced_by_a_file(tmp_path, data_dir):
+def test_an_output_that_is_a_pipe_or_device_is_written_to_not_replaced_by_a_file(tmp_path, data_dir):
     """`map --output /dev/full` renamed the map's JSON over the device node (run as root, /dev/full
-    became a regular file); a FIFO was replaced the same way."""
+    became a regular file); a FIFO was replaced the same way. A device or a pipe is now written
+    to as a stream (`--output /dev/stdout` works), and a pipe nothing reads is an error, not a hang."""
+    import json
+    import threading
+
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
-    with pytest.raises(OSError, match="not a regular file"):
+    with pytest.raises(OSError, match="a pipe that no process reads"):
         write_json_atomic(fifo, {"a": 1})
-    assert stat.S_ISFIFO(fifo.lstat().st_mode)
-    run = CliRunner().invoke(app, ["map", "--families", "embedding", "--batch-sizes", "1", "--hardware", "cpu", "--output", str(fifo)])
-    assert run.exit_code == 1, run.output
-    assert "not a regular file" in run.output and str(fifo) in run.output
-    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    received: list[str] = []
+    reader = threading.Thread(target=lambda: received.append(open(fifo).read()))
+    reader.start()
+    run = None
+    for _ in range(100):  # until the reader has the FIFO open
+        run = CliRunner().invoke(app, ["map", "--families", "embedding", "--batch-sizes", "1", "--hardware", "cpu", "--output", str(fifo)])
+        if "no process reads" not in run.output:
+            break
+        time.sleep(0.05)
+    reader.join(timeout=30)
+    assert run.exit_code == 0, run.output
+    assert json.loads(received[0]) and stat.S_ISFIFO(fifo.lstat().st_mode)
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    write_json_atomic(Path(os.devnull), {"a": 1})
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    if os.path.exists("/dev/full"):
+        with pytest.raises(OSError, match="No space left"):
+            write_json_atomic(Path("/dev/full"), {"a": 1})
+        assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
 def test_a_map_over_unknown_hardware_is_refused_not_a_map_of_empty_cells(tmp_path, data_dir):
