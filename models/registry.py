@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from models.catalog import InvalidModelError, ModelSpec, UnknownModelError, catalog_model, close_names, load_local_model
+from models.catalog import InvalidModelError, ModelSpec, UnknownModelError, catalog_model, catalog_names, close_names, load_local_model
 from models.errors import DevicefitError
 
 REGISTRY_FILE = "models.json"
@@ -124,6 +124,10 @@ def _raw_entries(data_dir: Path) -> dict[str, dict[str, Any]]:
     return json.loads(path.read_text(encoding="utf-8"))["models"] if path.exists() else {}
 
 
+def _file_key(name: str) -> str:
+    return name.replace("/", "__").lower()
+
+
 def register_model(data_dir: Path, directory: str | Path, name: str | None = None) -> ModelSpec:
     """Checks the model directory and records it under `name` (default: the directory's name).
     Registering the same directory under the same name again is a no-op; another directory
@@ -142,6 +146,13 @@ def register_model(data_dir: Path, directory: str | Path, name: str | None = Non
                 return dataclasses.replace(spec, name=name)
             raise RegistryError(f"model name '{name}' is already registered for {entries[existing]['path']}; "
                                 f"`devicefit models remove {existing}` first, or choose another with --name")
+        # A partition's landing file is named after the model with "/" as "__"
+        # (devicefit.landing.safe_name): `org/x` and `org__x` would write one file, each run
+        # replacing the other's rows.
+        clash = next((n for n in [*entries, *catalog_names()] if _file_key(n) == _file_key(name)), None)
+        if clash is not None:
+            raise RegistryError(f"model name '{name}' would share landing files with '{clash}' ('/' is written as '__' in "
+                                "file names); choose another with --name")
         # One directory under two names was two models to the store (rows keyed by name), and
         # its path resolved to whichever name the file listed first.
         same = next((n for n, entry in entries.items() if Path(entry["path"]) == spec.path), None)

@@ -93,3 +93,19 @@ def test_a_registered_model_that_broke_is_left_out_with_a_warning(tmp_path, tiny
     (copy / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": [3]}))
     names, warnings = ModelNames.load(tmp_path / "data")
     assert names.names() == [] and len(warnings) == 1 and "fragile" in warnings[0] and "architectures" in warnings[0]
+
+
+def test_names_that_would_share_a_landing_file_are_refused(tmp_path, tiny_models):
+    """A partition's landing file names the model with '/' as '__' (devicefit.landing.safe_name):
+    `org/x` and `org__x` wrote one file, each run replacing the other's rows."""
+    from devicefit.landing import landing_path
+
+    data = tmp_path / "data"
+    register_model(data, tiny_models["text"], name="org/x")
+    assert landing_path(tmp_path, "partition:cpu|org/x") == landing_path(tmp_path, "partition:cpu|org__x")
+    with pytest.raises(RegistryError, match=r"'org__x' would share landing files with 'org/x'"):
+        register_model(data, tiny_models["image"], name="org__x")
+    with pytest.raises(RegistryError, match="would share landing files with 'org/x'"):
+        register_model(data, tiny_models["causal"], name="ORG__X")
+    assert list(read_registry(data)) == ["org/x"]
+    register_model(data, tiny_models["text"], name="org/x")  # the same directory and name again: still a no-op
