@@ -6,7 +6,6 @@ file-system fault) into one line on stderr and the error's exit code, for the co
 for CliRunner alike. Commands raise; they do not format their own failures."""
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Optional
@@ -20,11 +19,7 @@ from typer.core import TyperGroup
 from benchmark_runners.records import MAX_ASKED_BATCH_SIZE, MAX_BATCH_SIZE, MODES, PRECISIONS
 from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
-
-# A control character but tab and newline: C0, DEL and C1 (ESC starts ANSI/OSC sequences); and
-# Unicode's directional formatting characters (embeddings, overrides, isolates, marks), which make
-# a terminal show a line's text in another order than it is ("Trojan Source").
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+from devicefit.shown_text import visible
 
 
 def terminal_text(text: str) -> str:
@@ -32,7 +27,7 @@ def terminal_text(text: str) -> str:
     so a hostname or error carrying an ANSI sequence cannot clear the screen, retitle the window,
     colour or hide what follows, or plant an OSC 8 link; a bidirectional override as `\\u202e`,
     so a name cannot show its characters in another order."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+    return visible(text)
 
 
 class PlainConsole(Console):

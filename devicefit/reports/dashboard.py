@@ -13,6 +13,7 @@ from typing import Any
 
 from devicefit.reports.data import ReportData
 from devicefit.reports.figures import FIGURES
+from devicefit.shown_text import visible
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 
@@ -104,7 +105,7 @@ def _index_html(data: ReportData, out: ReportOutput, links: dict[str, str]) -> s
 </head><body>
 <h1>devicefit report</h1>
 <p>{len(data.aggregates)} measured configurations of {len({r['model'] for r in data.aggregates})} models on
-{html.escape(', '.join(hosts))}; predictor {html.escape(str(data.predictor_version))}. Generated {generated}.
+{html.escape(visible(', '.join(hosts)))}; predictor {html.escape(str(data.predictor_version))}. Generated {generated}.
 Every figure is measured unless its title says predicted; hover a point for its runs, confidence interval and host.</p>
 <ul>
 {chr(10).join(items)}

@@ -8,6 +8,7 @@ import html
 from typing import Any
 
 from devicefit.reports.data import ReportData, hardware_label
+from devicefit.shown_text import visible
 
 MIB = 2**20
 
@@ -19,8 +20,9 @@ def _generation_rows(data: ReportData) -> list[dict[str, Any]]:
 def plotly_text(value: Any) -> str:
     """Text for a figure's labels, legend and hover: plotly renders <a href>, <span style>, <b>
     and <br> in them as markup, so a model, host or device name from a landing file is escaped
-    (plotly shows &lt; &gt; &amp; as the characters) and stays the name it is."""
-    return html.escape(str(value), quote=False)
+    (plotly shows &lt; &gt; &amp; as the characters) and stays the name it is; a control or
+    direction-override character shows as its escape (devicefit.shown_text)."""
+    return html.escape(visible(str(value)), quote=False)
 
 
 def _label(r: dict[str, Any]) -> str:

@@ -101,7 +101,7 @@ def test_a_backend_error_in_the_results_table_is_text(capsys):
     assert "[/tmp/w/model.bin]" in shown and "\\x1b[8m(hidden)" in shown and "\x1b" not in shown
 
 
-LINK = '<a href="https://evil.example/">bert</a><span style="font-size:90px">big</span>'
+LINK = '<a href="https://evil.example/">bert</a><span style="font-size:90px">big</span>\u202egnp.exe\u2066'  # and a right-to-left override
 
 
 def _strings(value) -> list[str]:
@@ -140,6 +140,7 @@ def test_figures_show_names_as_text_not_plotly_markup():
         shown = _strings(fig.to_dict()["data"])
         assert not any("<a " in s or "<span" in s for s in shown), (name, [s for s in shown if "<a " in s][:2])
         assert any("&lt;a href" in s for s in shown), name
+        assert not any(set(s) & {"\u202e", "\u2066"} for s in shown) and any("\\u202e" in s for s in shown), name
     assert drawn == 8  # all but the roofline (no probed device) and predicted vs measured (no predictor)
 
 
