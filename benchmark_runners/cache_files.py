@@ -13,8 +13,8 @@ runs), not a half-written file.
 """
 from __future__ import annotations
 
-import errno
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -23,8 +23,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from models.errors import DevicefitError
+from models.errors import DevicefitError, is_disk_full
 
 MIB = 1024 * 1024
 # Beyond the estimate: the file formats' own overhead (graph, names, alignment) and room for the
@@ -114,18 +115,15 @@ def _free_bytes(path: Path) -> int:
         return 1 << 62
 
 
-def disk_full(exc: BaseException) -> bool:
-    """Whether `exc`, or an error it was raised from, is the disk being full. Converters written in
-    C++ (onnx's protobuf writer, OpenVINO's serializer) say it only in their message."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        text = str(exc).lower()
-        if (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or "no space left on device" in text \
-                or "disk quota exceeded" in text:
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
+def read_json_object(path: Path, required: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """A cache entry's metadata: the JSON object in `path` holding the `required` keys, or None
+    where it is absent, unreadable or short of them. Metadata is written last, so an entry
+    without readable metadata is not known whole and is converted again."""
+    try:
+        cached = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return cached if isinstance(cached, dict) and all(k in cached for k in required) else None
 
 
 @contextmanager
@@ -150,10 +148,10 @@ def staging(directory: Path, what: str) -> Iterator[Path]:
         # says only "basic_ios::clear: iostream error", and a full disk elsewhere (a temporary
         # directory on its own file system) must not be blamed on this one.
         free = _free_bytes(stage)
-        if free < FULL_BELOW_BYTES or (disk_full(exc) and free < HEADROOM_BYTES):
+        if free < FULL_BELOW_BYTES or (is_disk_full(exc) and free < HEADROOM_BYTES):
             raise NotEnoughDiskSpace(f"the disk holding {directory} filled while writing {what}; the partial files were "
                                      f"removed ({type(exc).__name__}: {exc})") from exc
-        if disk_full(exc):
+        if is_disk_full(exc):
             raise NotEnoughDiskSpace(f"a disk filled while writing {what}, not the one holding {directory} ({free / MIB:,.0f} MiB "
                                      f"free there; the error names the file): {type(exc).__name__}: {exc}") from exc
         raise

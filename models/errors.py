@@ -7,6 +7,8 @@ CLI (handled once, in devicefit.cli.common.DevicefitGroup) and `http_status` for
 CLI, a logged 500 on the API."""
 from __future__ import annotations
 
+import errno
+
 
 class DevicefitError(Exception):
     exit_code: int = 2  # a usage or input problem, as click uses 2
@@ -15,3 +17,17 @@ class DevicefitError(Exception):
     def public_message(self) -> str:
         """What an API client is told (the CLI prints str(self)): never more than the user may see."""
         return str(self)
+
+
+def is_disk_full(exc: BaseException | None) -> bool:
+    """Whether `exc`, or an error it was raised from, is the disk being full (or a quota spent).
+    DuckDB and the converters written in C++ (onnx's protobuf writer) say it only in words."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        text = str(exc).lower()
+        if (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or "no space left on device" in text \
+                or "disk quota exceeded" in text:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False

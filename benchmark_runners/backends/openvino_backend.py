@@ -37,7 +37,7 @@ from typing import Any
 from benchmark_runners.backends import openvino_genai
 from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.backends.traced_wrapper import NamedInputs, recipe_source, torch_output_in
-from benchmark_runners.cache_files import require_free_space, staging, weight_bytes
+from benchmark_runners.cache_files import read_json_object, require_free_space, staging, weight_bytes
 from benchmark_runners.hardware.cpu_budget import restricted_threads
 from benchmark_runners.output_check import TORCH_REFERENCE_MARGIN, agreement_tolerance, check_output  # noqa: F401 - the margin, for callers
 from benchmark_runners.records import BenchmarkConfig
@@ -98,16 +98,6 @@ def _decoder(wrapper, example: tuple):
     from openvino.frontend.pytorch.ts_decoder import TorchScriptPythonDecoder
 
     return TorchScriptPythonDecoder(wrapper, example_input=example, trace_kwargs={"check_trace": False})
-
-
-def _read_meta(meta: Path) -> dict[str, Any] | None:
-    """A cached IR's metadata, or None where it is absent or unreadable: written last, so without
-    a readable one the IR beside it is not known whole and is converted again."""
-    try:
-        cached = json.loads(meta.read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return cached if isinstance(cached, dict) and "adaptations" in cached else None
 
 
 def _reduced_reference(reference: Path, precision: str) -> Path:
@@ -197,7 +187,7 @@ class OpenVINOBackend(Backend):
         xml = _cache_dir() / f"{spec.name.replace('/', '_')}-{variant}-{key}.xml"
         meta, ref_file = xml.with_suffix(".json"), xml.with_suffix(".reference.npy")
         started = time.perf_counter()
-        cached = _read_meta(meta) if xml.exists() and ref_file.exists() else None
+        cached = read_json_object(meta, ("adaptations",)) if xml.exists() and ref_file.exists() else None
         if cached is not None:
             # Read back from the IR (weights memory-mapped) rather than kept in memory between
             # configs: a cached model object would count in every later row's peak RSS.
@@ -237,10 +227,9 @@ class OpenVINOBackend(Backend):
         with staging(xml.parent, what) as stage:
             ov.save_model(model, stage / xml.name, compress_to_fp16=False)  # the IR keeps fp32 weights
             np.save(stage / ref_file.name, reference)
-            extra = [_reduced_reference(ref_file, p) for p, output in reduced.items() if output is not None]
-            for p, output in reduced.items():
-                if output is not None:
-                    np.save(stage / _reduced_reference(ref_file, p).name, output)
+            extra = {_reduced_reference(ref_file, p): output for p, output in reduced.items() if output is not None}
+            for path, output in extra.items():
+                np.save(stage / path.name, output)
             (stage / meta.name).write_text(json.dumps({"adaptations": adaptations, "identity": identity,
                                                        "weights_recipe": built.weights_recipe}, default=str))
             for done in (*extra, ref_file, xml.with_suffix(".bin"), xml, meta):  # the metadata last: it says the IR is whole

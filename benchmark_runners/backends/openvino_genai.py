@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_runners.backends.base import OutputMismatch, PreparedModel, TimedStep
-from benchmark_runners.cache_files import require_free_space, staging, weight_bytes
+from benchmark_runners.cache_files import read_json_object, require_free_space, staging, weight_bytes
 from benchmark_runners.generation import RequestTiming, request_shape
 from benchmark_runners.hardware.cpu_budget import restricted_threads
 from benchmark_runners.records import BenchmarkConfig
@@ -149,15 +149,6 @@ def _check_prompt(spec: ModelSpec):
     return np.random.default_rng(0).integers(0, vocab, size=(1, CHECK_PROMPT_TOKENS), dtype=np.int64)
 
 
-def _read_export_meta(meta: Path) -> dict[str, Any] | None:
-    """A cached export's metadata, or None where it is absent or unreadable (then exported again)."""
-    try:
-        cached = json.loads(meta.read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return cached if isinstance(cached, dict) else None
-
-
 def export(spec: ModelSpec) -> tuple[Path, dict[str, Any]]:
     """The IR directory for this model (exported once, then cached) and what made it."""
     import numpy as np
@@ -174,7 +165,7 @@ def export(spec: ModelSpec) -> tuple[Path, dict[str, Any]]:
     key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
     out = _cache_dir() / f"{spec.name.replace('/', '_')}-{key}"
     meta = out / "devicefit-export.json"
-    if (cached := _read_export_meta(meta)) is not None:
+    if (cached := read_json_object(meta)) is not None:
         return out, {**cached, "source": "disk cache", "export_seconds": None}
     started = time.perf_counter()
     built = build(spec, torch.float32)
@@ -210,13 +201,13 @@ def export(spec: ModelSpec) -> tuple[Path, dict[str, Any]]:
                 "recipe": (f"stateful IR by optimum-intel {exporter['optimum_intel']} (transformers {exporter['transformers']}, "
                            "in its own venv) from the seeded torch model; fp32 weights, no weight compression")}
         (ir / "devicefit-export.json").write_text(json.dumps(info, default=str))
-        if _read_export_meta(meta) is None:  # another worker may have finished the same export meanwhile: keep its
+        if read_json_object(meta) is None:  # another worker may have finished the same export meanwhile: keep its
             if out.exists():  # an earlier export that stopped before its metadata, or with it unreadable: not an IR to trust
                 shutil.rmtree(out)
             try:
                 ir.replace(out)
             except OSError as exc:  # another worker's whole export took the place in between: keep its
-                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or _read_export_meta(meta) is None:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or read_json_object(meta) is None:
                     raise
     return out, {**json.loads(meta.read_text()), "source": "exported"}
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark_runners.cache_files import require_free_space, staging, weight_bytes
+from benchmark_runners.cache_files import read_json_object, require_free_space, staging, weight_bytes
 
 OPSET = 17
 # The operators int8 quantizes: the matrix products, as the torch backend's dynamic int8 does (its
@@ -61,26 +61,6 @@ def too_large_for_one_file(name: str, fp32_bytes: int) -> str | None:
             f"the browser backend loads one file, so models this large are not exported")
 
 
-def _read_meta(meta: Path) -> dict[str, Any] | None:
-    """A cached export's metadata, or None where it is absent or unreadable (then the export is
-    made again: the metadata is written last, so an unreadable one is not a whole export)."""
-    try:
-        cached = json.loads(meta.read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return cached if isinstance(cached, dict) and {"weights_recipe", "adaptations"} <= set(cached) else None
-
-
-def _read_deviation(own: Path) -> dict[str, Any] | None:
-    """The fp16 file's sidecar ({"torch_own_deviation": float | None}), or None where it is absent
-    or unreadable (the conversion is then made again)."""
-    try:
-        cached = json.loads(own.read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return cached if isinstance(cached, dict) and "torch_own_deviation" in cached else None
-
-
 def conversion_unavailable(precision: str) -> str | None:
     """Why this precision's file cannot be made here (None: it can). fp32 is torch's own export;
     int8 and fp16 are conversions of it by tools of the Python package onnxruntime."""
@@ -117,7 +97,7 @@ def export(spec, config) -> Exported:
     started = time.perf_counter()
     example_np = {k: v.numpy() for k, v in example.items()}
     wrapper = None  # the traced torch module, where this call exported it (the fp16 reference reuses it)
-    cached = _read_meta(meta) if fp32.exists() and reference.exists() else None
+    cached = read_json_object(meta, ("weights_recipe", "adaptations")) if fp32.exists() and reference.exists() else None
     if cached is not None:
         source, weights_recipe, adaptations = "disk cache", cached["weights_recipe"], cached["adaptations"]
     else:
@@ -125,9 +105,10 @@ def export(spec, config) -> Exported:
         wrapper = NamedInputs(built.model, list(example))
         names = list(example)
         what = f"{spec.name}'s fp32 ONNX export"
-        if (reason := too_large_for_one_file(spec.name, weight_bytes(built.model))) is not None:
+        size = weight_bytes(built.model)
+        if (reason := too_large_for_one_file(spec.name, size)) is not None:
             raise ValueError(reason)
-        require_free_space(fp32.parent, weight_bytes(built.model), what)
+        require_free_space(fp32.parent, size, what)
         with staging(fp32.parent, what) as stage:
             with torch.no_grad(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # tracer warnings: shapes other than batch are fixed per file
@@ -159,7 +140,7 @@ def export(spec, config) -> Exported:
     elif config.precision == "fp16":
         onnx_file = base.with_name(base.name + "-fp16").with_suffix(".onnx")
         own = onnx_file.with_suffix(".json")
-        if not (onnx_file.exists() and _read_deviation(own) is not None):
+        if not (onnx_file.exists() and read_json_object(own, ("torch_own_deviation",)) is not None):
             import onnx
             from onnxruntime.transformers.float16 import convert_float_to_float16
 
@@ -175,7 +156,7 @@ def export(spec, config) -> Exported:
                 (stage / own.name).write_text(json.dumps({"torch_own_deviation": deviation}))
                 for done in (onnx_file, own):
                     (stage / done.name).replace(done)
-        torch_own = _read_deviation(own)["torch_own_deviation"]
+        torch_own = read_json_object(own, ("torch_own_deviation",))["torch_own_deviation"]
         recipe = ("fp16 ONNX: onnxruntime's convert_float_to_float16 of the fp32 export (weights and arithmetic fp16, inputs and "
                   "output kept fp32 with casts at the edges; the operators on its default block list stay fp32)")
     return Exported(onnx_file, reference, example_np, source, time.perf_counter() - started, weights_recipe, adaptations, recipe,

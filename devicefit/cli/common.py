@@ -21,13 +21,10 @@ from devicefit.errors import DevicefitError
 from devicefit.paths import DataPaths
 from devicefit.shown_text import visible
 
-
-def terminal_text(text: str) -> str:
-    """Text a terminal shows and never acts on: each control character as its escape (`\\x1b`),
-    so a hostname or error carrying an ANSI sequence cannot clear the screen, retitle the window,
-    colour or hide what follows, or plant an OSC 8 link; a bidirectional override as `\\u202e`,
-    so a name cannot show its characters in another order."""
-    return visible(text)
+# Text a terminal shows and never acts on (devicefit.shown_text): an ANSI sequence in a hostname
+# or error cannot clear the screen, retitle the window or plant an OSC 8 link, and a direction
+# override cannot show a name's characters in another order.
+terminal_text = visible
 
 
 class PlainConsole(Console):

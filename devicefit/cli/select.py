@@ -104,7 +104,7 @@ def select_command(
     # outside training.
     if task in TASK_MODES and mode is not None and mode != TASK_MODES[task]:
         fail(f"--task {task} selects on {TASK_MODES[task]} figures, not --mode {mode}: give one of them")
-    mode = TASK_MODES.get(task, mode or "inference") if task else (mode or "inference")
+    mode = TASK_MODES.get(task) or mode or "inference"
     if distributed and mode != "training":
         fail(f"--distributed plans training across --gpu-count GPUs; this selection is on {mode} figures (add --mode training)")
     wanted = csv_list(hardware, "--hardware") if hardware else []

@@ -12,7 +12,7 @@ from typing import Any
 from devicefit.predict.memory_model import memory_target
 from devicefit.reports.data import ReportData, hardware_label
 from devicefit.reports.generation_figures import generation_latency, memory_breakdown
-from devicefit.reports.generation_figures import plotly_text as _t
+from devicefit.shown_text import plotly_text as _t
 
 MIB = 2**20
 

@@ -4,25 +4,16 @@ against the measured peak. Pure builders like the rest of devicefit.reports.figu
 in, a Figure out, or None when nothing was measured in the generation scenario."""
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from devicefit.reports.data import ReportData, hardware_label
-from devicefit.shown_text import visible
+from devicefit.shown_text import plotly_text
 
 MIB = 2**20
 
 
 def _generation_rows(data: ReportData) -> list[dict[str, Any]]:
     return [r for r in data.aggregates if r["mode"] == "generation" and r.get("tpot_p50_ms")]
-
-
-def plotly_text(value: Any) -> str:
-    """Text for a figure's labels, legend and hover: plotly renders <a href>, <span style>, <b>
-    and <br> in them as markup, so a model, host or device name from a landing file is escaped
-    (plotly shows &lt; &gt; &amp; as the characters) and stays the name it is; a control or
-    direction-override character shows as its escape (devicefit.shown_text)."""
-    return html.escape(visible(str(value)), quote=False)
 
 
 def _label(r: dict[str, Any]) -> str:

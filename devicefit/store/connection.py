@@ -2,7 +2,6 @@
 (StoreError: disk full, lock held, corrupt file) or the caller's."""
 from __future__ import annotations
 
-import errno
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,6 +11,7 @@ import duckdb
 
 from devicefit.errors import DevicefitError
 from devicefit.store.schema import MIGRATIONS, SCHEMA_VERSION
+from models.errors import is_disk_full
 
 
 class StoreError(DevicefitError, RuntimeError):
@@ -26,20 +26,6 @@ DATA_ERRORS = (duckdb.DataError, duckdb.IntegrityError, duckdb.InvalidInputExcep
 _LOCK_WORDS = ("conflicting lock", "could not set lock", "lock on file")
 _CORRUPT_WORDS = ("not a valid duckdb database", "could not read enough bytes", "corrupt", "checksum", "invalid magic",
                   "unrecognized file format", "serialization error")
-
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    return any((isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
-               or "no space left on device" in str(e).lower() or "disk quota exceeded" in str(e).lower()
-               for e in _chain(exc))
 
 
 def _write_failure(path: str, exc: BaseException, doing: str) -> StoreError:
