@@ -42,7 +42,7 @@ WRITER_LOCK = ".writer.lock"
 # or the file system has no locks) is left this long before it counts as abandoned.
 UNLOCKED_AGE_S = 24 * 3600.0
 # The temporary names of earlier versions (fixed per file, never cleaned): swept once an hour old.
-_LEGACY_TMP = re.compile(r"\..+\.(onnx\.tmp|tmp\.xml|tmp\.bin)")
+LEGACY_TMP = re.compile(r"\..+\.(onnx\.tmp|tmp\.xml|tmp\.bin)")
 LEGACY_AGE_S = 3600.0
 
 
@@ -56,7 +56,7 @@ def _age_s(path: Path) -> float:
     return time.time() - path.stat().st_mtime
 
 
-def _writer_gone(stage: Path) -> bool:
+def writer_gone(stage: Path) -> bool:
     """Whether the process that wrote into `stage` is gone: its lock can be taken at once."""
     try:
         fd = os.open(stage / WRITER_LOCK, os.O_RDWR)
@@ -84,10 +84,10 @@ def sweep_abandoned(directory: Path) -> list[str]:
         return removed
     for entry in entries:
         try:
-            if entry.name.startswith(STAGING_PREFIX) and entry.is_dir() and not entry.is_symlink() and _writer_gone(entry):
+            if entry.name.startswith(STAGING_PREFIX) and entry.is_dir() and not entry.is_symlink() and writer_gone(entry):
                 shutil.rmtree(entry, ignore_errors=True)
                 removed.append(entry.name)
-            elif _LEGACY_TMP.fullmatch(entry.name) and entry.is_file() and _age_s(entry) > LEGACY_AGE_S:
+            elif LEGACY_TMP.fullmatch(entry.name) and entry.is_file() and _age_s(entry) > LEGACY_AGE_S:
                 entry.unlink()
                 removed.append(entry.name)
         except OSError:
@@ -124,6 +124,15 @@ def read_json_object(path: Path, required: tuple[str, ...] = ()) -> dict[str, An
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     return cached if isinstance(cached, dict) and all(k in cached for k in required) else None
+
+
+def mark_used(metadata: Path) -> None:
+    """Record a read of a cached entry on its metadata's mtime, which `devicefit cache prune
+    --unused-days` goes by (a cache shared read-only is still read, just never marked)."""
+    try:
+        os.utime(metadata)
+    except OSError:
+        pass
 
 
 @contextmanager

@@ -37,7 +37,7 @@ from typing import Any
 from benchmark_runners.backends import openvino_genai
 from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.backends.traced_wrapper import NamedInputs, recipe_source, torch_output_in
-from benchmark_runners.cache_files import read_json_object, require_free_space, staging, weight_bytes
+from benchmark_runners.cache_files import mark_used, read_json_object, require_free_space, staging, weight_bytes
 from benchmark_runners.hardware.cpu_budget import restricted_threads
 from benchmark_runners.output_check import TORCH_REFERENCE_MARGIN, agreement_tolerance, check_output  # noqa: F401 - the margin, for callers
 from benchmark_runners.records import BenchmarkConfig
@@ -69,6 +69,20 @@ def _recipe_digest() -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:12]
 
 
+def installation_identity() -> dict[str, Any]:
+    """The part of every IR's key that is this installation's, not the model's: the tool versions
+    and the recipe's digest. An entry recording other values is never read again here
+    (`devicefit cache` calls it stale)."""
+    import openvino as ov
+    import torch
+    import transformers
+
+    from models.loading import WEIGHT_SEED
+
+    return {"weight_seed": WEIGHT_SEED, "openvino": ov.get_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "recipe": _recipe_digest()}
+
+
 def _property_text(value: Any) -> str:
     """A compiled model's property as text: element types by their short name ("f32", "bf16")."""
     return value.get_type_name() if hasattr(value, "get_type_name") else str(value)
@@ -84,7 +98,7 @@ def openvino_device(config: BenchmarkConfig) -> str:
     return config.device.split(":", 1)[1]
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     from benchmark_runners.paths import data_dir
 
     return data_dir() / "cache" / "openvino"
@@ -168,23 +182,20 @@ class OpenVINOBackend(Backend):
         import numpy as np
         import openvino as ov
         import torch
-        import transformers
 
         from models.inputs import input_signature
-        from models.loading import WEIGHT_SEED, weights_kind
+        from models.loading import weights_kind
         from models.tensors import make_inputs
 
         example = make_inputs(input_signature(spec, 1, config.seq_length, config.image_size, config.audio_seconds), "cpu")
         variant = "int8_asym_weights" if config.precision == "int8" else "fp32_weights"
         identity = {"model": spec.name, "config": spec.config, "path": str(spec.path) if spec.path else None, "variant": variant,
-                    "weights": weights_kind(spec), "weight_seed": WEIGHT_SEED,
-                    "inputs": {k: list(v.shape) for k, v in example.items()}, "openvino": ov.get_version(),
-                    "torch": torch.__version__, "transformers": transformers.__version__, "recipe": _recipe_digest()}
+                    "weights": weights_kind(spec), "inputs": {k: list(v.shape) for k, v in example.items()}, **installation_identity()}
         key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
         recipe = ("int8 weights (NNCF compress_weights INT8_ASYM, per channel), activations f32" if config.precision == "int8"
                   else "weights fp32 in the IR; compute precision set at compile time")
         check_inputs = {k: v.numpy() for k, v in example.items()}
-        xml = _cache_dir() / f"{spec.name.replace('/', '_')}-{variant}-{key}.xml"
+        xml = cache_dir() / f"{spec.name.replace('/', '_')}-{variant}-{key}.xml"
         meta, ref_file = xml.with_suffix(".json"), xml.with_suffix(".reference.npy")
         started = time.perf_counter()
         cached = read_json_object(meta, ("adaptations",)) if xml.exists() and ref_file.exists() else None
@@ -192,6 +203,7 @@ class OpenVINOBackend(Backend):
             # Read back from the IR (weights memory-mapped) rather than kept in memory between
             # configs: a cached model object would count in every later row's peak RSS.
             model = ov.Core().read_model(xml)
+            mark_used(meta)
             source = "in-process cache" if key in _converted else "disk cache"
             _converted[key] = True
             return Converted(model, key, source, time.perf_counter() - started, recipe, cached["adaptations"], check_inputs,

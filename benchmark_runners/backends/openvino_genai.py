@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_runners.backends.base import OutputMismatch, PreparedModel, TimedStep
-from benchmark_runners.cache_files import read_json_object, require_free_space, staging, weight_bytes
+from benchmark_runners.cache_files import mark_used, read_json_object, require_free_space, staging, weight_bytes
 from benchmark_runners.generation import RequestTiming, request_shape
 from benchmark_runners.hardware.cpu_budget import restricted_threads
 from benchmark_runners.records import BenchmarkConfig
@@ -136,10 +136,25 @@ def unavailable_reason(spec: ModelSpec, config: BenchmarkConfig) -> str | None:
     return None
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     from benchmark_runners.paths import data_dir
 
     return data_dir() / "cache" / "openvino-genai"
+
+
+def installation_identity() -> dict[str, Any]:
+    """The part of every export's key that is this installation's, not the model's: the tool
+    versions here and in the export venv, and the export script's digest. An entry recording
+    other values is never read again here (`devicefit cache` calls it stale)."""
+    import openvino as ov
+    import torch
+    import transformers
+
+    from models.loading import WEIGHT_SEED
+
+    return {"weight_seed": WEIGHT_SEED, "openvino": ov.get_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "script": hashlib.sha256(EXPORT_SCRIPT.encode()).hexdigest()[:12],
+            "exporter": exporter_versions(export_python())}
 
 
 def _check_prompt(spec: ModelSpec):
@@ -152,20 +167,17 @@ def _check_prompt(spec: ModelSpec):
 def export(spec: ModelSpec) -> tuple[Path, dict[str, Any]]:
     """The IR directory for this model (exported once, then cached) and what made it."""
     import numpy as np
-    import openvino as ov
     import torch
-    import transformers
 
-    from models.loading import WEIGHT_SEED, build, weights_kind
+    from models.loading import build, weights_kind
 
-    script_digest = hashlib.sha256(EXPORT_SCRIPT.encode()).hexdigest()[:12]
     identity = {"model": spec.name, "config": spec.config, "path": str(spec.path) if spec.path else None, "weights": weights_kind(spec),
-                "weight_seed": WEIGHT_SEED, "openvino": ov.get_version(), "torch": torch.__version__,
-                "transformers": transformers.__version__, "script": script_digest, "exporter": exporter_versions(export_python())}
+                **installation_identity()}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    out = _cache_dir() / f"{spec.name.replace('/', '_')}-{key}"
+    out = cache_dir() / f"{spec.name.replace('/', '_')}-{key}"
     meta = out / "devicefit-export.json"
     if (cached := read_json_object(meta)) is not None:
+        mark_used(meta)
         return out, {**cached, "source": "disk cache", "export_seconds": None}
     started = time.perf_counter()
     built = build(spec, torch.float32)

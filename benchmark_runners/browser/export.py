@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark_runners.cache_files import read_json_object, require_free_space, staging, weight_bytes
+from benchmark_runners.cache_files import mark_used, read_json_object, require_free_space, staging, weight_bytes
 
 OPSET = 17
 # The operators int8 quantizes: the matrix products, as the torch backend's dynamic int8 does (its
@@ -45,7 +45,7 @@ class Exported:
     torch_own_deviation: float | None = None
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     from benchmark_runners.paths import data_dir
 
     return data_dir() / "cache" / "onnx"
@@ -75,24 +75,36 @@ def conversion_unavailable(precision: str) -> str | None:
     return None
 
 
+def installation_identity() -> dict[str, Any]:
+    """The part of every entry's key that is this installation's, not the model's: the tool
+    versions and a digest of the export's own code. An entry recording other values is never
+    read again here (`devicefit cache` calls it stale)."""
+    import torch
+    import transformers
+
+    from benchmark_runners.backends.traced_wrapper import NamedInputs
+    from models.loading import WEIGHT_SEED
+
+    recipe = hashlib.sha256(inspect.getsource(NamedInputs).encode() + inspect.getsource(export).encode()).hexdigest()[:12]
+    return {"weight_seed": WEIGHT_SEED, "opset": OPSET, "torch": torch.__version__, "transformers": transformers.__version__,
+            "recipe": recipe}
+
+
 def export(spec, config) -> Exported:
     """The ONNX file for this model and config shape (batch dynamic) at the config's precision."""
     import numpy as np
     import torch
-    import transformers
 
     from benchmark_runners.backends.traced_wrapper import NamedInputs, torch_output_in
     from models.inputs import input_signature
-    from models.loading import WEIGHT_SEED, build, weights_kind
+    from models.loading import build, weights_kind
     from models.tensors import make_inputs
 
     example = make_inputs(input_signature(spec, 1, config.seq_length, config.image_size, config.audio_seconds), "cpu")
     identity = {"model": spec.name, "config": spec.config, "path": str(spec.path) if spec.path else None, "weights": weights_kind(spec),
-                "weight_seed": WEIGHT_SEED, "inputs": {k: list(v.shape)[1:] for k, v in example.items()}, "opset": OPSET,
-                "torch": torch.__version__, "transformers": transformers.__version__,
-                "recipe": hashlib.sha256(inspect.getsource(NamedInputs).encode() + inspect.getsource(export).encode()).hexdigest()[:12]}
+                "inputs": {k: list(v.shape)[1:] for k, v in example.items()}, **installation_identity()}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    base = _cache_dir() / f"{spec.name.replace('/', '_')}-{key}"
+    base = cache_dir() / f"{spec.name.replace('/', '_')}-{key}"
     fp32, reference, meta = base.with_suffix(".onnx"), base.with_suffix(".reference.npy"), base.with_suffix(".json")
     started = time.perf_counter()
     example_np = {k: v.numpy() for k, v in example.items()}
@@ -100,6 +112,7 @@ def export(spec, config) -> Exported:
     cached = read_json_object(meta, ("weights_recipe", "adaptations")) if fp32.exists() and reference.exists() else None
     if cached is not None:
         source, weights_recipe, adaptations = "disk cache", cached["weights_recipe"], cached["adaptations"]
+        mark_used(meta)
     else:
         built = build(spec, torch.float32)
         wrapper = NamedInputs(built.model, list(example))

@@ -2,6 +2,7 @@
 
 - measure: detect, benchmark
 - data: models (list, add, remove), db (init, status), ingest
+- cache: cache (list), cache prune
 - fleet: devices (list, register)
 - predict: predict, distributed, memory-search
 - select: classify, select, map, resources, recommend
@@ -14,7 +15,7 @@ script's entry, so this package never imports the orchestration layer. Shared op
 directory and error handling live in common.py."""
 from __future__ import annotations
 
-from devicefit.cli import data, fleet, guides, measure, predict, report, select, serve  # noqa: F401  (each registers its commands)
+from devicefit.cli import cache, data, fleet, guides, measure, predict, report, select, serve  # noqa: F401  (each registers its commands)
 from devicefit.cli.common import app
 
 guides.register(app)

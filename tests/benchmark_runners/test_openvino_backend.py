@@ -102,7 +102,7 @@ def test_a_model_that_fails_to_convert_fails_its_row_and_the_sweep_goes_on(measu
 
     monkeypatch.setattr(openvino, "convert_model", refuse)
     monkeypatch.setattr(openvino_backend, "_converted", {})
-    monkeypatch.setattr(openvino_backend, "_cache_dir", lambda: tiny_models["text"].parent / "empty-ov-cache")
+    monkeypatch.setattr(openvino_backend, "cache_dir", lambda: tiny_models["text"].parent / "empty-ov-cache")
     failed = measurer.run(config(tiny_models["audio_features"], batch_size=3))
     assert failed.status == "failed" and "aten::made_up" in failed.error
     monkeypatch.undo()
@@ -216,7 +216,7 @@ def test_a_cache_filled_before_measuring_is_what_the_row_reads(measurer, tiny_mo
     from benchmark_runners.registry import backend
     from models.resolve import resolve_model
 
-    monkeypatch.setattr(openvino_backend, "_cache_dir", lambda: tmp_path / "ov-cache")
+    monkeypatch.setattr(openvino_backend, "cache_dir", lambda: tmp_path / "ov-cache")
     monkeypatch.setattr(openvino_backend, "_converted", {})
     ov = backend("openvino")
     configs = [config(tiny_models["text"], batch_size=b, precision=p) for p in ("fp32", "bf16") for b in (1, 4)]
@@ -249,7 +249,7 @@ def test_a_conversion_says_nothing_of_transformers_deprecated_aliases(tiny_model
     from benchmark_runners.registry import backend
     from models.resolve import resolve_model
 
-    monkeypatch.setattr(openvino_backend, "_cache_dir", lambda: tmp_path / "ov-cache")
+    monkeypatch.setattr(openvino_backend, "cache_dir", lambda: tmp_path / "ov-cache")
     monkeypatch.setattr(openvino_backend, "_converted", {})
     c = config(tiny_models["text"], batch_size=1)
     with warnings.catch_warnings(record=True) as caught:

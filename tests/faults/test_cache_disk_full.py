@@ -44,7 +44,7 @@ def test_an_openvino_conversion_the_disk_cannot_hold_is_a_failed_row_naming_it_a
     from benchmark_runners.backends import openvino_backend
     from benchmark_runners.measure import ConfigMeasurer
 
-    monkeypatch.setattr(openvino_backend, "_cache_dir", lambda: small_disk)
+    monkeypatch.setattr(openvino_backend, "cache_dir", lambda: small_disk)
     measurer = ConfigMeasurer("test-run", {"suite": "pytest"}, {"openvino:CPU": {"name": "test cpu", "fingerprint": None},
                                                                   "cpu": {"name": "test cpu", "fingerprint": None}})
     row = measurer.run(_openvino_config("bert-tiny", batch_size=1))  # a 17 MB IR, on a 2 MiB disk
@@ -62,7 +62,7 @@ def test_a_disk_that_fills_during_the_write_removes_the_partial_files_and_says_s
     from benchmark_runners.backends import openvino_backend
     from benchmark_runners.measure import ConfigMeasurer
 
-    monkeypatch.setattr(openvino_backend, "_cache_dir", lambda: small_disk)
+    monkeypatch.setattr(openvino_backend, "cache_dir", lambda: small_disk)
     monkeypatch.setattr(openvino_backend, "require_free_space", lambda *a: None)
     (small_disk / "other.bin").write_bytes(b"\0" * 10)  # what was there before stays
     filler = _fill_leaving(small_disk, 16 * 1024)  # room for a little, not an IR
@@ -86,7 +86,7 @@ def test_an_onnx_export_the_disk_cannot_hold_is_refused_before_writing(small_dis
     from benchmark_runners.records import BenchmarkConfig
     from models.catalog import load_catalog
 
-    monkeypatch.setattr(export, "_cache_dir", lambda: small_disk)
+    monkeypatch.setattr(export, "cache_dir", lambda: small_disk)
     with pytest.raises(NotEnoughDiskSpace, match=r"bert-tiny's fp32 ONNX export: it needs about \d+ MiB"):
         export.export(load_catalog()["bert-tiny"], BenchmarkConfig(model="bert-tiny", device="wasm", backend="browser"))
     assert list(small_disk.iterdir()) == []
@@ -98,7 +98,7 @@ def test_a_whole_onnx_export_is_reused_and_one_with_unreadable_metadata_is_made_
     from benchmark_runners.records import BenchmarkConfig
     from models.catalog import load_catalog
 
-    monkeypatch.setattr(export, "_cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(export, "cache_dir", lambda: tmp_path)
     config = BenchmarkConfig(model="bert-tiny", device="wasm", backend="browser")
     first = export.export(load_catalog()["bert-tiny"], config)
     assert first.source == "exported from torch" and first.onnx.exists() and first.reference.exists()
@@ -199,7 +199,7 @@ def test_an_onnx_export_that_fills_the_disk_is_named_and_leaves_nothing(small_di
     from benchmark_runners.records import BenchmarkConfig
     from models.catalog import load_catalog
 
-    monkeypatch.setattr(export, "_cache_dir", lambda: small_disk)
+    monkeypatch.setattr(export, "cache_dir", lambda: small_disk)
     monkeypatch.setattr(export, "require_free_space", lambda *a: None)  # as when another process fills the disk meanwhile
     with pytest.raises(NotEnoughDiskSpace, match="filled while writing bert-tiny's fp32 ONNX export; the partial files were removed"):
         export.export(load_catalog()["bert-tiny"], BenchmarkConfig(model="bert-tiny", device="wasm", backend="browser"))
@@ -216,7 +216,7 @@ def test_a_model_past_one_onnx_files_2_gib_is_refused_before_export(tmp_path, mo
     from benchmark_runners.records import BenchmarkConfig
     from models.catalog import load_catalog
 
-    monkeypatch.setattr(export, "_cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(export, "cache_dir", lambda: tmp_path)
     monkeypatch.setattr(export, "ONNX_FILE_LIMIT_BYTES", 8 * 2**20)  # bert-tiny's 17 MB of fp32 is past it
     with pytest.raises(ValueError, match=r"bert-tiny's fp32 weights are 0.0 GiB, past the 2 GiB one ONNX file holds"):
         export.export(load_catalog()["bert-tiny"], BenchmarkConfig(model="bert-tiny", device="wasm", backend="browser"))
@@ -236,7 +236,7 @@ def test_an_unreadable_fp16_sidecar_is_converted_again(tmp_path, monkeypatch):
     from benchmark_runners.records import BenchmarkConfig
     from models.catalog import load_catalog
 
-    monkeypatch.setattr(export, "_cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(export, "cache_dir", lambda: tmp_path)
     config = BenchmarkConfig(model="bert-tiny", device="webgpu", backend="browser", precision="fp16")
     first = export.export(load_catalog()["bert-tiny"], config)
     sidecar = first.onnx.with_suffix(".json")

@@ -1,0 +1,366 @@
+"""What the on-disk caches hold and which entries can go: `devicefit cache` and `devicefit cache prune`.
+
+A converted model (<data>/cache/onnx, openvino, openvino-genai) is keyed by everything that
+shapes it, the tool versions and a digest of the conversion's own code among them. That makes a
+cached file safe to reuse, and it also means that an upgrade of torch, transformers, OpenVINO or
+optimum-intel, or a change to a recipe, leaves every earlier entry behind, never read again: one
+quick run of the catalog converts about 3.6 GB. Each entry's metadata records the identity its
+key was made from, so an entry is judged by reading it, never by guessing from its name:
+
+- current: this installation would read it;
+- stale: it records another tool version or recipe than this installation's, a model directory
+  that is gone, or a catalog config that has changed since: never read again here;
+- incomplete: no readable metadata, or a file it needs is missing (a conversion that stopped
+  half-way before staging existed): never read, converted again;
+- unknown: its metadata does not say what made it (or does not hash to its key);
+- converting / abandoned: a staging directory whose writer holds its lock, or whose writer is gone.
+
+The derived-facts cache (models.derived_cache: traces and counts, per code version) is listed by
+kind; it bounds itself, so only `--all` or `--unused-days` prune it. Files the layout does not
+explain are listed and never removed.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark_runners.cache_files import LEGACY_AGE_S, LEGACY_TMP, STAGING_PREFIX, read_json_object, writer_gone
+from models.errors import DevicefitError
+
+# The conversion caches: name -> (module with cache_dir() and installation_identity(), layout).
+# "files": an entry is the files named <stem>.* and <stem>-*, its metadata <stem>.json;
+# "dirs": an entry is the directory <stem>, its metadata inside.
+CONVERSIONS: dict[str, tuple[str, str]] = {
+    "onnx": ("benchmark_runners.browser.export", "files"),
+    "openvino": ("benchmark_runners.backends.openvino_backend", "files"),
+    "openvino-genai": ("benchmark_runners.backends.openvino_genai", "dirs"),
+}
+GENAI_METADATA = "devicefit-export.json"
+# The files an entry is not whole without, by cache: its main file(s) beside the metadata.
+_NEEDED = {"onnx": (".onnx", ".reference.npy"), "openvino": (".xml", ".bin", ".reference.npy")}
+_STEM = re.compile(r"(?P<stem>.+-(?P<key>[0-9a-f]{16}))(?P<suffix>[.-].*)?")
+# What prune removes unless told more: entries no run here would read, and abandoned staging.
+UNREAD_STATES = ("stale", "incomplete", "abandoned")
+DERIVED = "derived"
+_LOCK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # the device locks' file names (lock_files)
+
+
+class CacheInUse(DevicefitError):
+    """A measurement is running on this machine, and pruning entries it may read would fail its rows."""
+    exit_code = 1
+    http_status = 409
+
+
+@dataclass
+class CacheEntry:
+    cache: str  # onnx | openvino | openvino-genai | derived
+    name: str  # the entry's stem or directory (derived: its kind)
+    state: str  # current | stale | incomplete | unknown | converting | abandoned | unrecognised | derived
+    reason: str  # why, for every state but current
+    model: str | None
+    size_bytes: int  # on disk
+    last_used: float | None  # the metadata's mtime: written, or last read (cache_files.mark_used)
+    files: int
+    paths: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "last_used": None if self.last_used is None else
+                time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.last_used))}
+
+
+def _disk_bytes(path: Path) -> tuple[int, int]:
+    """Bytes on disk and file count under `path` (a file or a directory), links not followed."""
+    try:
+        if not path.is_dir() or path.is_symlink():
+            st = path.lstat()
+            return st.st_blocks * 512, 1
+    except OSError:
+        return 0, 0
+    total = count = 0
+    for root, _dirs, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+                count += 1
+            except OSError:
+                continue
+    return total, count
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _normal(value: Any) -> Any:
+    """As the key's JSON sees it (tuples as lists, other objects as text)."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _key_of(identity: dict[str, Any]) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _model_reason(identity: dict[str, Any], catalog: dict[str, Any]) -> str | None:
+    """Why no model here has this identity any more: its directory is gone, or the catalog's
+    config of that name has changed (None: the model is still what it was)."""
+    path, name = identity.get("path"), identity.get("model")
+    if path:
+        return None if Path(path).is_dir() else f"its model directory {path} is gone"
+    spec = catalog.get(name)
+    if spec is not None and _normal(spec.config) != _normal(identity.get("config")):
+        return f"the catalog's config of {name} has changed since"
+    return None
+
+
+def _judge(identity: Any, key: str, installed: dict[str, Any] | str, catalog: dict[str, Any]) -> tuple[str, str]:
+    if isinstance(installed, str):
+        return "stale", installed
+    if not isinstance(identity, dict) or _key_of(identity) != key:
+        return "unknown", "its metadata does not record the identity its key was made from (an earlier version's entry)"
+    changed = [f"{field} {identity.get(field)!r} (here: {value!r})" for field, value in _normal(installed).items()
+               if _normal(identity.get(field)) != value]
+    if changed:
+        return "stale", "made with " + ", ".join(changed)
+    if (why := _model_reason(identity, catalog)) is not None:
+        return "stale", why
+    return "current", ""
+
+
+def _staging_entry(cache: str, path: Path) -> CacheEntry:
+    size, files = _disk_bytes(path)
+    if path.name.startswith(STAGING_PREFIX):
+        gone = writer_gone(path)
+        state, reason = ("abandoned", "a conversion's staging whose writer is gone") if gone else \
+            ("converting", "a conversion writing now (its writer holds the staging lock)")
+    else:
+        old = (time.time() - (_mtime(path) or time.time())) > LEGACY_AGE_S
+        state, reason = ("abandoned", "an earlier version's temporary file, an hour untouched") if old else \
+            ("converting", "an earlier version's temporary file, written in the last hour")
+    return CacheEntry(cache, path.name, state, reason, None, size, _mtime(path), files, [str(path)])
+
+
+def _file_entries(cache: str, directory: Path, names: list[str], installed: dict[str, Any] | str, catalog: dict[str, Any]) -> list[CacheEntry]:
+    groups: dict[str, list[str]] = {}
+    loose: list[str] = []
+    for name in names:
+        match = _STEM.fullmatch(name)
+        (groups.setdefault(match["stem"], []) if match else loose).append(name)
+    entries = []
+    for stem, members in sorted(groups.items()):
+        paths = [directory / m for m in sorted(members)]
+        meta = directory / f"{stem}.json"
+        cached = read_json_object(meta)
+        missing = [s for s in _NEEDED[cache] if not (directory / f"{stem}{s}").exists()]
+        if cached is None or missing:
+            state, reason = "incomplete", ("no readable metadata" if cached is None else f"no {stem}{missing[0]}") + \
+                ": a conversion that did not finish; never read (converted again)"
+            model = cached.get("identity", {}).get("model") if isinstance(cached, dict) and isinstance(cached.get("identity"), dict) else None
+        else:
+            identity = cached.get("identity")
+            state, reason = _judge(identity, stem[-16:], installed, catalog)
+            model = identity.get("model") if isinstance(identity, dict) else None
+        sizes = [_disk_bytes(p) for p in paths]
+        entries.append(CacheEntry(cache, stem, state, reason, model, size_bytes=sum(s for s, _ in sizes), last_used=_mtime(meta),
+                                  files=sum(n for _, n in sizes), paths=[str(p) for p in paths]))
+    entries.extend(_unrecognised(cache, directory / n) for n in loose)
+    return entries
+
+
+def _unrecognised(cache: str, path: Path) -> CacheEntry:
+    size, files = _disk_bytes(path)
+    return CacheEntry(cache, path.name, "unrecognised", "not a file this cache writes: left alone", None, size, _mtime(path),
+                      files, [str(path)])
+
+
+def _dir_entries(cache: str, directory: Path, names: list[str], installed: dict[str, Any] | str, catalog: dict[str, Any]) -> list[CacheEntry]:
+    entries = []
+    for name in sorted(names):
+        path = directory / name
+        match = _STEM.fullmatch(name)
+        if not match or not path.is_dir() or path.is_symlink():
+            entries.append(_unrecognised(cache, path))
+            continue
+        meta = path / GENAI_METADATA
+        cached = read_json_object(meta)
+        if cached is None or not (path / "openvino_model.xml").exists():
+            state, reason, model = "incomplete", "no readable metadata or IR: an export that did not finish; exported again", None
+        else:
+            identity = cached.get("identity")
+            state, reason = _judge(identity, match["key"], installed, catalog)
+            model = identity.get("model") if isinstance(identity, dict) else None
+        size, files = _disk_bytes(path)
+        entries.append(CacheEntry(cache, name, state, reason, model, size, _mtime(meta), files, [str(path)]))
+    return entries
+
+
+def conversion_entries(caches: Iterable[str] = tuple(CONVERSIONS)) -> list[CacheEntry]:
+    """Every entry of the named conversion caches, judged against this installation."""
+    from models.catalog import load_catalog
+
+    catalog = load_catalog()
+    entries: list[CacheEntry] = []
+    for cache in caches:
+        module_name, layout = CONVERSIONS[cache]
+        module = importlib.import_module(module_name)
+        directory: Path = module.cache_dir()
+        try:
+            names = sorted(os.listdir(directory))
+        except FileNotFoundError:
+            continue
+        staging_names = [n for n in names if n.startswith(STAGING_PREFIX) or LEGACY_TMP.fullmatch(n)]
+        entries.extend(_staging_entry(cache, directory / n) for n in staging_names)
+        rest = [n for n in names if n not in staging_names]
+        if not rest:
+            continue
+        try:
+            installed: dict[str, Any] | str = module.installation_identity()
+        except ImportError as exc:  # the converter's package is gone: nothing here reads these entries
+            installed = f"this installation cannot read it ({type(exc).__name__}: {exc})"
+        read = _file_entries if layout == "files" else _dir_entries
+        entries.extend(read(cache, directory, rest, installed, catalog))
+    return entries
+
+
+def derived_entries() -> list[CacheEntry]:
+    """The derived-facts cache, one entry per kind (its entries are keyed by a hash: no model to name)."""
+    from models.derived_cache import cache_home
+
+    home = cache_home()
+    try:
+        kinds = sorted(p for p in home.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+    out = []
+    for kind in kinds:
+        size, files = _disk_bytes(kind)
+        times = [t for t in (_mtime(p) for p in kind.glob("*.json")) if t is not None]
+        out.append(CacheEntry(DERIVED, kind.name, DERIVED, f"derived facts of this kind, bounded at {_derived_bound()} entries "
+                              "(last used: its least recently used entry)", None, size, min(times, default=None), files,
+                              [str(kind)]))
+    return out
+
+
+def _derived_bound() -> int:
+    from models.derived_cache import MAX_ENTRIES
+
+    return MAX_ENTRIES
+
+
+def all_entries(include_derived: bool = True) -> list[CacheEntry]:
+    return conversion_entries() + (derived_entries() if include_derived else [])
+
+
+@dataclass
+class PruneReport:
+    removed: list[CacheEntry]
+    kept: int
+    freed_bytes: int
+    dry_run: bool
+
+
+def matches_model(entry: CacheEntry, model: str) -> bool:
+    return entry.model == model or (entry.model is None and entry.name.startswith(model.replace("/", "_") + "-"))
+
+
+def chosen(entries: list[CacheEntry], everything: bool = False, unused_days: float | None = None,
+           model: str | None = None, now: float | None = None) -> list[CacheEntry]:
+    """The entries a prune with these options removes: never one being written, never a file the
+    layout does not explain. By default what no run reads (UNREAD_STATES); `everything`: all;
+    `unused_days`: also what was not read or written for that long (the derived kinds' entries
+    included); `model`: only that model's entries, all of them unless `unused_days` narrows it
+    (never the derived cache, which names no model)."""
+    now = time.time() if now is None else now
+    out = []
+    for e in entries:
+        if e.state in ("converting", "unrecognised"):
+            continue
+        if model is not None and (e.cache == DERIVED or not matches_model(e, model)):
+            continue
+        unused = unused_days is not None and (e.last_used is None or now - e.last_used > unused_days * 86400)
+        if everything or unused or (model is not None and unused_days is None) or (e.state in UNREAD_STATES and e.cache != DERIVED):
+            out.append(e)
+    return out
+
+
+@contextmanager
+def _no_measurement_running(needed: bool) -> Iterator[None]:
+    """Hold every device lock this machine has (without waiting) while entries a run may read are
+    removed; a lock held elsewhere is CacheInUse naming its holder."""
+    if not needed:
+        yield
+        return
+    from benchmark_runners.lock_files import DeviceBusy, hold_devices, lock_dir
+
+    try:
+        names = sorted(p.stem for p in lock_dir().glob("*.lock") if _LOCK_NAME.fullmatch(p.stem))
+    except OSError:
+        names = []
+    try:
+        with hold_devices(names, wait_s=0):
+            yield
+    except DeviceBusy as exc:
+        raise CacheInUse(f"not pruning entries a measurement may read: {exc}. Prune after it ends, or prune only "
+                         f"what no run reads (devicefit cache prune, without --all, --unused-days or --model)") from None
+
+
+def _remove(entry: CacheEntry, derived_older_than: float | None) -> int:
+    """Remove the entry's files, its metadata first (a reader then sees no entry, never half of
+    one); bytes freed. A derived kind pruned by age loses only its entries older than that."""
+    freed = 0
+    if entry.cache == DERIVED and derived_older_than is not None:
+        for path in Path(entry.paths[0]).glob("*.json"):
+            try:
+                st = path.stat()
+                if st.st_mtime < derived_older_than:
+                    path.unlink()
+                    freed += st.st_blocks * 512
+            except OSError:
+                continue
+        return freed
+    paths = sorted((Path(p) for p in entry.paths), key=lambda p: not p.name.endswith(".json"))
+    for path in paths:
+        size, _ = _disk_bytes(path)
+        try:
+            if path.is_dir() and not path.is_symlink():
+                (path / GENAI_METADATA).unlink(missing_ok=True)
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+            freed += size
+        except OSError:
+            continue
+    return freed
+
+
+def prune(entries: list[CacheEntry], everything: bool = False, unused_days: float | None = None, model: str | None = None,
+          dry_run: bool = False, on_remove: Callable[[CacheEntry], None] | None = None) -> PruneReport:
+    """Remove what `chosen` picks. Entries a run could read (current, unknown, derived) are removed
+    only while no measurement holds a device lock on this machine (CacheInUse otherwise)."""
+    if unused_days is not None and not unused_days >= 0:
+        raise ValueError(f"--unused-days must be a number of days >= 0, got {unused_days}")
+    picked = chosen(entries, everything, unused_days, model)
+    if dry_run:
+        return PruneReport(picked, len(entries) - len(picked), sum(e.size_bytes for e in picked), True)
+    readable = any(e.state in ("current", "unknown") for e in picked)  # a derived entry read as it goes is computed again
+    cutoff = None if everything or unused_days is None else time.time() - unused_days * 86400
+    freed = 0
+    with _no_measurement_running(readable):
+        for entry in picked:
+            freed += _remove(entry, cutoff)
+            if on_remove is not None:
+                on_remove(entry)
+    return PruneReport(picked, len(entries) - len(picked), freed, False)
