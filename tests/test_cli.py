@@ -121,3 +121,21 @@ def test_the_results_table_says_when_a_config_spends_its_calls_faulting_in_pages
 
     assert "1.37M page faults a call (5,341 MiB of fresh 4 KiB pages)" in rendered(1_367_333.5)
     assert "page faults" not in rendered(9_000.0) and "page faults" not in rendered(None)
+
+
+def test_a_model_directory_whose_path_holds_a_comma_is_one_model(tiny_models, tmp_path):
+    """--model splits at commas, but not inside a path that exists: 'runs/a,b' was two models,
+    neither of them found."""
+    import shutil
+
+    from devicefit.cli.common import model_list
+
+    directory = shutil.copytree(tiny_models["text"], tmp_path / "bert,2-layers")
+    assert model_list(f"{directory},bert-tiny") == [str(directory), "bert-tiny"]
+    assert model_list(f" bert-tiny , {directory} ,") == ["bert-tiny", str(directory)]
+    assert model_list("a,b") == ["a", "b"]
+    target = tmp_path / "rows.json"
+    out = devicefit("benchmark", "--model", str(directory), "--timing", "quick", "--json", str(target))
+    assert out.returncode == 0, out.stderr
+    [row] = json.loads(target.read_text())["results"]
+    assert row["status"] == "ok" and row["model_path"] == str(directory.resolve())

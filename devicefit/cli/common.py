@@ -6,6 +6,7 @@ file-system fault) into one line on stderr and the error's exit code, for the co
 for CliRunner alike. Commands raise; they do not format their own failures."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Optional
@@ -126,6 +127,26 @@ def csv_list(value: str, what: str) -> list[str]:
     if not items:
         fail(f"{what} is empty")
     return items
+
+
+def model_list(value: str, what: str = "--model") -> list[str]:
+    """Comma-separated models, where a local model directory's path may hold commas itself: the
+    longest run of pieces that, joined back, names an existing file or directory is one model."""
+    pieces, out, i = value.split(","), [], 0
+    while i < len(pieces):
+        for j in range(len(pieces), i + 1, -1):
+            joined = ",".join(pieces[i:j]).strip()
+            if os.path.exists(joined):
+                out.append(joined)
+                i = j
+                break
+        else:
+            if pieces[i].strip():
+                out.append(pieces[i].strip())
+            i += 1
+    if not out:
+        fail(f"{what} is empty")
+    return out
 
 
 def int_list(value: str, what: str) -> list[int]:

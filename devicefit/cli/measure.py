@@ -241,8 +241,9 @@ def benchmark(
     _check_baseline(compare_to, regression_alert)
     from benchmark_runners.device_lock import busy_elsewhere, physical_device
     from benchmark_runners.sweep import new_run_id, run_sweep, start_worker_early, threads_reason
+    from devicefit.cli.common import model_list
 
-    model_names = csv_list(model, "--model")
+    model_names = model_list(model)
     try:
         # an unknown device first: its lock file would be left in the machine-wide lock directory
         devices_busy = busy_elsewhere({physical_device(d) for d in csv_list(device, "--device") if registry.backend_for_device(d)})
