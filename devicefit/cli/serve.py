@@ -130,3 +130,5 @@ def export_templates(
         fail(str(exc))
     for path in written:
         console.print(f"wrote {path}")
+    if not written:
+        console.print(f"{directory} already holds devicefit's templates, unchanged: nothing written")

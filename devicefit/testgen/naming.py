@@ -29,7 +29,8 @@ def export_templates(directory: str | Path, force: bool = False) -> list[Path]:
     """Copy the templates under the names the classification gives (`hf_embedding_template.py`,
     ...) and the base they extend, into `directory`: the guide's own code (spec 003) loads
     `classification["recommended_template"]` from `./templates` with a plain Jinja2 environment.
-    A file already there with other content is kept (a user's edited template) unless `force`."""
+    A file already there with other content is kept (a user's edited template) unless `force`;
+    one with devicefit's content is left alone. Returns the files written."""
     if not str(directory).strip():  # Path("") is ".": the templates went into the current directory
         raise TemplateExportError("the directory to export the templates to is empty: nothing written")
     out = Path(directory)
@@ -55,6 +56,8 @@ def export_templates(directory: str | Path, force: bool = False) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, source in sorted(copies.items()):
+        if (out / name).exists() and (out / name).read_bytes() == source.read_bytes():
+            continue  # already devicefit's: left as it is (its time stamp too)
         (out / name).write_bytes(source.read_bytes())
         written.append(out / name)
     return written

@@ -79,6 +79,22 @@ def test_export_templates_never_writes_through_a_symbolic_link(tmp_path, force):
     assert sorted(p.name for p in out.iterdir()) == ["hf_audio_template.py", "hf_vision_template.py"]
 
 
+def test_export_templates_again_says_what_it_wrote_and_leaves_devicefits_own_files_alone(tmp_path):
+    """A second export said "wrote" for every template, unchanged ones included, and rewrote them."""
+    out = tmp_path / "templates"
+    first = CliRunner().invoke(app, ["export-templates", str(out)])
+    assert first.exit_code == 0 and first.output.count("wrote ") == len(list(out.iterdir())) > 1
+    edited = out / "hf_vision_template.py"
+    edited.write_text("# my own\n")
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    again = CliRunner().invoke(app, ["export-templates", str(out), "--force"])
+    assert again.exit_code == 0 and again.output.replace("\n", "").count("wrote ") == 1 and "hf_vision_template.py" in again.output
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.name != edited.name} == \
+        {k: v for k, v in stamps.items() if k != edited.name}
+    third = CliRunner().invoke(app, ["export-templates", str(out)])
+    assert third.exit_code == 0 and "wrote" not in third.output and "unchanged: nothing written" in third.output.replace("\n", "")
+
+
 def test_export_templates_to_an_empty_name_is_refused_not_the_current_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run = CliRunner().invoke(app, ["export-templates", ""])
