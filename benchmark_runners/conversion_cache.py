@@ -12,7 +12,8 @@ key was made from, so an entry is judged by reading it, never by guessing from i
   that is gone, or a catalog config that has changed since: never read again here;
 - incomplete: no readable metadata, or a file it needs is missing (a conversion that stopped
   half-way before staging existed): never read, converted again;
-- unknown: its metadata does not say what made it (or does not hash to its key);
+- unknown: its metadata does not say what made it (or does not hash to its key), or its converter
+  cannot run here now (a package missing or broken, the export venv absent or not answering);
 - converting / abandoned: a staging directory whose writer holds its lock, or whose writer is gone.
 
 The derived-facts cache (models.derived_cache: traces and counts, per code version) is listed by
@@ -37,8 +38,8 @@ from benchmark_runners.cache_files import LEGACY_AGE_S, LEGACY_TMP, STAGING_PREF
 from models.errors import DevicefitError
 
 # The conversion caches: name -> (module with cache_dir() and installation_identity(), layout).
-# "files": an entry is the files named <stem>.* and <stem>-*, its metadata <stem>.json;
-# "dirs": an entry is the directory <stem>, its metadata inside.
+# "files": an entry is the regular files <stem><suffix> with a suffix its converter writes
+# (_SUFFIXES), its metadata <stem>.json; "dirs": an entry is the directory <stem>, its metadata inside.
 CONVERSIONS: dict[str, tuple[str, str]] = {
     "onnx": ("benchmark_runners.browser.export", "files"),
     "openvino": ("benchmark_runners.backends.openvino_backend", "files"),
@@ -48,6 +49,10 @@ GENAI_METADATA = "devicefit-export.json"
 # The files an entry is not whole without, by cache: its main file(s) beside the metadata.
 _NEEDED = {"onnx": (".onnx", ".reference.npy"), "openvino": (".xml", ".bin", ".reference.npy")}
 _STEM = re.compile(r"(?P<stem>.+-(?P<key>[0-9a-f]{16}))(?P<suffix>[.-].*)?")
+_SUFFIXES = {"onnx": re.compile(r"\.onnx|\.reference\.npy|\.json|-int8-dynamic-matmul\.onnx|-fp16\.onnx|-fp16\.json"),
+             "openvino": re.compile(r"\.xml|\.bin|\.json|\.reference\.npy|\.reference-[a-z0-9]+\.npy")}
+_VARIANT = re.compile(r"-(fp32_weights|int8_asym_weights)$")  # openvino_backend's variants, in its stems
+_DERIVED_FILE = re.compile(r"[0-9a-f]{24}\.json")  # models.derived_cache.entry_path's names
 # What prune removes unless told more: entries no run here would read, and abandoned staging.
 UNREAD_STATES = ("stale", "incomplete", "abandoned")
 DERIVED = "derived"
@@ -127,8 +132,8 @@ def _model_reason(identity: dict[str, Any], catalog: dict[str, Any]) -> str | No
 
 
 def _judge(identity: Any, key: str, installed: dict[str, Any] | str, catalog: dict[str, Any]) -> tuple[str, str]:
-    if isinstance(installed, str):
-        return "stale", installed
+    if isinstance(installed, str):  # its converter cannot run here now: kept unless asked (it may again)
+        return "unknown", installed
     if not isinstance(identity, dict) or _key_of(identity) != key:
         return "unknown", "its metadata does not record the identity its key was made from (an earlier version's entry)"
     changed = [f"{field} {identity.get(field)!r} (here: {value!r})" for field, value in _normal(installed).items()
@@ -142,8 +147,14 @@ def _judge(identity: Any, key: str, installed: dict[str, Any] | str, catalog: di
 
 def _staging_entry(cache: str, path: Path) -> CacheEntry:
     size, files = _disk_bytes(path)
-    if path.name.startswith(STAGING_PREFIX):
-        gone = writer_gone(path)
+    staging_dir = path.name.startswith(STAGING_PREFIX)
+    if path.is_symlink() or not (path.is_dir() if staging_dir else path.is_file()):
+        return _unrecognised(cache, path)  # a link, or a file or directory of that name: not what staging writes
+    if staging_dir:
+        try:
+            gone = writer_gone(path)
+        except OSError:  # unreadable: nothing tells its writer is gone
+            gone = False
         state, reason = ("abandoned", "a conversion's staging whose writer is gone") if gone else \
             ("converting", "a conversion writing now (its writer holds the staging lock)")
     else:
@@ -158,7 +169,9 @@ def _file_entries(cache: str, directory: Path, names: list[str], installed: dict
     loose: list[str] = []
     for name in names:
         match = _STEM.fullmatch(name)
-        (groups.setdefault(match["stem"], []) if match else loose).append(name)
+        ours = match is not None and _SUFFIXES[cache].fullmatch(match["suffix"] or "") and (directory / name).is_file() \
+            and not (directory / name).is_symlink()
+        (groups.setdefault(match["stem"], []) if ours else loose).append(name)
     entries = []
     for stem, members in sorted(groups.items()):
         paths = [directory / m for m in sorted(members)]
@@ -228,8 +241,10 @@ def conversion_entries(caches: Iterable[str] = tuple(CONVERSIONS)) -> list[Cache
             continue
         try:
             installed: dict[str, Any] | str = module.installation_identity()
-        except ImportError as exc:  # the converter's package is gone: nothing here reads these entries
-            installed = f"this installation cannot read it ({type(exc).__name__}: {exc})"
+            if isinstance(installed.get("exporter"), str):  # the export venv missing, or its probe failed
+                installed = f"this installation cannot tell whether it reads it: the export python {installed['exporter']}"
+        except ImportError as exc:  # the converter's package is gone or broken: perhaps for now only
+            installed = f"this installation cannot tell whether it reads it ({type(exc).__name__}: {exc})"
         read = _file_entries if layout == "files" else _dir_entries
         entries.extend(read(cache, directory, rest, installed, catalog))
     return entries
@@ -239,19 +254,31 @@ def derived_entries() -> list[CacheEntry]:
     """The derived-facts cache, one entry per kind (its entries are keyed by a hash: no model to name)."""
     from models.derived_cache import cache_home
 
-    home = cache_home()
+    home = cache_home()  # DEVICEFIT_CACHE_DIR may name a directory shared with others: only its entries' files count
     try:
         kinds = sorted(p for p in home.iterdir() if p.is_dir() and not p.is_symlink())
     except OSError:
         return []
     out = []
     for kind in kinds:
-        size, files = _disk_bytes(kind)
-        times = [t for t in (_mtime(p) for p in kind.glob("*.json")) if t is not None]
+        files = _derived_files(kind)
+        if not files:
+            continue
+        times = [t for t in (_mtime(p) for p in files) if t is not None]
         out.append(CacheEntry(DERIVED, kind.name, DERIVED, f"derived facts of this kind, bounded at {_derived_bound()} entries "
-                              "(last used: its least recently used entry)", None, size, min(times, default=None), files,
-                              [str(kind)]))
+                              "(last used: its least recently used entry)", None, sum(_disk_bytes(p)[0] for p in files),
+                              min(times, default=None), len(files), [str(kind)]))
     return out
+
+
+def _derived_files(kind: Path, older_than: float | None = None) -> list[Path]:
+    """The derived cache's entry files of this kind (regular files named as entry_path names
+    them), those last used before `older_than` where given."""
+    try:
+        found = [p for p in kind.iterdir() if _DERIVED_FILE.fullmatch(p.name) and p.is_file() and not p.is_symlink()]
+    except OSError:
+        return []
+    return [p for p in found if older_than is None or (_mtime(p) or older_than) < older_than]
 
 
 def _derived_bound() -> int:
@@ -273,7 +300,12 @@ class PruneReport:
 
 
 def matches_model(entry: CacheEntry, model: str) -> bool:
-    return entry.model == model or (entry.model is None and entry.name.startswith(model.replace("/", "_") + "-"))
+    """The entry records `model`; or, recording none, its name is that model's file name and a key
+    (never another model whose name begins with this one's: 'bert-tiny' vs 'bert-tiny-local')."""
+    if entry.model is not None or entry.cache == DERIVED or (match := _STEM.fullmatch(entry.name)) is None:
+        return entry.model == model
+    named = match["stem"][:-17]
+    return (_VARIANT.sub("", named) if entry.cache == "openvino" else named) == model.replace("/", "_")
 
 
 def chosen(entries: list[CacheEntry], everything: bool = False, unused_days: float | None = None,
@@ -321,13 +353,12 @@ def _remove(entry: CacheEntry, derived_older_than: float | None) -> int:
     """Remove the entry's files, its metadata first (a reader then sees no entry, never half of
     one); bytes freed. A derived kind pruned by age loses only its entries older than that."""
     freed = 0
-    if entry.cache == DERIVED and derived_older_than is not None:
-        for path in Path(entry.paths[0]).glob("*.json"):
+    if entry.cache == DERIVED:  # its entries' files only: the kind's directory may hold others'
+        for path in _derived_files(Path(entry.paths[0]), derived_older_than):
             try:
-                st = path.stat()
-                if st.st_mtime < derived_older_than:
-                    path.unlink()
-                    freed += st.st_blocks * 512
+                size = path.lstat().st_blocks * 512
+                path.unlink()
+                freed += size
             except OSError:
                 continue
         return freed
@@ -353,10 +384,11 @@ def prune(entries: list[CacheEntry], everything: bool = False, unused_days: floa
     if unused_days is not None and not unused_days >= 0:
         raise ValueError(f"--unused-days must be a number of days >= 0, got {unused_days}")
     picked = chosen(entries, everything, unused_days, model)
-    if dry_run:
-        return PruneReport(picked, len(entries) - len(picked), sum(e.size_bytes for e in picked), True)
-    readable = any(e.state in ("current", "unknown") for e in picked)  # a derived entry read as it goes is computed again
     cutoff = None if everything or unused_days is None else time.time() - unused_days * 86400
+    if dry_run:  # a derived kind pruned by age: only its entries older than that
+        return PruneReport(picked, len(entries) - len(picked), sum(sum(_disk_bytes(p)[0] for p in _derived_files(Path(e.paths[0]), cutoff))
+                                                                   if e.cache == DERIVED else e.size_bytes for e in picked), True)
+    readable = any(e.state in ("current", "unknown") for e in picked)  # a derived entry read as it goes is computed again
     freed = 0
     with _no_measurement_running(readable):
         for entry in picked:

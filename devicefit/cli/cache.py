@@ -30,7 +30,7 @@ def cache(ctx: typer.Context, as_json: bool = AS_JSON) -> None:
     installation would read it: current; stale (another torch, transformers, OpenVINO or
     optimum-intel version, another recipe, a model directory gone or a catalog config changed);
     incomplete (a conversion that did not finish); unknown (metadata that does not say what made
-    it); converting or abandoned staging. `devicefit cache prune` removes what no run reads."""
+    it, or a converter that cannot run here now); converting or abandoned staging. `devicefit cache prune` removes what no run reads."""
     if ctx.invoked_subcommand is not None:
         return
     from benchmark_runners.conversion_cache import all_entries

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -172,9 +173,13 @@ def test_current_entries_are_not_pruned_while_a_measurement_holds_a_device_lock(
     assert {e.name for e in prune(conversion_entries(), everything=True).removed} == {meta.stem}
 
 
-def test_openvino_genai_entries_are_judged_by_their_recorded_identity(data_dir):
+_EXPORTER = {"optimum-intel": "1.22.0", "transformers": "4.46.3", "torch": "2.5.1"}
+
+
+def test_openvino_genai_entries_are_judged_by_their_recorded_identity(data_dir, monkeypatch):
     from benchmark_runners.backends import openvino_genai
 
+    monkeypatch.setattr(openvino_genai, "exporter_versions", lambda python: _EXPORTER)  # with or without the export venv here
     installed = openvino_genai.installation_identity()
     cache = openvino_genai.cache_dir()
     for torch_version in (installed["torch"], "1.0.0"):
@@ -193,15 +198,16 @@ def test_openvino_genai_entries_are_judged_by_their_recorded_identity(data_dir):
 def test_the_derived_cache_is_listed_by_kind_and_pruned_only_when_asked(data_dir, tmp_path):
     kind = tmp_path / "derived" / "trace"
     kind.mkdir(parents=True)
-    (kind / "a.json").write_text("{}")
-    (kind / "b.json").write_text("{}")
+    a, b = "a" * 24 + ".json", "b" * 24 + ".json"  # named as models.derived_cache.entry_path names them
+    (kind / a).write_text("{}")
+    (kind / b).write_text("{}")
     old = time.time() - 10 * 86400
-    os.utime(kind / "a.json", (old, old))
+    os.utime(kind / a, (old, old))
     [entry] = all_entries()
     assert entry.cache == "derived" and entry.name == "trace" and entry.files == 2
     assert prune(all_entries()).removed == []
     assert [e.name for e in prune(all_entries(), unused_days=5).removed] == ["trace"]
-    assert sorted(p.name for p in kind.iterdir()) == ["b.json"]  # only the entries unused that long
+    assert sorted(p.name for p in kind.iterdir()) == [b]  # only the entries unused that long
 
 
 def test_the_cache_commands(data_dir, tiny_models):
@@ -229,7 +235,7 @@ def test_the_cache_commands(data_dir, tiny_models):
     assert by_model.exit_code == 0 and not meta.exists()
 
 
-def test_entries_of_a_converter_whose_package_is_gone_are_stale(data_dir, tiny_models, monkeypatch):
+def test_entries_of_a_converter_that_cannot_run_here_now_are_unknown_and_kept(data_dir, tiny_models, monkeypatch):
     from benchmark_runners.backends import openvino_backend
 
     _convert_openvino(tiny_models["text"])
@@ -239,6 +245,91 @@ def test_entries_of_a_converter_whose_package_is_gone_are_stale(data_dir, tiny_m
 
     monkeypatch.setattr(openvino_backend, "installation_identity", gone)
     [entry] = conversion_entries()
-    assert entry.state == "stale" and entry.reason == ("this installation cannot read it (ModuleNotFoundError: "
-                                                       "No module named 'openvino')")
-    assert [e.name for e in prune([entry]).removed] == [entry.name]
+    # A package missing or broken for now (an upgrade half-way) says nothing about what a run reads
+    # once it is back: the default prune keeps the entries, --all removes them.
+    assert entry.state == "unknown" and entry.reason == ("this installation cannot tell whether it reads it (ModuleNotFoundError: "
+                                                         "No module named 'openvino')")
+    assert prune([entry]).removed == []
+    assert [e.name for e in prune([entry], everything=True).removed] == [entry.name]
+
+
+def test_openvino_genai_entries_are_kept_while_the_export_python_cannot_be_probed(data_dir, monkeypatch):
+    from benchmark_runners.backends import openvino_genai
+
+    monkeypatch.setattr(openvino_genai, "exporter_versions", lambda python: _EXPORTER)
+    installed = openvino_genai.installation_identity()
+    identity = {"model": "gpt2", "config": {}, "path": None, "weights": "random", **installed}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    entry = openvino_genai.cache_dir() / f"gpt2-{key}"
+    entry.mkdir(parents=True)
+    (entry / "openvino_model.xml").write_text("<net/>")
+    (entry / "devicefit-export.json").write_text(json.dumps({"identity": identity}))
+    # The probe timed out on a busy machine (or the venv is being rebuilt): not another exporter.
+    monkeypatch.setattr(openvino_genai, "exporter_versions", lambda python: f"{python} did not run (TimeoutExpired: 60 s)")
+    [listed] = conversion_entries(["openvino-genai"])
+    assert listed.state == "unknown" and "the export python" in listed.reason and "did not run" in listed.reason
+    assert prune([listed]).removed == [] and entry.exists()
+
+
+def test_model_matching_is_exact_for_entries_that_record_no_model(data_dir):
+    cache = data_dir / "cache"
+    for sub, name in (("onnx", "bert-tiny-0123456789abcdef.onnx"), ("onnx", "bert-tiny-local-x-0123456789abcdef.onnx"),
+                      ("openvino", "bert-tiny-fp32_weights-0123456789abcdef.xml"),
+                      ("openvino", "bert-tiny-local-fp32_weights-0123456789abcdef.xml"),
+                      ("openvino-genai", "org_m-0123456789abcdef"), ("openvino-genai", "org_m-2-0123456789abcdef")):
+        (cache / sub).mkdir(parents=True, exist_ok=True)
+        (cache / sub / name).mkdir() if sub == "openvino-genai" else (cache / sub / name).write_bytes(b"x")
+    entries = conversion_entries()  # all incomplete (no metadata): no model recorded, only their names
+    assert {e.model for e in entries} == {None}
+    assert sorted(e.name for e in conversion_cache.chosen(entries, model="bert-tiny")) == [
+        "bert-tiny-0123456789abcdef", "bert-tiny-fp32_weights-0123456789abcdef"]
+    assert [e.name for e in conversion_cache.chosen(entries, model="org/m")] == ["org_m-0123456789abcdef"]
+
+
+def test_files_a_converter_does_not_write_are_never_part_of_an_entry(data_dir, tiny_models):
+    onnx = _export_onnx(tiny_models["text"])
+    cache = onnx.onnx.parent
+    stem = onnx.onnx.name[: -len(".onnx")]
+    mine = cache / f"{stem}-backup"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")  # a user's directory named after the entry
+    (cache / f"{stem}.onnx.sha256").write_text("mine")  # and a file
+    (cache / ".staging-note").write_text("mine")  # a file where staging makes directories
+    os.symlink(mine, cache / ".staging-link")
+    entries = _by_name(conversion_entries())
+    assert entries[stem].state == "current" and all(Path(p).name.startswith(stem + ".") for p in entries[stem].paths)
+    assert {entries[n].state for n in (mine.name, f"{stem}.onnx.sha256", ".staging-note", ".staging-link")} == {"unrecognised"}
+    prune(list(entries.values()), everything=True)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([".staging-link", ".staging-note", mine.name, f"{stem}.onnx.sha256"])
+    assert (mine / "notes.txt").read_text() == "mine"
+
+
+def test_a_derived_cache_directory_shared_with_others_loses_only_derived_entries(data_dir, tmp_path):
+    home = tmp_path / "derived"  # DEVICEFIT_CACHE_DIR pointed at a directory other tools use too
+    (home / "trace").mkdir(parents=True)
+    (home / "trace" / ("c" * 24 + ".json")).write_text("{}")
+    (home / "trace" / "README.json").write_text("mine")
+    (home / "other-tool").mkdir()
+    (home / "other-tool" / "settings.json").write_text("mine")
+    old = time.time() - 10 * 86400
+    for path in (home / "trace" / "README.json", home / "other-tool" / "settings.json"):
+        os.utime(path, (old, old))
+    [entry] = all_entries()
+    assert entry.name == "trace" and entry.files == 1
+    assert prune(all_entries(), unused_days=5, dry_run=True).removed == []
+    prune(all_entries(), everything=True)
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == ["other-tool", "other-tool/settings.json", "trace",
+                                                                           "trace/README.json"]
+
+
+def test_a_dry_run_by_age_counts_only_the_derived_entries_that_would_go(data_dir, tmp_path):
+    kind = tmp_path / "derived" / "flops"
+    kind.mkdir(parents=True)
+    for i, age_days in enumerate((10, 0, 0)):
+        path = kind / (f"{i}" * 24 + ".json")
+        path.write_bytes(b"x" * 8192)
+        os.utime(path, (time.time() - age_days * 86400,) * 2)
+    dry = prune(all_entries(), unused_days=5, dry_run=True)
+    done = prune(all_entries(), unused_days=5)
+    assert dry.freed_bytes == done.freed_bytes > 0 and len(list(kind.iterdir())) == 2
+
