@@ -105,7 +105,8 @@ def export(spec, config) -> Exported:
                 "inputs": {k: list(v.shape)[1:] for k, v in example.items()}, **installation_identity()}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
     base = cache_dir() / f"{spec.name.replace('/', '_')}-{key}"
-    fp32, reference, meta = base.with_suffix(".onnx"), base.with_suffix(".reference.npy"), base.with_suffix(".json")
+    # Named by appending, never with_suffix: a name with a dot ('qwen2.5-0.5b') would lose its key from the last dot on
+    fp32, reference, meta = (base.with_name(base.name + suffix) for suffix in (".onnx", ".reference.npy", ".json"))
     started = time.perf_counter()
     example_np = {k: v.numpy() for k, v in example.items()}
     wrapper = None  # the traced torch module, where this call exported it (the fp16 reference reuses it)
@@ -138,7 +139,7 @@ def export(spec, config) -> Exported:
         del built
     onnx_file, recipe = fp32, "fp32 ONNX (torch.onnx.export, TorchScript exporter, opset 17, batch dynamic)"
     if config.precision == "int8":
-        onnx_file = base.with_name(base.name + "-int8-dynamic-matmul").with_suffix(".onnx")
+        onnx_file = base.with_name(base.name + "-int8-dynamic-matmul.onnx")
         if not onnx_file.exists():
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -151,8 +152,7 @@ def export(spec, config) -> Exported:
         recipe = ("int8 ONNX: onnxruntime quantize_dynamic of the fp32 export, MatMul/Gemm only (weights int8 per channel, activations "
                   "quantized at run time; convolutions stay fp32, as torch's dynamic int8 of Linear layers)")
     elif config.precision == "fp16":
-        onnx_file = base.with_name(base.name + "-fp16").with_suffix(".onnx")
-        own = onnx_file.with_suffix(".json")
+        onnx_file, own = base.with_name(base.name + "-fp16.onnx"), base.with_name(base.name + "-fp16.json")
         if not (onnx_file.exists() and read_json_object(own, ("torch_own_deviation",)) is not None):
             import onnx
             from onnxruntime.transformers.float16 import convert_float_to_float16

@@ -333,3 +333,17 @@ def test_a_dry_run_by_age_counts_only_the_derived_entries_that_would_go(data_dir
     done = prune(all_entries(), unused_days=5)
     assert dry.freed_bytes == done.freed_bytes > 0 and len(list(kind.iterdir())) == 2
 
+
+def test_a_model_name_with_a_dot_keeps_its_key_in_every_onnx_file_name(data_dir, tiny_models, tmp_path):
+    from benchmark_runners.browser import export
+    from models.resolve import resolve_model
+
+    model = shutil.copytree(tiny_models["text"], tmp_path / "tiny-bert.v2")
+    spec = resolve_model(str(model))
+    fp32 = export.export(spec, _config(model, device="wasm", backend="browser", seq_length=16))
+    assert fp32.onnx.name.startswith(f"{spec.name}-") and fp32.onnx.name.endswith(".onnx")
+    other = export.export(spec, _config(model, device="wasm", backend="browser", seq_length=32))
+    assert other.onnx != fp32.onnx and other.source == "exported from torch"  # another shape: another file
+    int8 = export.export(spec, _config(model, device="wasm", backend="browser", seq_length=16, precision="int8"))
+    assert int8.onnx != fp32.onnx and int8.onnx.name.endswith("-int8-dynamic-matmul.onnx")
+    assert {(e.state, e.model) for e in conversion_entries(["onnx"])} == {("current", spec.name)}
