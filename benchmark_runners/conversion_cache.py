@@ -390,9 +390,22 @@ def prune(entries: list[CacheEntry], everything: bool = False, unused_days: floa
                                                                    if e.cache == DERIVED else e.size_bytes for e in picked), True)
     readable = any(e.state in ("current", "unknown") for e in picked)  # a derived entry read as it goes is computed again
     freed = 0
+    removed = []
     with _no_measurement_running(readable):
         for entry in picked:
+            if entry.state == "incomplete" and not (everything or model is not None) and _whole_now(entry):
+                continue  # listed while its writer moved it into place (no lock taken): now read
             freed += _remove(entry, cutoff)
+            removed.append(entry)
             if on_remove is not None:
                 on_remove(entry)
-    return PruneReport(picked, len(entries) - len(picked), freed, False)
+    return PruneReport(removed, len(entries) - len(removed), freed, False)
+
+
+def _whole_now(entry: CacheEntry) -> bool:
+    """Whether an entry listed as incomplete is whole now (a conversion finished: its metadata moved in last)."""
+    first = Path(entry.paths[0])
+    if entry.cache == "openvino-genai":
+        return read_json_object(first / GENAI_METADATA) is not None and (first / "openvino_model.xml").exists()
+    return read_json_object(first.with_name(entry.name + ".json")) is not None and \
+        all(first.with_name(entry.name + s).exists() for s in _NEEDED[entry.cache])

@@ -347,3 +347,18 @@ def test_a_model_name_with_a_dot_keeps_its_key_in_every_onnx_file_name(data_dir,
     int8 = export.export(spec, _config(model, device="wasm", backend="browser", seq_length=16, precision="int8"))
     assert int8.onnx != fp32.onnx and int8.onnx.name.endswith("-int8-dynamic-matmul.onnx")
     assert {(e.state, e.model) for e in conversion_entries(["onnx"])} == {("current", spec.name)}
+
+
+def test_an_incomplete_entry_that_its_writer_finishes_before_the_prune_removes_it_is_kept(data_dir, tiny_models):
+    exported = _export_onnx(tiny_models["text"])
+    meta = exported.onnx.with_name(exported.onnx.name[: -len(".onnx")] + ".json")
+    document = meta.read_bytes()
+    meta.unlink()  # listed between a writer's moves out of staging: its metadata (moved last) not there yet
+    entries = conversion_entries()
+    assert [e.state for e in entries] == ["incomplete"]
+    meta.write_bytes(document)  # the writer's last move; its process reads the entry now
+    report = prune(entries)
+    assert report.removed == [] and exported.onnx.exists() and _export_onnx(tiny_models["text"]).source == "disk cache"
+    reference = exported.onnx.with_name(exported.onnx.name[: -len(".onnx")] + ".reference.npy")
+    reference.unlink()  # whole metadata, a needed file gone: still incomplete when the prune comes, so it goes
+    assert [e.name for e in prune(conversion_entries()).removed] == [meta.stem] and not exported.onnx.exists()
