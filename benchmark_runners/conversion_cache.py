@@ -8,8 +8,9 @@ quick run of the catalog converts about 3.6 GB. Each entry's metadata records th
 key was made from, so an entry is judged by reading it, never by guessing from its name:
 
 - current: this installation would read it;
-- stale: it records another tool version or recipe than this installation's, a model directory
-  that is gone, or a catalog config that has changed since: never read again here;
+- stale: it records another tool version or recipe than this installation's; a local model
+  directory that is gone, no longer loads, or holds another config or other weights now; or a
+  catalog model that is gone or whose config has changed since: never read again here;
 - incomplete: no readable metadata, or a file it needs is missing (a conversion that stopped
   half-way before staging existed): never read, converted again;
 - unknown: its metadata does not say what made it (or does not hash to its key), or its converter
@@ -120,13 +121,32 @@ def _key_of(identity: dict[str, Any]) -> str:
 
 
 def _model_reason(identity: dict[str, Any], catalog: dict[str, Any]) -> str | None:
-    """Why no model here has this identity any more: its directory is gone, or the catalog's
-    config of that name has changed (None: the model is still what it was)."""
+    """Why no model here has this identity any more: its directory is gone, no longer loads, or
+    holds another config or other weights than it did; a catalog model of that name is gone or
+    its config has changed (None: the model is still what it was)."""
+    from models.errors import DevicefitError as ModelError
+    from models.loading import weights_kind
+    from models.resolve import model_at_path
+
     path, name = identity.get("path"), identity.get("model")
     if path:
-        return None if Path(path).is_dir() else f"its model directory {path} is gone"
+        if not Path(path).is_dir():
+            return f"its model directory {path} is gone"
+        try:
+            spec = model_at_path(str(path))
+        except (ModelError, OSError, ValueError) as exc:
+            return f"its model directory {path} no longer loads ({exc})"
+        if spec is None:
+            return f"{path} is no longer a model directory"
+        if _normal(spec.config) != _normal(identity.get("config")):
+            return f"the config of {path} has changed since"
+        if weights_kind(spec) != identity.get("weights"):
+            return f"{path} holds {weights_kind(spec)} weights now, {identity.get('weights')} when converted"
+        return None
     spec = catalog.get(name)
-    if spec is not None and _normal(spec.config) != _normal(identity.get("config")):
+    if spec is None:
+        return f"no catalog model is named {name} any more"
+    if _normal(spec.config) != _normal(identity.get("config")):
         return f"the catalog's config of {name} has changed since"
     return None
 

@@ -114,6 +114,35 @@ def test_a_local_models_entries_are_stale_once_its_directory_is_gone(data_dir, t
     assert entry.state == "stale" and f"model directory {copy} is gone" in entry.reason
 
 
+def test_a_local_models_entries_are_stale_once_its_config_or_weights_change(data_dir, tiny_models, tmp_path):
+    copy = shutil.copytree(tiny_models["text"], tmp_path / "my-bert")
+    _convert_openvino(copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "intermediate_size": 128}))
+    [entry] = conversion_entries()
+    assert entry.state == "stale" and entry.reason == f"the config of {copy} has changed since"
+    (copy / "config.json").write_text(json.dumps(config))
+    assert [e.state for e in conversion_entries()] == ["current"]
+    from models.loading import build
+    from models.resolve import resolve_model
+
+    build(resolve_model(str(copy)), None).model.save_pretrained(copy)  # weights added: a run now loads them
+    (copy / "config.json").write_text(json.dumps(config))  # (save_pretrained rewrites it too)
+    [entry] = conversion_entries()
+    assert entry.state == "stale" and entry.reason == f"{copy} holds pretrained weights now, random when converted"
+
+
+def test_an_entry_of_a_catalog_model_no_longer_in_the_catalog_is_stale(data_dir, monkeypatch):
+    from models import catalog
+
+    exported = _export_onnx("bert-tiny")
+    everything = catalog.load_catalog()
+    monkeypatch.setattr(catalog, "load_catalog", lambda: {k: v for k, v in everything.items() if k != "bert-tiny"})
+    [entry] = conversion_entries()
+    assert entry.state == "stale" and entry.reason == "no catalog model is named bert-tiny any more"
+    assert [e.name for e in prune([entry]).removed] == [entry.name] and not exported.onnx.exists()
+
+
 def test_incomplete_entries_and_abandoned_staging_go_a_live_writers_staging_and_unknown_files_stay(data_dir, tiny_models):
     _convert_openvino(tiny_models["text"])
     cache = data_dir / "cache" / "openvino"
@@ -182,14 +211,17 @@ def test_openvino_genai_entries_are_judged_by_their_recorded_identity(data_dir, 
     monkeypatch.setattr(openvino_genai, "exporter_versions", lambda python: _EXPORTER)  # with or without the export venv here
     installed = openvino_genai.installation_identity()
     cache = openvino_genai.cache_dir()
+    from models.catalog import load_catalog
+
     for torch_version in (installed["torch"], "1.0.0"):
-        identity = {"model": "not-in-the-catalog", "config": {}, "path": None, "weights": "random", **installed, "torch": torch_version}
+        identity = {"model": "gpt2", "config": load_catalog()["gpt2"].config, "path": None, "weights": "random", **installed,
+                    "torch": torch_version}
         key = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        entry = cache / f"not-in-the-catalog-{key}"
+        entry = cache / f"gpt2-{key}"
         entry.mkdir(parents=True)
         (entry / "openvino_model.xml").write_text("<net/>")
         (entry / "devicefit-export.json").write_text(json.dumps({"identity": identity}))
-    (cache / "not-in-the-catalog-0123456789abcdef").mkdir()  # an export that stopped before its metadata
+    (cache / "gpt2-0123456789abcdef").mkdir()  # an export that stopped before its metadata
     states = sorted((e.state, e.reason.split(" (")[0]) for e in conversion_entries())
     assert states == [("current", ""), ("incomplete", "no readable metadata or IR: an export that did not finish; exported again"),
                       ("stale", "made with torch '1.0.0'")]
