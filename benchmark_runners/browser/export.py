@@ -77,17 +77,24 @@ def conversion_unavailable(precision: str) -> str | None:
 
 def installation_identity() -> dict[str, Any]:
     """The part of every entry's key that is this installation's, not the model's: the tool
-    versions and a digest of the export's own code. An entry recording other values is never
-    read again here (`devicefit cache` calls it stale)."""
+    versions (onnxruntime's too: its tools make the int8 and fp16 files) and a digest of the
+    export's own code. An entry recording other values is never read again here (`devicefit
+    cache` calls it stale)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     import torch
     import transformers
 
     from benchmark_runners.backends.traced_wrapper import NamedInputs
     from models.loading import WEIGHT_SEED
 
+    try:
+        onnxruntime: str | None = version("onnxruntime")
+    except PackageNotFoundError:
+        onnxruntime = None
     recipe = hashlib.sha256(inspect.getsource(NamedInputs).encode() + inspect.getsource(export).encode()).hexdigest()[:12]
     return {"weight_seed": WEIGHT_SEED, "opset": OPSET, "torch": torch.__version__, "transformers": transformers.__version__,
-            "recipe": recipe}
+            "onnxruntime": onnxruntime, "recipe": recipe}
 
 
 def export(spec, config) -> Exported:

@@ -394,3 +394,12 @@ def test_an_incomplete_entry_that_its_writer_finishes_before_the_prune_removes_i
     reference = exported.onnx.with_name(exported.onnx.name[: -len(".onnx")] + ".reference.npy")
     reference.unlink()  # whole metadata, a needed file gone: still incomplete when the prune comes, so it goes
     assert [e.name for e in prune(conversion_entries()).removed] == [meta.stem] and not exported.onnx.exists()
+
+
+def test_an_onnx_entry_made_with_another_onnxruntime_is_stale(data_dir, tiny_models):
+    """onnxruntime's tools make the int8 and fp16 files: an upgrade must not leave them read."""
+    exported = _export_onnx(tiny_models["text"])
+    old = _as_if_made_with(exported.onnx.with_suffix(".json"), onnxruntime="1.0.0")
+    entries = _by_name(conversion_entries())
+    assert entries[old.stem].state == "stale" and entries[old.stem].reason.startswith("made with onnxruntime '1.0.0' (here: '")
+    assert entries[exported.onnx.stem].state == "current"
