@@ -53,6 +53,7 @@ def cache(ctx: typer.Context, as_json: bool = AS_JSON) -> None:
 
 @cache_app.command("prune")
 def cache_prune(
+    ctx: typer.Context,
     everything: bool = typer.Option(False, "--all", help="Every entry, current ones and the derived facts too."),
     unused_days: Optional[float] = typer.Option(None, "--unused-days", help="Also entries not read or written for this many days."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Only this model's entries (its name as the entries record it)."),
@@ -64,6 +65,8 @@ def cache_prune(
     a device lock (they would be converted again). Entries being written and files the caches do
     not recognise are never removed."""
     from benchmark_runners.conversion_cache import all_entries, matches_model, prune
+
+    as_json = as_json or bool(ctx.parent and ctx.parent.params.get("as_json"))  # `cache --json prune` too
 
     if unused_days is not None and not unused_days >= 0:
         fail(f"--unused-days must be a number of days >= 0, got {unused_days}")
