@@ -22,7 +22,7 @@ from benchmark_runners.hardware.inventory import device_fingerprint
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 from benchmark_runners.stats import summarize
 from devicefit.landing import LandingFileError, too_large, validate_document, write_landing
-from devicefit.landing_schema import INT64_MAX, PositiveInt32, Text, describe
+from devicefit.landing_schema import INT64_MAX, MAX_JSON_DEPTH, PositiveInt32, Text, describe, nests_deeper
 from devicefit.results_io import FORMAT, results_document
 
 OPTIMUM_DTYPES = {None: "fp32", "auto": "fp32", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
@@ -183,6 +183,8 @@ def _mb_to_bytes(value: float | None) -> int | None:
 
 def optimum_to_document(config: Any, report: Any, source: str, digest: str) -> dict[str, Any]:
     where = f"{source} (optimum-benchmark)"
+    if nests_deeper([config, report]):  # its unknown keys ride along into JSON columns (versions, input shapes)
+        raise LandingFileError(f"{where}: nested more than {MAX_JSON_DEPTH} levels deep (optimum-benchmark's files nest a few)")
     cfg_in: OptimumConfig = _parse(OptimumConfig, config, "config", where)
     rep: OptimumReport = _parse(OptimumReport, report, "report", where)
     backend, scenario, env = cfg_in.backend, cfg_in.scenario, cfg_in.environment

@@ -49,8 +49,31 @@ def _utf8(value: str) -> str:
     return value
 
 
+# How deep a JSON column's value may nest. The rows are copied field by field in Python
+# (dataclasses.asdict, recursive) on their way into the store: a value nested some 400 levels
+# passed json.dumps here and then raised RecursionError in the middle of every later load.
+# Real values nest at most 3 levels (a hardware block 6).
+MAX_JSON_DEPTH = 64
+
+
+def nests_deeper(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether `value` nests lists and objects more than `limit` deep (looked at without recursion,
+    and only down to `limit + 1` levels)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
 def _json_value(value: Any) -> Any:
-    """What the store writes with json.dumps into a JSON column must serialise and be UTF-8."""
+    """What the store writes with json.dumps into a JSON column must serialise, be UTF-8 and
+    nest at most MAX_JSON_DEPTH levels."""
+    if nests_deeper(value):
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError

@@ -291,3 +291,33 @@ def test_a_landing_file_of_gigabytes_is_quarantined_unread_and_ingest_refuses_it
     assert "a-dump.json" not in read and report.loaded == [("partition:cpu|z-good", 1)]
     with pytest.raises(LandingFileError, match="over the 256 MiB"):
         ingest_file(paths.raw / "quarantine" / "a-dump.json", paths)
+
+
+def _nested(levels: int) -> list:
+    return json.loads("[" * levels + "]" * levels)
+
+
+@pytest.mark.parametrize("field", ["policy", "backend_config", "environment"])
+def test_a_json_column_nested_hundreds_deep_is_quarantined_not_a_recursion_error(tmp_path, field):
+    """500 levels pass the JSON parser and json.dumps, but the row is copied recursively on its way
+    into the store (dataclasses.asdict): the file was landed, then every load of raw/ ended in
+    RecursionError, the good files after it included (found by a fault hunt)."""
+    value = {"versions": {"torch_version": _nested(500)}} if field == "environment" else {"x": _nested(500)}
+    paths = DataPaths(tmp_path)
+    _write_raw(paths.raw / "ingest__a-deep.json", {**_doc([{**_row(run_id="deep"), field: value}]), "source_key": "ingest:a-deep"})
+    write_landing(paths.raw, "partition:cpu|z-good", _doc([_row(run_id="good")]))
+    report = load_landing_files(paths.database, paths.raw)
+    assert "nested more than 64 levels deep" in dict(report.quarantined)["ingest__a-deep.json"]
+    assert report.loaded == [("partition:cpu|z-good", 1)]
+    with pytest.raises(LandingFileError, match=f"{field}.*nested more than 64 levels deep"):
+        write_landing(tmp_path / "other", "ingest:x", _doc([{**_row(), field: value}]))
+
+
+def test_optimum_output_nested_hundreds_deep_is_refused_not_a_recursion_error(tmp_path):
+    """An optimum-benchmark environment's *_version values ride into the row's versions; one nested
+    500 levels ended `devicefit ingest` in a RecursionError traceback."""
+    config, report = optimum_documents()
+    config["environment"]["torch_version"] = _nested(500)
+    with pytest.raises(LandingFileError, match="nested more than 64 levels deep"):
+        ingest_file(write_optimum_pair(tmp_path / "pair", config, report), tmp_path / "raw")
+    assert not (tmp_path / "raw").exists()
