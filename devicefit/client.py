@@ -3,7 +3,8 @@
 Standard library only, and the device registry (`benchmark_runners.registry`, itself standard
 library only) for the torch device of a kind. A 4xx answer raises ValueError with the server's message, as the spec
 shows; a 5xx, an unreachable server, one that does not answer within `timeout`, drops the
-connection or answers something that is not JSON raises RuntimeError.
+connection or answers something that is not JSON raises RuntimeError. A base URL that is not an
+http:// or https:// URL of a host is refused (ValueError) when the client is made.
 """
 from __future__ import annotations
 
@@ -32,9 +33,27 @@ def _error_message(exc: urllib.error.HTTPError) -> str:
     return f"{exc.reason}: {text}" if text else str(exc.reason)
 
 
+def checked_base_url(base_url: str) -> str:
+    """`base_url` without its trailing '/', when it is an http:// or https:// URL of a host; else
+    ValueError saying what came. urllib opens whatever URL it is given: `file:///etc/passwd#`
+    read a local file and quoted it in the error, `file:///x.json#` answered detect_hardware()
+    from a file, and a URL without a scheme ("127.0.0.1:8000") failed only at the first call."""
+    try:
+        parts = urllib.parse.urlsplit(str(base_url))
+        parts.port  # noqa: B018 - raises ValueError for a port outside 0-65535
+    except ValueError as exc:
+        raise ValueError(f"base_url {str(base_url)[:200]!r} is not a URL: {exc}") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        hint = f" (did you mean 'http://{base_url}'?)" if "://" not in str(base_url) and str(base_url) else ""
+        raise ValueError(f"base_url must be an http:// or https:// URL of the devicefit server, got {str(base_url)[:200]!r}{hint}")
+    if parts.query or parts.fragment:  # each path is appended to it: "/health" would land in the query or fragment
+        raise ValueError(f"base_url {str(base_url)[:200]!r} has a query or fragment: give the server's address only")
+    return str(base_url).rstrip("/")
+
+
 class HardwareSelectionClient:
     def __init__(self, base_url: str = "http://127.0.0.1:8000", timeout: float = 60.0):
-        self.base_url = base_url.rstrip("/")
+        self.base_url = checked_base_url(base_url)
         self.timeout = timeout
 
     def _call(self, path: str, body: dict[str, Any] | None = None) -> Any:

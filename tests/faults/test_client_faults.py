@@ -56,3 +56,30 @@ def test_every_failure_is_the_documented_exception_with_what_the_server_said(ans
     with scripted(answer) as base:
         with pytest.raises(error, match=match):
             HardwareSelectionClient(base, timeout=1).health()
+
+
+@pytest.mark.parametrize("base_url, match", [
+    ("file:///etc/passwd#", "must be an http:// or https:// URL"),  # read the file and quoted it in the error
+    ("file:///tmp/answers.json#", "must be an http:// or https:// URL"),  # answered calls from a local file
+    ("ftp://127.0.0.1", "must be an http:// or https:// URL"),
+    ("127.0.0.1:8000", r"did you mean 'http://127\.0\.0\.1:8000'"),
+    ("", "must be an http:// or https:// URL"),
+    ("http://[::1", "is not a URL: Invalid IPv6 URL"),  # was a ValueError at the first call, read as a 4xx
+    ("http://127.0.0.1:99999", "Port out of range"),
+    ("http://127.0.0.1:8000/?debug=1", "query or fragment"),
+])
+def test_a_base_url_that_is_no_http_server_is_refused_when_the_client_is_made(base_url, match):
+    with pytest.raises(ValueError, match=match):
+        HardwareSelectionClient(base_url)
+
+
+def test_the_client_never_answers_from_a_local_file(tmp_path):
+    """urllib opens file:// URLs too: a file:// base URL answered detect_hardware() from a local file."""
+    (tmp_path / "answers.json").write_text('{"hardware": {"cuda": true}}')
+    with pytest.raises(ValueError, match="http:// or https://"):
+        HardwareSelectionClient(f"file://{tmp_path}/answers.json#").detect_hardware()
+
+
+@pytest.mark.parametrize("base_url", ["http://127.0.0.1:8000", "HTTPS://example.org/", "http://[::1]:8000/api/"])
+def test_an_http_base_url_is_kept_without_its_trailing_slash(base_url):
+    assert HardwareSelectionClient(base_url).base_url == base_url.rstrip("/")
