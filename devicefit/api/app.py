@@ -283,9 +283,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             except UnknownModelError as exc:
                 why = f"model cannot be analysed: {exc.reason}" if isinstance(exc, InvalidModelError) else str(exc)
                 out[m.name] = {"primary": None, "fallbacks": [], "explanation": why}
-        answers = state.selector().select_hardware_batch([r for _, r in resolved], req.batch_size, req.mode) if resolved else {}
+        selector = state.selector() if resolved else None
         for asked, r in resolved:
-            out[asked] = answers[r["name"]]
+            # Each entry answered with its own family: keyed by the resolved name, two spellings of one
+            # model ("bert-tiny" as vision, "BERT-TINY" as embedding) both got the last one's answer.
+            out[asked] = selector.select_hardware_batch([r], req.batch_size, req.mode)[r["name"]]
         return out
 
     @router.post("/hardware/map", response_model=s.MapResponse)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, RootModel, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, RootModel, StringConstraints, model_validator
 
 from benchmark_runners import registry
 from benchmark_runners.records import MAX_ASKED_BATCH_SIZE, MODES, PRECISIONS
@@ -119,6 +119,17 @@ class BatchRequest(Request):
     models: list[BatchModel] = Field(min_length=1, max_length=MAX_BATCH_MODELS)
     batch_size: int = BatchSize
     mode: Mode = "inference"
+
+    @model_validator(mode="after")
+    def _one_family_per_name(self) -> "BatchRequest":
+        """The answer is keyed by the name asked: one name asked with two families would get one
+        family's answer under both (the last one's, silently)."""
+        families: dict[str, Optional[str]] = {}
+        for m in self.models:
+            if families.setdefault(m.name, m.family) != m.family:
+                raise ValueError(f"models: {m.name[:200]!r} is asked with two families ({families[m.name]}, {m.family}); "
+                                 "the answer is keyed by name, so give it once")
+        return self
 
 
 class BatchEntry(Response):

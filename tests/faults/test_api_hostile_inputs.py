@@ -124,3 +124,26 @@ def test_the_client_asks_the_generation_scenario_as_the_api_takes_it(cold):
     assert r["new_tokens"] == 8 and r["primary_recommendation"] == "cpu"
     with pytest.raises(ValueError, match="422: .*new_tokens"):
         client.predict_performance("gpt2", new_tokens=1, mode="generation")
+
+
+def test_each_batch_entry_is_answered_with_its_own_family(cold):
+    """Two spellings of one model with different families: the answers were keyed by the resolved
+    name, so 'bert-tiny' (vision) was given BERT-TINY's (embedding) answer, silently."""
+    base, _ = cold
+    vision, embedding = {"name": "bert-tiny", "family": "vision"}, {"name": "BERT-TINY", "family": "embedding"}
+    code, alone_vision = call(base, "/hardware/batch", {"models": [vision]})
+    assert code == 200, alone_vision
+    code, alone_embedding = call(base, "/hardware/batch", {"models": [embedding]})
+    assert code == 200 and alone_vision["bert-tiny"] != alone_embedding["BERT-TINY"], (alone_vision, alone_embedding)
+    for models in ([vision, embedding], [embedding, vision]):
+        code, both = call(base, "/hardware/batch", {"models": models})
+        assert code == 200 and both == {**alone_vision, **alone_embedding}, both
+
+
+def test_a_batch_naming_one_model_with_two_families_is_422(cold):
+    base, _ = cold
+    code, r = call(base, "/hardware/batch", {"models": [{"name": "bert-tiny", "family": "vision"},
+                                                        {"name": "bert-tiny", "family": "embedding"}]})
+    assert code == 422 and "'bert-tiny' is asked with two families (vision, embedding)" in r["message"], r
+    code, r = call(base, "/hardware/batch", {"models": [{"name": "bert-tiny"}, {"name": "bert-tiny"}]})  # the same ask twice
+    assert code == 200 and list(r) == ["bert-tiny"], r
