@@ -24,18 +24,21 @@ from __future__ import annotations
 import contextlib
 import logging
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Optional
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from devicefit.api import schemas as s
 from devicefit.api.state import ServiceState, Settings
-from devicefit.benchmark_snapshot import snapshot_path
+from devicefit.benchmark_snapshot import SnapshotError, snapshot_path
 from devicefit.errors import DevicefitError
+from devicefit.landing_schema import describe
 
 log = logging.getLogger("devicefit.api")
 MAX_BODY_BYTES = 64 * 1024
@@ -140,6 +143,20 @@ def _unparseable_body(exc: StarletteHTTPException) -> str | None:
     else:
         reason = str(cause)[:200] or type(cause).__name__
     return f"invalid request: body is not JSON this server can read: {reason}"
+
+
+_BENCHMARK_ROWS = TypeAdapter(list[s.BenchmarkRow])
+
+
+def _served_rows(rows: list[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
+    """The snapshot rows a /benchmarks answer serves, checked as the answer declares them: a row
+    the snapshot's contract admits but the answer cannot hold (a field missing, input_dims not an
+    object, a byte count past an integer) is the snapshot's damage, 503 naming the file, not a 500."""
+    try:
+        _BENCHMARK_ROWS.validate_python(rows)
+    except ValidationError as exc:
+        raise SnapshotError(f"benchmark snapshot {path} is damaged: {describe(exc, 'results')}") from None
+    return rows
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -247,7 +264,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             model = _measured_model_name(lookup, model, state.names().names())
         kind = kind_of_device(hardware) if hardware else None  # "cuda:0" asks for the kind's rows
         rows = lookup.query(model, kind, precision, batch_size, mode, backend)
-        return {"generated_at": lookup.document["generated_at"], "total": len(rows), "results": rows[:limit]}
+        return {"generated_at": lookup.document["generated_at"], "total": len(rows),
+                "results": _served_rows(rows[:limit], snapshot_path(settings.paths()))}
 
     @router.get("/hardware/detect", response_model=s.DetectResponse)
     def detect() -> dict[str, Any]:

@@ -4,6 +4,7 @@ problem, never a 500, and /health says what is wrong."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -86,6 +87,37 @@ def test_a_damaged_benchmark_snapshot_is_503_naming_it_not_500(cold, content):
         for path in ("/benchmarks", "/benchmarks?model=bert-tiny"):
             code, r = call(base, path)
             assert code == 503 and "benchmarks.json" in r["message"], r
+    finally:
+        snapshot.unlink()
+
+
+@pytest.mark.parametrize("damage, named", [
+    ({"input_dims": [1]}, r"results\[0\]\.input_dims: Input should be a valid dictionary"),
+    ({"peak_rss_bytes": 1e300}, r"results\[0\]\.peak_rss_bytes"),
+    ({"hostname": None, "rows": None}, r"results\[0\]\.rows"),
+], ids=["input-dims-a-list", "bytes-past-an-integer", "rows-null"])
+def test_a_snapshot_row_its_contract_admits_but_the_answer_cannot_hold_is_503(cold, damage, named):
+    """The snapshot's contract checks what the pipeline's readers need; /benchmarks also declares
+    input_dims an object, peak_rss_bytes an integer and rows a count. A row breaking only those
+    passed the snapshot's check and made every /benchmarks answer a 500 (ResponseValidationError)."""
+    from devicefit.benchmark_snapshot import build_snapshot
+    from devicefit.contracts import validate
+
+    row = {"model": "bert-tiny", "family": "embedding", "backend": "torch", "device_kind": "cpu", "precision": "fp32",
+           "mode": "inference", "batch_size": 1, "input_dims": {"seq_length": 128}, "seq_length": 128, "runs": 1, "rows": 1,
+           "p50_ms": 1.5, "p95_ms": 1.7, "throughput_samples_per_s": 660.0, "peak_rss_bytes": 3 * 10**8, "is_best_precision": True}
+    document = build_snapshot([{**row, **damage}], "d")
+    validate("benchmarks.json", document)  # its own contract admits it
+    base, root = cold
+    snapshot = _published(root, "benchmarks.json", json.dumps(build_snapshot([row], "d")).encode())
+    try:
+        code, r = call(base, "/benchmarks")
+        assert code == 200 and r["total"] == 1, r
+        snapshot.write_text(json.dumps(document))
+        for path in ("/benchmarks", "/benchmarks?model=bert-tiny"):
+            code, r = call(base, path)
+            assert code == 503 and "benchmarks.json is damaged" in r["message"], r
+            assert re.search(named, r["message"]), r
     finally:
         snapshot.unlink()
 
