@@ -85,6 +85,8 @@ def read_registry(data_dir: Path) -> dict[str, Path]:
         if document.get("version") != REGISTRY_VERSION or not isinstance(models, dict):
             raise ValueError(f"expected version {REGISTRY_VERSION} with a 'models' object")
         return {str(name): Path(entry["path"]) for name, entry in models.items()}
+    except RecursionError:  # JSON nested past the decoder: a damaged file, not a crash of every command and the server
+        raise RegistryError(f"the model registry {path} is malformed (JSON nested too deeply to read); fix or remove it") from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RegistryError(f"the model registry {path} is malformed ({exc}); fix or remove it") from exc
 

@@ -64,6 +64,13 @@ def test_a_malformed_registry_is_a_clear_error(tmp_path):
         read_registry(tmp_path)
 
 
+def test_a_registry_nested_past_the_decoder_is_malformed_not_a_recursion_error(tmp_path):
+    """`devicefit models` and the API's start-up ended in RecursionError on such a file."""
+    registry_file(tmp_path).write_text('{"version": 1, "models": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(RegistryError, match="malformed .*nested too deeply"):
+        read_registry(tmp_path)
+
+
 def test_model_names_never_look_at_the_file_system(tmp_path, tiny_models):
     names, _ = ModelNames.load(tmp_path / "empty-data")
     assert names.resolve("BERT-TINY").name == "bert-tiny" and names.resolve("google/vit-base-patch16-224").name == "vit-base-patch16-224"
