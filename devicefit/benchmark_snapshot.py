@@ -69,7 +69,7 @@ def load_snapshot(path: Path) -> dict[str, Any]:
         document = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise SnapshotError(f"no benchmark snapshot at {path}: materialize the pipeline (`make run`) first") from None
-    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
+    except (OSError, ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested past the decoder
         raise SnapshotError(f"benchmark snapshot {path} is unreadable: {exc}") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT or not isinstance(document.get("rows"), list):
         raise SnapshotError(f"benchmark snapshot {path} is not a {FORMAT} document")

@@ -367,3 +367,14 @@ def test_the_selectors_compatibility_matrix_is_what_it_reads(measured, artifact)
     selector = HardwareSelector(benchmark_dir=measured.root, record=False)
     assert selector.compatibility_matrix is selector.compatibility
     json.dumps(selector.compatibility_matrix, indent=2)
+
+
+def test_a_predictor_file_nested_past_the_json_decoder_is_refused_naming_it(tmp_path):
+    """`predictor.prediction_models = path` caught only ValueError: such a file raised RecursionError."""
+    from devicefit.predict.api import HardwareModelPredictor, PredictorSourceError
+
+    path = tmp_path / "predictor.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    predictor = HardwareModelPredictor(benchmark_dir=tmp_path / "empty", record=False)
+    with pytest.raises(PredictorSourceError, match="cannot read the predictor .*predictor.json"):
+        predictor.prediction_models = path

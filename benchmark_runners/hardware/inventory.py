@@ -163,8 +163,8 @@ def _read_cache(path: Path) -> HardwareInventory | None:
         if data.get("schema") != CACHE_SCHEMA or set(data["platforms"]) != set(registry.kind_names()):
             return None
         inventory = HardwareInventory.from_json(data)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # a missing or corrupt cache is simply re-detected
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None  # a missing or corrupt cache (nested past the decoder too) is simply re-detected
     if inventory.boot_id != _boot_id():
         return None  # hardware changes need a reboot; a new boot re-detects
     if _budget_changed(inventory):

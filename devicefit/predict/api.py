@@ -119,7 +119,7 @@ class HardwareModelPredictor:
         if isinstance(artifact, (str, Path)):
             try:
                 artifact = json.loads(Path(artifact).read_text())
-            except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
+            except (OSError, ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested past the decoder
                 raise PredictorSourceError(f"cannot read the predictor {artifact}: {exc}") from None
         found = artifact.get("format") if isinstance(artifact, dict) else None
         if found != ARTIFACT_FORMAT:

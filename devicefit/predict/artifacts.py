@@ -55,7 +55,7 @@ def load_current(paths: DataPaths) -> dict[str, Any] | None:
         return None
     try:
         artifact = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8 at all (a damaged file)
+    except (OSError, ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested past the decoder (a damaged file)
         raise PredictorUnavailable(f"published predictor {path} is unreadable ({exc}): retrain with `make run`") from None
     found = artifact.get("format") if isinstance(artifact, dict) else None
     if found != ARTIFACT_FORMAT:
@@ -83,6 +83,6 @@ def version_summaries(paths: DataPaths) -> list[dict[str, Any]]:
                         "within_bars": within_bars(artifact),
                         "held_out": {t: {"mape": targets[t].leave_one_model_out.mape, "bar": ERROR_BARS[t],
                                          "interval_coverage": targets[t].interval_coverage} for t in TARGETS}})
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             continue  # an unreadable or damaged file is not a version anyone can use
     return out

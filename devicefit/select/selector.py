@@ -54,7 +54,7 @@ def read_compatibility_matrix(path: Path) -> dict[str, Any] | None:
     try:
         document = json.loads(path.read_text())
         validate(path.name, document)
-    except (OSError, ValueError) as exc:  # ValueError: not JSON, not UTF-8, or ContractError
+    except (OSError, ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested past the decoder, or ContractError
         reason = str(exc) if isinstance(exc, ContractError) else f"unreadable: {exc}"
         raise CompatibilityMatrixError(f"published compatibility matrix {path} is {reason}: "
                                        "materialize the pipeline again (`make run`)") from None

@@ -220,6 +220,15 @@ def test_corrupt_cache_is_re_detected(tmp_path):
         assert json.loads(path.read_text())["platforms"]["cpu"]["available"] is True
 
 
+def test_a_cache_nested_past_the_json_decoder_is_re_detected(tmp_path):
+    """json.loads raises RecursionError, not ValueError, for such a file: every command that
+    detects hardware (the API's start-up included) ended in that traceback."""
+    path = tmp_path / "hardware.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    inventory = detect_hardware(cache_path=path, probe=False)
+    assert not inventory.from_cache and inventory.platforms["cpu"].available
+
+
 def test_fingerprint_of_an_absent_device_names_the_reason(tmp_path):
     inventory = detect_hardware(cache_path=tmp_path / "h.json")
     if inventory.platforms["mps"].available:

@@ -10,6 +10,10 @@ import pytest
 
 from tests.api.server import call, running
 
+# JSON nested past the decoder: json.loads raises RecursionError, which is no ValueError, so each
+# reader of a published file that caught only ValueError let it through (500s, a failed start-up).
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000
+
 
 @pytest.fixture(scope="module")
 def cold(tmp_path_factory):
@@ -20,8 +24,8 @@ def cold(tmp_path_factory):
         yield base, root
 
 
-@pytest.mark.parametrize("content", [b"\xff\xfe\x00not utf-8", b'{"format": "%s"}', b'{"format": "%s", "boosters": []}'],
-                         ids=["not-utf8", "no-boosters", "boosters-a-list"])
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00not utf-8", b'{"format": "%s"}', b'{"format": "%s", "boosters": []}',
+                                     DEEP_JSON], ids=["not-utf8", "no-boosters", "boosters-a-list", "nested-past-the-decoder"])
 def test_a_damaged_published_predictor_is_503_and_health_degraded_not_500(cold, content):
     from devicefit.predict.training import ARTIFACT_FORMAT
 
@@ -45,6 +49,15 @@ def test_a_damaged_published_predictor_is_503_and_health_degraded_not_500(cold, 
 
 
 @pytest.mark.parametrize("damaged", ["predictors/current.json", "outputs/compatibility_matrix.json"])
+def test_a_server_starts_over_a_published_artifact_nested_past_the_decoder(tmp_path, damaged):
+    from devicefit.api.state import ServiceState, Settings
+
+    (tmp_path / damaged).parent.mkdir()
+    (tmp_path / damaged).write_bytes(DEEP_JSON)
+    ServiceState(Settings(benchmark_dir=tmp_path, warm_models=())).start()
+
+
+@pytest.mark.parametrize("damaged", ["predictors/current.json", "outputs/compatibility_matrix.json"])
 def test_a_server_starts_over_a_damaged_published_artifact(tmp_path, damaged):
     """Start-up warns and serves (503 until the pipeline publishes again), rather than failing to start."""
     from devicefit.api.state import ServiceState, Settings
@@ -63,8 +76,8 @@ def _published(root, name: str, content: bytes):
     return path
 
 
-@pytest.mark.parametrize("content", [b'{"model_families": ', b"\xff\xff", b"[]", b'{"model_families": {"embedding": 1}}'],
-                         ids=["truncated", "not-utf8", "a-list", "breaks-contract"])
+@pytest.mark.parametrize("content", [b'{"model_families": ', b"\xff\xff", b"[]", b'{"model_families": {"embedding": 1}}', DEEP_JSON],
+                         ids=["truncated", "not-utf8", "a-list", "breaks-contract", "nested-past-the-decoder"])
 def test_a_damaged_compatibility_matrix_is_503_naming_it_not_500(cold, content):
     base, root = cold
     matrix = _published(root, "compatibility_matrix.json", content)
@@ -79,7 +92,8 @@ def test_a_damaged_compatibility_matrix_is_503_naming_it_not_500(cold, content):
 
 
 @pytest.mark.parametrize("content", [b"\xff\xff", b'{"format": "devicefit.benchmark_snapshot/1", "generated_at": "x", '
-                                                  b'"database": "d", "rows": [1]}'], ids=["not-utf8", "row-not-an-object"])
+                                                  b'"database": "d", "rows": [1]}', DEEP_JSON],
+                         ids=["not-utf8", "row-not-an-object", "nested-past-the-decoder"])
 def test_a_damaged_benchmark_snapshot_is_503_naming_it_not_500(cold, content):
     base, root = cold
     snapshot = _published(root, "benchmarks.json", content)
