@@ -184,6 +184,8 @@ def load_config(path: str | Path | None = None) -> SelectionConfig:
             override = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise SelectionConfigError(f"selection config {path} is not valid JSON: {exc}") from None
+        except RecursionError:  # json.loads's own error for nesting past the decoder, which is no ValueError
+            raise SelectionConfigError(f"selection config {path} is not valid JSON: nested too deeply to read") from None
         for section, value in _mapping(override, str(path)).items():
             if isinstance(value, dict) and isinstance(raw.get(section), dict):
                 raw[section] = {**raw[section], **value}

@@ -62,3 +62,11 @@ def test_a_config_number_beyond_a_float_is_refused_not_a_traceback(tmp_path):
     bad.write_text('{"selection_criteria": {"inference": {"latency_weight": 1' + "0" * 400 + '}}}')
     with pytest.raises(SelectionConfigError, match=r"latency_weight must be a finite number, got an integer of 1329 bits"):
         load_config(bad)
+
+
+def test_a_config_nested_past_the_json_decoder_is_named_not_a_traceback(tmp_path):
+    """json.loads raises RecursionError for it: `devicefit select --config` ended in that traceback."""
+    bad = tmp_path / "deep.json"
+    bad.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(SelectionConfigError, match=f"{bad} is not valid JSON: nested too deeply"):
+        load_config(bad)
