@@ -40,7 +40,9 @@ class IngestResult:
 
 def _load_json(path: Path) -> Any:
     if not path.is_file():
-        raise LandingFileError(f"{path}: no such file")
+        # /dev/zero or a FIFO was "no such file"; a read error (EIO) was the OS's words without the path
+        raise LandingFileError(f"{path}: " + ("not a regular file (a directory, a device, a pipe or a socket)"
+                                              if path.exists() else "no such file"))
     if (why := too_large(path)) is not None:
         raise LandingFileError(why)
     try:
@@ -49,6 +51,8 @@ def _load_json(path: Path) -> Any:
         raise LandingFileError(f"{path}: not valid JSON ({exc})") from exc
     except RecursionError:
         raise LandingFileError(f"{path}: JSON nested too deeply to read") from None
+    except OSError as exc:
+        raise LandingFileError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def _optimum_pair(path: Path) -> tuple[dict, dict] | None:

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from devicefit import store
-from devicefit.ingest import ingest_file
+from devicefit.ingest import ingest_file, ingest_path
 from devicefit.landing import LandingFileError, load_landing_files, write_landing
 from devicefit.paths import DataPaths
 from tests.pipelines.test_ingest import optimum_documents, write_optimum_pair
@@ -320,4 +320,35 @@ def test_optimum_output_nested_hundreds_deep_is_refused_not_a_recursion_error(tm
     config["environment"]["torch_version"] = _nested(500)
     with pytest.raises(LandingFileError, match="nested more than 64 levels deep"):
         ingest_file(write_optimum_pair(tmp_path / "pair", config, report), tmp_path / "raw")
+    assert not (tmp_path / "raw").exists()
+
+
+def test_ingest_names_a_file_it_cannot_read_and_one_that_is_no_regular_file(tmp_path, monkeypatch):
+    """`devicefit ingest` of a file whose read fails (EIO: /proc/self/mem, a failing disk) said only
+    'Input/output error (OSError)', in a directory of files without saying which; a FIFO or
+    /dev/zero was 'no such file'."""
+    import errno
+    import os
+    from pathlib import Path
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    with pytest.raises(LandingFileError, match="pipe.json: not a regular file"):
+        ingest_file(fifo, tmp_path / "raw")
+    directory = tmp_path / "landing"
+    directory.mkdir()
+    (directory / "a.json").write_text(json.dumps(_doc([_row(run_id="a")])))
+    (directory / "b.json").write_text(json.dumps(_doc([_row(run_id="b")])))
+    original = Path.read_text
+
+    def failing(self, *args, **kwargs):
+        if self.name == "b.json":
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", failing)
+    with pytest.raises(LandingFileError, match=r"b\.json: cannot be read \(Input/output error\)"):
+        ingest_path(directory / "b.json", tmp_path / "raw")
+    with pytest.raises(LandingFileError, match=r"b\.json: cannot be read"):
+        ingest_path(directory, tmp_path / "raw")
     assert not (tmp_path / "raw").exists()
