@@ -22,7 +22,8 @@ from benchmark_runners.hardware.inventory import device_fingerprint
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 from benchmark_runners.stats import summarize
 from devicefit.landing import LandingFileError, too_large, validate_document, write_landing
-from devicefit.landing_schema import INT64_MAX, MAX_JSON_DEPTH, PositiveInt32, Text, describe, nests_deeper
+from devicefit.landing_bounds import MAX_JSON_DEPTH, MIN_TIMING_MS, nests_deeper
+from devicefit.landing_schema import INT64_MAX, PositiveInt32, Text, describe
 from devicefit.results_io import FORMAT, results_document
 
 OPTIMUM_DTYPES = {None: "fp32", "auto": "fp32", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
@@ -217,6 +218,9 @@ def optimum_to_document(config: Any, report: Any, source: str, digest: str) -> d
     if scale is None:
         raise LandingFileError(f"{where}: latency unit {target.latency.unit!r} is not s or ms")
     samples_ms = [v * scale for v in target.latency.values]
+    if min(samples_ms) < MIN_TIMING_MS:
+        raise LandingFileError(f"{where} report.{target_name}.latency.values: {min(target.latency.values)!r} "
+                               f"{target.latency.unit} is under a nanosecond: not a measurement")
     seq = shapes.sequence_length
     try:
         cfg = BenchmarkConfig(model=backend.model, device=device, precision=OPTIMUM_DTYPES[dtype],

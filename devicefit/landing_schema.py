@@ -23,6 +23,7 @@ from benchmark_runners.constraints import parse_profile_slug, profile_slug
 from benchmark_runners.hardware.inventory import FINGERPRINT
 from benchmark_runners.records import MODES, PRECISIONS, REASON_CODES, STATUSES, BenchmarkResult
 from devicefit.errors import DevicefitError
+from devicefit.landing_bounds import MAX_JSON_DEPTH, measured_range_problem, nests_deeper
 from devicefit.results_io import FORMAT
 
 INT32_MAX = 2**31 - 1
@@ -47,26 +48,6 @@ def _utf8(value: str) -> str:
     except UnicodeEncodeError as exc:
         raise ValueError(f"text is not valid Unicode ({exc.reason})") from None
     return value
-
-
-# How deep a JSON column's value may nest. The rows are copied field by field in Python
-# (dataclasses.asdict, recursive) on their way into the store: a value nested some 400 levels
-# passed json.dumps here and then raised RecursionError in the middle of every later load.
-# Real values nest at most 3 levels (a hardware block 6).
-MAX_JSON_DEPTH = 64
-
-
-def nests_deeper(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether `value` nests lists and objects more than `limit` deep (looked at without recursion,
-    and only down to `limit + 1` levels)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth > limit:
-                return True
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
-    return False
 
 
 def _json_value(value: Any) -> Any:
@@ -344,6 +325,8 @@ def _check_row(row: Any, where: str) -> dict[str, Any]:
             # divided the reports by zero (and the store's invalid_timing_rows check calls it invalid).
             if getattr(parsed, key) <= 0:
                 raise LandingFileError(f"{where} is 'ok' with {key}={getattr(parsed, key)}: a measured figure must be positive")
+        if (problem := measured_range_problem(parsed)) is not None:
+            raise LandingFileError(f"{where} is 'ok' with {problem}")
     elif not parsed.error:
         raise LandingFileError(f"{where} is {parsed.status!r} without the reason in 'error'")
     return parsed.model_dump(exclude_unset=True)

@@ -2,6 +2,7 @@
 never blocks the files after it; a row is stored once by its natural key (run_id, config_key)
 whatever file brought it; the optimum-benchmark importer refuses wrong-typed fields by name."""
 import json
+import re
 
 import pytest
 
@@ -352,3 +353,44 @@ def test_ingest_names_a_file_it_cannot_read_and_one_that_is_no_regular_file(tmp_
     with pytest.raises(LandingFileError, match=r"b\.json: cannot be read"):
         ingest_path(directory, tmp_path / "raw")
     assert not (tmp_path / "raw").exists()
+
+
+def _absurd(row: dict, p50: float, throughput: float = 100.0) -> dict:
+    return {**row, "samples_ms": [p50] * 3, "p50_ms": p50, "mean_ms": p50, "throughput_samples_per_s": throughput}
+
+
+def test_a_sub_nanosecond_timing_is_quarantined_and_never_published_as_infinity(tmp_path):
+    """5e-321 ms is positive and finite, so it passed; the aggregates' speedup_vs_cpu_fp32 (the CPU's
+    fp32 p50 over it) overflowed and the published benchmarks.json held Infinity, which is not JSON
+    (a consumer validating it with the published schema cannot parse it). Found by a fault hunt."""
+    from devicefit.pipeline import refresh_aggregates
+
+    paths = DataPaths(tmp_path)
+    write_landing(paths.raw, "partition:cpu|bert-tiny", _doc([_row(run_id="base")]))
+    _write_raw(paths.raw / "ingest__absurd.json",
+               {**_doc([_absurd(_row(precision="bf16", run_id="absurd"), 5e-321)]), "source_key": "ingest:absurd"})
+    report = load_landing_files(paths.database, paths.raw)
+    assert "samples_ms 5e-321: not a measurement" in dict(report.quarantined)["ingest__absurd.json"]
+    refresh_aggregates(paths)
+
+    def no_constant(name):
+        raise AssertionError(f"the published snapshot holds {name}, which is not JSON")
+    json.loads((paths.outputs / "benchmarks.json").read_text(), parse_constant=no_constant)
+
+
+@pytest.mark.parametrize("p50, throughput, named", [
+    (5e-321, 100.0, "samples_ms 5e-321"),
+    (1e300, 100.0, "samples_ms 1e+300"),  # over a year: its ratio to a 0.5 ms row overflowed the same way
+    (10.0, 5e-324, "throughput_samples_per_s 5e-324"),
+    (10.0, 1e300, "throughput_samples_per_s 1e+300"),
+])
+def test_an_ok_row_with_a_figure_no_clock_measures_is_refused_by_name(tmp_path, p50, throughput, named):
+    with pytest.raises(LandingFileError, match=rf"results\[0\] is 'ok' with {re.escape(named)}: not a measurement"):
+        write_landing(tmp_path, "ingest:x", _doc([_absurd(_row(), p50, throughput)]))
+
+
+def test_optimum_latencies_under_a_nanosecond_are_refused_by_field(tmp_path):
+    config, report = optimum_documents()
+    report["forward"]["latency"]["values"] = [5e-324] * 4
+    with pytest.raises(LandingFileError, match=r"report\.forward\.latency\.values: 5e-324 s is under a nanosecond"):
+        ingest_file(write_optimum_pair(tmp_path / "pair", config, report), tmp_path / "raw")

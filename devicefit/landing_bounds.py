@@ -1,0 +1,50 @@
+"""Bounds a landing row's values keep so that everything computed from them stays finite and
+every copy of them terminates: how deep a JSON column nests, what range a measured figure of an
+'ok' row lies in. Checked by devicefit.landing_schema (and the optimum-benchmark importer)."""
+from __future__ import annotations
+
+from typing import Any
+
+INT32_MAX = 2**31 - 1
+
+# How deep a JSON column's value may nest. The rows are copied field by field in Python
+# (dataclasses.asdict, recursive) on their way into the store: a value nested some 400 levels
+# passed json.dumps here and then raised RecursionError in the middle of every later load.
+# Real values nest at most 3 levels (a hardware block 6).
+MAX_JSON_DEPTH = 64
+
+
+def nests_deeper(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether `value` nests lists and objects more than `limit` deep (looked at without recursion,
+    and only down to `limit + 1` levels)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+# What an 'ok' row's figures can be: a timing from a nanosecond (the finest clock any backend
+# reads) to a year (the optimum importer's MAX_LATENCY), a throughput between one sample a year
+# and a batch of INT32_MAX a nanosecond. A positive 5e-321 ms passed as a timing, and the
+# aggregates' ratio of two timings (speedup_vs_cpu_fp32) overflowed: the published benchmarks.json
+# held Infinity, which is not JSON. Within these bounds every ratio of two figures is finite.
+MIN_TIMING_MS, MAX_TIMING_MS = 1e-6, 3.2e10
+MEASURED_RANGES = {"samples_ms": (MIN_TIMING_MS, MAX_TIMING_MS), "p50_ms": (MIN_TIMING_MS, MAX_TIMING_MS),
+                   "mean_ms": (MIN_TIMING_MS, MAX_TIMING_MS),
+                   "throughput_samples_per_s": (1e3 / MAX_TIMING_MS, INT32_MAX * 1e3 / MIN_TIMING_MS)}
+
+
+def measured_range_problem(row: Any) -> str | None:
+    """'<field> <value>: why' for the first of `row`'s measured figures (attributes, a number or a
+    list of them) outside MEASURED_RANGES, or None."""
+    for key, (low, high) in MEASURED_RANGES.items():
+        value = getattr(row, key)
+        for v in value if isinstance(value, list) else [value]:
+            if v is not None and not low <= v <= high:
+                return (f"{key} {v!r}: not a measurement (a timing is a nanosecond to a year, {MIN_TIMING_MS:g} to "
+                        f"{MAX_TIMING_MS:g} ms; a throughput one sample a year to a batch of {INT32_MAX} a nanosecond)")
+    return None
