@@ -305,8 +305,32 @@ def ingest_path(path: Path, raw_dir: Path) -> list[IngestResult]:
         raise LandingFileError(f"{path}: the directory holds neither devicefit results files (*.json) nor optimum-benchmark "
                                f"output ({' or '.join(OPTIMUM_FILES[1:])})")
     prepared = [_prepare(f) for f in files]
+    _refuse_stray_copies(files, [document for document, _, _ in prepared])
     return [IngestResult(key, write_landing(raw_dir, key, document), len(document["results"]), fmt)
             for document, fmt, key in prepared]
+
+
+def _refuse_stray_copies(files: list[Path], documents: list[dict[str, Any]]) -> None:
+    """LandingFileError when two files hold one source of one machine (its `source_key`, its host).
+    Where they were written the loader keeps one and quarantines the other (a stray copy such as
+    `partition__cpu__gpt2.old.json`, an older run of the partition); ingested, each became a source
+    of its own and both runs were stored. Two machines' files of one partition stay two sources."""
+    from devicefit.landing import landing_path
+    from devicefit.store.loading import host_fingerprint
+
+    seen: dict[tuple[Any, ...], Path] = {}
+    for path, document in zip(files, documents):
+        key = document.get("source_key")
+        if not isinstance(key, str) or not key:
+            continue
+        hardware = document.get("hardware") if isinstance(document.get("hardware"), dict) else {}
+        machine = (key, host_fingerprint(document), hardware.get("hostname"))
+        if machine in seen:
+            own = landing_path(path.parent, key).name
+            raise LandingFileError(f"{path}: holds the same source ({key}) of the same machine as {seen[machine].name} (its own "
+                                   f"file is {own}): two files of one source replace each other where they were written, and "
+                                   "ingesting both would store both runs; ingest the directory without the stray copy")
+        seen[machine] = path
 
 
 def store_results_document(document: dict[str, Any], database: str | Path):

@@ -394,3 +394,33 @@ def test_optimum_latencies_under_a_nanosecond_are_refused_by_field(tmp_path):
     report["forward"]["latency"]["values"] = [5e-324] * 4
     with pytest.raises(LandingFileError, match=r"report\.forward\.latency\.values: 5e-324 s is under a nanosecond"):
         ingest_file(write_optimum_pair(tmp_path / "pair", config, report), tmp_path / "raw")
+
+
+def _partition_file(directory, name: str, run_id: str, hostname: str = "h") -> None:
+    document = {**_doc([_row(run_id=run_id, hostname=hostname)]), "source_key": "partition:cpu|bert-tiny",
+                "hardware": {"hostname": hostname}}
+    _write_raw(directory / name, document)
+
+
+def test_a_directory_with_a_stray_copy_of_a_partition_is_refused_not_stored_twice(tmp_path):
+    """Where it was written the loader keeps partition__cpu__bert-tiny.json and quarantines the
+    .old.json copy (an older run): one run of the partition. Ingesting that directory made each
+    file a source of its own and stored both runs (18 rows of one 9-row partition, found by a fault
+    hunt with benchmarks/datasets/epyc-2c)."""
+    machine = tmp_path / "other-machine-raw"
+    _partition_file(machine, "partition__cpu__bert-tiny.json", "newer")
+    _partition_file(machine, "partition__cpu__bert-tiny.old.json", "older")
+    with pytest.raises(LandingFileError, match=r"bert-tiny.old.json: holds the same source \(partition:cpu\|bert-tiny\) of the "
+                                               r"same machine as partition__cpu__bert-tiny.json"):
+        ingest_path(machine, tmp_path / "raw")
+    assert not (tmp_path / "raw").exists()
+
+
+def test_two_machines_files_of_one_partition_are_both_ingested(tmp_path):
+    gathered = tmp_path / "gathered"
+    _partition_file(gathered, "a-partition__cpu__bert-tiny.json", "on-a", hostname="a")
+    _partition_file(gathered, "b-partition__cpu__bert-tiny.json", "on-b", hostname="b")
+    paths = DataPaths(tmp_path / "data")
+    assert len(ingest_path(gathered, paths.raw)) == 2
+    load_landing_files(paths.database, paths.raw)
+    assert _count(paths.database) == 2
