@@ -122,6 +122,8 @@ class LoadReport:
     superseded: list[tuple[str, str]] = field(default_factory=list)
     devices_registered: list[str] = field(default_factory=list)  # new devices from raw/devices/
     pulled: list[str] = field(default_factory=list)  # files copied from the landing share before loading
+    # (source_key, fingerprint, stamp): probes stamped past the store's clock, not taken as newer than a stamped one
+    future_probes: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def rows_loaded(self) -> int:
@@ -310,6 +312,7 @@ def _load(con, raw_dir: Path, pulled: list[str] | None = None) -> LoadReport:
                 retire_landing(path)
                 continue
             report.loaded.append((source_key, loaded.rows))
+            report.future_probes += [(source_key, fp, stamp) for fp, stamp in loaded.future_probes.items()]
             if loaded.duplicates:
                 report.duplicates.append((source_key, loaded.duplicates))
             report.superseded += [(old, source_key) for old in loaded.superseded]

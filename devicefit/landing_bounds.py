@@ -48,3 +48,26 @@ def measured_range_problem(row: Any) -> str | None:
                 return (f"{key} {v!r}: not a measurement (a timing is a nanosecond to a year, {MIN_TIMING_MS:g} to "
                         f"{MAX_TIMING_MS:g} ms; a throughput one sample a year to a batch of {INT32_MAX} a nanosecond)")
     return None
+
+
+# What a hardware probe's figures can be (benchmark_runners/hardware/probe.py): they become a
+# device's peaks, which predictions scale by, so a figure past any machine's (1e300 GFLOP/s was
+# stored as a CPU's peak) is no measurement. The bounds sit orders of magnitude outside every
+# real device: a matmul from a megaflop to 100 petaflops a second (an H200's bf16 measured
+# 786,429 GFLOP/s), a copy from a megabyte to a petabyte a second (HBM3e moves about 8,000
+# GB/s), a tiny kernel's call from a nanosecond to ten seconds (real ones: 1-9 µs).
+_MATMUL_GFLOPS = (1e-3, 1e8, "GFLOP/s (a megaflop to 100 petaflops a second)")
+_COPY_GBS = (1e-3, 1e6, "GB/s (a megabyte to a petabyte a second)")
+PROBE_RANGES: dict[str, tuple[float, float, str]] = {
+    "matmul_gflops_best": _MATMUL_GFLOPS, "matmul_gflops_bf16_best": _MATMUL_GFLOPS,
+    "matmul_gflops_fp16_best": _MATMUL_GFLOPS, "memory_bandwidth_gbs_best": _COPY_GBS, "cache_copy_gbs_best": _COPY_GBS,
+    "tiny_kernel_us_median": (1e-3, 1e7, "µs (a nanosecond to ten seconds)"),
+}
+
+
+def probe_figure_problem(field: str, value: float) -> str | None:
+    """Why `value` is no reading of the probe's figure `field` (PROBE_RANGES), or None."""
+    low, high, unit = PROBE_RANGES[field]
+    if low <= value <= high:
+        return None
+    return f"{value!r} is not a measurement: a probe's {field} lies between {low:g} and {high:g} {unit}"

@@ -23,7 +23,7 @@ from benchmark_runners.constraints import parse_profile_slug, profile_slug
 from benchmark_runners.hardware.inventory import FINGERPRINT
 from benchmark_runners.records import MODES, PRECISIONS, REASON_CODES, STATUSES, BenchmarkResult
 from devicefit.errors import DevicefitError
-from devicefit.landing_bounds import MAX_JSON_DEPTH, measured_range_problem, nests_deeper
+from devicefit.landing_bounds import MAX_JSON_DEPTH, measured_range_problem, nests_deeper, probe_figure_problem
 from devicefit.results_io import FORMAT
 
 INT32_MAX = 2**31 - 1
@@ -256,16 +256,26 @@ class HardwarePlatform(_Open):
     devices: list[HardwareDevice] | None = None
 
 
+def _probe_figure(field: str) -> Any:
+    """The type of the probe's figure `field`: a positive finite number within what a machine
+    can measure (landing_bounds.PROBE_RANGES; the ValueError names the bounds, pydantic the field)."""
+    def check(value: float) -> float:
+        if (problem := probe_figure_problem(field, value)) is not None:
+            raise ValueError(problem)
+        return value
+    return Annotated[float, Field(gt=0, allow_inf_nan=False), AfterValidator(check)]
+
+
 class HardwareProbe(_Open):
     """A probe's figures become a device's peaks (predictions scale by them): when present they
-    are positive finite numbers."""
+    are positive finite numbers within what a machine can measure."""
     fingerprint: Text | None = None
-    matmul_gflops_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    memory_bandwidth_gbs_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    cache_copy_gbs_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    tiny_kernel_us_median: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    matmul_gflops_bf16_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    matmul_gflops_fp16_best: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    matmul_gflops_best: _probe_figure("matmul_gflops_best") | None = None
+    memory_bandwidth_gbs_best: _probe_figure("memory_bandwidth_gbs_best") | None = None
+    cache_copy_gbs_best: _probe_figure("cache_copy_gbs_best") | None = None
+    tiny_kernel_us_median: _probe_figure("tiny_kernel_us_median") | None = None
+    matmul_gflops_bf16_best: _probe_figure("matmul_gflops_bf16_best") | None = None
+    matmul_gflops_fp16_best: _probe_figure("matmul_gflops_fp16_best") | None = None
     speed_reference: SpeedReference | None = None  # the kernel's readings around the probe: training scales the peaks by them
 
 

@@ -4,7 +4,7 @@ devices with it, so every device with a row in the store is a registered device)
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from devicefit.store.connection import transaction
@@ -29,22 +29,49 @@ def document_probes(hardware: dict[str, Any]) -> dict[str, dict[str, Any]]:
             for p in (hardware.get("probes") or {}).values() if isinstance(p, dict)}
 
 
-def kept_probe(held: Any, new: Any) -> Any:
+# How far past this machine's clock a probe's stamp may lie and still be when it ran (two
+# machines' clocks differ, a zone written wrong is hours off). A stamp past it is no time: a
+# foreign file's probe stamped 9999-01-01 otherwise stayed the device's probe for good, newer
+# than every probe measured after it.
+PROBE_CLOCK_TOLERANCE = timedelta(days=1)
+
+
+def kept_probe(held: Any, new: Any, now: datetime | None = None) -> Any:
     """The probe a store keeps for a device that holds `held` when a document brings `new`,
     whatever order documents are ingested in: an undisturbed probe over a disturbed one (or
     none); between two of the same kind, the later by its detection time (`document_probes`'s
     stamp, naive times read as UTC). A probe without a readable time (stored before probes were
-    stamped) loses to a stamped one, and replaces another without one, as before the stamp."""
+    stamped), or stamped more than PROBE_CLOCK_TOLERANCE past `now` (naive UTC; default this
+    moment), loses to a stamped one, and replaces another without one, as before the stamp."""
     if not isinstance(held, dict):
         return new
     if not isinstance(new, dict):
         return held
     if bool(new.get("contended")) != bool(held.get("contended")):
         return held if new.get("contended") else new
-    held_at, new_at = _probed_at(held), _probed_at(new)
+    now = _utc_now() if now is None else now
+    held_at, new_at = _trusted_time(held, now), _trusted_time(new, now)
     if held_at is None or new_at is None:
         return held if held_at is not None and new_at is None else new
     return held if new_at < held_at else new
+
+
+def future_stamped(hardware: dict[str, Any], now: datetime | None = None) -> dict[str, str]:
+    """The probes of a document's hardware block stamped past this clock's tolerance, by
+    fingerprint, with their stamp: kept_probe takes none of them as newer than a stamped probe."""
+    now = _utc_now() if now is None else now
+    return {str(fp): str(p["detected_at"]) for fp, p in document_probes(hardware).items()
+            if _probed_at(p) is not None and _trusted_time(p, now) is None}
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _trusted_time(probe: dict[str, Any], now: datetime) -> datetime | None:
+    """When the probe ran, if its stamp says so readably and not past `now`'s tolerance."""
+    at = _probed_at(probe)
+    return at if at is not None and at <= now + PROBE_CLOCK_TOLERANCE else None
 
 
 def _probed_at(probe: dict[str, Any]) -> datetime | None:
@@ -68,7 +95,7 @@ def _upsert(con, device: dict[str, Any], now: datetime) -> bool:
     else:
         held = con.execute("SELECT probe FROM devices WHERE id = ?", [device["id"]]).fetchone()[0]
         old = json.loads(held) if held else None
-        if old is not None and kept_probe(old, device.get("probe")) is old:
+        if old is not None and kept_probe(old, device.get("probe"), now) is old:
             values[-1] = None  # coalesce keeps the held probe
         con.execute("UPDATE devices SET kind = ?, name = coalesce(?, name), hostname = coalesce(?, hostname), "
                     "host_fingerprint = coalesce(?, host_fingerprint), hardware_fingerprint = ?, profile = ?, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable
 
@@ -15,7 +15,7 @@ from benchmark_runners.hardware.inventory import host_qualified, qualify_host_ru
 from benchmark_runners.records import BenchmarkResult
 from devicefit.landing_schema import LandingFileError, parse_timestamp, validated_rows
 from devicefit.store.connection import DATA_ERRORS, _now, _rollback, _write_failure, database_file
-from devicefit.store.devices import document_probes, kept_probe, register_measured, row_device_id
+from devicefit.store.devices import document_probes, future_stamped, kept_probe, register_measured, row_device_id
 from devicefit.store.schema import _LEGACY_REASON_CODES, HISTORY_COLUMNS, JSON_FIELDS, MEASUREMENT_COLUMNS
 
 
@@ -106,6 +106,8 @@ class SourceLoad:
     duplicates: int = 0
     superseded: tuple[str, ...] = ()  # older partition sources whose rows this one replaced
     superseded_by: str | None = None  # a stored partition replaces this source: nothing of it was stored
+    # {fingerprint: stamp}: its probes stamped past the store's clock, not taken as newer than a stamped probe
+    future_probes: dict[str, str] = field(default_factory=dict)
 
 
 def _held_elsewhere(con, source_key: str, results: list[BenchmarkResult]) -> set[tuple[str, str]]:
@@ -187,7 +189,8 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
         if isinstance(exc, (duckdb.Error, OSError)):
             raise _write_failure(database_file(con), exc, f"load {source_key} into") from exc
         raise
-    return SourceLoad(len(kept), len(results) - len(kept), superseded)
+    return SourceLoad(len(kept), len(results) - len(kept), superseded,
+                      future_probes=future_stamped(document.get("hardware") or {}, now))
 
 
 def _stored_successor(con, source_key: str, results: list[BenchmarkResult]) -> str | None:
@@ -254,7 +257,7 @@ def _upsert_hardware(con, inventory: dict[str, Any], now: datetime) -> None:
             probe = probes.get(fp)
             held = con.execute("SELECT probe FROM hardware WHERE fingerprint = ?", [fp]).fetchone()
             old = json.loads(held[0]) if held and held[0] else None
-            probe = kept_probe(old, probe)
+            probe = kept_probe(old, probe, now)
             con.execute("DELETE FROM hardware WHERE fingerprint = ?", [fp])
             con.execute("INSERT INTO hardware VALUES (?, ?, ?, ?, ?, ?, ?)",
                         [fp, kind, dev.get("name"), hostname, json.dumps(dev), json.dumps(probe), now])

@@ -424,3 +424,84 @@ def test_two_machines_files_of_one_partition_are_both_ingested(tmp_path):
     assert len(ingest_path(gathered, paths.raw)) == 2
     load_landing_files(paths.database, paths.raw)
     assert _count(paths.database) == 2
+
+
+def _probed_file(path, run_id: str, detected_at: str, gflops: float) -> None:
+    """A foreign landing file of one row on device cpu-abc, its hardware block carrying a probe."""
+    probe = {"fingerprint": "cpu-abc", "matmul_gflops_best": gflops, "memory_bandwidth_gbs_best": 27.0}
+    hardware = {"hostname": "vm", "detected_at": detected_at, "probes": {"cpu": probe},
+                "platforms": {"cpu": {"available": True, "devices": [{"name": "Xeon", "fingerprint": "cpu-abc"}]}}}
+    _write_raw(path, {**_doc([{**_row(run_id=run_id), "hardware_fingerprint": "cpu-abc"}]), "hardware": hardware})
+
+
+def _stored_probes(db) -> tuple[dict, dict]:
+    con = store.connect(db, read_only=True)
+    try:
+        [(hardware,)] = con.execute("SELECT probe FROM hardware WHERE fingerprint = 'cpu-abc'").fetchall()
+        [(device,)] = con.execute("SELECT probe FROM devices WHERE id = 'cpu-abc'").fetchall()
+    finally:
+        con.close()
+    return json.loads(hardware), json.loads(device)
+
+
+@pytest.mark.parametrize("future_first", [True, False])
+def test_a_probe_stamped_in_the_future_never_outranks_a_stamped_one_and_ingest_says_so(tmp_path, monkeypatch, future_first):
+    """A foreign file's probe stamped 9999-01-01 became the device's probe for good: every probe
+    measured after it was 'older' (found by a fault hunt). Ingested before or after a real probe,
+    the real one is kept in the hardware table and the device's, and ingest names the stamp."""
+    from datetime import datetime, timedelta, timezone
+
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+
+    paths = DataPaths(tmp_path / "data")
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(paths.root))
+    now = datetime.now(timezone.utc)
+    _probed_file(tmp_path / "future.json", "from-the-future", "9999-01-01T00:00:00+00:00", 400.0)
+    _probed_file(tmp_path / "real.json", "real", (now - timedelta(hours=1)).isoformat(), 330.0)
+    outputs = {}
+    for name in (["future", "real"] if future_first else ["real", "future"]):
+        out = CliRunner().invoke(app, ["ingest", str(tmp_path / f"{name}.json")])
+        assert out.exit_code == 0, out.output
+        outputs[name] = out.output
+    hardware, device = _stored_probes(paths.database)
+    assert hardware["matmul_gflops_best"] == 330.0 and device["matmul_gflops_best"] == 330.0
+    assert "the probe of cpu-abc is stamped 9999-01-01T00:00:00+00:00, more than a day past this machine's clock" \
+        in outputs["future"]
+    assert "past this machine's clock" not in outputs["real"]
+    assert _count(paths.database) == 2  # the rows themselves load
+
+
+def test_the_kept_probe_trusts_a_stamp_up_to_a_day_ahead_of_the_clock():
+    """Clocks differ between machines: a probe stamped hours ahead is still the newer one; one
+    stamped past the tolerance loses to any stamped probe, in either order."""
+    from datetime import datetime
+
+    from devicefit.store.devices import kept_probe
+
+    now = datetime(2026, 11, 29, 12, 0)
+    real = {"matmul_gflops_best": 1.0, "detected_at": "2026-11-28T12:00:00+00:00"}
+    hours_ahead = {"matmul_gflops_best": 2.0, "detected_at": "2026-11-30T06:00:00+00:00"}
+    far_ahead = {"matmul_gflops_best": 3.0, "detected_at": "2026-12-01T00:00:00+00:00"}
+    for a, b, winner in [(real, hours_ahead, hours_ahead), (real, far_ahead, real), (hours_ahead, far_ahead, hours_ahead)]:
+        assert kept_probe(a, b, now) is winner and kept_probe(b, a, now) is winner, (a, b)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("matmul_gflops_best", 1e300), ("matmul_gflops_bf16_best", 1e9), ("memory_bandwidth_gbs_best", 1e7),
+    ("cache_copy_gbs_best", 5e-324), ("tiny_kernel_us_median", 1e-9), ("matmul_gflops_fp16_best", 1e-6),
+])
+def test_a_probe_figure_no_machine_measures_is_quarantined_naming_it(tmp_path, field, value):
+    """Any positive figure passed: a probe of 1e300 GFLOP/s became the device's peak, which
+    predictions scale by (found by a fault hunt)."""
+    paths = DataPaths(tmp_path)
+    probe = {"fingerprint": "cpu-abc", "matmul_gflops_best": 330.0, field: value}
+    _write_raw(paths.raw / "ingest__absurd.json", {**_doc([_row(run_id="absurd")]), "source_key": "ingest:absurd",
+                                                   "hardware": {"probes": {"cpu": probe}}})
+    write_landing(paths.raw, "partition:cpu|z-good", _doc([_row(run_id="good")]))
+    report = load_landing_files(paths.database, paths.raw)
+    assert f"hardware.probes.cpu.{field}: Value error, {value!r} is not a measurement" in dict(report.quarantined)["ingest__absurd.json"]
+    assert report.loaded == [("partition:cpu|z-good", 1)] and _count(paths.database) == 1
+    with pytest.raises(LandingFileError, match=rf"hardware\.probes\.cpu\.{field}"):
+        write_landing(tmp_path / "refused", "ingest:x", {**_doc([_row()]), "hardware": {"probes": {"cpu": probe}}})
