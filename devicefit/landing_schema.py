@@ -312,12 +312,20 @@ def describe(exc: ValidationError, prefix: str = "") -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
+def _blank_fields(row: dict[str, Any]) -> list[str]:
+    """The required fields of `row` given as text that is nothing but whitespace: a model, run or
+    config named "   " is no name (the store keys rows and models by them)."""
+    return [k for k in REQUIRED_RESULT_FIELDS if isinstance(row.get(k), str) and not row[k].strip()]
+
+
 def _check_row(row: Any, where: str) -> dict[str, Any]:
     if not isinstance(row, dict):
         raise LandingFileError(f"{where} is not an object")
     missing = [k for k in REQUIRED_RESULT_FIELDS if row.get(k) is None or row.get(k) == ""]
     if missing:
         raise LandingFileError(f"{where} lacks {', '.join(missing)}")
+    if blank := _blank_fields(row):
+        raise LandingFileError(f"{where} lacks {', '.join(blank)}: only whitespace")
     unknown = sorted(map(str, set(row) - RESULT_FIELDS - set(RENAMED_RESULT_FIELDS)))
     if unknown:
         raise LandingFileError(f"{where} has unknown fields {', '.join(unknown)}")

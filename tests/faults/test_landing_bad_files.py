@@ -505,3 +505,21 @@ def test_a_probe_figure_no_machine_measures_is_quarantined_naming_it(tmp_path, f
     assert report.loaded == [("partition:cpu|z-good", 1)] and _count(paths.database) == 1
     with pytest.raises(LandingFileError, match=rf"hardware\.probes\.cpu\.{field}"):
         write_landing(tmp_path / "refused", "ingest:x", {**_doc([_row()]), "hardware": {"probes": {"cpu": probe}}})
+
+
+@pytest.mark.parametrize("field, value", [("model", "   "), ("run_id", " "), ("config_key", "\t \n"), ("backend", "  "),
+                                          ("model", "\u3000")])
+def test_a_required_field_of_only_whitespace_is_quarantined_naming_it(tmp_path, field, value):
+    """A row whose model, run_id or config_key was only spaces passed the 'lacks' check (only None
+    and "" failed it) and was stored under a name that is none (found by a fault hunt)."""
+    paths = DataPaths(tmp_path / "data")
+    _write_raw(paths.raw / "ingest__blank.json", {**_doc([{**_row(run_id="blank"), field: value}]), "source_key": "ingest:blank"})
+    write_landing(paths.raw, "partition:cpu|z-good", _doc([_row(run_id="good")]))
+    report = load_landing_files(paths.database, paths.raw)
+    assert dict(report.quarantined)["ingest__blank.json"].endswith(f"results[0] lacks {field}: only whitespace")
+    assert report.loaded == [("partition:cpu|z-good", 1)] and _count(paths.database) == 1
+    foreign = tmp_path / "foreign.json"
+    _write_raw(foreign, _doc([{**_row(run_id="blank"), field: value}]))
+    with pytest.raises(LandingFileError, match=rf"lacks {field}: only whitespace"):
+        ingest_file(foreign, tmp_path / "raw")
+    assert not (tmp_path / "raw").exists()
