@@ -3,8 +3,9 @@
 Standard library only, and the device registry (`benchmark_runners.registry`, itself standard
 library only) for the torch device of a kind. A 4xx answer raises ValueError with the server's message, as the spec
 shows; a 5xx, an unreachable server, one that does not answer within `timeout`, drops the
-connection or answers something that is not JSON raises RuntimeError. A base URL that is not an
-http:// or https:// URL of a host is refused (ValueError) when the client is made.
+connection, redirects (3xx: never followed), or answers something that is not JSON or not the
+shape of the endpoint's answer raises RuntimeError. A base URL that is not an http:// or
+https:// URL of a host is refused (ValueError) when the client is made.
 """
 from __future__ import annotations
 
@@ -33,6 +34,40 @@ def _error_message(exc: urllib.error.HTTPError) -> str:
     return f"{exc.reason}: {text}" if text else str(exc.reason)
 
 
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Every 3xx left as the HTTPError it is: urllib re-sent a redirected POST as a GET (a 301 or
+    302 ended as the new address's "405: Method Not Allowed") and followed a redirect to any host."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_RefuseRedirects)
+
+
+def _redirect_message(url: str, exc: urllib.error.HTTPError) -> str:
+    """What a 3xx answer to `url` said, where it pointed, and what to do about it."""
+    location = exc.headers.get("Location") if exc.headers is not None else None
+    where = f"a redirect to {urllib.parse.urljoin(url, location)[:300]!r}" if location else "a redirect without a Location"
+    return (f"{url} answered {exc.code} {exc.reason}, {where}: the client follows no redirect (it would re-send the "
+            "request as a GET, or to another host); if that is the devicefit server, give its address as base_url")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _member(url: str, answer: dict[str, Any], key: str, kind: type, described: str) -> Any:
+    """`answer[key]` when it is a `kind`, else RuntimeError naming the endpoint and what was missing."""
+    value = answer.get(key)
+    if not isinstance(value, kind):
+        got = f"got {_shown(value)}" if key in answer else f"it is missing (the answer's keys: {_shown(sorted(answer))})"
+        raise RuntimeError(f"{url} answered JSON of the wrong shape: {key!r} should be {described}, {got}")
+    return value
+
+
 def checked_base_url(base_url: str) -> str:
     """`base_url` without its trailing '/', when it is an http:// or https:// URL of a host; else
     ValueError saying what came. urllib opens whatever URL it is given: `file:///etc/passwd#`
@@ -56,14 +91,16 @@ class HardwareSelectionClient:
         self.base_url = checked_base_url(base_url)
         self.timeout = timeout
 
-    def _call(self, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _call(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         data = None if body is None else json.dumps({k: v for k, v in body.items() if v is not None}).encode()
         request = urllib.request.Request(self.base_url + path, data=data, method="GET" if data is None else "POST",
                                          headers={"Content-Type": "application/json", "Accept": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+            with _OPENER.open(request, timeout=self.timeout) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                raise RuntimeError(_redirect_message(self.base_url + path, exc)) from None
             message = _error_message(exc)
             if 400 <= exc.code < 500:
                 raise ValueError(f"{exc.code}: {message}") from None
@@ -75,15 +112,19 @@ class HardwareSelectionClient:
         except (http.client.HTTPException, OSError) as exc:  # the connection dropped mid-answer
             raise RuntimeError(f"{self.base_url}{path}: connection failed: {exc or type(exc).__name__}") from None
         try:
-            return json.loads(raw)
+            answer = json.loads(raw)
         except ValueError:  # not a ValueError to the caller: that is a 4xx
             raise RuntimeError(f"{self.base_url}{path} answered something that is not JSON: {raw[:200]!r}") from None
+        if not isinstance(answer, dict):  # every endpoint the client calls answers an object
+            raise RuntimeError(f"{self.base_url}{path} answered JSON of the wrong shape: expected an object, got {_shown(answer)}")
+        return answer
 
     def health(self) -> dict[str, Any]:
         return self._call("/health")
 
     def detect_hardware(self) -> dict[str, bool]:
-        return self._call("/hardware/detect")["hardware"]
+        return _member(self.base_url + "/hardware/detect", self._call("/hardware/detect"), "hardware", dict,
+                       "an object of hardware kinds to true or false")
 
     def select_hardware(self, model_name: str, model_family: str | None = None, batch_size: int = 1,
                         sequence_length: int | None = None, mode: str = "inference", precision: str = "fp32",
@@ -141,7 +182,10 @@ class HardwareSelectionClient:
         from benchmark_runners import registry
 
         result = self.select_hardware(model_name, model_family, batch_size, mode=mode)
-        for kind in [result["primary_recommendation"], *result["fallback_options"]]:
-            if kind in registry.torch_kinds():
+        url = self.base_url + "/hardware/select"
+        primary = _member(url, result, "primary_recommendation", str, "a hardware kind")
+        fallbacks = _member(url, result, "fallback_options", list, "a list of hardware kinds")
+        for kind in [primary, *fallbacks]:
+            if isinstance(kind, str) and kind in registry.torch_kinds():
                 return registry.torch_device(kind)
-        raise ValueError(f"no torch device among {result['primary_recommendation']}, {result['fallback_options']}")
+        raise ValueError(f"no torch device among {primary}, {fallbacks}")

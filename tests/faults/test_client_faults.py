@@ -4,6 +4,7 @@ RuntimeError otherwise, and keeps what the server said."""
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -83,3 +84,77 @@ def test_the_client_never_answers_from_a_local_file(tmp_path):
 @pytest.mark.parametrize("base_url", ["http://127.0.0.1:8000", "HTTPS://example.org/", "http://[::1]:8000/api/"])
 def test_an_http_base_url_is_kept_without_its_trailing_slash(base_url):
     assert HardwareSelectionClient(base_url).base_url == base_url.rstrip("/")
+
+
+@contextlib.contextmanager
+def answering(answers: dict[tuple[str, str], tuple[int, dict[str, str], bytes]]) -> Iterator[tuple[str, list]]:
+    """A real HTTP server on 127.0.0.1 answering {(method, path): (status, headers, body)}, anything
+    else 405; yields its base URL and the (method, path) of every request it got."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[tuple[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append((self.command, self.path))
+            status, headers, body = answers.get((self.command, self.path), (405, {}, b'{"detail": "Method Not Allowed"}'))
+            self.send_response(status)
+            for key, value in {**headers, "Content-Type": "application/json", "Content-Length": str(len(body))}.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("elsewhere", ["/v2/hardware/select", "http://127.0.0.2:9/hardware/select"])
+def test_a_redirected_call_is_an_error_naming_the_status_and_the_location_not_a_405(status, elsewhere):
+    """A POST answered 301 or 302 was re-sent by urllib as a GET to the new address and ended as
+    its "405: Method Not Allowed" (a 307 or 308 as the bare reason); a GET was followed to any
+    host. No redirect is followed: the error says which status pointed where."""
+    with answering({("POST", "/hardware/select"): (status, {"Location": elsewhere}, b""),
+                    ("GET", "/health"): (status, {"Location": elsewhere.replace("select", "health")}, b"")}) as (base, seen):
+        client = HardwareSelectionClient(base, timeout=5)
+        target = elsewhere if elsewhere.startswith("http") else base + elsewhere
+        with pytest.raises(RuntimeError, match=rf"{base}/hardware/select answered {status} .*, a redirect to "
+                                               rf"'{re.escape(target)}': the client follows no redirect"):
+            client.select_hardware("bert-tiny")
+        with pytest.raises(RuntimeError, match=rf"/health answered {status} .*a redirect to '{re.escape(target.replace('select', 'health'))}'"):
+            client.health()
+    assert seen == [("POST", "/hardware/select"), ("GET", "/health")]  # nothing re-sent anywhere
+
+
+@pytest.mark.parametrize("call, path, answer, match", [
+    ("detect_hardware", "/hardware/detect", b'{"status": "success"}',
+     r"'hardware' should be an object of hardware kinds to true or false, it is missing \(the answer's keys: \['status'\]\)"),
+    ("detect_hardware", "/hardware/detect", b'{"hardware": ["cpu"]}', r"'hardware' should be an object .*got \['cpu'\]"),
+    ("detect_hardware", "/hardware/detect", b"[1, 2]", r"expected an object, got \[1, 2\]"),
+    ("get_optimal_device", "/hardware/select", b'{"primary_recommendation": "cpu"}',
+     r"'fallback_options' should be a list of hardware kinds, it is missing"),
+    ("get_optimal_device", "/hardware/select", b'{"primary_recommendation": "tpu", "fallback_options": 5}',
+     r"'fallback_options' should be a list of hardware kinds, got 5"),
+    ("get_optimal_device", "/hardware/select", b'{"fallback_options": ["cpu"]}', r"'primary_recommendation' should be a hardware kind"),
+    ("select_hardware", "/hardware/select", b"null", "expected an object, got None"),
+    ("health", "/health", b'"ok"', "expected an object, got 'ok'"),
+])
+def test_an_answer_of_the_wrong_shape_is_an_error_naming_the_endpoint_and_what_was_missing(call, path, answer, match):
+    """A 200 whose JSON was not the endpoint's answer ended as a KeyError or TypeError inside the
+    client (detect_hardware, get_optimal_device), or was handed back as if it were one."""
+    method = "GET" if path in ("/health", "/hardware/detect") else "POST"
+    with answering({(method, path): (200, {}, answer)}) as (base, _):
+        client = HardwareSelectionClient(base, timeout=5)
+        with pytest.raises(RuntimeError, match=rf"{re.escape(base + path)} answered JSON of the wrong shape: {match}"):
+            getattr(client, call)(*(["bert-tiny"] if method == "POST" else []))
