@@ -127,16 +127,18 @@ class HardwareSelectionClient:
                        "an object of hardware kinds to true or false")
 
     def select_hardware(self, model_name: str, model_family: str | None = None, batch_size: int = 1,
-                        sequence_length: int | None = None, mode: str = "inference", precision: str = "fp32",
+                        sequence_length: int | None = None, mode: str | None = None, precision: str = "fp32",
                         available_hardware: list[str] | None = None, task_type: str | None = None, distributed: bool = False,
                         gpu_count: int = 1, max_latency_ms: float | None = None, new_tokens: int | None = None,
                         max_tpot_ms: float | None = None, max_ttft_ms: float | None = None) -> dict[str, Any]:
-        """`new_tokens`, `max_tpot_ms` and `max_ttft_ms` apply to mode (or task) generation."""
-        return self._call("/hardware/select", {
-            "model_name": model_name, "model_family": model_family, "batch_size": batch_size, "sequence_length": sequence_length,
-            "mode": mode, "precision": precision, "available_hardware": available_hardware, "task_type": task_type,
-            "distributed": distributed, "gpu_count": gpu_count, "max_latency_ms": max_latency_ms, "new_tokens": new_tokens,
-            "max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms})
+        """`mode` defaults to the task_type's (training for training and fine_tuning, generation
+        for generation) or inference; the server refuses a mode that contradicts the task_type.
+        `new_tokens`, `max_tpot_ms` and `max_ttft_ms` apply to mode (or task) generation."""
+        body = {"model_name": model_name, "model_family": model_family, "batch_size": batch_size, "sequence_length": sequence_length,
+                "precision": precision, "available_hardware": available_hardware, "task_type": task_type,
+                "distributed": distributed, "gpu_count": gpu_count, "max_latency_ms": max_latency_ms, "new_tokens": new_tokens,
+                "max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms}
+        return self._call("/hardware/select", body if mode is None else {**body, "mode": mode})
 
     def select_hardware_for_models(self, models: list[dict[str, str]], batch_size: int = 1, mode: str = "inference") -> dict[str, Any]:
         return self._call("/hardware/batch", {"models": models, "batch_size": batch_size, "mode": mode})
@@ -174,7 +176,7 @@ class HardwareSelectionClient:
         return self._call("/benchmarks?" + urllib.parse.urlencode({k: v for k, v in filters.items() if v is not None}))
 
     def get_optimal_device(self, model_name: str, model_family: str | None = None, batch_size: int = 1,
-                           mode: str = "inference") -> str:
+                           mode: str | None = None) -> str:
         """The torch device string of the recommended hardware that is present on the server's
         machine (`cuda:0`, `mps` or `cpu`): a recommendation torch cannot run here is skipped.
         The server takes the string back wherever it takes a hardware kind (`predict_performance(

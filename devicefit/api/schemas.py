@@ -89,6 +89,21 @@ class SelectRequest(Request):
     max_tpot_ms: Optional[float] = Field(None, gt=0, description="mode generation: bound on the predicted time per output token")
     max_ttft_ms: Optional[float] = Field(None, gt=0, description="mode generation: bound on the predicted time to first token")
 
+    @model_validator(mode="after")
+    def _one_mode(self) -> "SelectRequest":
+        """A task_type decides the mode it is answered in: a mode given beside it that says
+        otherwise, or `distributed` outside training, would be dropped silently (the CLI's
+        select refuses both the same way)."""
+        from devicefit.select.selector import TASK_MODES
+
+        wanted = TASK_MODES.get(self.task_type) if self.task_type else None
+        if wanted is not None and "mode" in self.model_fields_set and self.mode != wanted:
+            raise ValueError(f"task_type {self.task_type} selects on {wanted} figures, not mode {self.mode}: give one of them")
+        if self.distributed and (wanted or self.mode) != "training":
+            raise ValueError(f"distributed plans training over several GPUs; this request is answered in mode {wanted or self.mode} "
+                             "(give mode training, or task_type training or fine_tuning)")
+        return self
+
 
 class SelectResponse(Response):
     model_family: str

@@ -193,3 +193,30 @@ def test_a_batch_naming_one_model_with_two_families_is_422(cold):
     assert code == 422 and "'bert-tiny' is asked with two families (vision, embedding)" in r["message"], r
     code, r = call(base, "/hardware/batch", {"models": [{"name": "bert-tiny"}, {"name": "bert-tiny"}]})  # the same ask twice
     assert code == 200 and list(r) == ["bert-tiny"], r
+
+
+@pytest.mark.parametrize("body, named", [
+    ({"task_type": "training", "mode": "generation"}, "task_type training selects on training figures, not mode generation"),
+    ({"task_type": "fine_tuning", "mode": "inference"}, "task_type fine_tuning selects on training figures, not mode inference"),
+    ({"task_type": "generation", "mode": "training"}, "task_type generation selects on generation figures, not mode training"),
+    ({"distributed": True, "gpu_count": 8}, "distributed plans training over several GPUs; this request is answered in mode inference"),
+    ({"distributed": True, "task_type": "classification"}, "answered in mode inference"),
+], ids=["training-vs-generation", "fine-tuning-vs-inference", "generation-vs-training", "distributed-inference", "distributed-task"])
+def test_a_select_whose_mode_contradicts_its_task_or_distributed_is_422(cold, body, named):
+    """task_type training with mode generation was answered on training figures, and distributed
+    in inference was ignored, both with 200 (the CLI's select refuses both)."""
+    code, r = call(cold[0], "/hardware/select", {"model_name": "bert-tiny", "available_hardware": ["cpu"], **body})
+    assert code == 422 and named in r["message"], r
+
+
+def test_a_task_type_without_a_mode_is_answered_in_its_mode_by_the_api_and_the_client(cold):
+    from devicefit.client import HardwareSelectionClient
+
+    for body, mode in (({"task_type": "training"}, "training"), ({"task_type": "classification", "mode": "inference"}, "inference"),
+                       ({"mode": "training", "distributed": True, "gpu_count": 2}, "training"),
+                       ({"task_type": "fine_tuning", "distributed": True, "gpu_count": 2}, "training")):
+        code, r = call(cold[0], "/hardware/select", {"model_name": "bert-tiny", "available_hardware": ["cpu"], **body})
+        assert code == 200 and r["mode"] == mode, (body, r)
+    client = HardwareSelectionClient(cold[0])  # its mode defaults to the task's, not to inference
+    assert client.select_hardware("bert-tiny", task_type="training", available_hardware=["cpu"])["mode"] == "training"
+    assert client.select_hardware("bert-tiny", available_hardware=["cpu"])["mode"] == "inference"
