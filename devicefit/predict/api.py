@@ -170,7 +170,9 @@ class HardwareModelPredictor:
         point = model_point(spec, sequence_length)
         return {
             "model_name": spec.name, "model_family": model_family or point.family, "batch_size": batch_size,
-            "sequence_length": point.seq_length or sequence_length, "mode": mode, "precision": precision,
+            # the length the model is answered at; null for one without a token sequence (vision,
+            # audio), which a requested length does not change
+            "sequence_length": point.seq_length or None, "mode": mode, "precision": precision,
             "predictions": {hw: self._entry(p) for hw, p in zip(hardware, preds)},
             "predictor_version": self.predictor.version(),
         }

@@ -220,3 +220,15 @@ def test_a_task_type_without_a_mode_is_answered_in_its_mode_by_the_api_and_the_c
     client = HardwareSelectionClient(cold[0])  # its mode defaults to the task's, not to inference
     assert client.select_hardware("bert-tiny", task_type="training", available_hardware=["cpu"])["mode"] == "training"
     assert client.select_hardware("bert-tiny", available_hardware=["cpu"])["mode"] == "inference"
+
+
+def test_a_sequence_length_a_model_ignores_is_not_echoed_as_if_used(cold):
+    """resnet-50 asked at sequence_length 512 answered 'sequence_length': 512, as if it had been
+    predicted at that length; a text model's answer names the length it was predicted at."""
+    for path, extra in (("/hardware/select", {"available_hardware": ["cpu"]}), ("/performance/predict", {"hardware": ["cpu"]})):
+        code, r = call(cold[0], path, {"model_name": "resnet-50", "sequence_length": 512, **extra})
+        assert code == 200 and r["sequence_length"] is None, r
+        code, r = call(cold[0], path, {"model_name": "bert-tiny", "sequence_length": 64, **extra})
+        assert code == 200 and r["sequence_length"] == 64, r
+        code, r = call(cold[0], path, {"model_name": "bert-tiny", **extra})
+        assert code == 200 and r["sequence_length"] == 128, r
