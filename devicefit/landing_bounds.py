@@ -65,9 +65,27 @@ PROBE_RANGES: dict[str, tuple[float, float, str]] = {
 }
 
 
+# The speed-reference kernel's readings around a config or a probe (benchmark_runners/
+# speed_reference.py: a 512x512 fp32 matmul, a 64 MiB copy): the predictors scale each row and
+# probe by them, so they keep the same bounds as the probe's own matmul and copy (a row's
+# before_gflops of 1e300 passed as any positive number).
+SPEED_REFERENCE_RANGES: dict[str, tuple[float, float, str]] = {
+    "before_gflops": _MATMUL_GFLOPS, "after_gflops": _MATMUL_GFLOPS, "copy_gbs": _COPY_GBS,
+}
+
+
 def probe_figure_problem(field: str, value: float) -> str | None:
     """Why `value` is no reading of the probe's figure `field` (PROBE_RANGES), or None."""
-    low, high, unit = PROBE_RANGES[field]
+    return _range_problem("a probe's", field, value, PROBE_RANGES[field])
+
+
+def speed_reference_problem(field: str, value: float) -> str | None:
+    """Why `value` is no reading of the speed reference's rate `field` (SPEED_REFERENCE_RANGES), or None."""
+    return _range_problem("a speed reference's", field, value, SPEED_REFERENCE_RANGES[field])
+
+
+def _range_problem(whose: str, field: str, value: float, bounds: tuple[float, float, str]) -> str | None:
+    low, high, unit = bounds
     if low <= value <= high:
         return None
-    return f"{value!r} is not a measurement: a probe's {field} lies between {low:g} and {high:g} {unit}"
+    return f"{value!r} is not a measurement: {whose} {field} lies between {low:g} and {high:g} {unit}"

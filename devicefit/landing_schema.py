@@ -15,7 +15,7 @@ import json
 import math
 from dataclasses import fields
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -23,7 +23,7 @@ from benchmark_runners.constraints import parse_profile_slug, profile_slug
 from benchmark_runners.hardware.inventory import FINGERPRINT
 from benchmark_runners.records import MODES, PRECISIONS, REASON_CODES, STATUSES, BenchmarkResult
 from devicefit.errors import DevicefitError
-from devicefit.landing_bounds import MAX_JSON_DEPTH, measured_range_problem, nests_deeper, probe_figure_problem
+from devicefit.landing_bounds import MAX_JSON_DEPTH, measured_range_problem, nests_deeper, probe_figure_problem, speed_reference_problem
 from devicefit.results_io import FORMAT
 
 INT32_MAX = 2**31 - 1
@@ -138,13 +138,31 @@ class EnvironmentInfo(_Open):
     versions: JsonValue = None
 
 
+def _measured_rate(problem: Callable[[str, float], str | None], field: str) -> Any:
+    """The type of the measured figure `field`: a positive finite number that `problem` (a
+    landing_bounds check: a probe's or a speed reference's bounds) finds no fault with; its
+    ValueError names the bounds, pydantic the field."""
+    def check(value: float) -> float:
+        if (why := problem(field, value)) is not None:
+            raise ValueError(why)
+        return value
+    return Annotated[float, Field(gt=0, allow_inf_nan=False), AfterValidator(check)]
+
+
+def _probe_figure(field: str) -> Any:
+    """The type of the probe's figure `field`: within what a machine can measure (landing_bounds.PROBE_RANGES)."""
+    return _measured_rate(probe_figure_problem, field)
+
+
 class SpeedReference(_Open):
     """The worker's fixed-kernel rates around a config (benchmark_runners/speed_reference.py):
     training scales the row's time by them and regression verdicts read them, so both must be
-    real rates; the kernel's description and threads ride along."""
-    before_gflops: PositiveDouble
-    after_gflops: PositiveDouble
-    copy_gbs: PositiveDouble | None = None  # the worker's copy kernel (once a process): training's bandwidth
+    real rates, within what a machine measures (landing_bounds.SPEED_REFERENCE_RANGES); the kernel's
+    description and threads ride along."""
+    before_gflops: _measured_rate(speed_reference_problem, "before_gflops")
+    after_gflops: _measured_rate(speed_reference_problem, "after_gflops")
+    # the worker's copy kernel (once a process): training's bandwidth
+    copy_gbs: _measured_rate(speed_reference_problem, "copy_gbs") | None = None
 
 
 class ResultRow(_Strict):
@@ -254,16 +272,6 @@ class HardwareDevice(_Open):
 
 class HardwarePlatform(_Open):
     devices: list[HardwareDevice] | None = None
-
-
-def _probe_figure(field: str) -> Any:
-    """The type of the probe's figure `field`: a positive finite number within what a machine
-    can measure (landing_bounds.PROBE_RANGES; the ValueError names the bounds, pydantic the field)."""
-    def check(value: float) -> float:
-        if (problem := probe_figure_problem(field, value)) is not None:
-            raise ValueError(problem)
-        return value
-    return Annotated[float, Field(gt=0, allow_inf_nan=False), AfterValidator(check)]
 
 
 class HardwareProbe(_Open):

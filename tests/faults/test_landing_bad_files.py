@@ -523,3 +523,34 @@ def test_a_required_field_of_only_whitespace_is_quarantined_naming_it(tmp_path, 
     with pytest.raises(LandingFileError, match=rf"lacks {field}: only whitespace"):
         ingest_file(foreign, tmp_path / "raw")
     assert not (tmp_path / "raw").exists()
+
+
+@pytest.mark.parametrize("field, value", [("before_gflops", 1e300), ("after_gflops", 5e-324), ("copy_gbs", 1e7),
+                                          ("before_gflops", 1e9)])
+@pytest.mark.parametrize("carrier", ["row", "probe"])
+def test_a_speed_reference_rate_no_machine_measures_is_quarantined_naming_it(tmp_path, field, value, carrier):
+    """A row's or probe's speed_reference took any positive number (before_gflops 1e300), which
+    the predictors scale each row and probe by (found by a fault hunt): it keeps the probe's
+    matmul and copy bounds."""
+    paths = DataPaths(tmp_path)
+    reference = {"before_gflops": 180.0, "after_gflops": 190.0, "copy_gbs": 30.0, field: value}
+    row, hardware = _row(run_id="absurd"), {}
+    if carrier == "row":
+        row["speed_reference"] = reference
+    else:
+        hardware = {"probes": {"cpu": {"fingerprint": "cpu-abc", "matmul_gflops_best": 330.0, "speed_reference": reference}}}
+    _write_raw(paths.raw / "ingest__absurd.json", {**_doc([row]), "source_key": "ingest:absurd", "hardware": hardware})
+    write_landing(paths.raw, "partition:cpu|z-good", _doc([_row(run_id="good")]))
+    report = load_landing_files(paths.database, paths.raw)
+    where = "results[0]" if carrier == "row" else "hardware.probes.cpu"
+    assert (f"{where}: speed_reference.{field}: Value error, {value!r} is not a measurement: a speed reference's {field}"
+            if carrier == "row" else f"{where}.speed_reference.{field}: Value error, {value!r} is not a measurement") \
+        in dict(report.quarantined)["ingest__absurd.json"]
+    assert report.loaded == [("partition:cpu|z-good", 1)] and _count(paths.database) == 1
+
+
+def test_a_real_speed_reference_still_loads(tmp_path):
+    paths = DataPaths(tmp_path)
+    reference = {"before_gflops": 0.5, "after_gflops": 786429.0, "copy_gbs": 8000.0, "kernel": "k", "threads": 2}
+    write_landing(paths.raw, "partition:cpu|a", _doc([{**_row(run_id="a"), "speed_reference": reference}]))
+    assert load_landing_files(paths.database, paths.raw).loaded == [("partition:cpu|a", 1)]
