@@ -279,7 +279,9 @@ class HardwareProbe(_Open):
     are positive finite numbers within what a machine can measure."""
     fingerprint: Text | None = None
     matmul_gflops_best: _probe_figure("matmul_gflops_best") | None = None
+    matmul_gflops_median: _probe_figure("matmul_gflops_median") | None = None
     memory_bandwidth_gbs_best: _probe_figure("memory_bandwidth_gbs_best") | None = None
+    memory_bandwidth_gbs_median: _probe_figure("memory_bandwidth_gbs_median") | None = None
     cache_copy_gbs_best: _probe_figure("cache_copy_gbs_best") | None = None
     tiny_kernel_us_median: _probe_figure("tiny_kernel_us_median") | None = None
     matmul_gflops_bf16_best: _probe_figure("matmul_gflops_bf16_best") | None = None

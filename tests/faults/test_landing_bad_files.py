@@ -491,6 +491,7 @@ def test_the_kept_probe_trusts_a_stamp_up_to_a_day_ahead_of_the_clock():
 @pytest.mark.parametrize("field, value", [
     ("matmul_gflops_best", 1e300), ("matmul_gflops_bf16_best", 1e9), ("memory_bandwidth_gbs_best", 1e7),
     ("cache_copy_gbs_best", 5e-324), ("tiny_kernel_us_median", 1e-9), ("matmul_gflops_fp16_best", 1e-6),
+    ("matmul_gflops_median", 1e300), ("memory_bandwidth_gbs_median", 1e7), ("memory_bandwidth_gbs_median", 5e-324),
 ])
 def test_a_probe_figure_no_machine_measures_is_quarantined_naming_it(tmp_path, field, value):
     """Any positive figure passed: a probe of 1e300 GFLOP/s became the device's peak, which
