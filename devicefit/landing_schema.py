@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from dataclasses import fields
 from datetime import datetime, timezone
 from typing import Annotated, Any, Callable, Literal
@@ -322,10 +323,22 @@ def describe(exc: ValidationError, prefix: str = "") -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
+# Characters that show nothing where a name is printed, besides whitespace: format characters
+# (Cf: zero-width space U+200B, word joiner U+2060, byte-order mark U+FEFF, ...), which
+# str.strip keeps, and control characters (Cc).
+INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc"})
+
+
+def is_invisible(value: str) -> bool:
+    """Whether `value` has no visible character: only whitespace, format and control characters
+    ("", "   ", "\u200b\u200b", "\ufeff")."""
+    return all(c.isspace() or unicodedata.category(c) in INVISIBLE_CATEGORIES for c in value)
+
+
 def _blank_fields(row: dict[str, Any]) -> list[str]:
-    """The required fields of `row` given as text that is nothing but whitespace: a model, run or
-    config named "   " is no name (the store keys rows and models by them)."""
-    return [k for k in REQUIRED_RESULT_FIELDS if isinstance(row.get(k), str) and not row[k].strip()]
+    """The required fields of `row` given as text with no visible character: a model, run or
+    config named "   " or "\u200b" is no name (the store keys rows and models by them)."""
+    return [k for k in REQUIRED_RESULT_FIELDS if isinstance(row.get(k), str) and is_invisible(row[k])]
 
 
 def _check_row(row: Any, where: str) -> dict[str, Any]:
@@ -335,7 +348,7 @@ def _check_row(row: Any, where: str) -> dict[str, Any]:
     if missing:
         raise LandingFileError(f"{where} lacks {', '.join(missing)}")
     if blank := _blank_fields(row):
-        raise LandingFileError(f"{where} lacks {', '.join(blank)}: only whitespace")
+        raise LandingFileError(f"{where} lacks {', '.join(blank)}: only whitespace or invisible characters")
     unknown = sorted(map(str, set(row) - RESULT_FIELDS - set(RENAMED_RESULT_FIELDS)))
     if unknown:
         raise LandingFileError(f"{where} has unknown fields {', '.join(unknown)}")

@@ -509,19 +509,23 @@ def test_a_probe_figure_no_machine_measures_is_quarantined_naming_it(tmp_path, f
 
 
 @pytest.mark.parametrize("field, value", [("model", "   "), ("run_id", " "), ("config_key", "\t \n"), ("backend", "  "),
-                                          ("model", "\u3000")])
+                                          ("model", "\u3000"), ("model", "\u200b\u200b"), ("run_id", "\u2060"),
+                                          ("config_key", "\ufeff"), ("backend", " \u200b "), ("device", "\u200d\u00ad"),
+                                          ("model", "\x00")])
 def test_a_required_field_of_only_whitespace_is_quarantined_naming_it(tmp_path, field, value):
     """A row whose model, run_id or config_key was only spaces passed the 'lacks' check (only None
-    and "" failed it) and was stored under a name that is none (found by a fault hunt)."""
+    and "" failed it) and was stored under a name that is none; so did one of only zero-width or
+    other invisible format characters ("\u200b\u200b", "\ufeff"), which str.strip keeps (found by
+    fault hunts)."""
     paths = DataPaths(tmp_path / "data")
     _write_raw(paths.raw / "ingest__blank.json", {**_doc([{**_row(run_id="blank"), field: value}]), "source_key": "ingest:blank"})
     write_landing(paths.raw, "partition:cpu|z-good", _doc([_row(run_id="good")]))
     report = load_landing_files(paths.database, paths.raw)
-    assert dict(report.quarantined)["ingest__blank.json"].endswith(f"results[0] lacks {field}: only whitespace")
+    assert dict(report.quarantined)["ingest__blank.json"].endswith(f"results[0] lacks {field}: only whitespace or invisible characters")
     assert report.loaded == [("partition:cpu|z-good", 1)] and _count(paths.database) == 1
     foreign = tmp_path / "foreign.json"
     _write_raw(foreign, _doc([{**_row(run_id="blank"), field: value}]))
-    with pytest.raises(LandingFileError, match=rf"lacks {field}: only whitespace"):
+    with pytest.raises(LandingFileError, match=rf"lacks {field}: only whitespace or invisible characters"):
         ingest_file(foreign, tmp_path / "raw")
     assert not (tmp_path / "raw").exists()
 
@@ -554,4 +558,13 @@ def test_a_real_speed_reference_still_loads(tmp_path):
     paths = DataPaths(tmp_path)
     reference = {"before_gflops": 0.5, "after_gflops": 786429.0, "copy_gbs": 8000.0, "kernel": "k", "threads": 2}
     write_landing(paths.raw, "partition:cpu|a", _doc([{**_row(run_id="a"), "speed_reference": reference}]))
+    assert load_landing_files(paths.database, paths.raw).loaded == [("partition:cpu|a", 1)]
+
+
+@pytest.mark.parametrize("name", ["bert\u200btiny", "\u200bgpt2", "t5-small\ufeff", "ｇｐｔ２"])
+def test_a_required_field_with_a_visible_character_beside_invisible_ones_is_not_blank(tmp_path, name):
+    """Only a value with nothing visible is blank: a name holding a zero-width character among
+    visible ones is still a name (kept as it came)."""
+    paths = DataPaths(tmp_path)
+    write_landing(paths.raw, "partition:cpu|a", _doc([{**_row(run_id="a"), "model": name}]))
     assert load_landing_files(paths.database, paths.raw).loaded == [("partition:cpu|a", 1)]
