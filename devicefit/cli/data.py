@@ -163,6 +163,6 @@ def ingest(
                           "(same run_id and config_key), not stored twice")
         for key, fingerprint, stamp in report.future_probes:
             err.print(f"{key}: the probe of {fingerprint} is stamped {stamp}, more than a day past this machine's clock: "
-                      "kept only where the store holds no probe with a believable time, never taken as newer than one")
+                      "never kept over a probe with a believable stamp (or none), whatever either's contention")
         for name, reason in report.quarantined:
             err.print(styled(("quarantined", "red"), f" {name}: {reason}"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from devicefit.store.connection import transaction
 from devicefit.store.queries import query
@@ -38,27 +38,40 @@ PROBE_CLOCK_TOLERANCE = timedelta(days=1)
 
 def kept_probe(held: Any, new: Any, now: datetime | None = None) -> Any:
     """The probe a store keeps for a device that holds `held` when a document brings `new`,
-    whatever order documents are ingested in: an undisturbed probe over a disturbed one (or
-    none); between two of the same kind, the later by its detection time (`document_probes`'s
-    stamp, naive times read as UTC). A probe without a readable time (stored before probes were
-    stamped), or stamped more than PROBE_CLOCK_TOLERANCE past `now` (naive UTC; default this
-    moment), loses to a stamped one, and replaces another without one, as before the stamp."""
+    whatever order documents are ingested in (ProbeRank, compared in this order): first a probe
+    whose stamp can be believed over one stamped more than PROBE_CLOCK_TOLERANCE past `now`
+    (naive UTC; default this moment), whatever either's contention, since such a stamp says the
+    probe is not what it claims; then an undisturbed probe over a disturbed one (or none); then
+    the later by its detection time (`document_probes`'s stamp, naive times read as UTC), a
+    stamped probe over one without a readable time (stored before probes were stamped). A tie
+    goes to `new`, as a probe measured again replaces the one before."""
     if not isinstance(held, dict):
         return new
     if not isinstance(new, dict):
         return held
-    if bool(new.get("contended")) != bool(held.get("contended")):
-        return held if new.get("contended") else new
     now = _utc_now() if now is None else now
-    held_at, new_at = _trusted_time(held, now), _trusted_time(new, now)
-    if held_at is None or new_at is None:
-        return held if held_at is not None and new_at is None else new
-    return held if new_at < held_at else new
+    return held if probe_rank(new, now) < probe_rank(held, now) else new
+
+
+class ProbeRank(NamedTuple):
+    """What kept_probe compares a probe by, most telling first (the larger tuple is kept)."""
+    believable: bool  # not stamped past the clock's tolerance (a probe without a stamp claims no time)
+    undisturbed: bool  # not measured beside a busy neighbour (its `contended`)
+    stamped: bool  # its stamp is readable and believable
+    at: datetime  # when it ran; datetime.min where not stamped
+
+
+def probe_rank(probe: dict[str, Any], now: datetime) -> ProbeRank:
+    """`probe`'s standing against another probe of its device, by `now` (naive UTC)."""
+    at, trusted = _probed_at(probe), _trusted_time(probe, now)
+    return ProbeRank(believable=at is None or trusted is not None, undisturbed=not probe.get("contended"),
+                     stamped=trusted is not None, at=trusted or datetime.min)
 
 
 def future_stamped(hardware: dict[str, Any], now: datetime | None = None) -> dict[str, str]:
     """The probes of a document's hardware block stamped past this clock's tolerance, by
-    fingerprint, with their stamp: kept_probe takes none of them as newer than a stamped probe."""
+    fingerprint, with their stamp: kept_probe keeps none of them over a probe stamped believably
+    or not stamped, whatever either's contention."""
     now = _utc_now() if now is None else now
     return {str(fp): str(p["detected_at"]) for fp, p in document_probes(hardware).items()
             if _probed_at(p) is not None and _trusted_time(p, now) is None}

@@ -426,9 +426,11 @@ def test_two_machines_files_of_one_partition_are_both_ingested(tmp_path):
     assert _count(paths.database) == 2
 
 
-def _probed_file(path, run_id: str, detected_at: str, gflops: float) -> None:
+def _probed_file(path, run_id: str, detected_at: str, gflops: float, contended: bool | None = None) -> None:
     """A foreign landing file of one row on device cpu-abc, its hardware block carrying a probe."""
     probe = {"fingerprint": "cpu-abc", "matmul_gflops_best": gflops, "memory_bandwidth_gbs_best": 27.0}
+    if contended is not None:
+        probe["contended"] = contended
     hardware = {"hostname": "vm", "detected_at": detected_at, "probes": {"cpu": probe},
                 "platforms": {"cpu": {"available": True, "devices": [{"name": "Xeon", "fingerprint": "cpu-abc"}]}}}
     _write_raw(path, {**_doc([{**_row(run_id=run_id), "hardware_fingerprint": "cpu-abc"}]), "hardware": hardware})
@@ -485,6 +487,50 @@ def test_the_kept_probe_trusts_a_stamp_up_to_a_day_ahead_of_the_clock():
     hours_ahead = {"matmul_gflops_best": 2.0, "detected_at": "2026-11-30T06:00:00+00:00"}
     far_ahead = {"matmul_gflops_best": 3.0, "detected_at": "2026-12-01T00:00:00+00:00"}
     for a, b, winner in [(real, hours_ahead, hours_ahead), (real, far_ahead, real), (hours_ahead, far_ahead, hours_ahead)]:
+        assert kept_probe(a, b, now) is winner and kept_probe(b, a, now) is winner, (a, b)
+
+
+@pytest.mark.parametrize("future_first", [True, False])
+def test_an_undisturbed_probe_stamped_in_the_future_never_outranks_a_real_contended_one(tmp_path, future_first):
+    """Contention was weighed before time, so a foreign file's uncontended probe stamped
+    9999-01-01 still replaced a real contended probe (and held the device's probe until an
+    uncontended one came; found by a fault hunt). In either order of ingest the real one is kept."""
+    from datetime import datetime, timedelta, timezone
+
+    paths = DataPaths(tmp_path / "data")
+    now = datetime.now(timezone.utc)
+    _probed_file(tmp_path / "future.json", "from-the-future", "9999-01-01T00:00:00+00:00", 400.0, contended=False)
+    _probed_file(tmp_path / "real.json", "real", (now - timedelta(hours=1)).isoformat(), 140.0, contended=True)
+    for name in (["future", "real"] if future_first else ["real", "future"]):
+        ingest_path(tmp_path / f"{name}.json", paths.raw)
+        report = load_landing_files(paths.database, paths.raw)
+        assert report.future_probes == ([(report.loaded[0][0], "cpu-abc", "9999-01-01T00:00:00+00:00")]
+                                        if name == "future" else [])
+    hardware, device = _stored_probes(paths.database)
+    assert hardware["matmul_gflops_best"] == 140.0 and device["matmul_gflops_best"] == 140.0
+    assert _count(paths.database) == 2
+
+
+def test_the_kept_probe_weighs_a_believable_stamp_before_contention_then_time():
+    """The order kept_probe applies, each pair in both orders: a believable stamp (or none) over
+    one past the clock's tolerance whatever their contention; then undisturbed over disturbed;
+    then the later, a stamped probe over one without a time."""
+    from datetime import datetime
+
+    from devicefit.store.devices import kept_probe
+
+    now = datetime(2026, 11, 29, 12, 0)
+    future = "9999-01-01T00:00:00+00:00"
+    real_busy = {"matmul_gflops_best": 1.0, "detected_at": "2026-11-28T12:00:00+00:00", "contended": True}
+    real_idle_older = {"matmul_gflops_best": 2.0, "detected_at": "2026-11-20T12:00:00+00:00"}
+    unstamped_busy = {"matmul_gflops_best": 3.0, "contended": True}
+    unstamped_idle = {"matmul_gflops_best": 4.0}
+    future_idle = {"matmul_gflops_best": 5.0, "detected_at": future, "contended": False}
+    future_busy = {"matmul_gflops_best": 6.0, "detected_at": future, "contended": True}
+    for a, b, winner in [(real_busy, future_idle, real_busy), (unstamped_busy, future_idle, unstamped_busy),
+                         (future_busy, future_idle, future_idle), (real_busy, real_idle_older, real_idle_older),
+                         (unstamped_idle, real_busy, unstamped_idle), (unstamped_idle, real_idle_older, real_idle_older),
+                         (future_idle, None, future_idle)]:
         assert kept_probe(a, b, now) is winner and kept_probe(b, a, now) is winner, (a, b)
 
 
