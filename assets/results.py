@@ -33,6 +33,8 @@ def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: Devicef
         by_status, failures = store.status_counts(con), store.recent_failures(con)
     for name, reason in report.quarantined:
         context.log.error(f"quarantined {name}: {reason}")
+    for line in report.future_probe_lines():
+        context.log.warning(line)
     return dg.MaterializeResult(metadata={
         **table_metadata(counts["measurements"], columns),
         "dagster/table_name": "measurements",
@@ -41,6 +43,7 @@ def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: Devicef
         "rows_loaded": report.rows_loaded,
         "sources_unchanged": len(report.unchanged),
         "quarantined": dg.MetadataValue.json([{"file": f, "reason": r} for f, r in report.quarantined]),
+        "future_probes": dg.MetadataValue.json(report.future_probe_rows()),
         "table_rows": dg.MetadataValue.json(counts),
         "by_status": rows_table(by_status, ["status", "rows"]),
         "failures": rows_table(failures, ["model", "device", "precision", "mode", "batch_size", "error"])

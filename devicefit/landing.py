@@ -133,6 +133,21 @@ class LoadReport:
     def duplicate_rows(self) -> int:
         return sum(n for _, n in self.duplicates)
 
+    def future_probe_lines(self) -> list[str]:
+        """What a load says of each probe it met stamped past the store's clock, one line each
+        (`devicefit ingest` prints them, the benchmark_results asset logs them)."""
+        return [future_probe_line(*found) for found in self.future_probes]
+
+    def future_probe_rows(self) -> list[dict[str, str]]:
+        """The same probes as records (the benchmark_results asset's `future_probes` metadata)."""
+        return [{"source": key, "fingerprint": fingerprint, "stamp": stamp} for key, fingerprint, stamp in self.future_probes]
+
+
+def future_probe_line(source_key: str, fingerprint: str, stamp: str) -> str:
+    """The line naming a probe stamped past the store's clock (devicefit.store.devices.kept_probe)."""
+    return (f"{source_key}: the probe of {fingerprint} is stamped {stamp}, more than a day past this machine's clock: "
+            "never kept over a probe with a believable stamp (or none), whatever either's contention")
+
 
 def _origin(source_key: str) -> str:
     return "ingest" if source_key.startswith("ingest:") else "partition"

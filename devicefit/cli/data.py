@@ -161,8 +161,7 @@ def ingest(
         for key, skipped in report.duplicates:
             console.print(f"skipped {skipped} rows of {key}: already stored by another source "
                           "(same run_id and config_key), not stored twice")
-        for key, fingerprint, stamp in report.future_probes:
-            err.print(f"{key}: the probe of {fingerprint} is stamped {stamp}, more than a day past this machine's clock: "
-                      "never kept over a probe with a believable stamp (or none), whatever either's contention")
+        for line in report.future_probe_lines():
+            err.print(line, markup=False, highlight=False)
         for name, reason in report.quarantined:
             err.print(styled(("quarantined", "red"), f" {name}: {reason}"))

@@ -2,6 +2,7 @@
 never blocks the files after it; a row is stored once by its natural key (run_id, config_key)
 whatever file brought it; the optimum-benchmark importer refuses wrong-typed fields by name."""
 import json
+import logging
 import re
 
 import pytest
@@ -614,3 +615,38 @@ def test_a_required_field_with_a_visible_character_beside_invisible_ones_is_not_
     paths = DataPaths(tmp_path)
     write_landing(paths.raw, "partition:cpu|a", _doc([{**_row(run_id="a"), "model": name}]))
     assert load_landing_files(paths.database, paths.raw).loaded == [("partition:cpu|a", 1)]
+
+
+def test_the_pipelines_load_reports_a_probe_stamped_in_the_future(tmp_path):
+    """Only `devicefit ingest` said so: the benchmark_results asset's load (pipeline.load_results)
+    filled LoadReport.future_probes and showed nothing of it. The lines it logs and the records of
+    its `future_probes` metadata come from the report, as ingest's lines do."""
+    from devicefit.pipeline import load_results
+
+    paths = DataPaths(tmp_path)
+    _probed_file(paths.raw / "ingest__future.json", "from-the-future", "9999-01-01T00:00:00+00:00", 400.0)
+    report = load_results(paths)
+    (key,) = [k for k, _ in report.loaded]
+    assert report.future_probe_rows() == [{"source": key, "fingerprint": "cpu-abc", "stamp": "9999-01-01T00:00:00+00:00"}]
+    assert report.future_probe_lines() == [
+        f"{key}: the probe of cpu-abc is stamped 9999-01-01T00:00:00+00:00, more than a day past this machine's clock: "
+        "never kept over a probe with a believable stamp (or none), whatever either's contention"]
+    assert load_results(paths).future_probe_lines() == []  # unchanged sources are not loaded again
+
+
+def test_the_benchmark_results_asset_logs_and_lists_a_probe_stamped_in_the_future(tmp_path):
+    import dagster as dg
+
+    from assets.resources import devicefit_resources
+    from assets.results import benchmark_results
+
+    paths = DataPaths(tmp_path)
+    _probed_file(paths.raw / "ingest__future.json", "from-the-future", "9999-01-01T00:00:00+00:00", 400.0)
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize([benchmark_results], resources=devicefit_resources(str(tmp_path)), instance=instance)
+    assert result.success
+    (event,) = result.get_asset_materialization_events()
+    (listed,) = event.materialization.metadata["future_probes"].value
+    assert listed["fingerprint"] == "cpu-abc" and listed["stamp"] == "9999-01-01T00:00:00+00:00"
+    warnings = [r.user_message for r in instance.all_logs(result.run_id) if r.level == logging.WARNING]
+    assert any("the probe of cpu-abc is stamped 9999-01-01T00:00:00+00:00, more than a day past" in m for m in warnings)
