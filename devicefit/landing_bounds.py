@@ -1,8 +1,12 @@
 """Bounds a landing row's values keep so that everything computed from them stays finite and
 every copy of them terminates: how deep a JSON column nests, what range a measured figure of an
-'ok' row lies in. Checked by devicefit.landing_schema (and the optimum-benchmark importer)."""
+'ok' row, a probe or a speed reference lies in; and what text may be (valid Unicode, something
+visible in a name). Checked by devicefit.landing_schema (and the optimum-benchmark importer)."""
 from __future__ import annotations
 
+import json
+import math
+import unicodedata
 from typing import Any
 
 INT32_MAX = 2**31 - 1
@@ -91,3 +95,53 @@ def _range_problem(whose: str, field: str, value: float, bounds: tuple[float, fl
     if low <= value <= high:
         return None
     return f"{value!r} is not a measurement: {whose} {field} lies between {low:g} and {high:g} {unit}"
+
+
+def utf8_text(value: str) -> str:
+    # Python strings may hold lone surrogates ("\ud800" in JSON); DuckDB's VARCHAR cannot.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"text is not valid Unicode ({exc.reason})") from None
+    return value
+
+
+def json_value(value: Any) -> Any:
+    """What the store writes with json.dumps into a JSON column must serialise, be UTF-8 and
+    nest at most MAX_JSON_DEPTH levels."""
+    if nests_deeper(value):
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+        raise ValueError(f"not storable as JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
+    return value
+
+
+def is_utf8(value: str) -> bool:
+    try:
+        utf8_text(value)
+    except ValueError:
+        return False
+    return True
+
+
+# Characters that show nothing where a name is printed, besides whitespace: format characters
+# (Cf: zero-width space U+200B, word joiner U+2060, byte-order mark U+FEFF, ...), which
+# str.strip keeps, and control characters (Cc).
+INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc"})
+
+
+def is_invisible(value: str) -> bool:
+    """Whether `value` has no visible character: only whitespace, format and control characters
+    ("", "   ", "\u200b\u200b", "\ufeff")."""
+    return all(c.isspace() or unicodedata.category(c) in INVISIBLE_CATEGORIES for c in value)
+
+
+def timing_sample_problem(row: Any) -> str | None:
+    """The old, specific wording for a bad timing sample, kept because people grep for it."""
+    samples = row.get("samples_ms") if isinstance(row, dict) else None
+    if isinstance(samples, list) and any(isinstance(s, (int, float)) and not isinstance(s, bool)
+                                         and (not math.isfinite(s) or s <= 0) for s in samples):
+        return "has a NaN, infinite, zero or negative timing sample"
+    return None

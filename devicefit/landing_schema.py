@@ -11,9 +11,6 @@ these models, so what validates is what loads.
 """
 from __future__ import annotations
 
-import json
-import math
-import unicodedata
 from dataclasses import fields
 from datetime import datetime, timezone
 from typing import Annotated, Any, Callable, Literal
@@ -24,10 +21,19 @@ from benchmark_runners.constraints import parse_profile_slug, profile_slug
 from benchmark_runners.hardware.inventory import FINGERPRINT
 from benchmark_runners.records import MODES, PRECISIONS, REASON_CODES, STATUSES, BenchmarkResult
 from devicefit.errors import DevicefitError
-from devicefit.landing_bounds import MAX_JSON_DEPTH, measured_range_problem, nests_deeper, probe_figure_problem, speed_reference_problem
+from devicefit.landing_bounds import (
+    INT32_MAX,
+    is_invisible,
+    is_utf8,
+    json_value,
+    measured_range_problem,
+    probe_figure_problem,
+    speed_reference_problem,
+    timing_sample_problem,
+    utf8_text,
+)
 from devicefit.results_io import FORMAT
 
-INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 REQUIRED_RESULT_FIELDS = ("run_id", "config_key", "status", "model", "backend", "device", "precision", "mode",
                           "batch_size", "timestamp")
@@ -40,27 +46,6 @@ MAX_SUPERSEDED = 4  # the older partitions a document replaces (devicefit.landin
 
 class LandingFileError(DevicefitError, ValueError):
     """A landing or ingest file that is not a valid devicefit results document."""
-
-
-def _utf8(value: str) -> str:
-    # Python strings may hold lone surrogates ("\ud800" in JSON); DuckDB's VARCHAR cannot.
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"text is not valid Unicode ({exc.reason})") from None
-    return value
-
-
-def _json_value(value: Any) -> Any:
-    """What the store writes with json.dumps into a JSON column must serialise, be UTF-8 and
-    nest at most MAX_JSON_DEPTH levels."""
-    if nests_deeper(value):
-        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
-        raise ValueError(f"not storable as JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
-    return value
 
 
 def parse_timestamp(value: str) -> datetime:
@@ -79,7 +64,7 @@ def _timestamp(value: str) -> str:
     return value
 
 
-Text = Annotated[str, AfterValidator(_utf8)]
+Text = Annotated[str, AfterValidator(utf8_text)]
 
 
 def _profile_slug(value: str) -> str:
@@ -102,8 +87,8 @@ Double = Annotated[float, Field(allow_inf_nan=False)]
 NonNegativeDouble = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 PositiveDouble = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Timestamp = Annotated[str, AfterValidator(_timestamp)]
-JsonValue = Annotated[Any, AfterValidator(_json_value)]
-JsonObject = Annotated[dict[str, Any], AfterValidator(_json_value)]
+JsonValue = Annotated[Any, AfterValidator(json_value)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(json_value)]
 
 
 class _Strict(BaseModel):
@@ -116,7 +101,7 @@ class _Open(BaseModel):
 
     @model_validator(mode="after")
     def _extras_are_json(self):
-        _json_value(self.__pydantic_extra__)
+        json_value(self.__pydantic_extra__)
         return self
 
 
@@ -323,18 +308,6 @@ def describe(exc: ValidationError, prefix: str = "") -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
-# Characters that show nothing where a name is printed, besides whitespace: format characters
-# (Cf: zero-width space U+200B, word joiner U+2060, byte-order mark U+FEFF, ...), which
-# str.strip keeps, and control characters (Cc).
-INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc"})
-
-
-def is_invisible(value: str) -> bool:
-    """Whether `value` has no visible character: only whitespace, format and control characters
-    ("", "   ", "\u200b\u200b", "\ufeff")."""
-    return all(c.isspace() or unicodedata.category(c) in INVISIBLE_CATEGORIES for c in value)
-
-
 def _blank_fields(row: dict[str, Any]) -> list[str]:
     """The required fields of `row` given as text with no visible character: a model, run or
     config named "   " or "\u200b" is no name (the store keys rows and models by them)."""
@@ -373,15 +346,6 @@ def _check_row(row: Any, where: str) -> dict[str, Any]:
     return parsed.model_dump(exclude_unset=True)
 
 
-def _timing_problem(row: Any) -> str | None:
-    """The old, specific wording for a bad timing sample, kept because people grep for it."""
-    samples = row.get("samples_ms") if isinstance(row, dict) else None
-    if isinstance(samples, list) and any(isinstance(s, (int, float)) and not isinstance(s, bool)
-                                         and (not math.isfinite(s) or s <= 0) for s in samples):
-        return "has a NaN, infinite, zero or negative timing sample"
-    return None
-
-
 def validated_rows(document: Any, what: str) -> list[dict[str, Any]]:
     """The document's rows, each checked against the store's column types; raises
     LandingFileError naming the first bad row and field. Rows sharing a natural key (run_id,
@@ -394,11 +358,11 @@ def validated_rows(document: Any, what: str) -> list[dict[str, Any]]:
     if not isinstance(results, list):
         raise LandingFileError(f"{what}: 'results' must be a list")
     source_key = document.get("source_key")
-    if source_key is not None and not (isinstance(source_key, str) and source_key and _is_utf8(source_key)):
+    if source_key is not None and not (isinstance(source_key, str) and source_key and is_utf8(source_key)):
         raise LandingFileError(f"{what}: source_key must be a non-empty string, got {str(source_key)[:60]!r}")
     supersedes = document.get("supersedes")
     if supersedes is not None and not (isinstance(supersedes, list) and len(supersedes) <= MAX_SUPERSEDED and all(
-            isinstance(k, str) and k.startswith("partition:") and len(k) <= 300 and _is_utf8(k) for k in supersedes)):
+            isinstance(k, str) and k.startswith("partition:") and len(k) <= 300 and is_utf8(k) for k in supersedes)):
         raise LandingFileError(f"{what}: supersedes must be a list of at most {MAX_SUPERSEDED} partition source keys "
                                f"('partition:...'), got {str(supersedes)[:80]!r}")
     try:
@@ -408,7 +372,7 @@ def validated_rows(document: Any, what: str) -> list[dict[str, Any]]:
     rows, seen = [], {}
     for i, row in enumerate(results):
         where = f"{what}: results[{i}]"
-        timing = _timing_problem(row)
+        timing = timing_sample_problem(row)
         if timing and isinstance(row, dict) and row.get("status") == "ok":
             raise LandingFileError(f"{where} {timing}")
         rows.append(_check_row(row, where))
@@ -417,14 +381,6 @@ def validated_rows(document: Any, what: str) -> list[dict[str, Any]]:
             raise LandingFileError(f"{where} repeats run_id {key[0]!r} and config_key {key[1]!r} of results[{seen[key]}]")
         seen[key] = i
     return rows
-
-
-def _is_utf8(value: str) -> bool:
-    try:
-        _utf8(value)
-    except ValueError:
-        return False
-    return True
 
 
 class DeviceProfileJson(_Strict):
