@@ -35,6 +35,8 @@ def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: Devicef
         context.log.error(f"quarantined {name}: {reason}")
     for line in report.future_probe_lines():
         context.log.warning(line)
+    for key, skipped in report.duplicates:  # as `devicefit ingest` prints them
+        context.log.info(f"skipped {skipped} rows of {key}: already stored by another source (same run_id and config_key)")
     return dg.MaterializeResult(metadata={
         **table_metadata(counts["measurements"], columns),
         "dagster/table_name": "measurements",
@@ -44,6 +46,7 @@ def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: Devicef
         "sources_unchanged": len(report.unchanged),
         "quarantined": dg.MetadataValue.json([{"file": f, "reason": r} for f, r in report.quarantined]),
         "future_probes": dg.MetadataValue.json(report.future_probe_rows()),
+        "duplicates": dg.MetadataValue.json([{"source": key, "rows_skipped": n} for key, n in report.duplicates]),
         "table_rows": dg.MetadataValue.json(counts),
         "by_status": rows_table(by_status, ["status", "rows"]),
         "failures": rows_table(failures, ["model", "device", "precision", "mode", "batch_size", "error"])

@@ -650,3 +650,25 @@ def test_the_benchmark_results_asset_logs_and_lists_a_probe_stamped_in_the_futur
     assert listed["fingerprint"] == "cpu-abc" and listed["stamp"] == "9999-01-01T00:00:00+00:00"
     warnings = [r.user_message for r in instance.all_logs(result.run_id) if r.level == logging.WARNING]
     assert any("the probe of cpu-abc is stamped 9999-01-01T00:00:00+00:00, more than a day past" in m for m in warnings)
+
+
+def test_the_benchmark_results_asset_lists_rows_it_skipped_as_already_stored(tmp_path):
+    """Only `devicefit ingest` said that a source's rows were skipped as another source's (the
+    same run_id and config_key): the asset's load counted them and showed nothing."""
+    import dagster as dg
+
+    from assets.resources import devicefit_resources
+    from assets.results import benchmark_results
+
+    paths = DataPaths(tmp_path)
+    for name in ("ingest__one.json", "ingest__two.json"):  # one measurement, landed twice
+        _probed_file(paths.raw / name, "same-run", "2026-11-28T00:00:00+00:00", 400.0)
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize([benchmark_results], resources=devicefit_resources(str(tmp_path)), instance=instance)
+    assert result.success
+    (event,) = result.get_asset_materialization_events()
+    (listed,) = event.materialization.metadata["duplicates"].value
+    assert listed["rows_skipped"] == 1 and event.materialization.metadata["rows_loaded"].value == 1
+    infos = [r.user_message for r in instance.all_logs(result.run_id) if r.level == logging.INFO]
+    assert any(f"skipped 1 rows of {listed['source']}: already stored by another source" in m for m in infos)
+
