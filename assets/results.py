@@ -35,8 +35,8 @@ def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: Devicef
         context.log.error(f"quarantined {name}: {reason}")
     for line in report.future_probe_lines():
         context.log.warning(line)
-    for key, skipped in report.duplicates:  # as `devicefit ingest` prints them
-        context.log.info(f"skipped {skipped} rows of {key}: already stored by another source (same run_id and config_key)")
+    for line in report.duplicate_lines():
+        context.log.info(line)
     return dg.MaterializeResult(metadata={
         **table_metadata(counts["measurements"], columns),
         "dagster/table_name": "measurements",

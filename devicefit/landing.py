@@ -133,6 +133,12 @@ class LoadReport:
     def duplicate_rows(self) -> int:
         return sum(n for _, n in self.duplicates)
 
+    def duplicate_lines(self) -> list[str]:
+        """What a load says of each source whose rows were skipped as another source's, one line
+        each (`devicefit ingest` prints them, the benchmark_results asset logs them)."""
+        return [f"skipped {skipped} rows of {key}: already stored by another source (same run_id and config_key), not stored twice"
+                for key, skipped in self.duplicates]
+
     def future_probe_lines(self) -> list[str]:
         """What a load says of each probe it met stamped past the store's clock, one line each
         (`devicefit ingest` prints them, the benchmark_results asset logs them)."""

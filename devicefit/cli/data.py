@@ -158,9 +158,8 @@ def ingest(
         except store.StoreError as exc:
             fail(f"{exc}; the file is landed and the next benchmark_results materialization loads it", 1)
         console.print(f"loaded {report.rows_loaded} rows from {len(report.loaded)} changed source(s) into {paths.database}")
-        for key, skipped in report.duplicates:
-            console.print(f"skipped {skipped} rows of {key}: already stored by another source "
-                          "(same run_id and config_key), not stored twice")
+        for line in report.duplicate_lines():
+            console.print(line, markup=False, highlight=False)
         for line in report.future_probe_lines():
             err.print(line, markup=False, highlight=False)
         for name, reason in report.quarantined:
