@@ -100,6 +100,8 @@ def run_command(
                       + (f"; {len(warmed.failed)} failed, left to the guard" if warmed.failed else ""))
     if outcome.map_ahead:
         console.print(f"during the results: the selection map's models traced in a second process ({outcome.map_ahead})")
+    if outcome.time_line():
+        console.print(outcome.time_line(), soft_wrap=True)
     console.print("written:")
     written = (("database", paths.database), ("landing files", paths.raw),
                ("compatibility matrix", paths.outputs / "compatibility_matrix.json"),

@@ -38,6 +38,19 @@ class PipelineRun:
     dispatch_failures: list[str] = field(default_factory=list)  # "partition: reason" of dispatched runs that failed
     warm: WarmReport | None = None  # what was computed before measuring, and where
     map_ahead: str | None = None  # what became of the helper tracing the selection map's models during the results
+    phases: list[tuple[str, float]] = field(default_factory=list)  # (phase, wall seconds) in the order they ran
+    slowest_results_steps: list[tuple[str, float]] = field(default_factory=list)  # (asset step, seconds), slowest first
+
+    def time_line(self) -> str:
+        """Where this run's wall time went, for the summary: a user who finds `make run` slow
+        sees which phase to look at (and `make ui` has every step's timing)."""
+        if not self.phases:
+            return ""
+        parts = [f"{name} {seconds:.1f} s" for name, seconds in self.phases]
+        line = f"time: {sum(s for _, s in self.phases):.1f} s in the pipeline: " + ", ".join(parts)
+        if self.slowest_results_steps:
+            line += "; slowest results steps: " + ", ".join(f"{k} {s:.1f} s" for k, s in self.slowest_results_steps)
+        return line
 
 
 def _instance():
@@ -77,6 +90,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
 
     wait_s = writer_wait_s()
     instance = _instance()
+    clock = _PhaseClock()
     inventory = detect_hardware(probe=False)
     hardware = inventory.to_json()
     host = host_of_inventory(hardware)
@@ -115,6 +129,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
                 log.warning("nothing computed ahead of measuring (%s: %s)", type(exc).__name__, exc)
         outcome.reaped += [f"{s.run_id} ({s.job_name}): {s.reason}" for s in run_guard.reap_stale_runs(instance)]
         add_partitions_for(instance, partition_keys)  # dynamic partitions: a new device or model is a new key
+        outcome.phases.append(("before measuring", clock.lap()))
 
         def execute(job_name: str, uses_pools: bool = False, **kwargs):
             run_id = str(uuid.uuid4())  # chosen here so the watchdog knows the run before Dagster starts it
@@ -124,6 +139,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
                     **{**kwargs, "tags": {**owner, **kwargs.get("tags", {})}})
 
         execute("inventory_job", run_config=dg.RunConfig(loggers=quiet))
+        outcome.phases.append(("inventory", clock.lap()))
         config = dg.RunConfig(loggers=quiet, ops={"measurements": SweepConfig(
             profile=selection.profile, batch_sizes=list(selection.batch_sizes), precisions=list(selection.precisions),
             training_mode=selection.training_mode, generation_mode=selection.generation_mode)})
@@ -145,20 +161,53 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
                 metadata = {k: v.value for k, v in event.materialization.metadata.items() if k in dispatch.METADATA_KEYS}
             outcome.partitions.append((key, result.success, metadata))
         measuring.close()  # the devices are free for others while the results are built
+        outcome.phases.append((f"measuring {len(partition_keys)} partition{'s' if len(partition_keys) != 1 else ''}", clock.lap()))
         # Measuring took minutes: a run may have died meanwhile. Wait (bounded) for the writer here,
         # where a signal ends the wait at once; the watchdog covers the rare slot taken in between.
         run_guard.wait_for_writer(instance, wait_s, sleep=_interruptible_sleep(watch), on_wait=on_wait)
+        waited = clock.lap()
+        if waited >= 0.1:
+            outcome.phases.append(("waiting for the store's writer", waited))
         with ExitStack() as ahead:  # the selection map's traces, on the core the steps before the map leave idle
             helper = _map_traces_ahead(hardware, ahead)
             results = execute("results_job", uses_pools=True, run_config=dg.RunConfig(loggers=quiet))
         outcome.map_ahead = helper.describe() if helper is not None else None
+        outcome.phases.append(("results", clock.lap()))
     outcome.results_success = results.success
+    outcome.slowest_results_steps = _slowest_steps(instance, results.run_id)
     for event in results.all_events:
         if event.event_type_value == "ASSET_CHECK_EVALUATION":
             evaluation = event.event_specific_data
             if not evaluation.passed:
                 outcome.failed_checks.append(f"{evaluation.check_name} ({evaluation.severity.value}): {evaluation.description}")
     return outcome
+
+
+class _PhaseClock:
+    """Wall seconds since the last lap (perf_counter: the phases are seconds to minutes long)."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._now = time.perf_counter
+        self._last = self._now()
+
+    def lap(self) -> float:
+        now = self._now()
+        elapsed, self._last = now - self._last, now
+        return elapsed
+
+
+def _slowest_steps(instance, run_id: str, count: int = 4) -> list[tuple[str, float]]:
+    """The results run's slowest asset steps, from Dagster's own step records (what `make ui`
+    shows): a timing the summary reports must not be lost to a storage that cannot answer."""
+    try:
+        stats = instance.get_run_step_stats(run_id)
+    except Exception as exc:  # noqa: BLE001 - the summary line only; the run itself is recorded
+        log.warning("no step timings for run %s (%s: %s)", run_id, type(exc).__name__, exc)
+        return []
+    timed = [(s.step_key, s.end_time - s.start_time) for s in stats if s.start_time is not None and s.end_time is not None]
+    return sorted(timed, key=lambda item: item[1], reverse=True)[:count]
 
 
 def _map_traces_ahead(hardware: dict, stack: ExitStack) -> Ahead | None:

@@ -25,6 +25,20 @@ def test_run_materializes_a_tiny_selection_and_records_dagster_runs(tmp_path):
     ahead = "during the results: the selection map's models traced in a second process ("
     assert ahead in out.stdout
     assert ("not started (one usable CPU)" in out.stdout) == (usable_cpus() < 2), out.stdout[-2000:]
+    # where the wall time went, phase by phase, and the results run's slowest steps by their asset names
+    import re
+
+    timing = re.search(r"time: ([\d.]+) s in the pipeline: before measuring ([\d.]+) s, inventory ([\d.]+) s, "
+                       r"measuring (\d+) partitions? ([\d.]+) s, (?:waiting for the store's writer [\d.]+ s, )?results ([\d.]+) s; "
+                       r"slowest results steps: (.+?) written:", " ".join(out.stdout.split()))
+    assert timing, out.stdout[-2000:]
+    total, *phases = (float(timing[i]) for i in (1, 2, 3, 5, 6))
+    assert all(p > 0 for p in phases) and abs(total - sum(phases)) < 0.2 * len(phases)
+    from pipelines.definitions import defs
+
+    steps = [s.rsplit(" ", 2)[0] for s in timing[7].split(", ")]
+    results_steps = {node.name for node in defs.resolve_job_def("results_job").graph.nodes}  # assets and checks
+    assert steps and set(steps) <= results_steps, (steps, results_steps)
     con = store.connect(DataPaths(tmp_path / "data").database, read_only=True)
     # torch on the CPU and OpenVINO's CPU plugin, one row each; a model named with --model is
     # measured on every kind, so the browser's too where Chromium is here (wasm, WebGPU)
