@@ -94,9 +94,10 @@ fleet-deps:
 
 # ruff first (pyflakes, import order; configured in pyproject.toml), then the suite. fleet-deps
 # installs Redis (and PostgreSQL) where apt-get can, so the Celery dispatch tests run for real.
+# The 25 slowest tests are listed at the end: the suite must stay near 20 minutes on 2 cores.
 test: $(STAMP) install-browser genai-export fleet-deps
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow

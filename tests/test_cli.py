@@ -39,6 +39,12 @@ def test_classify_prints_family_and_evidence():
     assert data["evidence"]
 
 
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--hardware-aware"]])
+def test_classify_refuses_an_empty_model_name_as_a_usage_error(extra):
+    out = devicefit("classify", "  ", *extra)
+    assert out.returncode == 2 and "the model name is empty" in out.stderr, (out.returncode, out.stderr)
+
+
 def test_models_lists_the_catalog():
     out = devicefit("models", "--json")
     rows = json.loads(out.stdout)

@@ -40,6 +40,8 @@ def classify(
     """Classify a model into a family and subfamily, with the evidence that decided it."""
     from models.classifier import classify_model
 
+    if not model.strip():
+        fail("the model name is empty: give a catalog name, a Hugging Face id or a local model directory")
     if hardware_aware:
         try:
             print(json.dumps(classifier(benchmark_dir).classify_model(model, model_class, task), indent=2))
