@@ -120,6 +120,45 @@ def _helper_main(preload: Sequence[str]) -> int:
     return 0
 
 
+SCRATCH_REMOVE_ATTEMPTS = 10
+SCRATCH_REMOVE_PAUSE_S = 0.2
+
+
+@contextlib.contextmanager
+def helper_scratch(prefix: str) -> Iterator[str]:
+    """The helper's directory (its state file, stderr and TMPDIR), removed when the block ends.
+    What the helper started in a session of its own can still write into it for a moment after
+    the helper is stopped (a headless Chromium that Playwright launched: its profile's `Default`
+    directory), and a plain TemporaryDirectory then raised OSError ("Directory not empty") over
+    a `devicefit run` whose work was all done, leaving the directory behind. The removal is
+    retried for about SCRATCH_REMOVE_ATTEMPTS x SCRATCH_REMOVE_PAUSE_S; what still cannot be
+    removed is logged with the reason and left, never raised."""
+    directory = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield directory
+    finally:
+        remove_scratch(Path(directory))
+
+
+def remove_scratch(directory: Path, attempts: int = SCRATCH_REMOVE_ATTEMPTS, pause_s: float = SCRATCH_REMOVE_PAUSE_S) -> bool:
+    """Whether `directory` is gone (helper_scratch's removal; a missing directory is gone)."""
+    problem: OSError | None = None
+    for attempt in range(attempts):
+        try:
+            shutil.rmtree(directory)
+            return True
+        except FileNotFoundError as exc:  # an entry its writer removed meanwhile: the directory may be gone
+            if not directory.exists():
+                return True
+            problem = exc
+        except OSError as exc:
+            problem = exc
+        if attempt + 1 < attempts:
+            time.sleep(pause_s)
+    log.warning("could not remove the helper's directory %s (%s); left in place", directory, problem)
+    return False
+
+
 def _start_helper(directory: Path, preload: Sequence[str]) -> subprocess.Popen:
     """The helper, in a session of its own (so that `_stop` reaches whatever it starts, such as
     an exporter's subprocess), importing `preload` until `_send` gives it the tasks. `-P`: a
@@ -220,7 +259,7 @@ def warm(tasks: Sequence[Any] | Callable[[], Sequence[Any]], compute: Callable[[
     here: set[int] = set()
     helper_done: dict[int, str] = {}
     report = WarmReport()
-    with tempfile.TemporaryDirectory(prefix="devicefit-warm-") as directory:
+    with helper_scratch("devicefit-warm-") as directory:
         state, stderr = Path(directory) / "claims", Path(directory) / "helper.stderr"
         proc = None
         try:
@@ -320,7 +359,7 @@ def ahead(tasks: Sequence[Any], compute: Callable[[Any], Any], preload: Sequence
     raised: this is a head start only. The helper reports to a pipe nobody reads while it runs:
     a line per task, far below a pipe's buffer for the tens of tasks this is for."""
     helper = Ahead(None, "no tasks" if not tasks else "one usable CPU" if usable_cpus() < 2 else "")
-    with tempfile.TemporaryDirectory(prefix="devicefit-ahead-") as directory:
+    with helper_scratch("devicefit-ahead-") as directory:
         state = Path(directory) / "claims"
         state.write_text(f"0 {len(tasks)}".ljust(40))
         if not helper.why_not:

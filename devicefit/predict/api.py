@@ -85,10 +85,12 @@ class HardwareModelPredictor:
     `predict_optimal_hardware` ranks by, the same scoring the selector applies after its
     constraints. A bad configuration is refused here, naming the field. Before any predictor
     is published it answers cold (devicefit.predict.cold_start): every answer `static_rule`,
-    with the reason."""
+    with the reason, on `inventory` where the caller has one (else this host's, detected: where
+    no inventory is cached, that probes the CPU and starts a browser)."""
 
     def __init__(self, database_path: str | Path | None = None, benchmark_dir: str | Path | None = None,
-                 config_path: str | Path | None = None, record: bool = True, config: SelectionConfig | None = None):
+                 config_path: str | Path | None = None, record: bool = True, config: SelectionConfig | None = None,
+                 inventory: dict[str, Any] | None = None):
         if benchmark_dir:
             self.paths = DataPaths(Path(benchmark_dir).resolve())
         elif database_path:
@@ -101,7 +103,7 @@ class HardwareModelPredictor:
             from benchmark_runners.hardware import detect_hardware
             from devicefit.predict.cold_start import cold_artifact
 
-            self.predictor = PerformancePredictor(cold_artifact(detect_hardware().to_json()))
+            self.predictor = PerformancePredictor(cold_artifact(inventory if inventory is not None else detect_hardware().to_json()))
         else:
             self.predictor = _published(artifact, artifacts.predictors_dir(self.paths) / artifacts.CURRENT)
         self.record = record  # served predictions are kept, to be checked against later measurements

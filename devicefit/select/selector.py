@@ -137,13 +137,16 @@ class HardwareSelector:
         """`compatibility`: the matrix (family -> kind -> entry) when the caller has it (the
         pipeline hands over its stored table); else the published compatibility_matrix.json."""
         self.config: SelectionConfig = load_config(config_path)
-        self.predictor = HardwareModelPredictor(database_path=database_path, benchmark_dir=benchmark_dir, config=self.config,
-                                                record=record)
         if inventory is None:
             from benchmark_runners.hardware import detect_hardware
 
             inventory = detect_hardware().to_json()
+        # The predictor answers cold on the same inventory: detecting again where none is cached
+        # probed the CPU and started a browser in the selection map's tracing helper, beside the
+        # results run (and its Chromium, outliving the helper, failed the run's cleanup).
         self.inventory = inventory
+        self.predictor = HardwareModelPredictor(database_path=database_path, benchmark_dir=benchmark_dir, config=self.config,
+                                                record=record, inventory=inventory)
         matrix_path = self.predictor.paths.outputs / "compatibility_matrix.json"
         self.compatibility = read_compatibility_matrix(matrix_path) if compatibility is None else compatibility
 

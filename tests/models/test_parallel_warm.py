@@ -260,6 +260,77 @@ def test_a_stopped_helper_leaves_no_temporary_files_behind(tmp_path, monkeypatch
     assert not scratch.exists() and _helpers_now() == []
 
 
+_PROFILE_WRITER = """
+import os, sys, time
+profile, seconds = sys.argv[1], float(sys.argv[2])
+os.makedirs(profile)
+end, i = time.monotonic() + seconds, 0
+while time.monotonic() < end:
+    try:  # into the directory as it is: once removed, nothing is written (nor made again)
+        open(os.path.join(profile, str(i)), "x").close()
+    except OSError:
+        pass
+    i += 1
+"""
+
+
+def start_a_browser_like_writer_then_linger(task: tuple[str, int, int]) -> None:
+    """What Playwright does in the selection map's helper: a process in a session of its own
+    (out of reach of the helper's session kill) writing its profile's `Default` directory under
+    the helper's TMPDIR, for a moment after the helper is gone."""
+    import subprocess
+    import sys
+    import tempfile
+
+    profile = Path(tempfile.gettempdir()) / "playwright_chromiumdev_profile-x" / "Default"
+    writer = subprocess.Popen([sys.executable, "-c", _PROFILE_WRITER, str(profile), "1.2"], start_new_session=True)
+    (Path(task[0]) / "writer").write_text(f"{writer.pid} {profile}")
+    record_then_linger(task)
+
+
+def test_a_process_still_writing_in_the_helpers_directory_never_fails_its_caller(tmp_path, monkeypatch):
+    """A `devicefit run` failed after all its work with "Directory not empty: Default
+    (OSError)": the caller's temporary directory could not be removed while the browser the
+    helper had started still wrote its profile there. The block now ends without raising, and
+    the directory is gone once the writer stops."""
+    import psutil
+
+    monkeypatch.setattr(parallel_warm, "usable_cpus", lambda: 2)
+    with parallel_warm.ahead(_tasks(tmp_path, 1), start_a_browser_like_writer_then_linger) as helper:
+        deadline = time.monotonic() + WAIT_FOR_HELPER_S
+        while not (tmp_path / "0").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        pid, profile = (tmp_path / "writer").read_text().split(" ", 1)
+        while not (Path(profile).is_dir() and any(Path(profile).iterdir())) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        helper.stop()
+        assert psutil.pid_exists(int(pid))  # the writer outlives the helper, as the browser did
+        scratch = Path(profile).parents[2]
+    assert not scratch.exists() and _helpers_now() == []
+
+
+def test_a_directory_that_cannot_be_removed_is_logged_and_left(tmp_path, caplog):
+    """remove_scratch never raises: a directory it cannot remove (here a file stands where its
+    parent must be written) is named in the log, with the reason."""
+    import logging
+
+    locked = tmp_path / "locked"
+    (locked / "inner").mkdir(parents=True)
+    (locked / "inner" / "f").write_text("x")
+    os.chmod(locked / "inner", 0o500)  # its entries cannot be removed (except by root)
+    try:
+        with caplog.at_level(logging.WARNING, logger="devicefit.parallel_warm"):
+            gone = parallel_warm.remove_scratch(locked, attempts=2, pause_s=0.01)
+        if os.geteuid() == 0:  # root removes it anyway
+            assert gone and not locked.exists()
+        else:
+            assert not gone and locked.exists() and str(locked) in caplog.text and "left in place" in caplog.text
+    finally:
+        if (locked / "inner").exists():
+            os.chmod(locked / "inner", 0o700)
+    assert parallel_warm.remove_scratch(tmp_path / "never-made")
+
+
 def spawn_then_linger(task: tuple[str, int, int]) -> None:
     """Start a child that would run for minutes (as an exporter's subprocess does), name it,
     record the task, then stay busy until stopped."""

@@ -432,3 +432,30 @@ def test_a_restricted_cpu_offers_the_cores_its_budget_allows():
     cores, basis = cpu_cores_of({"physical_cores": 64, "usable_cpus": 2.0, "cpu_budget": {"threads": 2}})
     assert cores == 2 and "cgroup CPU quota" in basis
     assert cpu_cores_of({}) == (None, "physical cores of this machine's CPU")
+
+
+def test_a_selector_given_an_inventory_never_detects_this_host_even_before_any_predictor(tmp_path, monkeypatch):
+    """Cold (no predictor published), the predictor answered on a fresh detection even when the
+    selector was handed an inventory: where none was cached, the selection map's tracing helper
+    probed the CPU and started a browser beside the results run. It now answers on the
+    selector's inventory; without one, the host is detected once, for both."""
+    import benchmark_runners.hardware as hardware
+
+    inventory = hardware.detect_hardware(probe=False).to_json()
+    calls = []
+
+    def detect(*args, **kwargs):
+        calls.append((args, kwargs))
+        raise AssertionError("detect_hardware called although an inventory was given")
+
+    monkeypatch.setattr(hardware, "detect_hardware", detect)
+    cold = HardwareSelector(benchmark_dir=tmp_path / "empty", inventory=inventory, record=False)
+    assert calls == [] and cold.predictor.prediction_models.get("cold_start") and cold.inventory is inventory
+
+    class Detected:
+        def to_json(self):
+            return inventory
+
+    monkeypatch.setattr(hardware, "detect_hardware", lambda *a, **k: calls.append(a) or Detected())
+    HardwareSelector(benchmark_dir=tmp_path / "empty", record=False)
+    assert len(calls) == 1
