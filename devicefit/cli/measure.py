@@ -166,11 +166,11 @@ def _is_store(path: Path) -> bool:
 def _check_baseline(compare_to: Optional[str], threshold: float) -> None:
     """A baseline that cannot be read (a corrupt file, a run id without a database) is named
     before the sweep, not after it. `previous` and run ids in a database are looked up once the rows exist."""
+    if compare_to is None:  # before the imports: they need DuckDB, which a bare GPU host may lack
+        return
     from devicefit.reports import regression
     from devicefit.reports.baselines import load_baseline
 
-    if compare_to is None:
-        return
     try:
         regression.check_levels(threshold)  # compare() would refuse it after the sweep
     except ValueError as exc:
