@@ -32,7 +32,8 @@ def _bare_host_env(tmp_path: Path) -> dict[str, str]:
     site = tmp_path / "bare-host-site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(BLOCKER)
-    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{REPO}")
+    # its own data directory: a hardware cache this session wrote (OpenVINO importable) is not the bare host's
+    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{REPO}", DEVICEFIT_DATA_DIR=str(tmp_path / "bare-host-data"))
     env.pop("PYTHONSTARTUP", None)
     return env
 
@@ -47,7 +48,7 @@ def test_the_blocker_hides_what_a_bare_gpu_host_lacks(tmp_path):
 def test_detect_and_benchmark_run_without_the_store_pipeline_or_openvino(tmp_path, tiny_models):
     env = _bare_host_env(tmp_path)
     cli = [sys.executable, "-m", "devicefit.cli"]
-    detect = subprocess.run(cli + ["detect", "--json"], env=env, capture_output=True, text=True, timeout=300)
+    detect = subprocess.run(cli + ["detect", "--json", "--refresh"], env=env, capture_output=True, text=True, timeout=300)
     assert detect.returncode == 0, detect.stderr[-2000:]
     platforms = json.loads(detect.stdout)["platforms"]
     assert platforms["cpu"]["available"]

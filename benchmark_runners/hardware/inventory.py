@@ -244,17 +244,15 @@ def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path 
     None (the default: predictions, the guide's classifier reading the cache it was given) takes
     the cache at any age, as do callers that only ask which devices exist (`probe=False`)."""
     path = cache_path or hardware_cache_path()
-    if not refresh:
-        cached = _read_cache(path)
-        if cached is not None and not probe:
-            return cached
-        if cached is not None and cached.probes and not _too_old(cached, max_probe_age_s):
-            return cached
-    platforms = detect_platforms()
-    for kind, info in platforms.items():
-        for dev in info.devices:
-            dev["fingerprint"] = device_fingerprint(kind, dev)
-    qualify_host_runtimes({kind: info.devices for kind, info in platforms.items()})
+    cached = None if refresh else _read_cache(path)
+    if cached is not None and not probe:
+        return cached
+    if cached is not None and cached.probes and not _too_old(cached, max_probe_age_s):
+        return cached
+    if cached is not None and not cached.probes:
+        platforms = cached.platforms  # which devices exist is known (see _keep_platforms): only the probe is missing
+    else:
+        platforms = _detected_platforms()
     probes: dict[str, dict[str, Any]] = {}
     busy_devices: list[str] = []
     if probe:
@@ -265,9 +263,9 @@ def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path 
             for dev in info.devices:
                 device = registry.kind(kind).device_id(dev)
                 if (busy := _measured_elsewhere(device, bool(dev.get("software")))) is not None:  # its probe would disturb that measurement
-                    cached = _read_cache(path) or HardwareInventory({}, {})
-                    previous = cached.probes.get(device)
-                    result = (dict(previous, reused=f"{busy}; the probe of {cached.detected_at} is used")
+                    earlier = _read_cache(path) or HardwareInventory({}, {})
+                    previous = earlier.probes.get(device)
+                    result = (dict(previous, reused=f"{busy}; the probe of {earlier.detected_at} is used")
                               if previous and "error" not in previous else {"device": device, "error": busy})
                     busy_devices.append(device)
                 else:
@@ -285,4 +283,37 @@ def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path 
     )
     if probe and not busy_devices and not any(p.get("contended") for p in probes.values()):
         _write_cache(path, inventory)  # a disturbed (or a skipped) probe is used once, never kept for the next run
+    else:
+        _keep_platforms(path, inventory)
     return inventory
+
+
+def _detected_platforms() -> dict[str, PlatformInfo]:
+    platforms = detect_platforms()
+    for kind, info in platforms.items():
+        for dev in info.devices:
+            dev["fingerprint"] = device_fingerprint(kind, dev)
+    qualify_host_runtimes({kind: info.devices for kind, info in platforms.items()})
+    return platforms
+
+
+def _keep_platforms(path: Path, inventory: HardwareInventory) -> None:
+    """Where no usable cache exists, cache which devices exist without a probe: a detection that
+    did not probe, or whose probe was disturbed or skipped, would otherwise leave every later
+    process that asks only which devices exist (a run's steps, its helpers, the API) to detect
+    them again, each starting Chromium and importing OpenVINO (3.8 s of both cores on the 2-vCPU
+    AVX2 EPYC, beside whatever is being measured). A cache without probes is never taken as a
+    probe: what measures probes on it, and only its platforms are reused then. A cache of this
+    boot that holds a probe taken earlier is left as it is, another CPU budget's too (a `taskset`
+    process beside the main one must not take its probe away)."""
+    if not _holds_a_probe(path):
+        _write_cache(path, HardwareInventory(inventory.platforms, {}, inventory.detected_at, inventory.boot_id))
+
+
+def _holds_a_probe(path: Path) -> bool:
+    """Whether `path` is a cache of this boot with a probe in it, whatever CPU budget wrote it."""
+    try:
+        data = json.loads(path.read_text())
+        return data.get("schema") == CACHE_SCHEMA and data.get("boot_id") == _boot_id() and bool(data.get("probes"))
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError):
+        return False

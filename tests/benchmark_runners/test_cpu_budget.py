@@ -340,6 +340,8 @@ def test_a_cache_written_under_another_budget_is_detected_again(tmp_path, monkey
     assert not again.from_cache
     cpu = again.platforms["cpu"].devices[0]
     assert cpu["usable_cpus"] == 1.0 and cpu["fingerprint"] != whole.platforms["cpu"].devices[0]["fingerprint"]
+    kept = json.loads(cache.read_text())  # asking which devices exist under another budget takes no probe away
+    assert kept["probes"]["cpu"]["matmul_gflops_best"] == whole.probes["cpu"]["matmul_gflops_best"]
     rewritten = detect_hardware(refresh=True, cache_path=cache)
     assert detect_hardware(probe=False, cache_path=cache).from_cache or any(
         p.get("contended") for p in rewritten.probes.values())  # the same budget reads its own cache
