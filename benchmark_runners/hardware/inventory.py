@@ -283,7 +283,7 @@ def detect_hardware(refresh: bool = False, probe: bool = True, cache_path: Path 
     )
     if probe and not busy_devices and not any(p.get("contended") for p in probes.values()):
         _write_cache(path, inventory)  # a disturbed (or a skipped) probe is used once, never kept for the next run
-    else:
+    elif probe:
         _keep_platforms(path, inventory)
     return inventory
 
@@ -298,14 +298,19 @@ def _detected_platforms() -> dict[str, PlatformInfo]:
 
 
 def _keep_platforms(path: Path, inventory: HardwareInventory) -> None:
-    """Where no usable cache exists, cache which devices exist without a probe: a detection that
-    did not probe, or whose probe was disturbed or skipped, would otherwise leave every later
-    process that asks only which devices exist (a run's steps, its helpers, the API) to detect
-    them again, each starting Chromium and importing OpenVINO (3.8 s of both cores on the 2-vCPU
-    AVX2 EPYC, beside whatever is being measured). A cache without probes is never taken as a
-    probe: what measures probes on it, and only its platforms are reused then. A cache of this
-    boot that holds a probe taken earlier is left as it is, another CPU budget's too (a `taskset`
-    process beside the main one must not take its probe away)."""
+    """Where no usable cache exists, cache which devices exist without a probe. A measuring
+    process's probe that was disturbed or skipped would otherwise leave every later process
+    that asks only which devices exist (a run's steps, its helpers, the API) to detect them
+    again, each starting Chromium and importing OpenVINO (3.8 s of both cores on the 2-vCPU AVX2
+    EPYC, beside whatever is being measured). Only what probes writes it, as it writes a probed
+    cache: a detection that never asked for a probe (a script, the API, with an environment of
+    its own) is not kept. A cache without probes is never taken as a probe: what measures probes
+    on it, and only its platforms are reused then. Not kept: a detection in which a platform
+    failed (a browser that timed out on a busy host may start next time); a cache of this boot
+    that holds a probe taken earlier, another CPU budget's too (a `taskset` process beside the
+    main one must not take its probe away)."""
+    if any((info.reason or "").startswith("detection failed") for info in inventory.platforms.values()):
+        return
     if not _holds_a_probe(path):
         _write_cache(path, HardwareInventory(inventory.platforms, {}, inventory.detected_at, inventory.boot_id))
 

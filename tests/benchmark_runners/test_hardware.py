@@ -306,7 +306,7 @@ def test_a_cache_that_cannot_be_written_costs_the_next_run_a_detection_not_this_
 
 
 def test_a_disturbed_probe_keeps_which_devices_exist_but_no_probe(tmp_path, monkeypatch):
-    """With no cache and a probe taken beside other work, nothing was cached, so every later
+    """With no cache and a measuring process's probe taken beside other work, nothing was cached, so every later
     process that asked only which devices exist (a run's steps, the selection map's helper, the
     API) detected them again, each starting Chromium and importing OpenVINO (3.8 s of both cores
     on the 2-vCPU AVX2 EPYC), and every partition probed again on a fresh detection. Now the
@@ -333,10 +333,14 @@ def test_a_disturbed_probe_keeps_which_devices_exist_but_no_probe(tmp_path, monk
 
     monkeypatch.setattr(module, "detect_platforms", counting_detect)
     monkeypatch.setattr(module, "probe_device", Probe)
+    monkeypatch.setattr(module.registry, "probed_kinds", lambda: ["cpu"])  # a GPU host probes its cards too
     monkeypatch.setenv("DEVICEFIT_LOCK_DIR", str(tmp_path / "locks"))
     path = tmp_path / "hardware.json"
     measuring = dict(cache_path=path, max_probe_age_s=module.PROBE_MAX_AGE_S)
 
+    # A detection that never asked for a probe (a script, the API: an environment of its own) keeps nothing.
+    assert not detect_hardware(probe=False, cache_path=path).from_cache and not path.exists()
+    detections.clear()
     disturbed = detect_hardware(**measuring)
     assert disturbed.probes["cpu"]["contended"] and len(detections) == 1 and probed == ["cpu"]
     assert json.loads(path.read_text())["probes"] == {}
