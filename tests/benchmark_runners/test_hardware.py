@@ -181,6 +181,7 @@ def test_a_probe_older_than_its_maximum_age_is_taken_again(tmp_path, monkeypatch
             return {"device": "cpu", "matmul_gflops_best": 100.0 + len(probed), "contended": False}
 
     monkeypatch.setattr(module, "probe_device", Probe)
+    monkeypatch.setattr(module.registry, "probed_kinds", lambda: ["cpu"])  # a GPU host probes its cards too
     monkeypatch.setenv("DEVICEFIT_LOCK_DIR", str(tmp_path / "locks"))  # a measurement elsewhere on the host would skip the probe
     path = tmp_path / "hardware.json"
     detect_hardware(refresh=True, cache_path=path)
@@ -258,6 +259,7 @@ def test_a_device_another_process_measures_on_is_not_probed_beside_it(tmp_path, 
             return {"device": "cpu", "matmul_gflops_best": 100.0 + len(probed), "contended": False}
 
     monkeypatch.setattr(module, "probe_device", Probe)
+    monkeypatch.setattr(module.registry, "probed_kinds", lambda: ["cpu"])  # a GPU host probes its cards too
     monkeypatch.setenv("DEVICEFIT_LOCK_DIR", str(tmp_path / "locks"))
     path = tmp_path / "hardware.json"
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom benchmark_runners.device_lock import hold_devices\n"
