@@ -59,6 +59,7 @@ class ConfigMeasurer:
         self._loaded_backend: str | None = None
         self._copy_gbs: float | None = None  # the copy kernel's reading, once a process (speed_reference)
         self._copy_taken = False
+        self._backends_used: set[str] = set()  # shut down when the worker is done (shutdown)
 
     def _release(self) -> None:
         self.close()
@@ -75,6 +76,14 @@ class ConfigMeasurer:
         self._loaded = None
         self._loaded_key = None
 
+    def shutdown(self) -> None:
+        """close(), and stop what each backend this process used keeps between models (the
+        browser and its temporary files): the worker's last call before os._exit."""
+        self.close()
+        for name in sorted(self._backends_used):
+            registry.backend(name).shutdown()
+        self._backends_used.clear()
+
     def _prepared(self, backend: Backend, spec, config: BenchmarkConfig) -> PreparedModel:
         key = backend.loaded_key(config)
         if self._loaded_key != key:
@@ -85,6 +94,7 @@ class ConfigMeasurer:
                 torch.cuda.empty_cache()
             release_free_heap()
             before = self.rss.current_bytes()
+            self._backends_used.add(config.backend)  # before prepare: a failed one may have started its browser
             prepared = backend.prepare(spec, config)
             prepared.memory.update(rss_before_load_bytes=before, rss_after_load_bytes=self.rss.current_bytes())
             self._loaded, self._loaded_key, self._loaded_backend = prepared, key, config.backend

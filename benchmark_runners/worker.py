@@ -76,7 +76,7 @@ def main() -> int:
             result = measurer.run(config)
             emit({"event": "result", "index": index, "result": result.to_json()})
     finally:
-        measurer.close()  # os._exit below skips every cleanup the backend registered
+        measurer.shutdown()  # os._exit below skips every cleanup the backends registered
     return 0
 
 

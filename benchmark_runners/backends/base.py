@@ -160,6 +160,11 @@ class Backend(ABC):
         """Free what the prepared model holds outside this process (a browser page's session);
         called when the worker drops it. In-process objects need nothing: they are collected."""
 
+    def shutdown(self) -> None:
+        """Stop what this process started for the backend and keeps between models (the
+        browser): called once, when the worker is done, before it exits without the
+        interpreter's teardown. Nothing here."""
+
     def helper_pids(self, prepared: PreparedModel) -> list[int]:
         """Processes besides the worker that do the timed work (the browser's): their CPU time is
         the measurement's own, not contention. None here: the worker does it all."""

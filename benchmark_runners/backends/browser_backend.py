@@ -250,6 +250,12 @@ class BrowserBackend(Backend):
             return None
         return total, ("browser_peak_uss_bound" if peak_marks else "browser_uss_after_timing")
 
+    def shutdown(self) -> None:
+        """Close this worker's browsers: Chromium's processes and their temporary files."""
+        for browser in list(_browsers.values()):
+            browser.close()
+        _browsers.clear()
+
     @staticmethod
     def release(prepared: PreparedModel) -> None:
         """Free the page's session and the published input files."""

@@ -19,6 +19,7 @@ import os
 import queue
 import secrets
 import shutil
+import tempfile
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -162,6 +163,10 @@ class Browser:
         self.marker = f"--devicefit-browser={secrets.token_hex(8)}"
         self.executable = chromium_path()
         self.server = StaticServer()
+        # Chromium's own temporary files (its singleton socket's directory) go here, removed on
+        # close: a browser the watchdog kills cannot remove them itself, and each hung page left
+        # an org.chromium.Chromium.* directory in /tmp.
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="devicefit-chromium-"))
         self._browser = None
         self.alive = False
         try:
@@ -174,7 +179,7 @@ class Browser:
     def _start(self) -> None:
         driver = _thread[0].playwright()
         self._browser = driver.chromium.launch(executable_path=self.executable, args=[*self.flags, self.marker], headless=True,
-                                               timeout=START_TIMEOUT_S * 1e3)
+                                               timeout=START_TIMEOUT_S * 1e3, env={**os.environ, "TMPDIR": str(self.temp_dir)})
         self.version = self._browser.version
         self.page = self._browser.new_page()
         self.page.goto(self.server.origin + "/page.html", timeout=START_TIMEOUT_S * 1e3)
@@ -224,6 +229,7 @@ class Browser:
             self.server.close()
         except Exception:  # noqa: BLE001 - a server that never started
             pass
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def processes(self) -> list:
         """This browser's processes (psutil), main process first."""

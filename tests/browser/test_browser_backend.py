@@ -4,6 +4,7 @@ or the npm install of onnxruntime-web is missing (`make install-browser` install
 from __future__ import annotations
 
 import socket
+import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -33,12 +34,12 @@ def measurer(tmp_path_factory):
                for kind, info in inventory.platforms.items()}
     measurer = ConfigMeasurer("test-browser", {}, devices)
     yield measurer
-    measurer.close()
     from benchmark_runners.backends import browser_backend
 
-    for browser in browser_backend._browsers.values():
-        browser.close()
-    browser_backend._browsers.clear()
+    browsers = list(browser_backend._browsers.values())
+    measurer.shutdown()  # as a worker does before it exits: the browsers go, with their temporary files
+    assert not browser_backend._browsers and browsers
+    assert not any(browser.alive or browser.temp_dir.exists() for browser in browsers)
     if previous is None:
         os.environ.pop("DEVICEFIT_DATA_DIR", None)
     else:
@@ -159,15 +160,23 @@ def test_a_page_that_throws_or_hangs_is_a_failed_row_and_the_next_config_runs(me
     monkeypatch.setattr(browser_backend, "RUN_TIMEOUT_S", 3.0)
     monkeypatch.setattr(browser_backend, "WATCHDOG_GRACE_S", 2.0)
     original = browser_backend.BrowserBackend.make_step
+    browsers = []
 
     def faulty_make_step(self, prepared, inputs):
         step = original(self, prepared, inputs)
+        browsers.append(prepared.state["browser"])
         prepared.state["browser"].evaluate(f"() => {{ devicefit.runOnce = {fault}; }}")
         return step
 
+    system_temp = Path(tempfile.gettempdir())
+    before = set(system_temp.glob("org.chromium.Chromium.*"))
     monkeypatch.setattr(browser_backend.BrowserBackend, "make_step", faulty_make_step)
     failed = measurer.run(config("bert-tiny", "wasm", batch=3))
     assert failed.status == "failed" and expected in failed.error, failed.error
+    # The failed browser was closed (killed, where it hung) and left no temporary files behind:
+    # Chromium's went to its own directory, removed with it.
+    assert browsers and not browsers[0].alive and not browsers[0].temp_dir.exists()
+    assert set(system_temp.glob("org.chromium.Chromium.*")) <= before
     monkeypatch.setattr(browser_backend.BrowserBackend, "make_step", original)
     assert_ok_browser_row(measurer.run(config("bert-tiny", "wasm", batch=1)), "wasm")
 
