@@ -58,6 +58,17 @@ def host_environment() -> dict[str, Any]:
     }
 
 
+def allocator() -> dict[str, Any]:
+    """The C library and the malloc settings the process runs with (MALLOC_* variables,
+    GLIBC_TUNABLES, an LD_PRELOAD such as jemalloc or tcmalloc). At batch 16 a torch row's time
+    depends on them: mobilenet-v2 took 95k minor page faults a call with glibc's defaults and ran
+    453 ms, 295 ms with MALLOC_MMAP_MAX_=0 (the 2-core AVX2 EPYC, 2026-11-30). devicefit measures
+    whatever the process was started with; the row says what that was."""
+    libc, version = platform.libc_ver()
+    settings = {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_") or k == "GLIBC_TUNABLES"}
+    return {"libc": f"{libc} {version}" if libc else None, "preload": os.environ.get("LD_PRELOAD") or None, "settings": settings}
+
+
 def process_environment() -> dict[str, Any]:
     """Collected in the worker: what the measuring process really ran with."""
     import torch
@@ -79,4 +90,5 @@ def process_environment() -> dict[str, Any]:
         # The CPUs it may use (affinity, cgroup quota) and the threads they allow: where a quota
         # restricts, its contention figures come from the group's counters (contention.py).
         "cpu_budget": detect_cpu_budget().to_json(),
+        "allocator": allocator(),
     }

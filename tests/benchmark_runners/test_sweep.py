@@ -116,6 +116,7 @@ def test_workers_are_forked_from_one_server_and_the_sweep_falls_back_without_it(
     # The server's imports and the worker's own are out of the collector's reach (a full
     # collection walked some 370,000 objects otherwise, at every model a worker releases).
     assert all(r.environment["gc_frozen_objects"] > 100_000 for r in rows)
+    assert all("settings" in r.environment["allocator"] for r in rows)  # the worker says which malloc it ran with
     server = sweep._server
     assert server is not None and server.proc.poll() is None
     for pid in pids:  # each worker was the server's child, in a session of its own, and is gone
