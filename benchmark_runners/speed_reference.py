@@ -41,9 +41,19 @@ from benchmark_runners import registry
 
 SIZE = 512
 # The most a reading is trusted to say the machine ran faster or slower than usual: beyond it,
-# a reading is more likely disturbed itself than the machine that far off (training's factor and
-# the regression report's adjustment are clamped to [1/MAX_FACTOR, MAX_FACTOR]).
+# a reading is more likely disturbed itself than the machine that far off (the reading's ratio to
+# the typical rate, in training and in the regression report's adjustment, is clamped to
+# [1/MAX_FACTOR, MAX_FACTOR]).
 MAX_FACTOR = 1.5
+# How much of the reading's change a model's time follows: a row is scaled by (reading / typical)
+# ** TRACKING. The log-log slope of a model's time on the reading, and the slope on a noisy
+# reading is what best predicts a time from it (the reading's own noise flattens it). On the AVX2
+# EPYC VM on 2026-11-30, two 300 s windows of `benchmarks/speed_reference_check.py --openvino`
+# (ViT-base batch 1, about 150 points each, readings 84-174 GFLOP/s) gave -0.56 and -0.58 for torch
+# and -0.58 twice for OpenVINO's CPU plugin: the reading tells both backends' speed alike, and
+# about 0.6 of its swing. An earlier window on the same VM read -1.04. Scaling fully over-corrected:
+# make run 29's held-out latency was 15.3% at 1.0, 13.9% at 0.6, 14.3% at 0.4 and 0.8, 15.6% at 0.
+TRACKING = 0.6
 MIN_READINGS = 5  # fewer rows with a reading on a device: its typical rate is not known
 CALLS = 8
 KERNEL = f"fp32 {SIZE}x{SIZE} matmul, median of {CALLS} calls, torch's intra-op threads"

@@ -5,21 +5,23 @@ A VM's host can slow its vCPUs by half for minutes with nothing in the guest to 
 timed then is a true figure of that moment, but as a training target it is noise: the
 predictors answer "how fast will this config run on this device", not "how fast did it run
 while a neighbour held the core". So a row with a reading is scaled by its reference rate over
-the device's typical one (the median over that device's rows with a reading): a config timed
-while the kernel ran 30% slower than usual counts as 0.7x its measured time. On the AMD EPYC VM
-a ViT-base call's time followed the reference with a log-log slope of -1.04, and scaling by it
-halved the calls' spread (CV 13% -> 7%).
+the device's typical one (the median over that device's rows with a reading), raised to
+TRACKING (0.6): a config timed while the kernel ran 30% slower than usual counts as 0.7 ** 0.6 =
+0.81x its measured time. A model's time follows the reading with a log-log slope of about -0.6
+on the AMD EPYC VM, for torch and OpenVINO alike (one earlier window read -1.04); scaling fully
+over-corrected the rows of a make run (held-out latency 15.3% against 13.9%; see
+benchmark_runners/speed_reference.py).
 
 Rows without a reading (older rows, other machines' landing files, GPUs, the browser kinds) keep
-their measured figure. The factor is clamped to [1/MAX_FACTOR, MAX_FACTOR]: beyond it, a reading
-is more likely disturbed itself than the machine that far off. The stored rows never change;
+their measured figure. The reading's ratio is clamped to [1/MAX_FACTOR, MAX_FACTOR] first: beyond
+it, a reading is more likely disturbed itself than the machine that far off. The stored rows never change;
 only the training targets do, and the artifact records each device's typical rate and range.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from benchmark_runners.speed_reference import MAX_FACTOR, mean_gflops, typical_rates
+from benchmark_runners.speed_reference import MAX_FACTOR, TRACKING, mean_gflops, typical_rates
 from devicefit.predict.hardware_specs import row_device
 
 
@@ -40,7 +42,7 @@ def speed_factors(rows: list[dict[str, Any]]) -> tuple[list[float], dict[str, di
         if rate is None or device not in typical:
             factors.append(1.0)
             continue
-        factor = min(max(rate / typical[device], 1 / MAX_FACTOR), MAX_FACTOR)
+        factor = min(max(rate / typical[device], 1 / MAX_FACTOR), MAX_FACTOR) ** TRACKING
         factors.append(factor)
         scaled.setdefault(device, []).append(factor)
     summary = {d: {"typical_gflops": round(typical[d], 2), "rows": len(f), "factor_min": round(min(f), 3),

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_runners.harness import FAULTS_WORTH_A_NOTE, fault_count_text
-from benchmark_runners.speed_reference import MAX_FACTOR
+from benchmark_runners.speed_reference import MAX_FACTOR, TRACKING
 from devicefit.reports.baselines import (  # noqa: F401 - the readers, re-exported for callers of this module
     CI_FORMAT,
     BaselineError,
@@ -203,7 +203,8 @@ def _host_speed_explains(cur: SampleSet, base: SampleSet, threshold: float) -> s
     if not cur.speed_gflops or not base.speed_gflops or not base.p50_ms:
         return None
     ratio = min(max(cur.speed_gflops / base.speed_gflops, 1 / MAX_FACTOR), MAX_FACTOR)
-    adjusted = cur.p50_ms * ratio / base.p50_ms - 1  # the current median at the baseline's host speed
+    # the current median at the baseline's host speed: a time follows TRACKING of the reading's swing
+    adjusted = cur.p50_ms * ratio ** TRACKING / base.p50_ms - 1
     if abs(adjusted) > threshold:
         return None
     return (f"the host ran at {ratio:.2f}x the baseline's speed on the fixed-kernel reference ({cur.speed_gflops:.0f} vs "
