@@ -2,6 +2,7 @@
 model across batch sizes), build inputs, run the harness, turn samples into a result row."""
 from __future__ import annotations
 
+import logging
 import traceback
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -30,6 +31,8 @@ from models.inputs import input_signature
 from models.loading import weights_kind
 from models.resolve import resolve_model
 from models.tensors import make_inputs
+
+log = logging.getLogger("devicefit.measure")
 
 NS_PER_MS = 1e6
 
@@ -81,7 +84,10 @@ class ConfigMeasurer:
         browser and its temporary files): the worker's last call before os._exit."""
         self.close()
         for name in sorted(self._backends_used):
-            registry.backend(name).shutdown()
+            try:  # an optional hook: a plugin backend registered by its shape may not have it
+                getattr(registry.backend(name), "shutdown", lambda: None)()
+            except Exception:  # noqa: BLE001 - one backend's failure must not keep the others' processes alive
+                log.warning("shutting down the %s backend failed", name, exc_info=True)
         self._backends_used.clear()
 
     def _prepared(self, backend: Backend, spec, config: BenchmarkConfig) -> PreparedModel:

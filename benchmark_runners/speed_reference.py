@@ -5,7 +5,8 @@ tenant on the host's SMT siblings or shared cache, invisible to /proc/stat (cont
 only this guest's processes). On the 2-vCPU AMD EPYC VM, with nothing else running, a ViT-base
 forward pass ranged 234-369 ms over 150 s, and a 512x512 fp32 matmul timed just before and
 after each call tracked it: correlation 0.83 with the inverse of the two references' mean,
-log-log slope -1.04 (benchmarks/speed_reference_check.py reproduces it). One such make run
+log-log slope -1.04 in that window (benchmarks/speed_reference_check.py measures it; other
+windows read -0.56 to -0.58, see TRACKING). One such make run
 recorded the same OpenVINO configs 2x slower than the run before, with a 2% CV and nothing in
 /proc/stat.
 
@@ -51,8 +52,13 @@ MAX_FACTOR = 1.5
 # EPYC VM on 2026-11-30, two 300 s windows of `benchmarks/speed_reference_check.py --openvino`
 # (ViT-base batch 1, about 150 points each, readings 84-174 GFLOP/s) gave -0.56 and -0.58 for torch
 # and -0.58 twice for OpenVINO's CPU plugin: the reading tells both backends' speed alike, and
-# about 0.6 of its swing. An earlier window on the same VM read -1.04. Scaling fully over-corrected:
-# make run 29's held-out latency was 15.3% at 1.0, 13.9% at 0.6, 14.3% at 0.4 and 0.8, 15.6% at 0.
+# about 0.6 of its swing. A torch-only window right after (readings half as far apart) read -0.70
+# (correlation 0.80; the calls' CV 10.4% raw, 6.8% scaled fully, 6.2% at 0.6), and an earlier
+# one -1.04. The further apart the readings, the flatter the slope; a worker's two readings
+# bracket a whole config, seconds apart, farther than either window's. On make run 29's rows, full
+# scaling over-corrected: held-out latency 15.3% at 1.0, 13.9% at 0.6, 14.3% at 0.4 and 0.8, 15.6%
+# at 0; one run, and a flat optimum. Leave-one-device-out between the EPYC and the Xeon moved both
+# ways (the Xeon's torch 29.9% -> 34.4%, the EPYC's OpenVINO 22.5% -> 19.7%).
 TRACKING = 0.6
 MIN_READINGS = 5  # fewer rows with a reading on a device: its typical rate is not known
 CALLS = 8

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from benchmark_runners.hardware import HardwareInventory, PlatformInfo, detect_h
 from benchmark_runners.hardware.cpu_budget import detect_cpu_budget
 from benchmark_runners.measure import now_iso
 from benchmark_runners.memory_guard import memory_refusal
+from benchmark_runners.paths import WORKER_SCRATCH_ENV
 from benchmark_runners.records import MODES, BenchmarkConfig, BenchmarkResult
 from benchmark_runners.worker import PRELOAD_ENV
 from benchmark_runners.zygote import UNKNOWN_RETURNCODE, ForkServer
@@ -178,16 +180,19 @@ class _Worker:
         self.env = dict(env or {})
         self.configs: list[BenchmarkConfig] = []
         self.stderr = tempfile.TemporaryFile()
+        # Removed by close() whatever became of the worker (paths.WORKER_SCRATCH_ENV).
+        self.scratch = tempfile.mkdtemp(prefix="devicefit-worker-")
         lifeline_read, self.lifeline = open_lifeline()  # the worker gets the read end only
+        own = {PRELOAD_ENV: model, WORKER_SCRATCH_ENV: self.scratch}
         try:
             server = _fork_server(python) if forked and not self.env else None
             if server is not None:
                 try:
-                    self.proc = server.fork({PRELOAD_ENV: model}, self.stderr.fileno(), lifeline_read)
+                    self.proc = server.fork(own, self.stderr.fileno(), lifeline_read)
                     return
                 except (RuntimeError, OSError) as exc:
                     _drop_fork_server(f"{type(exc).__name__}: {exc}")
-            env = dict(_worker_env(), **self.env, **{LIFELINE_ENV: str(lifeline_read), PRELOAD_ENV: model})
+            env = dict(_worker_env(), **self.env, **{LIFELINE_ENV: str(lifeline_read)}, **own)
             self.proc = subprocess.Popen(
                 [python, "-m", "benchmark_runners.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=self.stderr, env=env, start_new_session=True, pass_fds=(lifeline_read,),
@@ -230,6 +235,7 @@ class _Worker:
         if self.lifeline is not None:
             os.close(self.lifeline)
             self.lifeline = None
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def start_fork_server(python: str = sys.executable) -> None:

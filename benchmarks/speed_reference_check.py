@@ -4,14 +4,18 @@ Alternates, for --seconds, three forward passes of a model (ViT-base from its co
 weights, batch 1) with the speed reference the worker takes around every config
 (benchmark_runners/speed_reference.py) before and after them; prints the correlation of the
 calls' median time with the inverse of the references' mean, the log-log slope (-1: time follows
-the reference exactly), and the spread of the times before and after scaling each by its
-reference over the median reference (what devicefit/predict/speed.py does to training targets).
+the reference's swing in full; speed_reference.TRACKING is the power training uses), and the
+spread of the times before and after scaling each by its reference over the median reference,
+fully and to that power (what devicefit/predict/speed.py does to training targets).
 Keep the machine otherwise idle: the point is what drifts without any process of ours.
 
 With --openvino, the same model compiled by OpenVINO's CPU plugin (f32 precision hint, the
-latency hint, as the worker compiles it) runs beside torch's in every point: three torch calls
-and three OpenVINO calls between the references, so both backends' slopes come from the same
-drift. The reference is torch's kernel; whether it also tells OpenVINO's speed is the question.
+latency hint, torch's thread count; the worker also fixes the input shape and sets the denormal
+hint, which this does not) runs beside torch's in every point: three torch calls and three
+OpenVINO calls between the references, so both backends' slopes come from the same drift. The
+reference is torch's kernel; whether it also tells OpenVINO's speed is the question. The gap
+between the two readings is then twice as long, which can flatten both slopes: compare with a
+torch-only window taken in the same state.
 
     python benchmarks/speed_reference_check.py [--seconds 150] [--openvino]
 """
@@ -32,7 +36,7 @@ def main() -> int:
     import torch
     from transformers import ViTConfig, ViTModel
 
-    from benchmark_runners.speed_reference import KERNEL, reference_gflops
+    from benchmark_runners.speed_reference import KERNEL, TRACKING, reference_gflops
 
     model = ViTModel(ViTConfig()).eval()
     x = torch.randn(1, 3, 224, 224)
@@ -66,14 +70,16 @@ def main() -> int:
         ms = o[:, 2 + i]
         slope = np.polyfit(np.log(ref), np.log(ms), 1)[0]
         scaled = ms * ref / np.median(ref)
+        powered = ms * (ref / np.median(ref)) ** TRACKING
         print(f"ViT-base batch 1, {name}: {ms.min():.1f}-{ms.max():.1f} ms (CV {cv(ms):.1%}); correlation of time with "
               f"1/reference {np.corrcoef(ms, 1 / ref)[0, 1]:.2f}, log-log slope {slope:.2f}; scaled to the median reference: "
-              f"{scaled.min():.1f}-{scaled.max():.1f} ms (CV {cv(scaled):.1%})")
+              f"fully {scaled.min():.1f}-{scaled.max():.1f} ms (CV {cv(scaled):.1%}), to the power {TRACKING} "
+              f"{powered.min():.1f}-{powered.max():.1f} ms (CV {cv(powered):.1%})")
     return 0
 
 
 def _openvino_call(model, x):
-    """The model compiled by OpenVINO's CPU plugin as the worker compiles an fp32 latency config
+    """The model compiled by OpenVINO's CPU plugin with an fp32 latency config's hints
     (benchmark_runners/backends/openvino_backend.py), with as many threads as torch uses."""
     import openvino as ov
     import torch

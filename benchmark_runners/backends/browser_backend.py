@@ -26,6 +26,7 @@ from typing import Any
 
 from benchmark_runners.backends.base import Backend, OutputMismatch, PreparedModel, TimedStep
 from benchmark_runners.hardware.cpu_budget import restricted_threads
+from benchmark_runners.paths import worker_scratch
 from benchmark_runners.records import BenchmarkConfig
 from models.catalog import ModelSpec
 
@@ -138,7 +139,7 @@ class BrowserBackend(Backend):
         if config.device == "webnn":
             options["deviceType"] = device.get("device_type", "cpu")
         loaded = browser.call("load", url, PROVIDERS[config.device], options, LOAD_TIMEOUT_S * 1e3, timeout_s=LOAD_TIMEOUT_S + WATCHDOG_GRACE_S)
-        scratch = Path(tempfile.mkdtemp(prefix="devicefit-browser-"))
+        scratch = Path(tempfile.mkdtemp(prefix="devicefit-browser-", dir=worker_scratch()))  # a killed worker's goes with it
         state = {"browser": browser, "scratch": scratch, "urls": [url]}
         backend_config = {
             "browser": f"Chromium {browser.version}", "executable": browser.executable, "flags": browser.flags,

@@ -25,6 +25,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from benchmark_runners.paths import worker_scratch
 from models.errors import DevicefitError
 
 CHROMIUM_ENV = "DEVICEFIT_CHROMIUM"
@@ -147,6 +148,24 @@ def _driver_processes() -> list:
     return out
 
 
+# Chromium aborts ("Socket path too long") where its singleton socket's path,
+# <TMPDIR>/org.chromium.Chromium.XXXXXX/SingletonSocket, exceeds a Unix socket's 107 bytes.
+SOCKET_PATH_MAX = 107
+SOCKET_SUFFIX = len("/org.chromium.Chromium.XXXXXX/SingletonSocket")
+
+
+def _chromium_temp_dir() -> Path:
+    """A fresh directory for one browser's temporary files: in the worker's scratch directory
+    where its path leaves room for the socket, else in the system's temporary directory."""
+    scratch = worker_scratch()
+    if scratch is not None:
+        inside = Path(tempfile.mkdtemp(prefix="chromium-", dir=scratch))
+        if len(str(inside)) + SOCKET_SUFFIX <= SOCKET_PATH_MAX:
+            return inside
+        inside.rmdir()
+    return Path(tempfile.mkdtemp(prefix="devicefit-chromium-"))
+
+
 class Browser:
     """One headless Chromium with the measuring page open. `software_webgpu` starts it on
     SwiftShader's adapter (the fallback where no GPU adapter answers)."""
@@ -165,8 +184,9 @@ class Browser:
         self.server = StaticServer()
         # Chromium's own temporary files (its singleton socket's directory) go here, removed on
         # close: a browser the watchdog kills cannot remove them itself, and each hung page left
-        # an org.chromium.Chromium.* directory in /tmp.
-        self.temp_dir = Path(tempfile.mkdtemp(prefix="devicefit-chromium-"))
+        # an org.chromium.Chromium.* directory in /tmp. In a sweep's worker it is inside the
+        # worker's scratch directory, which the sweep removes even when it had to kill the worker.
+        self.temp_dir = _chromium_temp_dir()
         self._browser = None
         self.alive = False
         try:

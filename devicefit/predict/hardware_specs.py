@@ -99,7 +99,9 @@ def probe_speed_factor(probe: dict, typical_reference: float | None) -> float:
     and one probe read 17 twice and would have moved 2x). The compute peaks only: the kernel is
     a compute-bound matmul; over the 126 calm probes the copy bandwidth did not follow the
     readings (correlation -0.03 in logs). The bandwidth has its own reading
-    (`probe_bandwidth_factor`)."""
+    (`probe_bandwidth_factor`). By the full ratio, not the rows' speed_reference.TRACKING power:
+    the probe's peak and the reading are the same kind of kernel (an fp32 matmul with the same
+    threads) two seconds apart, where a model's time follows only part of the reading's swing."""
     reference = probe.get("speed_reference")
     if mean_gflops(reference) is None:
         return 1.0

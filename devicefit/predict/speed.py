@@ -7,10 +7,10 @@ predictors answer "how fast will this config run on this device", not "how fast 
 while a neighbour held the core". So a row with a reading is scaled by its reference rate over
 the device's typical one (the median over that device's rows with a reading), raised to
 TRACKING (0.6): a config timed while the kernel ran 30% slower than usual counts as 0.7 ** 0.6 =
-0.81x its measured time. A model's time follows the reading with a log-log slope of about -0.6
-on the AMD EPYC VM, for torch and OpenVINO alike (one earlier window read -1.04); scaling fully
-over-corrected the rows of a make run (held-out latency 15.3% against 13.9%; see
-benchmark_runners/speed_reference.py).
+0.81x its measured time. A model's time followed the reading with a log-log slope of about -0.6
+in two windows on the AMD EPYC VM, for torch and OpenVINO alike (one earlier window read -1.04);
+on make run 29's rows scaling fully over-corrected (held-out latency 15.3% against 13.9%; see
+benchmark_runners/speed_reference.py for the figures and their limits).
 
 Rows without a reading (older rows, other machines' landing files, GPUs, the browser kinds) keep
 their measured figure. The reading's ratio is clamped to [1/MAX_FACTOR, MAX_FACTOR] first: beyond
@@ -46,5 +46,5 @@ def speed_factors(rows: list[dict[str, Any]]) -> tuple[list[float], dict[str, di
         factors.append(factor)
         scaled.setdefault(device, []).append(factor)
     summary = {d: {"typical_gflops": round(typical[d], 2), "rows": len(f), "factor_min": round(min(f), 3),
-                   "factor_max": round(max(f), 3)} for d, f in scaled.items()}
+                   "factor_max": round(max(f), 3), "power": TRACKING} for d, f in scaled.items()}
     return factors, summary

@@ -2,6 +2,8 @@
 the sweep goes on."""
 import os
 import signal
+import tempfile
+from pathlib import Path
 
 from benchmark_runners.harness import TimingPolicy
 from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
@@ -10,15 +12,23 @@ from tests.conftest import FAST_POLICY
 
 
 def test_a_worker_killed_mid_sweep_fails_only_its_config():
+    """...and its scratch directory (paths.WORKER_SCRATCH_ENV: where a worker's browser keeps its
+    temporary files) goes with it: the sweep removes it, since a killed worker cannot."""
     configs = [BenchmarkConfig("bert-tiny", batch_size=b, policy=FAST_POLICY) for b in (1, 2, 4)]
     killed = []
+    scratch_before = set(Path(tempfile.gettempdir()).glob("devicefit-worker-*"))
 
     def on_event(event):
         if event.kind == "config_started" and event.config.batch_size == 2 and not killed:
+            live = set(Path(tempfile.gettempdir()).glob("devicefit-worker-*")) - scratch_before
+            for scratch in live:  # what a browser would leave there
+                (scratch / "org.chromium.Chromium.test").mkdir()
             os.kill(event.worker_pid, signal.SIGKILL)
-            killed.append(event.worker_pid)
+            killed.append(live)
 
     results = run_sweep(configs, on_event=on_event)
+    assert killed[0], "the worker had a scratch directory"
+    assert not set(Path(tempfile.gettempdir()).glob("devicefit-worker-*")) - scratch_before
     assert [r.status for r in results] == ["ok", "failed", "ok"]
     assert "SIGKILL" in results[1].error and results[1].reason_code == "worker_died"
     assert [r.batch_size for r in results] == [1, 2, 4]

@@ -37,13 +37,15 @@ def measurer(tmp_path_factory):
     from benchmark_runners.backends import browser_backend
 
     browsers = list(browser_backend._browsers.values())
-    measurer.shutdown()  # as a worker does before it exits: the browsers go, with their temporary files
-    assert not browser_backend._browsers and browsers
-    assert not any(browser.alive or browser.temp_dir.exists() for browser in browsers)
-    if previous is None:
-        os.environ.pop("DEVICEFIT_DATA_DIR", None)
-    else:
-        os.environ["DEVICEFIT_DATA_DIR"] = previous
+    try:
+        measurer.shutdown()  # as a worker does before it exits: the browsers go, with their temporary files
+        assert not browser_backend._browsers
+        assert not any(browser.alive or browser.temp_dir.exists() for browser in browsers)
+    finally:
+        if previous is None:
+            os.environ.pop("DEVICEFIT_DATA_DIR", None)
+        else:
+            os.environ["DEVICEFIT_DATA_DIR"] = previous
 
 
 def config(model: str, device: str, batch: int = 1, precision: str = "fp32"):
@@ -164,8 +166,10 @@ def test_a_page_that_throws_or_hangs_is_a_failed_row_and_the_next_config_runs(me
 
     def faulty_make_step(self, prepared, inputs):
         step = original(self, prepared, inputs)
-        browsers.append(prepared.state["browser"])
-        prepared.state["browser"].evaluate(f"() => {{ devicefit.runOnce = {fault}; }}")
+        browser = prepared.state["browser"]
+        # Chromium keeps its temporary files (its singleton socket's directory) in the browser's own
+        browsers.append((browser, sorted(p.name for p in browser.temp_dir.iterdir())))
+        browser.evaluate(f"() => {{ devicefit.runOnce = {fault}; }}")
         return step
 
     system_temp = Path(tempfile.gettempdir())
@@ -175,10 +179,37 @@ def test_a_page_that_throws_or_hangs_is_a_failed_row_and_the_next_config_runs(me
     assert failed.status == "failed" and expected in failed.error, failed.error
     # The failed browser was closed (killed, where it hung) and left no temporary files behind:
     # Chromium's went to its own directory, removed with it.
-    assert browsers and not browsers[0].alive and not browsers[0].temp_dir.exists()
+    (browser, files), *_ = browsers
+    assert any(name.startswith("org.chromium.Chromium.") for name in files), files
+    assert not browser.alive and not browser.temp_dir.exists()
     assert set(system_temp.glob("org.chromium.Chromium.*")) <= before
     monkeypatch.setattr(browser_backend.BrowserBackend, "make_step", original)
     assert_ok_browser_row(measurer.run(config("bert-tiny", "wasm", batch=1)), "wasm")
+
+
+def test_in_a_sweeps_worker_the_browsers_temporary_files_are_in_the_workers_scratch_directory(monkeypatch, tmp_path):
+    """The sweep removes a worker's scratch directory after reaping it, also when it had to kill
+    the worker at a config's timeout (benchmark_runners.paths.WORKER_SCRATCH_ENV)."""
+    import shutil
+
+    from benchmark_runners.browser.chromium import SOCKET_PATH_MAX, Browser
+    from benchmark_runners.paths import WORKER_SCRATCH_ENV
+
+    short = Path(tempfile.mkdtemp(prefix="devicefit-worker-"))  # as the sweep makes it
+    deep = tmp_path / ("d" * SOCKET_PATH_MAX)  # too deep for Chromium's singleton socket
+    deep.mkdir()
+    try:
+        for scratch, inside in ((short, True), (deep, False)):
+            monkeypatch.setenv(WORKER_SCRATCH_ENV, str(scratch))
+            browser = Browser()  # where the socket's path would be too long, in the system's temp dir
+            try:
+                assert (browser.temp_dir.parent == scratch) is inside and any(browser.temp_dir.iterdir())
+            finally:
+                browser.close()
+            assert not browser.temp_dir.exists()
+        assert not any(deep.iterdir())
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
 
 
 def test_the_static_server_binds_loopback_only_and_serves_only_the_page_onnxruntime_and_published_files(tmp_path):

@@ -494,6 +494,11 @@ def test_a_change_the_hosts_speed_explains_is_inconclusive_and_one_it_does_not_s
     assert regression.regression_report([slowed], 0.1, 0.01, "base", "now")["status"] == "pass"
     assert verdict(200.0).verdict == "regression" and verdict(260.0).verdict == "regression"
     assert verdict(None).verdict == "regression"  # no reading on one side: nothing to say
+    # A time follows TRACKING (0.6) of the reading's swing: a host at 0.67x explains a median
+    # about 21% slower, not 45% (which full scaling, 1.45 x 0.67 = 0.97, would have excused).
+    far = [1.45 * x for x in base_samples]
+    (c,) = regression.compare([regression.SampleSet(identity, far, 1.45 * 5.05, "now", speed_gflops=134.0)], baseline, 0.1)
+    assert c.verdict == "regression", c.method
     # Stored rows carry the reading as JSON: read back from a result dict and from the store's text
     (from_result,) = regression.sets_from_results([{"status": "ok", "model": "bert-tiny", "device": "cpu", "precision": "fp32",
                                                     "mode": "inference", "batch_size": 1, "samples_ms": slow, "p50_ms": 6.565,
