@@ -7,8 +7,10 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import sys
 
+from benchmark_runners.paths import worker_scratch
 from models.lifeline import follow_parent
 
 # The exit status when the parent that started this worker is gone: nobody is left to read results.
@@ -45,7 +47,10 @@ def freeze_imports() -> None:
 
 
 def main() -> int:
-    follow_parent(ORPHANED_EXIT)  # the lifeline sweep._Worker gave it
+    # The lifeline sweep._Worker gave it; a parent killed outright leaves the worker's scratch
+    # directory (paths.WORKER_SCRATCH_ENV) to the worker, which removes it before it ends.
+    scratch = worker_scratch()
+    follow_parent(ORPHANED_EXIT, (lambda: shutil.rmtree(scratch, ignore_errors=True)) if scratch else None)
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

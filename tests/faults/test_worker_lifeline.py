@@ -5,6 +5,8 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import psutil
 
@@ -25,6 +27,8 @@ run_sweep([BenchmarkConfig(model="bert-tiny", policy=policy, timeout_s=300)], on
 
 
 def test_kill_9_of_the_parent_ends_its_worker():
+    """...and the worker removes its scratch directory, which the killed parent no longer can."""
+    scratch_before = set(Path(tempfile.gettempdir()).glob("devicefit-worker-*"))
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True,
                               cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     worker = None
@@ -45,6 +49,7 @@ def test_kill_9_of_the_parent_ends_its_worker():
             except psutil.TimeoutExpired:
                 server.kill()
                 raise AssertionError("the worker fork server outlived its parent") from None
+        assert not set(Path(tempfile.gettempdir()).glob("devicefit-worker-*")) - scratch_before
     finally:
         if parent.poll() is None:
             parent.kill()
