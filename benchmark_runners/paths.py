@@ -19,10 +19,13 @@ def hardware_cache_path() -> Path:
 # goes here. Not TMPDIR: the device locks' default directory is under the temporary directory,
 # and a worker must find the same locks as every other process.
 WORKER_SCRATCH_ENV = "DEVICEFIT_WORKER_SCRATCH"
+WORKER_SCRATCH_PREFIX = "devicefit-worker-"  # what the sweep names it: the only directory a worker removes
 
 
 def worker_scratch() -> Path | None:
-    """This worker's scratch directory (WORKER_SCRATCH_ENV), or None outside a sweep's worker or
-    where it is gone."""
+    """This worker's scratch directory (WORKER_SCRATCH_ENV), or None outside a sweep's worker,
+    where it is gone, or where the variable names a directory the sweep did not make (a worker
+    removes its scratch directory when orphaned: never one a user named)."""
     value = os.environ.get(WORKER_SCRATCH_ENV)
-    return Path(value) if value and Path(value).is_dir() else None
+    path = Path(value) if value else None
+    return path if path is not None and path.name.startswith(WORKER_SCRATCH_PREFIX) and path.is_dir() else None

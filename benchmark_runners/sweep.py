@@ -28,7 +28,7 @@ from benchmark_runners.hardware import HardwareInventory, PlatformInfo, detect_h
 from benchmark_runners.hardware.cpu_budget import detect_cpu_budget
 from benchmark_runners.measure import now_iso
 from benchmark_runners.memory_guard import memory_refusal
-from benchmark_runners.paths import WORKER_SCRATCH_ENV
+from benchmark_runners.paths import WORKER_SCRATCH_ENV, WORKER_SCRATCH_PREFIX
 from benchmark_runners.records import MODES, BenchmarkConfig, BenchmarkResult
 from benchmark_runners.worker import PRELOAD_ENV
 from benchmark_runners.zygote import UNKNOWN_RETURNCODE, ForkServer
@@ -181,7 +181,7 @@ class _Worker:
         self.configs: list[BenchmarkConfig] = []
         self.stderr = tempfile.TemporaryFile()
         # Removed by close() whatever became of the worker (paths.WORKER_SCRATCH_ENV).
-        self.scratch = tempfile.mkdtemp(prefix="devicefit-worker-")
+        self.scratch = tempfile.mkdtemp(prefix=WORKER_SCRATCH_PREFIX)
         lifeline_read, self.lifeline = open_lifeline()  # the worker gets the read end only
         own = {PRELOAD_ENV: model, WORKER_SCRATCH_ENV: self.scratch}
         try:

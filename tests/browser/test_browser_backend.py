@@ -196,7 +196,7 @@ def test_in_a_sweeps_worker_the_browsers_temporary_files_are_in_the_workers_scra
     from benchmark_runners.paths import WORKER_SCRATCH_ENV
 
     short = Path(tempfile.mkdtemp(prefix="devicefit-worker-"))  # as the sweep makes it
-    deep = tmp_path / ("d" * SOCKET_PATH_MAX)  # too deep for Chromium's singleton socket
+    deep = tmp_path / ("devicefit-worker-" + "d" * SOCKET_PATH_MAX)  # too deep for Chromium's singleton socket
     deep.mkdir()
     try:
         for scratch, inside in ((short, True), (deep, False)):
