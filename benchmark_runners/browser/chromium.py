@@ -15,6 +15,7 @@ BrowserTimeout, and the next call starts a fresh browser.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import secrets
@@ -105,8 +106,35 @@ class _BrowserThread:
         if self.driver is None:
             from playwright.sync_api import sync_playwright
 
-            self.driver = sync_playwright().start()
+            with _driver_temp_dir():
+                self.driver = sync_playwright().start()
         return self.driver
+
+
+@contextlib.contextmanager
+def _driver_temp_dir():
+    """In a sweep's worker, start Playwright's driver with the worker's scratch directory as its
+    TMPDIR. The driver (node) makes each browser's profile (playwright_chromiumdev_profile-*) and
+    artifacts directory in its own temporary directory and removes them when the browser closes,
+    but a worker the sweep kills at its config's timeout takes the driver with it first: each such
+    kill left a profile in /tmp. In the scratch directory they go with it. Set only while the
+    driver starts (it copies this process's environment then); the process's own temporary
+    directory, which the device locks' default directory is under, is resolved before and does
+    not move. Outside a worker nothing changes."""
+    scratch = worker_scratch()
+    if scratch is None:
+        yield
+        return
+    tempfile.gettempdir()  # cached from here on: this process's own temporary files stay where they were
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(scratch)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
 
 
 _thread_lock = threading.Lock()

@@ -212,6 +212,43 @@ def test_in_a_sweeps_worker_the_browsers_temporary_files_are_in_the_workers_scra
         shutil.rmtree(short, ignore_errors=True)
 
 
+BROWSER_IN_A_WORKER = """
+import json, os, sys, tempfile
+from benchmark_runners.browser.chromium import Browser
+browser = Browser()
+print(json.dumps([os.environ.get("TMPDIR"), tempfile.gettempdir()]), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_worker_killed_with_its_browser_open_leaves_playwrights_profile_in_its_scratch_directory():
+    """Killed at its config's timeout (SIGKILL to its group), a worker's driver cannot remove the
+    browser's profile: it is in the worker's scratch directory, which the sweep removes."""
+    import json
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+
+    from benchmark_runners.paths import WORKER_SCRATCH_ENV
+
+    system_temp = Path(tempfile.gettempdir())
+    before = set(system_temp.glob("playwright*"))
+    scratch = Path(tempfile.mkdtemp(prefix="devicefit-worker-"))  # as the sweep makes it
+    worker = subprocess.Popen([sys.executable, "-c", BROWSER_IN_A_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              env={**os.environ, WORKER_SCRATCH_ENV: str(scratch)}, start_new_session=True, text=True)
+    try:
+        # the worker's own temporary directory (the device locks' default is under it) did not move
+        assert json.loads(worker.stdout.readline()) == [os.environ.get("TMPDIR"), str(system_temp)]
+        assert [p for p in scratch.iterdir() if p.name.startswith("playwright_chromiumdev_profile-")]
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+        shutil.rmtree(scratch, ignore_errors=True)  # as the sweep does after reaping it
+    assert set(system_temp.glob("playwright*")) <= before
+
+
 def test_the_static_server_binds_loopback_only_and_serves_only_the_page_onnxruntime_and_published_files(tmp_path):
     from benchmark_runners.browser.server import StaticServer
 
