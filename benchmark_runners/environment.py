@@ -69,6 +69,22 @@ def allocator() -> dict[str, Any]:
     return {"libc": f"{libc} {version}" if libc else None, "preload": os.environ.get("LD_PRELOAD") or None, "settings": settings}
 
 
+def allocator_text(value: Any) -> str | None:
+    """A row's `allocator` (above) in one line, the same text for the same settings: "glibc 2.36
+    (defaults)", or with what was set ("glibc 2.36, LD_PRELOAD=libjemalloc.so.2,
+    MALLOC_MMAP_MAX_=0"). None for a row that did not record it (older rows, other sources) or
+    a value not shaped as allocator() writes it (a baseline file is read without the landing
+    schema's check)."""
+    if not isinstance(value, dict):
+        return None
+    settings = value.get("settings") if isinstance(value.get("settings"), dict) else {}
+    parts = [str(value.get("libc") or "unknown libc")]
+    if value.get("preload"):
+        parts.append(f"LD_PRELOAD={value['preload']}")
+    parts += [f"{k}={v}" for k, v in sorted(settings.items())]
+    return ", ".join(parts) if len(parts) > 1 else f"{parts[0]} (defaults)"
+
+
 def process_environment() -> dict[str, Any]:
     """Collected in the worker: what the measuring process really ran with."""
     import torch

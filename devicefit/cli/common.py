@@ -218,7 +218,7 @@ def print_regression(report: dict) -> None:
     for c in report["comparisons"]:
         if c["verdict"] == "inconclusive":
             console.print(styled((f"{c['config']}: {c['method']}", "yellow")))
-        if c.get("note"):  # set only on a regression, improvement or inconclusive comparison
+        if c.get("note"):  # the page faults moved with a change, or the allocators differ
             console.print(f"{c['config']}: {c['note']}")
 
 

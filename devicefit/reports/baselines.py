@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark_runners.environment import allocator_text
 from benchmark_runners.speed_reference import mean_gflops
 from devicefit import store
 from devicefit.errors import DevicefitError
@@ -56,6 +57,8 @@ class SampleSet:
     speed_gflops: float | None = None
     # minor page faults per timed call (benchmark_runners.harness): the allocator's share of a change
     faults_per_iteration: float | None = None
+    # the allocator the measuring process ran with, as environment.allocator_text writes it
+    allocator: str | None = None
 
 
 def _speed(reference: Any) -> float | None:
@@ -67,10 +70,19 @@ def _speed(reference: Any) -> float | None:
     return mean_gflops(reference)
 
 
+def _allocator(value: Any) -> str | None:
+    if isinstance(value, str):  # DuckDB hands JSON columns back as text
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    return allocator_text(value)
+
+
 def _from_history_row(row: tuple) -> SampleSet:
-    run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _, contended, share, profile, speed, faults = row
+    run_id, model, kind, backend, precision, mode, batch, dims, samples, p50, fp, _, contended, share, profile, speed, faults, allocator = row
     return SampleSet(ConfigIdentity(model, kind, backend, precision, mode, batch, dims, profile), list(samples or []), p50, run_id, fp,
-                     contended, share, _speed(speed), _count(faults))
+                     contended, share, _speed(speed), _count(faults), _allocator(allocator))
 
 
 def _count(value: Any) -> float | None:
@@ -135,7 +147,8 @@ def sets_from_document(path: Path) -> list[SampleSet]:
         try:
             return [SampleSet(ConfigIdentity(**c["identity"]), [float(x) for x in c.get("current_samples_ms") or []],
                               float(c["current_p50_ms"]), c.get("current_run"), c.get("hardware_fingerprint") or None,
-                              faults_per_iteration=_count(c.get("current_faults_per_iteration")))
+                              faults_per_iteration=_count(c.get("current_faults_per_iteration")),
+                              allocator=c.get("current_allocator") if isinstance(c.get("current_allocator"), str) else None)
                     for c in document["comparisons"] if c.get("current_p50_ms") is not None]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(f"baseline {path} is a {CI_FORMAT} report whose 'comparisons' are not as --output-ci writes them "
@@ -167,7 +180,8 @@ def sets_from_results(results: list[dict[str, Any]], origin: str = "results") ->
                                                 int(r["batch_size"]), _dims_text(dims), r.get("device_profile") or None),
                                  [float(x) for x in r.get("samples_ms") or []], float(r["p50_ms"]), r.get("run_id"),
                                  r.get("hardware_fingerprint"), r.get("contended"), r.get("other_cpu_share"),
-                                 _speed(r.get("speed_reference")), _count(r.get("minor_faults_per_iteration"))))
+                                 _speed(r.get("speed_reference")), _count(r.get("minor_faults_per_iteration")),
+                                 _allocator((r.get("environment") or {}).get("allocator") if isinstance(r.get("environment"), dict) else None)))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(f"{origin}: a result lacks or mistypes {exc}") from None
     return out

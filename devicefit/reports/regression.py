@@ -66,8 +66,12 @@ class Comparison:
     # minor page faults per timed call on each side (benchmark_runners.harness), where both rows counted them
     baseline_faults_per_iteration: float | None = None
     current_faults_per_iteration: float | None = None
-    # what else a reader should know of a change: that the page-fault count moved with it
+    # what else a reader should know of a change: that the page-fault count moved with it, or
+    # that the two sides ran with different allocator settings
     note: str | None = None
+    # the allocator each side's process ran with (benchmark_runners.environment.allocator_text), where its row recorded it
+    baseline_allocator: str | None = None
+    current_allocator: str | None = None
 
 
 def compare_samples(current: list[float], baseline: list[float], threshold: float, alpha: float = DEFAULT_ALPHA,
@@ -142,10 +146,11 @@ def compare(current: list[SampleSet], baseline: dict[tuple[ConfigIdentity, str |
             verdict, method = "inconclusive", f"{method}; would be {verdict}, but {' and '.join(busy)} (contended)"
         elif verdict in ("regression", "improvement") and (slowed := _host_speed_explains(cur, base, threshold)):
             verdict, method = "inconclusive", f"{method}; would be {verdict}, but {slowed}"
-        note = _faults_moved(cur, base, change) if verdict != "unchanged" else None
+        notes = [_allocators_differ(cur, base), _faults_moved(cur, base, change) if verdict != "unchanged" else None]
         out.append(Comparison(label(cur), asdict(cur.identity), verdict, method, base.run_id, cur.run_id, base.p50_ms,
                               cur.p50_ms, change, p, len(base.samples_ms), len(cur.samples_ms), cur.hardware_fingerprint,
-                              base.faults_per_iteration, cur.faults_per_iteration, note))
+                              base.faults_per_iteration, cur.faults_per_iteration, "; ".join(n for n in notes if n) or None,
+                              base.allocator, cur.allocator))
     # A per-config baseline ("previous") has nothing "missing": configs without one are "new".
     unmatched = [] if isinstance(baseline, dict) else [b for b in baseline if id(b) not in matched]
     base_label = labeller(unmatched)
@@ -193,6 +198,17 @@ def _faults_moved(cur: SampleSet, base: SampleSet, change: float) -> str | None:
             f"({(after - before) * 4096 / 2**20:+,.0f} MiB of fresh 4 KiB pages a call)"
             + (": the allocator's faulting moved with the time, so part of the change may be the allocator's, not the model's"
                if same_way else ", against the direction of the time"))
+
+
+def _allocators_differ(cur: SampleSet, base: SampleSet) -> str | None:
+    """A note where the two rows' processes ran with different allocator settings (a MALLOC_*
+    variable, GLIBC_TUNABLES, an LD_PRELOAD'ed jemalloc, another glibc). Said whatever the
+    verdict: at batch 16 mobilenet-v2 ran 453 ms with glibc's defaults and 295 ms with
+    MALLOC_MMAP_MAX_=0 on the 2-core AVX2 EPYC, so such a pair is not the same measurement, and
+    an "unchanged" may hide two changes that cancel. None where either row did not record it."""
+    if cur.allocator is None or base.allocator is None or cur.allocator == base.allocator:
+        return None
+    return f"the allocator differs: the baseline ran with {base.allocator}, this run with {cur.allocator}"
 
 
 def _host_speed_explains(cur: SampleSet, base: SampleSet, threshold: float) -> str | None:

@@ -331,14 +331,14 @@ def status_by_family_and_kind(con) -> list[dict[str, Any]]:
 
 
 _HISTORY_SELECT = ("SELECT run_id, model, device_kind, backend, precision, mode, batch_size, input_dims, samples_ms, p50_ms, "
-                   "hardware_fingerprint, config_key, contended, other_cpu_share, device_profile, speed_reference, minor_faults_per_iteration "
+                   "hardware_fingerprint, config_key, contended, other_cpu_share, device_profile, speed_reference, minor_faults_per_iteration, allocator "
                    "FROM sample_history")
 
 
 def sample_history(con, run_id: str | None = None, latest_only: bool = False) -> list[tuple]:
     """Sample sets (run_id, model, device_kind, backend, precision, mode, batch_size, input_dims,
     samples_ms, p50_ms, hardware_fingerprint, config_key, contended, other_cpu_share, device_profile,
-    speed_reference, minor_faults_per_iteration): one run's, the latest of each config on
+    speed_reference, minor_faults_per_iteration, allocator): one run's, the latest of each config on
     each device (`latest_only`), or every one, newest first."""
     if run_id:
         return con.execute(f"{_HISTORY_SELECT} WHERE run_id = ?", [run_id]).fetchall()

@@ -279,8 +279,17 @@ MIGRATIONS[23] = ["ALTER TABLE sample_history ADD COLUMN IF NOT EXISTS minor_fau
 # up later (devicefit/store/loading.py). Partition sources load once more to record theirs.
 MIGRATIONS[24] = ["ALTER TABLE sources ADD COLUMN IF NOT EXISTS supersedes VARCHAR[]",
                   "UPDATE sources SET sha256 = NULL WHERE origin = 'partition'"]
-# What sample_history keeps of each ok measurement now (migration 4's columns, then 9's, 15's, 20's, 23's).
-HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended", "device_profile", "speed_reference", "minor_faults_per_iteration")
+# The allocator the measuring process ran with (its row's environment.allocator: glibc's
+# MALLOC_* settings, LD_PRELOAD), so that a regression comparison can say when the two sides ran
+# with different ones (devicefit/reports/regression.py). Rows that did not record it keep NULL.
+MIGRATIONS[25] = ["ALTER TABLE sample_history ADD COLUMN IF NOT EXISTS allocator JSON",
+                  """UPDATE sample_history SET allocator = json_extract(m.environment, '$.allocator') FROM measurements m
+                     WHERE m.run_id = sample_history.run_id AND m.config_key = sample_history.config_key
+                       AND json_extract(m.environment, '$.allocator') IS NOT NULL"""]
+# What sample_history keeps of each ok measurement now, in its column order, each as read from
+# its measurements row (migration 4's columns, then 9's, 15's, 20's, 23's, 25's).
+HISTORY_COLUMNS = (*HISTORY_COLUMNS_V4, "other_cpu_share", "contended", "device_profile", "speed_reference", "minor_faults_per_iteration",
+                   "json_extract(environment, '$.allocator')")
 SCHEMA_VERSION = max(MIGRATIONS)
 # The tables the store's own code creates and writes; a pipeline table asset may not take one's name.
 RESERVED_TABLES = frozenset({*(m.group(1) for steps in MIGRATIONS.values() for step in steps if isinstance(step, str)

@@ -561,3 +561,73 @@ def test_a_change_whose_page_faults_moved_says_so_and_keeps_its_verdict(tmp_path
     assert store.migrate(con) == list(range(23, store.SCHEMA_VERSION + 1))
     assert sorted(con.execute("SELECT minor_faults_per_iteration FROM sample_history").fetchall()) == [(40_000.0,), (230_000.0,)]
     con.close()
+
+
+def test_a_comparison_of_rows_measured_with_different_allocators_says_so_whatever_its_verdict(tmp_path):
+    """At batch 16 mobilenet-v2 ran 453 ms with glibc's defaults and 295 ms with MALLOC_MMAP_MAX_=0
+    on the 2-core AVX2 EPYC: two rows measured with different allocator settings are not the same
+    measurement. The comparison says so (an "unchanged" too), keeps its verdict, and carries both
+    settings through the CI report, a CI report read back, a results document and the store's
+    sample history (backfilled by migration 25)."""
+    import json as _json
+
+    from benchmark_runners.environment import allocator_text
+    from devicefit import store
+    from tests.pipelines.test_store import _doc, _row
+
+    default = {"libc": "glibc 2.36", "preload": None, "settings": {}}
+    tuned = {"libc": "glibc 2.36", "preload": None, "settings": {"MALLOC_MMAP_MAX_": "0"}}
+    assert allocator_text(default) == "glibc 2.36 (defaults)"
+    assert allocator_text(tuned) == "glibc 2.36, MALLOC_MMAP_MAX_=0"
+    assert allocator_text({"libc": None, "preload": "/usr/lib/libjemalloc.so.2", "settings": {}}) == "unknown libc, LD_PRELOAD=/usr/lib/libjemalloc.so.2"
+    assert allocator_text("glibc") is None and allocator_text(None) is None
+
+    identity = regression.ConfigIdentity("mobilenet-v2", "cpu", "torch", "fp32", "inference", 16, None)
+    rng = random.Random(7)
+    base_samples = [453 + rng.random() for _ in range(20)]
+
+    def compared(factor: float, before: dict | None, after: dict | None) -> regression.Comparison:
+        base = [regression.SampleSet(identity, base_samples, 453.5, "base", allocator=allocator_text(before))]
+        now = regression.SampleSet(identity, [factor * x for x in base_samples], 453.5 * factor, "now", allocator=allocator_text(after))
+        (comparison,) = regression.compare([now], base, 0.1)
+        return comparison
+
+    faster = compared(295 / 453, default, tuned)
+    assert faster.verdict == "improvement"  # kept: the note explains, it does not judge
+    assert faster.note == "the allocator differs: the baseline ran with glibc 2.36 (defaults), this run with glibc 2.36, MALLOC_MMAP_MAX_=0"
+    assert (faster.baseline_allocator, faster.current_allocator) == ("glibc 2.36 (defaults)", "glibc 2.36, MALLOC_MMAP_MAX_=0")
+    unchanged = compared(1.0, tuned, default)
+    assert unchanged.verdict == "unchanged" and "the baseline ran with glibc 2.36, MALLOC_MMAP_MAX_=0" in unchanged.note
+    assert compared(295 / 453, tuned, tuned).note is None and compared(295 / 453, None, tuned).note is None
+
+    report = regression.regression_report([faster], 0.1, 0.01, "base", "now")
+    assert report["comparisons"][0]["current_allocator"] == "glibc 2.36, MALLOC_MMAP_MAX_=0"
+    ci = tmp_path / "ci.json"
+    ci.write_text(_json.dumps(report))
+    (read_back,) = regression.sets_from_document(ci)
+    assert read_back.allocator == "glibc 2.36, MALLOC_MMAP_MAX_=0"
+    result = {"status": "ok", "model": "mobilenet-v2", "device": "cpu", "precision": "fp32", "mode": "inference", "batch_size": 16,
+              "samples_ms": base_samples, "p50_ms": 453.5}
+    (from_result,) = regression.sets_from_results([{**result, "environment": {"allocator": tuned}}])
+    assert from_result.allocator == "glibc 2.36, MALLOC_MMAP_MAX_=0"
+    (unrecorded,) = regression.sets_from_results([{**result, "environment": "not a dict"}])
+    assert unrecorded.allocator is None
+
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    for source, (run_id, p50, allocator, ts) in {"one": ("r1", 10.0, default, "2026-11-20T00:00:00+00:00"),
+                                                 "two": ("r2", 10.0, tuned, "2026-11-21T00:00:00+00:00")}.items():
+        row = _row(run_id=run_id, p50=p50)
+        row = {**row, "environment": {**row["environment"], "allocator": allocator}, "timestamp": ts}
+        store.replace_source(con, source, "ingest", _doc([row]))
+    current = regression.current_sets(con)
+    (stored,) = regression.compare(current, regression.previous_sets(con, current), 0.1)
+    assert stored.verdict == "unchanged" and (stored.baseline_allocator, stored.current_allocator) == (
+        "glibc 2.36 (defaults)", "glibc 2.36, MALLOC_MMAP_MAX_=0")
+    # a store whose history was written before migration 25 gets the settings back from its measurements
+    con.execute("UPDATE sample_history SET allocator = NULL")
+    con.execute("DELETE FROM schema_version WHERE version >= 25")
+    assert store.migrate(con) == list(range(25, store.SCHEMA_VERSION + 1))
+    assert sorted(allocator_text(_json.loads(a)) for (a,) in con.execute("SELECT allocator FROM sample_history").fetchall()) == [
+        "glibc 2.36 (defaults)", "glibc 2.36, MALLOC_MMAP_MAX_=0"]
+    con.close()
