@@ -58,15 +58,36 @@ def host_environment() -> dict[str, Any]:
     }
 
 
+# What the C library's and Python's allocators read when the process starts, beside LD_PRELOAD:
+# glibc's MALLOC_* (MALLOC_CONF is jemalloc's), jemalloc's prefixed builds, tcmalloc's, and
+# which allocator Python's own small objects use.
+ALLOCATOR_VARIABLES = ("GLIBC_TUNABLES", "PYTHONMALLOC", "JE_MALLOC_CONF", "_RJEM_MALLOC_CONF")
+ALLOCATOR_PREFIXES = ("MALLOC_", "TCMALLOC_")
+
+
+def startup_environment() -> dict[str, str]:
+    """The environment this process was started with (Linux: /proc/self/environ), which is what
+    its allocators read, once, at start: a variable set in os.environ later changes nothing for
+    them, and a forked worker runs with the settings its fork server started with. os.environ
+    where that cannot be read."""
+    try:
+        raw = Path("/proc/self/environ").read_bytes()
+    except OSError:
+        return dict(os.environ)
+    pairs = (item.partition(b"=") for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, _, v in pairs}
+
+
 def allocator() -> dict[str, Any]:
-    """The C library and the malloc settings the process runs with (MALLOC_* variables,
-    GLIBC_TUNABLES, an LD_PRELOAD such as jemalloc or tcmalloc). At batch 16 a torch row's time
+    """The C library and the allocator settings the process started with (ALLOCATOR_VARIABLES and
+    ALLOCATOR_PREFIXES, an LD_PRELOAD such as jemalloc or tcmalloc). At batch 16 a torch row's time
     depends on them: mobilenet-v2 took 95k minor page faults a call with glibc's defaults and ran
     453 ms, 295 ms with MALLOC_MMAP_MAX_=0 (the 2-core AVX2 EPYC, 2026-11-30). devicefit measures
     whatever the process was started with; the row says what that was."""
     libc, version = platform.libc_ver()
-    settings = {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_") or k == "GLIBC_TUNABLES"}
-    return {"libc": f"{libc} {version}" if libc else None, "preload": os.environ.get("LD_PRELOAD") or None, "settings": settings}
+    started = startup_environment()
+    settings = {k: v for k, v in sorted(started.items()) if k.startswith(ALLOCATOR_PREFIXES) or k in ALLOCATOR_VARIABLES}
+    return {"libc": f"{libc} {version}" if libc else None, "preload": started.get("LD_PRELOAD") or None, "settings": settings}
 
 
 def allocator_text(value: Any) -> str | None:

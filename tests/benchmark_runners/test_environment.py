@@ -2,23 +2,52 @@
 move a large batch's time by a third (benchmark_runners.environment.allocator)."""
 from __future__ import annotations
 
+import json
 import os
 import platform
+import subprocess
+import sys
 
-from benchmark_runners.environment import allocator, process_environment
+import pytest
+
+from benchmark_runners.environment import startup_environment
+
+# Changes the environment after start, as a library might: the allocators read it at start only.
+REPORT = """
+import json, os
+os.environ.pop("MALLOC_ARENA_MAX", None)
+os.environ["MALLOC_TOP_PAD_"] = "1"
+from benchmark_runners.environment import process_environment
+print(json.dumps(process_environment()["allocator"]))
+"""
 
 
-def test_the_allocator_records_the_malloc_settings_and_preload_the_process_runs_with(monkeypatch):
-    for name in [k for k in os.environ if k.startswith("MALLOC_") or k in ("GLIBC_TUNABLES", "LD_PRELOAD")]:
-        monkeypatch.delenv(name)
-    plain = allocator()
+def _allocator_of(extra: dict[str, str]) -> dict:
+    env = {k: v for k, v in os.environ.items() if not (k.startswith(("MALLOC_", "TCMALLOC_")) or k in
+                                                       ("GLIBC_TUNABLES", "LD_PRELOAD", "PYTHONMALLOC", "JE_MALLOC_CONF"))}
+    out = subprocess.run([sys.executable, "-c", REPORT], env={**env, **extra}, capture_output=True, text=True, check=True, timeout=120)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_the_allocator_records_the_settings_and_preload_the_process_started_with():
+    plain = _allocator_of({})
     assert plain["settings"] == {} and plain["preload"] is None
     libc, version = platform.libc_ver()
     assert plain["libc"] == (f"{libc} {version}" if libc else None)
-    monkeypatch.setenv("MALLOC_MMAP_MAX_", "0")
-    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=4294967296")
-    monkeypatch.setenv("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
-    monkeypatch.setenv("MALLOCX", "not a malloc setting")
-    tuned = process_environment()["allocator"]
-    assert tuned["settings"] == {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=4294967296", "MALLOC_MMAP_MAX_": "0"}
-    assert tuned["preload"] == "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+    preload = "/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"  # a library any glibc system has, harmless to preload
+    tuned = _allocator_of({"MALLOC_MMAP_MAX_": "0", "MALLOC_ARENA_MAX": "2", "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=4294967296",
+                           "PYTHONMALLOC": "malloc", "TCMALLOC_RELEASE_RATE": "0", "JE_MALLOC_CONF": "background_thread:true",
+                           "MALLOCX": "not a malloc setting", **({"LD_PRELOAD": preload} if os.path.exists(preload) else {})})
+    # what it started with, not what it set later (MALLOC_ARENA_MAX popped, MALLOC_TOP_PAD_ set)
+    assert tuned["settings"] == {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=4294967296", "JE_MALLOC_CONF": "background_thread:true",
+                                 "MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_MAX_": "0", "PYTHONMALLOC": "malloc",
+                                 "TCMALLOC_RELEASE_RATE": "0"}
+    assert tuned["preload"] == (preload if os.path.exists(preload) else None)
+
+
+def test_a_variable_set_after_start_is_not_in_the_startup_environment(monkeypatch):
+    if not os.path.exists("/proc/self/environ"):
+        pytest.skip("no /proc/self/environ on this system: os.environ is what is read")
+    monkeypatch.setenv("DEVICEFIT_SET_AFTER_START", "1")
+    started = startup_environment()
+    assert "DEVICEFIT_SET_AFTER_START" not in started and started.get("HOME") == os.environ.get("HOME")
