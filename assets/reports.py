@@ -50,7 +50,8 @@ def regression_report(devicefit_data: DevicefitData, duckdb_reader: DuckDBResour
     paths = same_store(devicefit_data, duckdb_reader)
     with duckdb_reader.get_connection() as con:
         report = publish_regression_report(paths, con=con)
-    changed = [c for c in report["comparisons"] if c["verdict"] in ("regression", "improvement", "inconclusive")]
+    # the changes, and any comparison with a note (two rows measured with different allocator settings)
+    changed = [c for c in report["comparisons"] if c["verdict"] in ("regression", "improvement", "inconclusive") or c.get("note")]
     return dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(regression_report_path(devicefit_data.paths()))),
         "status": report["status"], **{k: v for k, v in report["summary"].items()},

@@ -85,6 +85,7 @@ class _BrowserThread:
     def __init__(self) -> None:
         self.jobs: queue.Queue = queue.Queue()
         self.driver = None
+        self.driver_temp: Path | None = None  # the scratch directory the driver was started with (_driver_temp_dir)
         threading.Thread(target=self._serve, name="devicefit-playwright", daemon=True).start()
 
     def _serve(self) -> None:
@@ -103,25 +104,35 @@ class _BrowserThread:
 
     def playwright(self):
         """The driver (started once, on this thread; it exits with the process, whose pipe it reads)."""
+        if self.driver is not None and self.driver_temp is not None and not self.driver_temp.is_dir():
+            # Its temporary directory is gone (a sweep's worker never outlives its own; a test
+            # process that played one may): it could make no profile there. A fresh driver.
+            try:
+                self.driver.stop()
+            except Exception:  # noqa: BLE001 - stopping a driver that may already be gone
+                pass
+            self.driver = None
         if self.driver is None:
             from playwright.sync_api import sync_playwright
 
-            with _driver_temp_dir():
+            self.driver_temp = worker_scratch()
+            with _driver_temp_dir(self.driver_temp):
                 self.driver = sync_playwright().start()
         return self.driver
 
 
 @contextlib.contextmanager
-def _driver_temp_dir():
-    """In a sweep's worker, start Playwright's driver with the worker's scratch directory as its
-    TMPDIR. The driver (node) makes each browser's profile (playwright_chromiumdev_profile-*) and
-    artifacts directory in its own temporary directory and removes them when the browser closes,
-    but a worker the sweep kills at its config's timeout takes the driver with it first: each such
-    kill left a profile in /tmp. In the scratch directory they go with it. Set only while the
-    driver starts (it copies this process's environment then); the process's own temporary
-    directory, which the device locks' default directory is under, is resolved before and does
-    not move. Outside a worker nothing changes."""
-    scratch = worker_scratch()
+def _driver_temp_dir(scratch: Path | None):
+    """In a sweep's worker (`scratch`: its scratch directory), start Playwright's driver with it as
+    its TMPDIR. The driver (node) makes each browser's profile (playwright_chromiumdev_profile-*)
+    and artifacts directory in its own temporary directory and removes them when the browser
+    closes, but a worker the sweep kills at its config's timeout takes the driver with it first:
+    each such kill left a profile in /tmp. In the scratch directory they go with it. Set only while
+    the driver starts (it copies this process's environment then), a fraction of a second in
+    which a worker's main thread waits for this one and its other threads (the lifeline, idle
+    OpenMP workers) read no variable. The process's own temporary directory, which the device
+    locks' default directory is under, is resolved before and does not move. Outside a worker
+    nothing changes."""
     if scratch is None:
         yield
         return

@@ -10,21 +10,20 @@ import sys
 
 import pytest
 
-from benchmark_runners.environment import startup_environment
+from benchmark_runners.environment import ALLOCATOR_PREFIXES, ALLOCATOR_VARIABLES, startup_environment
 
 # Changes the environment after start, as a library might: the allocators read it at start only.
 REPORT = """
 import json, os
 os.environ.pop("MALLOC_ARENA_MAX", None)
 os.environ["MALLOC_TOP_PAD_"] = "1"
-from benchmark_runners.environment import process_environment
-print(json.dumps(process_environment()["allocator"]))
+from benchmark_runners.environment import allocator
+print(json.dumps(allocator()))
 """
 
 
 def _allocator_of(extra: dict[str, str]) -> dict:
-    env = {k: v for k, v in os.environ.items() if not (k.startswith(("MALLOC_", "TCMALLOC_")) or k in
-                                                       ("GLIBC_TUNABLES", "LD_PRELOAD", "PYTHONMALLOC", "JE_MALLOC_CONF"))}
+    env = {k: v for k, v in os.environ.items() if not (k.startswith(ALLOCATOR_PREFIXES) or k in (*ALLOCATOR_VARIABLES, "LD_PRELOAD"))}
     out = subprocess.run([sys.executable, "-c", REPORT], env={**env, **extra}, capture_output=True, text=True, check=True, timeout=120)
     return json.loads(out.stdout.splitlines()[-1])
 

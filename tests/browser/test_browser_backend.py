@@ -9,6 +9,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 
 from benchmark_runners.browser.chromium import unavailable_reason
@@ -237,16 +238,30 @@ def test_a_worker_killed_with_its_browser_open_leaves_playwrights_profile_in_its
     before = set(system_temp.glob("playwright*"))
     scratch = Path(tempfile.mkdtemp(prefix="devicefit-worker-"))  # as the sweep makes it
     worker = subprocess.Popen([sys.executable, "-c", BROWSER_IN_A_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              env={**os.environ, WORKER_SCRATCH_ENV: str(scratch)}, start_new_session=True, text=True)
+                              stderr=subprocess.PIPE, env={**os.environ, WORKER_SCRATCH_ENV: str(scratch)}, start_new_session=True, text=True)
     try:
+        line = worker.stdout.readline()
+        assert line, worker.stderr.read()[-2000:]
         # the worker's own temporary directory (the device locks' default is under it) did not move
-        assert json.loads(worker.stdout.readline()) == [os.environ.get("TMPDIR"), str(system_temp)]
+        assert json.loads(line) == [os.environ.get("TMPDIR"), str(system_temp)]
         assert [p for p in scratch.iterdir() if p.name.startswith("playwright_chromiumdev_profile-")]
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
-        shutil.rmtree(scratch, ignore_errors=True)  # as the sweep does after reaping it
-    assert set(system_temp.glob("playwright*")) <= before
+    # Playwright starts Chromium in a process group of its own: it outlives the kill, and ends
+    # itself once its pipe to the killed driver closes.
+    chromium = [p for p in psutil.process_iter() if _has_argument(p, str(scratch))]
+    _, alive = psutil.wait_procs(chromium, timeout=30)
+    assert not alive, [p.cmdline()[:2] for p in alive]
+    shutil.rmtree(scratch)  # as the sweep does after reaping the worker
+    assert not scratch.exists() and set(system_temp.glob("playwright*")) <= before
+
+
+def _has_argument(process, text: str) -> bool:
+    try:
+        return any(text in part for part in process.cmdline())
+    except psutil.Error:
+        return False
 
 
 def test_the_static_server_binds_loopback_only_and_serves_only_the_page_onnxruntime_and_published_files(tmp_path):
