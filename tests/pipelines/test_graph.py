@@ -5,7 +5,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import dagster as dg
 import psutil
@@ -17,6 +19,7 @@ from assets.measurements import measurements
 from assets.resources import devicefit_resources
 from assets.results import aggregated_results, benchmark_results, compatibility_matrix
 from benchmark_runners.hardware import detect_hardware
+from benchmark_runners.paths import WORKER_SCRATCH_PREFIX
 from devicefit import store
 from devicefit.landing import load_landing_files
 from devicefit.paths import DataPaths
@@ -171,6 +174,9 @@ def _is_worker(process: psutil.Process) -> bool:
 
 
 def test_a_process_killed_mid_partition_leaves_no_partial_rows(dagster_env, tmp_path):
+    """...nor a measuring worker, nor its scratch directory: the worker, in a session of its own,
+    is not in the killed group; its lifeline ends it, and it removes its scratch directory first."""
+    scratch_before = set(Path(tempfile.gettempdir()).glob(WORKER_SCRATCH_PREFIX + "*"))
     proc = subprocess.Popen([sys.executable, "-m", "dagster", "asset", "materialize", "-m", "pipelines.definitions",
                              "--select", "key:measurements", "--partition", _cli_partition("gpt2", dagster_env)],
                             env=dagster_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -182,8 +188,12 @@ def test_a_process_killed_mid_partition_leaves_no_partial_rows(dagster_env, tmp_
     assert worker is not None, "the partition never started measuring"
     time.sleep(3)  # well inside the quick profile's gpt2 sweep
     os.killpg(proc.pid, signal.SIGKILL)
-    worker.kill()  # the worker has its own session
     proc.wait()
+    _, alive = psutil.wait_procs([worker], timeout=60)
+    for process in alive:
+        process.kill()
+    assert not alive, "the worker outlived the process that started it"
+    assert set(Path(tempfile.gettempdir()).glob(WORKER_SCRATCH_PREFIX + "*")) <= scratch_before
     paths = DataPaths(tmp_path / "data")
     assert not list(paths.raw.glob("*.json")) if paths.raw.exists() else True
     report = load_landing_files(paths.database, paths.raw)
