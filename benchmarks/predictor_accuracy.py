@@ -1,5 +1,5 @@
-"""How good are the predictors? Prints leave-one-model-out error per target (and per family
-and per device), leave-one-device-out error per held-out device when the database holds several
+"""How good are the predictors? Prints leave-one-model-out error per target (and per family,
+per device, and the worst models on each device with their bias), leave-one-device-out error per held-out device when the database holds several
 (two CPUs: `devicefit ingest` another machine's landing files), the conformal interval's
 measured coverage, and how fast a prediction matrix is produced: 10,000 rows, and the 100
 models x 8 hardware x 5 batch sizes x 3 precisions matrix.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import statistics
 import sys
 import time
 
@@ -75,6 +76,20 @@ def print_held_out(title: str, per_device: dict, bands: dict, where: str, alone:
         print(f"    the interval of a device of kind {kind} {where}: x/÷{math.exp(band['log_half_width']):.2f}, coverage {coverage}{note}")
 
 
+def print_worst_models(target: str, held_out_rows: list[dict], shown: int = 5) -> None:
+    """The models whose held-out error is largest on each device, with the median ratio of
+    predicted to measured: which way a model is off (a bias) and by how much, where the MAPE
+    alone cannot say whether a model is missed systematically or only noisily."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in held_out_rows:
+        if r.get(f"{target}_predicted") and r.get(f"{target}_measured"):
+            groups.setdefault((r["model"], r["device"]), []).append(r[f"{target}_predicted"] / r[f"{target}_measured"])
+    ranked = sorted(groups.items(), key=lambda kv: -statistics.mean(abs(x - 1) for x in kv[1]))[:shown]
+    print(f"  {target} held-out model, worst models (MAPE, median predicted/measured): " + ", ".join(
+        f"{model} on {device} {statistics.mean(abs(x - 1) for x in ratios):.0%} ({statistics.median(ratios):.2f}x, n={len(ratios)})"
+        for (model, device), ratios in ranked))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--database", default=None)
@@ -117,6 +132,8 @@ def main() -> int:
     for t in TARGETS:
         v = validation.targets[t]
         print(f"  {t} held-out model, per device: " + ", ".join(f"{k} {m.mape:.1%} (n={m.n})" for k, m in v.per_hardware.items()))
+    for t in TARGETS:
+        print_worst_models(t, validation.held_out_rows)
     for t in TARGETS:
         v = validation.targets[t]
         if v.leave_one_hardware_out:
