@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,9 +27,10 @@ from benchmark_runners.hardware import HardwareInventory, PlatformInfo, detect_h
 from benchmark_runners.hardware.cpu_budget import detect_cpu_budget
 from benchmark_runners.measure import now_iso
 from benchmark_runners.memory_guard import memory_refusal
-from benchmark_runners.paths import WORKER_SCRATCH_ENV, WORKER_SCRATCH_PREFIX
+from benchmark_runners.paths import WORKER_SCRATCH_ENV
 from benchmark_runners.records import MODES, BenchmarkConfig, BenchmarkResult
 from benchmark_runners.worker import PRELOAD_ENV
+from benchmark_runners.worker_scratch import ScratchDirectory, remove_abandoned
 from benchmark_runners.zygote import UNKNOWN_RETURNCODE, ForkServer
 from models.lifeline import LIFELINE_ENV, open_lifeline
 
@@ -180,10 +180,10 @@ class _Worker:
         self.env = dict(env or {})
         self.configs: list[BenchmarkConfig] = []
         self.stderr = tempfile.TemporaryFile()
-        # Removed by close() whatever became of the worker (paths.WORKER_SCRATCH_ENV).
-        self.scratch = tempfile.mkdtemp(prefix=WORKER_SCRATCH_PREFIX)
+        # Removed by close() whatever became of the worker (paths.WORKER_SCRATCH_ENV); locked till then (worker_scratch.py).
+        self.scratch = ScratchDirectory()
         lifeline_read, self.lifeline = open_lifeline()  # the worker gets the read end only
-        own = {PRELOAD_ENV: model, WORKER_SCRATCH_ENV: self.scratch}
+        own = {PRELOAD_ENV: model, WORKER_SCRATCH_ENV: self.scratch.path}
         try:
             server = _fork_server(python) if forked and not self.env else None
             if server is not None:
@@ -235,7 +235,7 @@ class _Worker:
         if self.lifeline is not None:
             os.close(self.lifeline)
             self.lifeline = None
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        self.scratch.remove()
 
 
 def start_fork_server(python: str = sys.executable) -> None:
@@ -355,6 +355,8 @@ def run_sweep(
     """Measure every config; returns one row per config, in the order given."""
     run_id = run_id or new_run_id()
     emit = on_event or (lambda e: None)
+    for path in remove_abandoned():  # left by a sweep killed together with its worker
+        log.info("removed the scratch directory %s, whose sweep and worker are gone", path)
     inventory = inventory or detect_hardware()
     devices = _device_table(inventory)
     # The cores this process may run on, within its cgroup's CPU quota (hardware/cpu_budget.py):
