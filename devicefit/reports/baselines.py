@@ -61,22 +61,22 @@ class SampleSet:
     allocator: str | None = None
 
 
+def _json_value(value: Any) -> Any:
+    """A JSON column's value: DuckDB hands them back as text (None where it is not JSON)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return None
+
+
 def _speed(reference: Any) -> float | None:
-    if isinstance(reference, str):  # DuckDB hands JSON columns back as text
-        try:
-            reference = json.loads(reference)
-        except json.JSONDecodeError:
-            return None
-    return mean_gflops(reference)
+    return mean_gflops(_json_value(reference))
 
 
 def _allocator(value: Any) -> str | None:
-    if isinstance(value, str):  # DuckDB hands JSON columns back as text
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            return None
-    return allocator_text(value)
+    return allocator_text(_json_value(value))
 
 
 def _from_history_row(row: tuple) -> SampleSet:
