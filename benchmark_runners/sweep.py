@@ -182,7 +182,12 @@ class _Worker:
         self.stderr = tempfile.TemporaryFile()
         # Removed by close() whatever became of the worker (paths.WORKER_SCRATCH_ENV); locked till then (worker_scratch.py).
         self.scratch = ScratchDirectory()
-        lifeline_read, self.lifeline = open_lifeline()  # the worker gets the read end only
+        self.lifeline: int | None = None
+        try:
+            lifeline_read, self.lifeline = open_lifeline()  # the worker gets the read end only
+        except BaseException:
+            self.scratch.remove()
+            raise
         own = {PRELOAD_ENV: model, WORKER_SCRATCH_ENV: self.scratch.path}
         try:
             server = _fork_server(python) if forked and not self.env else None
@@ -197,6 +202,12 @@ class _Worker:
                 [python, "-m", "benchmark_runners.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=self.stderr, env=env, start_new_session=True, pass_fds=(lifeline_read,),
             )
+        except BaseException:  # no worker: nothing else would close what was made for it
+            os.close(self.lifeline)
+            self.lifeline = None
+            self.scratch.remove()
+            self.stderr.close()
+            raise
         finally:
             os.close(lifeline_read)
 

@@ -7,9 +7,11 @@ as the directory is its worker's, and a later sweep removes the directories whos
 holds: a lock is released by the kernel when its holder dies, however it dies.
 
 The lock is flock(2) on `<dir>/.sweep`, taken by the sweep before it names the directory to the
-worker. A directory younger than STALE_AFTER_S is never touched, so one another sweep made an
-instant ago (made, not yet locked) is safe; an unlocked directory means the sweep that made it
-is gone, and its worker exits on its lifeline as soon as it notices."""
+worker. A directory without that file is never touched (made an instant ago and not yet locked,
+made by a release before the lock, or made by someone else: its age says nothing, since a
+directory's time changes only when its own entries do), nor one younger than STALE_AFTER_S (its
+file made, not yet locked). An unlocked one means the sweep that made it is gone, and its
+worker exits on its lifeline as soon as it notices."""
 from __future__ import annotations
 
 import fcntl
@@ -30,8 +32,13 @@ class ScratchDirectory:
 
     def __init__(self) -> None:
         self.path = tempfile.mkdtemp(prefix=WORKER_SCRATCH_PREFIX)
-        self._lock = os.open(os.path.join(self.path, LOCK_NAME), os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600)
-        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        self._lock: int | None = None
+        try:
+            self._lock = os.open(os.path.join(self.path, LOCK_NAME), os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+            fcntl.flock(self._lock, fcntl.LOCK_EX)
+        except BaseException:
+            self.remove()
+            raise
 
     def remove(self) -> None:
         """Remove the directory (whatever the worker left in it), then let the lock go."""
@@ -42,10 +49,9 @@ class ScratchDirectory:
 
 
 def remove_abandoned(directory: str | None = None, now: float | None = None) -> list[str]:
-    """Remove the scratch directories in `directory` (the system's temporary one) that no live
-    sweep holds and that are older than STALE_AFTER_S. Returns the ones removed. A directory
-    without the lock file (made before there was one, or by a sweep killed between making and
-    locking it) counts as unheld."""
+    """Remove the scratch directories in `directory` (the system's temporary one) whose lock no
+    live sweep holds and that are older than STALE_AFTER_S. Returns the ones removed. One
+    without the lock file is left alone (the module's docstring says why)."""
     now = time.time() if now is None else now
     removed = []
     for path in Path(directory or tempfile.gettempdir()).glob(WORKER_SCRATCH_PREFIX + "*"):
@@ -57,18 +63,18 @@ def remove_abandoned(directory: str | None = None, now: float | None = None) -> 
         except OSError:
             continue  # removed meanwhile
         shutil.rmtree(path, ignore_errors=True)
-        removed.append(str(path))
+        if not path.exists():
+            removed.append(str(path))
     return removed
 
 
 def _held(path: Path) -> bool:
-    """Whether a live process holds the directory's lock (a lock taken here is let go at once)."""
+    """Whether the directory's lock is held by a live process, or cannot be told (no lock file,
+    one this process may not read): either way it is left alone. A lock taken here is let go at once."""
     try:
-        fd = os.open(path / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return False
+        fd = os.open(path / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        return True  # not a file this process may read: leave it be
+        return True
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
