@@ -1,5 +1,5 @@
 """How good are the predictors? Prints leave-one-model-out error per target (and per family,
-per device, and the worst models on each device with their bias), leave-one-device-out error per held-out device when the database holds several
+per device, and the worst model-device pairs with their bias), leave-one-device-out error per held-out device when the database holds several
 (two CPUs: `devicefit ingest` another machine's landing files), the conformal interval's
 measured coverage, and how fast a prediction matrix is produced: 10,000 rows, and the 100
 models x 8 hardware x 5 batch sizes x 3 precisions matrix.
@@ -77,17 +77,18 @@ def print_held_out(title: str, per_device: dict, bands: dict, where: str, alone:
 
 
 def print_worst_models(target: str, held_out_rows: list[dict], shown: int = 5) -> None:
-    """The models whose held-out error is largest on each device, with the median ratio of
+    """The `shown` (model, device) pairs whose held-out error is largest, with the median ratio of
     predicted to measured: which way a model is off (a bias) and by how much, where the MAPE
     alone cannot say whether a model is missed systematically or only noisily."""
     groups: dict[tuple[str, str], list[float]] = {}
     for r in held_out_rows:
         if r.get(f"{target}_predicted") and r.get(f"{target}_measured"):
             groups.setdefault((r["model"], r["device"]), []).append(r[f"{target}_predicted"] / r[f"{target}_measured"])
-    ranked = sorted(groups.items(), key=lambda kv: -statistics.mean(abs(x - 1) for x in kv[1]))[:shown]
-    print(f"  {target} held-out model, worst models (MAPE, median predicted/measured): " + ", ".join(
-        f"{model} on {device} {statistics.mean(abs(x - 1) for x in ratios):.0%} ({statistics.median(ratios):.2f}x, n={len(ratios)})"
-        for (model, device), ratios in ranked))
+    errors = {pair: statistics.mean(abs(x - 1) for x in ratios) for pair, ratios in groups.items()}
+    ranked = sorted(groups, key=errors.get, reverse=True)[:shown]
+    print(f"  {target} held-out model, worst model-device pairs (MAPE, median predicted/measured): " + ", ".join(
+        f"{model} on {device} {errors[model, device]:.0%} ({statistics.median(groups[model, device]):.2f}x, n={len(groups[model, device])})"
+        for model, device in ranked))
 
 
 def main() -> int:
