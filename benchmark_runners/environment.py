@@ -59,10 +59,22 @@ def host_environment() -> dict[str, Any]:
 
 
 # What the C library's and Python's allocators read when the process starts, beside LD_PRELOAD:
-# glibc's MALLOC_* (MALLOC_CONF is jemalloc's), jemalloc's prefixed builds, tcmalloc's, and
+# glibc's MALLOC_* (MALLOC_CONF is jemalloc's), jemalloc's prefixed build, tcmalloc's, and
 # which allocator Python's own small objects use.
-ALLOCATOR_VARIABLES = ("GLIBC_TUNABLES", "PYTHONMALLOC", "JE_MALLOC_CONF", "_RJEM_MALLOC_CONF")
+ALLOCATOR_VARIABLES = ("GLIBC_TUNABLES", "PYTHONMALLOC", "JE_MALLOC_CONF")
 ALLOCATOR_PREFIXES = ("MALLOC_", "TCMALLOC_")
+# Not an allocator setting of the measured process: polars sets _RJEM_MALLOC_CONF in os.environ
+# when it is imported, for the jemalloc linked into its own library (its symbols prefixed, so no
+# model's tensor comes from it). Every process started after the import inherits it: the
+# pipeline's workers had it and a `devicefit benchmark` worker did not, and a comparison of the
+# two said "the allocator differs" where nothing differed. Rows recorded it from b87674a until
+# this was known; allocator_text leaves it out of theirs.
+NOT_ALLOCATOR_SETTINGS = ("_RJEM_MALLOC_CONF",)
+
+
+def is_allocator_setting(name: str) -> bool:
+    """Whether an environment variable configures an allocator the measured process uses."""
+    return (name.startswith(ALLOCATOR_PREFIXES) or name in ALLOCATOR_VARIABLES) and name not in NOT_ALLOCATOR_SETTINGS
 
 
 def startup_environment() -> dict[str, str]:
@@ -86,7 +98,7 @@ def allocator() -> dict[str, Any]:
     whatever the process was started with; the row says what that was."""
     libc, version = platform.libc_ver()
     started = startup_environment()
-    settings = {k: v for k, v in sorted(started.items()) if k.startswith(ALLOCATOR_PREFIXES) or k in ALLOCATOR_VARIABLES}
+    settings = {k: v for k, v in sorted(started.items()) if is_allocator_setting(k)}
     return {"libc": f"{libc} {version}" if libc else None, "preload": started.get("LD_PRELOAD") or None, "settings": settings}
 
 
@@ -95,10 +107,12 @@ def allocator_text(value: Any) -> str | None:
     (defaults)", or with what was set ("glibc 2.36, LD_PRELOAD=libjemalloc.so.2,
     MALLOC_MMAP_MAX_=0"). None for a row that did not record it (older rows, other sources) or
     a value not shaped as allocator() writes it (a baseline file is read without the landing
-    schema's check)."""
+    schema's check). A setting that configures no allocator of the measured process
+    (NOT_ALLOCATOR_SETTINGS, which rows recorded for a while) is left out."""
     if not isinstance(value, dict):
         return None
     settings = value.get("settings") if isinstance(value.get("settings"), dict) else {}
+    settings = {k: v for k, v in settings.items() if str(k) not in NOT_ALLOCATOR_SETTINGS}
     parts = [str(value.get("libc") or "unknown libc")]
     if value.get("preload"):
         parts.append(f"LD_PRELOAD={value['preload']}")

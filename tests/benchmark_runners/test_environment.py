@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from benchmark_runners.environment import ALLOCATOR_PREFIXES, ALLOCATOR_VARIABLES, startup_environment
+from benchmark_runners.environment import ALLOCATOR_PREFIXES, ALLOCATOR_VARIABLES, allocator_text, startup_environment
 
 # Changes the environment after start, as a library might: the allocators read it at start only.
 REPORT = """
@@ -50,3 +50,25 @@ def test_a_variable_set_after_start_is_not_in_the_startup_environment(monkeypatc
     monkeypatch.setenv("DEVICEFIT_SET_AFTER_START", "1")
     started = startup_environment()
     assert "DEVICEFIT_SET_AFTER_START" not in started and started.get("HOME") == os.environ.get("HOME")
+
+
+# A parent that imports polars before it starts a process, as the pipeline does before its fork
+# server: polars sets _RJEM_MALLOC_CONF in os.environ for its own jemalloc, and the child inherits it.
+AFTER_POLARS = f"""
+import os, subprocess, sys
+import polars
+assert "_RJEM_MALLOC_CONF" in os.environ
+print(subprocess.run([sys.executable, "-c", {REPORT!r}], capture_output=True, text=True, check=True).stdout)
+"""
+
+
+def test_polars_own_jemalloc_setting_is_not_an_allocator_difference():
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    out = subprocess.run([sys.executable, "-c", AFTER_POLARS], env=env, capture_output=True, text=True, check=True, timeout=120)
+    after_polars = json.loads(out.stdout.strip().splitlines()[-1])
+    # the same record as a worker started by a process that never imported polars (`devicefit benchmark`)
+    assert after_polars == _allocator_of({}) and after_polars["settings"] == {}
+    # rows recorded while it was counted read as the defaults, so a comparison with them notes nothing
+    recorded = {"libc": "glibc 2.36", "preload": None, "settings": {"_RJEM_MALLOC_CONF": "dirty_decay_ms:500,muzzy_decay_ms:1000"}}
+    assert allocator_text(recorded) == "glibc 2.36 (defaults)"
+    assert allocator_text({**recorded, "settings": {**recorded["settings"], "MALLOC_MMAP_MAX_": "0"}}) == "glibc 2.36, MALLOC_MMAP_MAX_=0"
