@@ -323,6 +323,7 @@ def train(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec], local_host: 
         "trained_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "rows": len(data), "models": sorted(set(data.models)), "skipped": data.skipped, "contended_rows_used": data.contended_kept,
         "speed_reference": data.speed,
+        "allocator": data.allocator,  # per device: the allocator setting its predictions are for
         "domain": {"device_kind": sorted(set(data.kinds)), "device": sorted(set(data.devices)), "family": sorted(set(data.families)),
                    "params": parameter_range(data)},
         "devices": default_devices(every.devices, local_host, local_hardware),

@@ -1,15 +1,18 @@
 """From stored measurement rows to the predictors' features and targets: which rows are learned
-from, which are counted and why (contended twins, uncalibrated BatchNorm rows, models that
-cannot be rebuilt here or whose recorded path holds another model), and each row's targets at
-its device's typical speed."""
+from, which are counted and why (contended twins, uncalibrated BatchNorm rows, rows measured
+with another allocator setting than their device's others, models that cannot be rebuilt here
+or whose recorded path holds another model), and each row's targets at its device's typical
+speed."""
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from benchmark_runners.environment import allocator_text
 from devicefit.predict.features import ModelPoint, feature_row, memory_reference_bytes, model_point
 from devicefit.predict.hardware_specs import DeviceSpec, row_device
 from devicefit.predict.memory_model import device_memory_kind, memory_target
@@ -35,6 +38,7 @@ class TrainingData:
     skipped: dict[str, int] = field(default_factory=dict)
     contended_kept: int = 0  # rows timed under contention, used because their config has no clean one
     speed: dict[str, dict] = field(default_factory=dict)  # per device: typical reference rate, rows scaled (speed.py)
+    allocator: dict[str, str] = field(default_factory=dict)  # per device: the allocator setting its rows were measured with
 
     def __len__(self) -> int:
         return len(self.features)
@@ -46,6 +50,30 @@ class TrainingData:
 CONTENDED_SKIP = "contended (a clean measurement of the config exists)"
 MISMATCH_SKIP = "its recorded model path holds another model here (models.recorded)"
 UNCALIBRATED_SKIP = "random BatchNorm statistics (measured before activations were calibrated)"
+
+
+def row_allocator(row: dict[str, Any]) -> str | None:
+    """The allocator setting the row's process started with (environment.allocator_text); None
+    for a row that did not record one."""
+    environment = row.get("environment")
+    return allocator_text(environment.get("allocator")) if isinstance(environment, dict) else None
+
+
+def usual_allocators(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Per device, the allocator setting most of its rows recorded (on a tie glibc's or the C
+    library's defaults, then the first in order). A large batch's time moves with it by a fifth
+    to a third on torch (benchmark_runners.environment.allocator), so one device's rows measured
+    under two settings would teach the predictors a mixture neither setting runs at."""
+    counts: dict[str, Counter] = {}
+    for r in rows:
+        text = row_allocator(r)
+        if text is not None:
+            counts.setdefault(row_device(r), Counter())[text] += 1
+    return {device: min(c, key=lambda t: (-c[t], not t.endswith("(defaults)"), t)) for device, c in counts.items()}
+
+
+def allocator_skip(row_setting: str, usual: str) -> str:
+    return f"measured with allocator {row_setting}, where the device's other rows ran with {usual}"
 
 
 def _uncalibrated(row: dict[str, Any], spec) -> bool:
@@ -79,8 +107,10 @@ def specs_per_device(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -
 
 def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> TrainingData:
     """From stored measurement rows (status ok) to features and targets. Rows whose model
-    cannot be rebuilt offline, whose device has no spec, or that were timed under contention
-    while a clean measurement of the same config exists are counted, not used; a contended row
+    cannot be rebuilt offline, whose device has no spec, that ran with another allocator setting
+    than most of their device's rows (usual_allocators; a row that recorded none is kept), or
+    that were timed under contention while a clean measurement of the same config exists are
+    counted, not used; a contended row
     that is its config's only measurement is used and counted (`contended_kept`). `specs` is
     keyed by device (hardware_specs.device_key), or by kind for a kind measured on one device."""
     specs = specs_per_device(rows, specs)
@@ -93,6 +123,7 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
     process_baseline = {k: statistics.median(v) for k, v in baselines.items()}
     data = TrainingData([], {t: [] for t in TARGETS}, [], [], [], [], [], [], process_baseline, specs)
     measured_clean = {_config_of(r) for r in rows if r.get("status") == "ok" and not r.get("contended")}
+    data.allocator = usual_allocators(rows)
     factors, data.speed = speed_factors(rows)  # each row's time at its device's typical speed
     for r, speed in zip(rows, factors):
         if r.get("mode") == "generation":
@@ -111,6 +142,10 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
                 continue
             data.contended_kept += 1
         device = row_device(r)
+        setting = row_allocator(r)
+        if setting is not None and setting != data.allocator.get(device, setting):
+            data.skip(allocator_skip(setting, data.allocator[device]))  # kept in the store; not learned with the others
+            continue
         spec = specs.get(device)
         if spec is None:
             data.skip(f"no spec for {device}")
