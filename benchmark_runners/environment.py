@@ -120,6 +120,15 @@ def allocator_text(value: Any) -> str | None:
     return ", ".join(parts) if len(parts) > 1 else f"{parts[0]} (defaults)"
 
 
+def written_allocator_text(text: str) -> str:
+    """An allocator_text read back from a file written before NOT_ALLOCATOR_SETTINGS were left
+    out (a CI report's `current_allocator`), without them: "glibc 2.36,
+    _RJEM_MALLOC_CONF=dirty_decay_ms:500,muzzy_decay_ms:1000" reads "glibc 2.36 (defaults)". A
+    setting's own value holds no ", " (jemalloc's and glibc's separate theirs with "," or ":")."""
+    parts = [p for p in text.split(", ") if p.partition("=")[0] not in NOT_ALLOCATOR_SETTINGS]
+    return text if len(parts) == len(text.split(", ")) else ", ".join(parts) if len(parts) > 1 else f"{parts[0]} (defaults)"
+
+
 def process_environment() -> dict[str, Any]:
     """Collected in the worker: what the measuring process really ran with."""
     import torch

@@ -121,7 +121,9 @@ def main() -> int:
     started = time.perf_counter()
     artifact = train(rows, specs, local_host)
     print(f"trained on {artifact['rows']} rows of {len(artifact['models'])} models on {len(artifact['domain']['device'])} device(s) "
-          f"in {time.perf_counter() - started:.1f} s (skipped: {artifact['skipped'] or 'none'})\n")
+          f"in {time.perf_counter() - started:.1f} s (skipped: {artifact['skipped'] or 'none'})")
+    print("allocator per device (what the predictions are for): "
+          + ("; ".join(f"{d}: {t}" for d, t in sorted(artifact["allocator"].items())) or "none recorded") + "\n")
     validation = ValidationReport.of(artifact)
     print(f"{'target':<11}{'LOMO MAPE':>10}{'median APE':>12}{'within 10%':>12}{'bar':>6}{'coverage':>10} (nominal {validation.level:.0%})")
     for t in TARGETS:

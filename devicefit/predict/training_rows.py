@@ -1,6 +1,6 @@
 """From stored measurement rows to the predictors' features and targets: which rows are learned
 from, which are counted and why (contended twins, uncalibrated BatchNorm rows, rows measured
-with another allocator setting than their device's others, models that cannot be rebuilt here
+with another allocator tuning than most of their device's, models that cannot be rebuilt here
 or whose recorded path holds another model), and each row's targets at its device's typical
 speed."""
 from __future__ import annotations
@@ -38,7 +38,7 @@ class TrainingData:
     skipped: dict[str, int] = field(default_factory=dict)
     contended_kept: int = 0  # rows timed under contention, used because their config has no clean one
     speed: dict[str, dict] = field(default_factory=dict)  # per device: typical reference rate, rows scaled (speed.py)
-    allocator: dict[str, str] = field(default_factory=dict)  # per device: the allocator setting its rows were measured with
+    allocator: dict[str, str] = field(default_factory=dict)  # per device: the allocator tuning its rows were measured with
 
     def __len__(self) -> int:
         return len(self.features)
@@ -52,28 +52,48 @@ MISMATCH_SKIP = "its recorded model path holds another model here (models.record
 UNCALIBRATED_SKIP = "random BatchNorm statistics (measured before activations were calibrated)"
 
 
-def row_allocator(row: dict[str, Any]) -> str | None:
-    """The allocator setting the row's process started with (environment.allocator_text); None
-    for a row that did not record one."""
+# Backends whose tensors the measuring Python process allocates itself (on a host CPU).
+HOST_ALLOCATOR_BACKENDS = ("torch", "openvino")
+
+
+def allocator_tuning(row: dict[str, Any]) -> str | None:
+    """What the row's process was started with that tunes the allocator holding a host CPU's
+    tensors: "defaults", or its LD_PRELOAD and settings ("MALLOC_MMAP_MAX_=0"). None where the
+    row recorded none, or where that allocator is not the recorded process's: a GPU's tensors are
+    in the card's memory, a browser kind's in Chromium's processes. The C library's version is
+    left out: one CPU shape (one device) can be several machines or one machine's OS releases,
+    and nobody tuned anything between them."""
     environment = row.get("environment")
-    return allocator_text(environment.get("allocator")) if isinstance(environment, dict) else None
+    value = environment.get("allocator") if isinstance(environment, dict) else None
+    if row.get("backend") not in HOST_ALLOCATOR_BACKENDS or device_memory_kind(row.get("device_kind") or ""):
+        return None
+    text = allocator_text(dict(value, libc="libc")) if isinstance(value, dict) else None
+    return None if text is None else "defaults" if text == "libc (defaults)" else text.removeprefix("libc, ")
 
 
 def usual_allocators(rows: list[dict[str, Any]]) -> dict[str, str]:
-    """Per device, the allocator setting most of its rows recorded (on a tie glibc's or the C
-    library's defaults, then the first in order). A large batch's time moves with it by a fifth
-    to a third on torch (benchmark_runners.environment.allocator), so one device's rows measured
-    under two settings would teach the predictors a mixture neither setting runs at."""
+    """Per device, the allocator tuning (allocator_tuning) most common among its forward-pass
+    rows (a tie goes to the defaults, then to the first in sort order). A large batch's time
+    moves with it by a fifth to a third on torch (benchmark_runners.environment.allocator), so
+    one device's rows measured under two tunings would teach the predictors a mixture neither
+    runs at. Generation rows do not vote: the forward-pass predictors never learn from them."""
     counts: dict[str, Counter] = {}
     for r in rows:
-        text = row_allocator(r)
-        if text is not None:
-            counts.setdefault(row_device(r), Counter())[text] += 1
-    return {device: min(c, key=lambda t: (-c[t], not t.endswith("(defaults)"), t)) for device, c in counts.items()}
+        tuning = allocator_tuning(r) if r.get("mode") != "generation" else None
+        if tuning is not None:
+            counts.setdefault(row_device(r), Counter())[tuning] += 1
+    return {device: min(c, key=lambda t: (-c[t], t != "defaults", t)) for device, c in counts.items()}
 
 
-def allocator_skip(row_setting: str, usual: str) -> str:
-    return f"measured with allocator {row_setting}, where the device's other rows ran with {usual}"
+def allocator_skip(row_tuning: str, usual: str) -> str:
+    return f"measured with allocator {row_tuning}, where the device's most common is {usual}"
+
+
+def _other_allocator(row: dict[str, Any], usual: dict[str, str]) -> str | None:
+    """The skip reason of a row measured under another tuning than its device's usual one."""
+    tuning = allocator_tuning(row)
+    device_usual = usual.get(row_device(row))
+    return allocator_skip(tuning, device_usual) if tuning is not None and device_usual is not None and tuning != device_usual else None
 
 
 def _uncalibrated(row: dict[str, Any], spec) -> bool:
@@ -107,8 +127,9 @@ def specs_per_device(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -
 
 def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> TrainingData:
     """From stored measurement rows (status ok) to features and targets. Rows whose model
-    cannot be rebuilt offline, whose device has no spec, that ran with another allocator setting
-    than most of their device's rows (usual_allocators; a row that recorded none is kept), or
+    cannot be rebuilt offline, whose device has no spec, that ran with another allocator tuning
+    than the most common among their device's rows (usual_allocators; a row that recorded none,
+    a browser kind's and a GPU's are kept), or
     that were timed under contention while a clean measurement of the same config exists are
     counted, not used; a contended row
     that is its config's only measurement is used and counted (`contended_kept`). `specs` is
@@ -122,8 +143,11 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
             baselines.setdefault(r["device_kind"], []).append(float(r["rss_before_load_bytes"]))
     process_baseline = {k: statistics.median(v) for k, v in baselines.items()}
     data = TrainingData([], {t: [] for t in TARGETS}, [], [], [], [], [], [], process_baseline, specs)
-    measured_clean = {_config_of(r) for r in rows if r.get("status") == "ok" and not r.get("contended")}
     data.allocator = usual_allocators(rows)
+    # A clean twin measured under another allocator tuning is not learned either: it does not
+    # make its contended twin redundant.
+    measured_clean = {_config_of(r) for r in rows
+                      if r.get("status") == "ok" and not r.get("contended") and _other_allocator(r, data.allocator) is None}
     factors, data.speed = speed_factors(rows)  # each row's time at its device's typical speed
     for r, speed in zip(rows, factors):
         if r.get("mode") == "generation":
@@ -134,18 +158,15 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
         if r.get("status") != "ok" or not r.get("mean_ms") or not r.get("throughput_samples_per_s") or not memory_target(r):
             data.skip("incomplete")
             continue
-        if r.get("contended"):
-            if _config_of(r) in measured_clean:
-                # Timed while other processes used the CPU (benchmark_runners.contention), and
-                # the same config has a clean measurement: a busy neighbour's figure is not learned.
-                data.skip(CONTENDED_SKIP)
-                continue
-            data.contended_kept += 1
-        device = row_device(r)
-        setting = row_allocator(r)
-        if setting is not None and setting != data.allocator.get(device, setting):
-            data.skip(allocator_skip(setting, data.allocator[device]))  # kept in the store; not learned with the others
+        if (reason := _other_allocator(r, data.allocator)) is not None:
+            data.skip(reason)  # kept in the store; not learned with the device's other rows
             continue
+        if r.get("contended") and _config_of(r) in measured_clean:
+            # Timed while other processes used the CPU (benchmark_runners.contention), and
+            # the same config has a clean measurement: a busy neighbour's figure is not learned.
+            data.skip(CONTENDED_SKIP)
+            continue
+        device = row_device(r)
         spec = specs.get(device)
         if spec is None:
             data.skip(f"no spec for {device}")
@@ -168,6 +189,7 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
         # Mean latency per batch: throughput is batch / mean, so the two targets agree physically;
         # both at the device's typical speed where the row has a speed reference (speed.py).
         actual = {"latency": r["mean_ms"] * speed, "throughput": r["throughput_samples_per_s"] / speed, "memory": memory_target(r)}
+        data.contended_kept += bool(r.get("contended"))  # its config's only measurement, learned
         data.features.append(feats)
         for t in TARGETS:
             data.actual[t].append(float(actual[t]))

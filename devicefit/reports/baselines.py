@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark_runners.environment import allocator_text
+from benchmark_runners.environment import allocator_text, written_allocator_text
 from benchmark_runners.speed_reference import mean_gflops
 from devicefit import store
 from devicefit.errors import DevicefitError
@@ -148,7 +148,7 @@ def sets_from_document(path: Path) -> list[SampleSet]:
             return [SampleSet(ConfigIdentity(**c["identity"]), [float(x) for x in c.get("current_samples_ms") or []],
                               float(c["current_p50_ms"]), c.get("current_run"), c.get("hardware_fingerprint") or None,
                               faults_per_iteration=_count(c.get("current_faults_per_iteration")),
-                              allocator=c.get("current_allocator") if isinstance(c.get("current_allocator"), str) else None)
+                              allocator=written_allocator_text(c["current_allocator"]) if isinstance(c.get("current_allocator"), str) else None)
                     for c in document["comparisons"] if c.get("current_p50_ms") is not None]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(f"baseline {path} is a {CI_FORMAT} report whose 'comparisons' are not as --output-ci writes them "

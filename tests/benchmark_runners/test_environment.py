@@ -10,7 +10,13 @@ import sys
 
 import pytest
 
-from benchmark_runners.environment import ALLOCATOR_PREFIXES, ALLOCATOR_VARIABLES, allocator_text, startup_environment
+from benchmark_runners.environment import (
+    ALLOCATOR_PREFIXES,
+    ALLOCATOR_VARIABLES,
+    allocator_text,
+    startup_environment,
+    written_allocator_text,
+)
 
 # Changes the environment after start, as a library might: the allocators read it at start only.
 REPORT = """
@@ -22,8 +28,14 @@ print(json.dumps(allocator()))
 """
 
 
+def _untuned_environment() -> dict[str, str]:
+    """This process's environment without any allocator setting (nor polars' own)."""
+    return {k: v for k, v in os.environ.items()
+            if not (k.startswith(ALLOCATOR_PREFIXES) or k in (*ALLOCATOR_VARIABLES, "LD_PRELOAD", "_RJEM_MALLOC_CONF"))}
+
+
 def _allocator_of(extra: dict[str, str]) -> dict:
-    env = {k: v for k, v in os.environ.items() if not (k.startswith(ALLOCATOR_PREFIXES) or k in (*ALLOCATOR_VARIABLES, "LD_PRELOAD"))}
+    env = _untuned_environment()
     out = subprocess.run([sys.executable, "-c", REPORT], env={**env, **extra}, capture_output=True, text=True, check=True, timeout=120)
     return json.loads(out.stdout.splitlines()[-1])
 
@@ -63,8 +75,7 @@ print(subprocess.run([sys.executable, "-c", {REPORT!r}], capture_output=True, te
 
 
 def test_polars_own_jemalloc_setting_is_not_an_allocator_difference():
-    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
-    out = subprocess.run([sys.executable, "-c", AFTER_POLARS], env=env, capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", AFTER_POLARS], env=_untuned_environment(), capture_output=True, text=True, check=True, timeout=120)
     after_polars = json.loads(out.stdout.strip().splitlines()[-1])
     # the same record as a worker started by a process that never imported polars (`devicefit benchmark`)
     assert after_polars == _allocator_of({}) and after_polars["settings"] == {}
@@ -72,3 +83,7 @@ def test_polars_own_jemalloc_setting_is_not_an_allocator_difference():
     recorded = {"libc": "glibc 2.36", "preload": None, "settings": {"_RJEM_MALLOC_CONF": "dirty_decay_ms:500,muzzy_decay_ms:1000"}}
     assert allocator_text(recorded) == "glibc 2.36 (defaults)"
     assert allocator_text({**recorded, "settings": {**recorded["settings"], "MALLOC_MMAP_MAX_": "0"}}) == "glibc 2.36, MALLOC_MMAP_MAX_=0"
+    # and so does the text a CI report of that time wrote
+    assert written_allocator_text("glibc 2.36, _RJEM_MALLOC_CONF=dirty_decay_ms:500,muzzy_decay_ms:1000") == "glibc 2.36 (defaults)"
+    assert written_allocator_text("glibc 2.36, MALLOC_MMAP_MAX_=0, _RJEM_MALLOC_CONF=a:1") == "glibc 2.36, MALLOC_MMAP_MAX_=0"
+    assert written_allocator_text("glibc 2.36, LD_PRELOAD=/x/libjemalloc.so.2") == "glibc 2.36, LD_PRELOAD=/x/libjemalloc.so.2"
