@@ -19,6 +19,14 @@ class DevicefitError(Exception):
         return str(self)
 
 
+class Interrupted(DevicefitError):
+    """The process was asked to stop (SIGINT, SIGTERM): raised out of whatever it was doing, and
+    never counted as one task's failure by code that carries on past failures (a cache warm-up
+    that treats a failed task as the caller's to meet later would otherwise go on with the next)."""
+
+    exit_code = 130  # the shell's 128 + SIGINT; a subclass that knows the signal says its own
+
+
 def is_disk_full(exc: BaseException | None) -> bool:
     """Whether `exc`, or an error it was raised from, is the disk being full (or a quota spent).
     DuckDB and the converters written in C++ (onnx's protobuf writer) say it only in words."""

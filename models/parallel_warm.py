@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from models import stop_request
+from models.errors import Interrupted
 from models.lifeline import LIFELINE_ENV, follow_parent, open_lifeline
 
 log = logging.getLogger("devicefit.parallel_warm")
@@ -92,6 +94,8 @@ def _run_one(compute: Callable[[Any], Any], task: Any) -> str | None:
     try:
         compute(task)
         return None
+    except Interrupted:  # a stop request (`devicefit run`'s SIGINT/SIGTERM handler raises it): not a task's failure
+        raise
     except Exception as exc:  # noqa: BLE001 - a warm-up never fails its caller; the caller's own call will
         return f"{task}: {type(exc).__name__}: {exc}"
 
@@ -269,6 +273,7 @@ def warm(tasks: Sequence[Any] | Callable[[], Sequence[Any]], compute: Callable[[
                 except OSError as exc:
                     report.helper = f"not started ({type(exc).__name__}: {exc})"
             tasks = list(tasks() if callable(tasks) else tasks)
+            stop_request.raise_if_requested()  # asked while listing (whose errors are logged, not raised)
             report.tasks = len(tasks)
             state.write_text(f"0 {len(tasks)}".ljust(40))
             if proc is not None and len(tasks) <= 1:
@@ -284,7 +289,10 @@ def warm(tasks: Sequence[Any] | Callable[[], Sequence[Any]], compute: Callable[[
             elif len(tasks) > 1 and report.helper == "not needed":
                 report.helper = "not started (one usable CPU)" if usable_cpus() < 2 else "not started (helpers=0)"
             with _one_torch_thread(proc is not None):
-                while (i := _claim(state, from_back=False)) is not None:
+                while True:
+                    stop_request.raise_if_requested()  # a stop a task swallowed ends the loop here
+                    if (i := _claim(state, from_back=False)) is None:
+                        break
                     here.add(i)
                     if problem := _run_one(compute, tasks[i]):
                         report.failed.append(problem)
@@ -300,6 +308,7 @@ def warm(tasks: Sequence[Any] | Callable[[], Sequence[Any]], compute: Callable[[
         if helper_done.get(i) == "failed":
             report.failed.append(f"{task}: failed in the helper")
         elif i not in helper_done:
+            stop_request.raise_if_requested()
             here.add(i)
             if problem := _run_one(compute, task):
                 report.failed.append(problem)

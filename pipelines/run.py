@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable
 
 from devicefit.profiles import Selection
 from pipelines.run_guard import WriterBusy  # noqa: F401  (callers catch it from here)
-from pipelines.run_watch import RunInterrupted  # noqa: F401
+from pipelines.run_watch import RunInterrupted
 
 if TYPE_CHECKING:
     from models.parallel_warm import Ahead, WarmReport
@@ -125,6 +125,8 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
 
             try:
                 outcome.warm = warm_for_run(selection, partition_keys, inventory)
+            except RunInterrupted:  # SIGINT/SIGTERM while warming: stop now, not after the rest of the warm-up
+                raise
             except Exception as exc:  # noqa: BLE001 - a head start only: the catalog, the guard and the workers compute it anyway
                 log.warning("nothing computed ahead of measuring (%s: %s)", type(exc).__name__, exc)
         outcome.reaped += [f"{s.run_id} ({s.job_name}): {s.reason}" for s in run_guard.reap_stale_runs(instance)]

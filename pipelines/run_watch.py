@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from devicefit.errors import DevicefitError
+from devicefit.errors import Interrupted
+from models import stop_request
 from pipelines import run_guard
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _SYNC = 0  # a byte no signal number uses: "you have read everything before me"
 
 
-class RunInterrupted(DevicefitError, RuntimeError):
+class RunInterrupted(Interrupted, RuntimeError):
     """`devicefit run` was asked to stop; exit_code follows the shell's 128 + signal number."""
 
     def __init__(self, signum: int, detail: str):
@@ -105,9 +106,12 @@ class RunWatch:
         self._old_handlers = {s: signal.signal(s, self._on_signal) for s in SIGNALS}
         self._thread = threading.Thread(target=self._watch, name="devicefit-run-watch", daemon=True)
         self._thread.start()
+        self._checked = stop_request.checked_by(self._raise_if_signalled)
+        self._checked.__enter__()  # loops that could swallow our RunInterrupted ask between tasks
         return self
 
     def __exit__(self, *exc) -> None:
+        self._checked.__exit__(None, None, None)
         self._stop = True
         self._poke()
         self._thread.join(timeout=10)
@@ -120,6 +124,12 @@ class RunWatch:
     def _on_signal(self, signum: int, frame) -> None:
         self.signum, self._signal_at = signum, time.monotonic()
         raise RunInterrupted(signum, "before its runs finished; nothing was being written")
+
+    def _raise_if_signalled(self) -> None:
+        """models.stop_request's check: the signal's RunInterrupted again, where whatever was
+        running when it arrived swallowed it."""
+        if self.signum is not None:
+            raise RunInterrupted(self.signum, "before its runs finished; nothing was being written")
 
     def _poke(self) -> None:
         try:

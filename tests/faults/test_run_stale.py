@@ -1,6 +1,8 @@
 """`devicefit run` end to end (issue 21 item 3): a run killed while it loads does not block the
 next one, and a run waiting for the writer ends on SIGTERM. Before the fix both hung forever
-(the timeouts here turn a hang into a failure). Each test measures one tiny config."""
+(the timeouts here turn a hang into a failure). Each test measures one tiny config. And a
+SIGTERM while the run warms its caches, before measuring, ends it there: the warm-up counted the
+stop as one task's failure and went on with the rest (about 90 s of a fresh `make run`)."""
 from __future__ import annotations
 
 import json
@@ -87,3 +89,27 @@ def test_sigterm_ends_a_run_that_waits_for_the_writer(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_sigterm_while_the_caches_warm_ends_the_run_there(tmp_path):
+    scratch, cache = tmp_path / "tmp", tmp_path / "cache"
+    scratch.mkdir()
+    cache.mkdir()  # empty: the catalog's facts alone keep the warm-up busy for many seconds
+    env = isolated_env(tmp_path, TMPDIR=str(scratch), DEVICEFIT_CACHE_DIR=str(cache))
+    run = devicefit_run(env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(run.stderr.readline, "")), daemon=True)
+    reader.start()
+    # models.parallel_warm's scratch directory exists while the warm-up runs, and only then
+    wait_for(lambda: list(scratch.glob("devicefit-warm-*")), 300, "the warm-up to start", run)
+    run.send_signal(signal.SIGTERM)
+    run.wait(timeout=120)
+    reader.join(timeout=10)
+    err = " ".join("".join(lines).split())
+    assert run.returncode == 128 + signal.SIGTERM, err[-3000:]
+    # stopped where it was, not after the warm-up ("before its remaining runs started")
+    assert "stopped by SIGTERM: before its runs finished" in err, err[-3000:]
+    assert "Traceback" not in err
+    assert not list(scratch.glob("devicefit-warm-*"))  # its helper's directory went with it
+    assert not list((tmp_path / "data" / "raw").glob("*.json")) if (tmp_path / "data" / "raw").exists() else True
+    assert not active_runs(instance(env))  # no Dagster run was started, none left STARTED

@@ -389,3 +389,49 @@ def test_a_helper_dies_with_a_caller_killed_by_sigkill(tmp_path):
         for pid in (helper, child):
             if pid is not None and not _gone(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+class _Stop(Exception):
+    pass
+
+
+def interrupts_on_two(task: tuple[str, int, int]) -> None:
+    """Task 2 is where a SIGTERM's handler raises (as `devicefit run`'s does); the others record."""
+    from models.errors import Interrupted
+
+    if task[1] == 2 and not _in_helper(task):
+        raise Interrupted("stopped by SIGTERM")
+    record_once(task)
+
+
+@pytest.mark.parametrize("helpers", [0, 1])
+def test_a_stop_raised_in_a_task_ends_the_warm_up_there(tmp_path, helpers):
+    from models.errors import Interrupted
+
+    tasks = _tasks(tmp_path, 40)
+    with pytest.raises(Interrupted):
+        warm(tasks, interrupts_on_two, helpers=helpers)
+    done_here = [p for p in tmp_path.iterdir() if p.name.isdigit() and p.read_text() == str(os.getpid())]
+    assert sorted(int(p.name) for p in done_here) == [0, 1]  # not counted as a failure and carried on past
+    assert not _helpers_now()
+
+
+def test_a_stop_a_task_swallowed_ends_the_warm_up_before_the_next_task(tmp_path):
+    """A stop request caught by a task's own broad `except` is raised at the next task boundary."""
+    from models import stop_request
+
+    requested: list[bool] = []
+
+    def check() -> None:
+        if requested:
+            raise _Stop
+
+    def swallows_on_one(task: tuple[str, int, int]) -> None:
+        if task[1] == 1:
+            requested.append(True)  # the signal arrived; the task's handler swallowed what it raised
+        record_once(task)
+
+    with stop_request.checked_by(check), pytest.raises(_Stop):
+        warm(_tasks(tmp_path, 10), swallows_on_one, helpers=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0", "1"]
+    stop_request.raise_if_requested()  # the check is gone with its block
