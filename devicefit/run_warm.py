@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from benchmark_runners.hardware import HardwareInventory
 from benchmark_runners.records import BenchmarkConfig
 from devicefit.profiles import Selection
+from models.errors import Interrupted
 from models.parallel_warm import WarmReport, warm
 
 log = logging.getLogger("devicefit.run_warm")
@@ -84,6 +85,8 @@ def run_warm_tasks(selection: Selection, partition_keys: list[str], inventory: H
     for key in partition_keys:
         try:
             target, configs = local_partition_configs(key, selection, inventory)
+        except Interrupted:  # SIGINT/SIGTERM (a DevicefitError too): not a partition that cannot be warmed
+            raise
         except (DevicefitError, LookupError, ValueError) as exc:
             log.info("nothing warmed for %s: %s", key, exc)
             continue
@@ -114,6 +117,8 @@ def _expected_cost(task: WarmTask) -> tuple[bool, float]:
     c = task.configs[0]
     try:
         parameters = float(parameter_count(resolve_model(c.model)))
+    except Interrupted:
+        raise
     except Exception:  # noqa: BLE001 - an order only; the fill itself reports what is wrong
         parameters = 0.0
     return c.mode == "generation", parameters * max(c.seq_length or 128, 128)

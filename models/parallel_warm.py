@@ -19,7 +19,8 @@ the helper was stopped between finishing it and saying so; one that failed in th
 retried. The helper never outlives the call: its whole session is killed when the call
 returns or raises (a signal that stops `devicefit run`). `compute` must be a module-level
 function and the tasks picklable; its return value is dropped (the cache is the result). A task whose `compute` raises is logged and
-counted: the caller's own later call meets the same error with its own handling.
+counted: the caller's own later call meets the same error with its own handling. A stop
+(models.errors.Interrupted, or models.stop_request's check between tasks) is raised, not counted.
 
 `ahead(tasks, compute)` is the helper alone, computing while this process does other work
 that leaves a core idle (`devicefit run`'s results before the selection map), until `stop()`.
@@ -272,7 +273,11 @@ def warm(tasks: Sequence[Any] | Callable[[], Sequence[Any]], compute: Callable[[
                     proc = _start_helper(Path(directory), preload)
                 except OSError as exc:
                     report.helper = f"not started ({type(exc).__name__}: {exc})"
-            tasks = list(tasks() if callable(tasks) else tasks)
+            try:
+                tasks = list(tasks() if callable(tasks) else tasks)
+            except BaseException:  # a stop the listing wrapped in its own error is still a stop
+                stop_request.raise_if_requested()
+                raise
             stop_request.raise_if_requested()  # asked while listing (whose errors are logged, not raised)
             report.tasks = len(tasks)
             state.write_text(f"0 {len(tasks)}".ljust(40))

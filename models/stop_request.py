@@ -21,7 +21,8 @@ def checked_by(check: Callable[[], None]) -> Iterator[None]:
     try:
         yield
     finally:
-        _checks.remove(check)
+        if check in _checks:
+            _checks.remove(check)
 
 
 def raise_if_requested() -> None:

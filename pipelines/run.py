@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from devicefit.profiles import Selection
+from models import stop_request
 from pipelines.run_guard import WriterBusy  # noqa: F401  (callers catch it from here)
 from pipelines.run_watch import RunInterrupted
 
@@ -128,6 +129,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
             except RunInterrupted:  # SIGINT/SIGTERM while warming: stop now, not after the rest of the warm-up
                 raise
             except Exception as exc:  # noqa: BLE001 - a head start only: the catalog, the guard and the workers compute it anyway
+                stop_request.raise_if_requested()  # a stop wrapped in another error (a lazy import's) is a stop
                 log.warning("nothing computed ahead of measuring (%s: %s)", type(exc).__name__, exc)
         outcome.reaped += [f"{s.run_id} ({s.job_name}): {s.reason}" for s in run_guard.reap_stale_runs(instance)]
         add_partitions_for(instance, partition_keys)  # dynamic partitions: a new device or model is a new key
@@ -219,7 +221,10 @@ def _map_traces_ahead(hardware: dict, stack: ExitStack) -> Ahead | None:
 
     try:
         return stack.enter_context(traces_ahead(hardware))
+    except RunInterrupted:
+        raise
     except Exception as exc:  # noqa: BLE001 - the map step does the same work without it
+        stop_request.raise_if_requested()
         log.warning("the selection map's traces were not started ahead (%s: %s)", type(exc).__name__, exc)
         return None
 

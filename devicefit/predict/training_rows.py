@@ -79,7 +79,7 @@ def usual_allocators(rows: list[dict[str, Any]]) -> dict[str, str]:
     runs at. Generation rows do not vote: the forward-pass predictors never learn from them."""
     counts: dict[str, Counter] = {}
     for r in rows:
-        tuning = allocator_tuning(r) if r.get("mode") != "generation" else None
+        tuning = allocator_tuning(r) if r.get("mode") != "generation" and r.get("status", "ok") == "ok" else None
         if tuning is not None:
             counts.setdefault(row_device(r), Counter())[tuning] += 1
     return {device: min(c, key=lambda t: (-c[t], t != "defaults", t)) for device, c in counts.items()}

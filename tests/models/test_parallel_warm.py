@@ -396,10 +396,17 @@ class _Stop(Exception):
 
 
 def interrupts_on_two(task: tuple[str, int, int]) -> None:
-    """Task 2 is where a SIGTERM's handler raises (as `devicefit run`'s does); the others record."""
+    """Task 2 is where a SIGTERM's handler raises (as `devicefit run`'s does); the others record.
+    The helper records nothing before the caller has done its task 1 (the caller may still be
+    importing torch when the helper starts), so the tasks up to 2 are the caller's."""
     from models.errors import Interrupted
 
-    if task[1] == 2 and not _in_helper(task):
+    directory, index, _ = task
+    if _in_helper(task):
+        deadline = time.monotonic() + WAIT_FOR_HELPER_S
+        while not (Path(directory) / "1").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    elif index == 2:
         raise Interrupted("stopped by SIGTERM")
     record_once(task)
 
