@@ -13,7 +13,8 @@ on make run 29's rows scaling fully over-corrected (held-out latency 15.3% again
 benchmark_runners/speed_reference.py for the figures and their limits).
 
 Rows without a reading (older rows, other machines' landing files, GPUs, the browser kinds) keep
-their measured figure. The reading's ratio is clamped to [1/MAX_FACTOR, MAX_FACTOR] first: beyond
+their measured figure, and so do OpenVINO's: over three make runs its rows were predicted better
+unscaled (speed_reference.TRACKING_BY_BACKEND). The reading's ratio is clamped to [1/MAX_FACTOR, MAX_FACTOR] first: beyond
 it, a reading is more likely disturbed itself than the machine that far off. The stored rows never change;
 only the training targets do, and the artifact records each device's typical rate and range.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmark_runners.speed_reference import MAX_FACTOR, TRACKING, mean_gflops, typical_rates
+from benchmark_runners.speed_reference import MAX_FACTOR, mean_gflops, training_power, typical_rates
 from devicefit.predict.hardware_specs import row_device
 
 
@@ -36,15 +37,16 @@ def speed_factors(rows: list[dict[str, Any]]) -> tuple[list[float], dict[str, di
         if rate is not None:
             readings.setdefault(row_device(r), []).append(rate)
     typical = typical_rates(readings)
-    factors, scaled = [], {}
+    factors, scaled, powers = [], {}, {}
     for r, rate in zip(rows, rates):
-        device = row_device(r)
-        if rate is None or device not in typical:
+        device, power = row_device(r), training_power(r.get("backend"))
+        if rate is None or device not in typical or power == 0:
             factors.append(1.0)
             continue
-        factor = min(max(rate / typical[device], 1 / MAX_FACTOR), MAX_FACTOR) ** TRACKING
+        factor = min(max(rate / typical[device], 1 / MAX_FACTOR), MAX_FACTOR) ** power
         factors.append(factor)
         scaled.setdefault(device, []).append(factor)
+        powers[device] = power
     summary = {d: {"typical_gflops": round(typical[d], 2), "rows": len(f), "factor_min": round(min(f), 3),
-                   "factor_max": round(max(f), 3), "power": TRACKING} for d, f in scaled.items()}
+                   "factor_max": round(max(f), 3), "power": powers[d]} for d, f in scaled.items()}
     return factors, summary

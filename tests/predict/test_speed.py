@@ -1,15 +1,16 @@
 """Training targets at the device's typical speed (devicefit/predict/speed.py)."""
 import pytest
 
-from benchmark_runners.speed_reference import MIN_READINGS, TRACKING
+from benchmark_runners.speed_reference import MIN_READINGS, TRACKING, training_power
 from devicefit.predict import speed, training
 from devicefit.predict.hardware_specs import DeviceSpec, row_device
 from tests.predict.test_predictors import rows_of
 
 
-def _row(device_kind: str, host: str, rate: float | None) -> dict:
+def _row(device_kind: str, host: str, rate: float | None, backend: str = "torch") -> dict:
     reference = None if rate is None else {"before_gflops": rate, "after_gflops": rate}
-    return {"device_kind": device_kind, "device": device_kind, "host_fingerprint": host, "speed_reference": reference}
+    return {"device_kind": device_kind, "device": device_kind, "host_fingerprint": host, "speed_reference": reference,
+            "backend": backend}
 
 
 def test_each_row_is_scaled_by_its_reading_over_its_devices_typical_one():
@@ -23,6 +24,16 @@ def test_each_row_is_scaled_by_its_reading_over_its_devices_typical_one():
     assert factors[8] == 1.0  # no reading: the measured figure
     (device, figures), = summary.items()
     assert figures["typical_gflops"] == 100 and figures["rows"] == 8 and figures["power"] == TRACKING
+
+
+def test_openvino_rows_keep_their_measured_figure_where_torch_rows_are_scaled():
+    """Over three make runs OpenVINO's rows were predicted better unscaled (TRACKING_BY_BACKEND)."""
+    assert training_power("openvino") == 0 and training_power("torch") == TRACKING
+    rows = [_row("openvino", "cpu-a", r, "openvino") for r in (100, 100, 100, 100, 80)] \
+        + [_row("cpu", "cpu-a", r) for r in (100, 100, 100, 100, 80)]
+    factors, summary = speed.speed_factors(rows)
+    assert factors[:5] == [1.0] * 5 and factors[9] == pytest.approx(0.8 ** TRACKING)
+    assert [s["power"] for s in summary.values()] == [TRACKING]  # only the torch device is scaled
 
 
 def test_devices_are_scaled_apart_and_a_device_with_few_readings_is_not_scaled():
