@@ -38,37 +38,44 @@ def run_command(
 ) -> None:
     """Materialize the pipeline through Dagster: measurements per (device, model), then the
     DuckDB store, aggregates and the compatibility matrix. Prints a summary and the paths written."""
-    from benchmark_runners.hardware import detect_hardware
-    from devicefit import store
-    from devicefit.fleet.devices import DeviceUnavailable
-    from devicefit.profiles import Selection
-    from models.catalog import UnknownModelError
-    from pipelines import dispatch
-    from pipelines.run import run_pipeline
+    from models import stop_request
+    from pipelines.run_watch import stops_cleanly
 
-    try:
-        selection = Selection(
-            profile=profile, models=tuple(csv_list(model, "--model")) if model else (),
-            hardware=tuple(csv_list(hardware, "--hardware")) if hardware else (),
-            categories=tuple(csv_list(category, "--category")) if category else (), all_models=all_models, limit=limit,
-            batch_sizes=tuple(int_list(batch_sizes, "--batch-sizes")) if batch_sizes else (),
-            precisions=tuple(csv_list(precision, "--precision")) if precision else (), training_mode=training_mode,
-            generation_mode=generation_mode)
-        inventory = detect_hardware()
-        dispatching = dispatch.broker_url() is not None  # then other hosts' workers measure their own devices
-        keys = selection.partition_keys(inventory.to_json(), elsewhere=dispatching)
-    except (ValueError, UnknownModelError, DeviceUnavailable) as exc:
-        fail(str(exc))
-    if not keys:
-        fail(f"nothing to measure: none of the selected hardware is available here (available: {', '.join(inventory.available_kinds())})")
-    err.print(f"profile {profile}: {len(keys)} partitions")
-    try:
-        outcome = run_pipeline(selection, keys, lambda key, i, n: err.print(f"[{i + 1}/{n}] measuring {key}"),
-                               on_wait=lambda message: err.print(message, soft_wrap=True))
-    except DevicefitError:
-        raise  # RunInterrupted, WriterBusy: the group answers them with their own exit codes
-    except RuntimeError as exc:
-        fail(str(exc))
+    # SIGINT/SIGTERM before the pipeline's own handlers (hardware detection, Dagster's imports):
+    # one line and 130/143, as during the run, not a traceback or a silent death.
+    with stops_cleanly():
+        from benchmark_runners.hardware import detect_hardware
+        from devicefit import store
+        from devicefit.fleet.devices import DeviceUnavailable
+        from devicefit.profiles import Selection
+        from models.catalog import UnknownModelError
+        from pipelines import dispatch
+        from pipelines.run import run_pipeline
+
+        try:
+            selection = Selection(
+                profile=profile, models=tuple(csv_list(model, "--model")) if model else (),
+                hardware=tuple(csv_list(hardware, "--hardware")) if hardware else (),
+                categories=tuple(csv_list(category, "--category")) if category else (), all_models=all_models, limit=limit,
+                batch_sizes=tuple(int_list(batch_sizes, "--batch-sizes")) if batch_sizes else (),
+                precisions=tuple(csv_list(precision, "--precision")) if precision else (), training_mode=training_mode,
+                generation_mode=generation_mode)
+            inventory = detect_hardware()
+            dispatching = dispatch.broker_url() is not None  # then other hosts' workers measure their own devices
+            keys = selection.partition_keys(inventory.to_json(), elsewhere=dispatching)
+        except (ValueError, UnknownModelError, DeviceUnavailable) as exc:
+            fail(str(exc))
+        stop_request.raise_if_requested()
+        if not keys:
+            fail(f"nothing to measure: none of the selected hardware is available here (available: {', '.join(inventory.available_kinds())})")
+        err.print(f"profile {profile}: {len(keys)} partitions")
+        try:
+            outcome = run_pipeline(selection, keys, lambda key, i, n: err.print(f"[{i + 1}/{n}] measuring {key}"),
+                                   on_wait=lambda message: err.print(message, soft_wrap=True))
+        except DevicefitError:
+            raise  # RunInterrupted, WriterBusy: the group answers them with their own exit codes
+        except RuntimeError as exc:
+            fail(str(exc))
     for stale in outcome.reaped:
         err.print(styled(("stale run marked failed:", "yellow"), f" {stale}"))
     for failure in outcome.dispatch_failures:

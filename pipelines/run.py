@@ -108,6 +108,7 @@ def run_pipeline(selection: Selection, partition_keys: list[str], on_partition: 
     owner = run_guard.owner_tags()
     quiet = {"console": {"config": {"log_level": "WARNING"}}}  # the summary says what matters
 
+    stop_request.raise_if_requested()  # a stop before our handlers that something swallowed
     with RunWatch(instance, writer_wait_s=wait_s) as watch, ExitStack() as measuring:
         if partition_keys and not broker:  # workers take their own devices' locks
             from benchmark_runners.device_lock import hold_devices

@@ -45,6 +45,34 @@ class RunInterrupted(Interrupted, RuntimeError):
         super().__init__(f"stopped by {signal.Signals(signum).name}: {detail}")
 
 
+@contextmanager
+def stops_cleanly() -> Iterator[None]:
+    """SIGINT/SIGTERM are recorded while the block runs (main thread), outside RunWatch's handlers
+    (which take over inside it and give these back), and models.stop_request's check raises
+    RunInterrupted at the next point that asks (after the hardware detection, before RunWatch):
+    `devicefit run` stopped while it detects the hardware or imports Dagster's definitions, before
+    any run, ends with one line and 128 + the signal, not Python's defaults (a KeyboardInterrupt
+    traceback; death by SIGTERM without a word). Recorded, not raised from the handler: raised
+    there, it can land in a garbage collector's callback during those imports, which prints
+    "Exception ignored ... Traceback" and drops it."""
+    received: list[int] = []
+
+    def stop(signum: int, frame) -> None:
+        received.append(signum)
+
+    def check() -> None:
+        if received:
+            raise RunInterrupted(received[0], "before any of its runs started; nothing was being written")
+
+    old = {s: signal.signal(s, stop) for s in SIGNALS}
+    try:
+        with stop_request.checked_by(check):
+            yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
 @dataclass
 class _Flight:
     run_id: str

@@ -113,3 +113,24 @@ def test_sigterm_while_the_caches_warm_ends_the_run_there(tmp_path):
     assert not list(scratch.glob("devicefit-warm-*"))  # its helper's directory went with it
     assert not list((tmp_path / "data" / "raw").glob("*.json")) if (tmp_path / "data" / "raw").exists() else True
     assert not active_runs(instance(env))  # no Dagster run was started, none left STARTED
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_before_the_first_run_ends_it_with_one_line(tmp_path, signum):
+    """Between the partition count and the first run `devicefit run` imports Dagster's definitions
+    (seconds): a signal there ended it with Python's defaults (death by SIGTERM without a word, a
+    KeyboardInterrupt traceback)."""
+    env = isolated_env(tmp_path)
+    run = devicefit_run(env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(run.stderr.readline, "")), daemon=True)
+    reader.start()
+    wait_for(lambda: any("partitions" in line for line in lines), 300, "the partition count", run)
+    run.send_signal(signum)
+    run.wait(timeout=120)
+    reader.join(timeout=10)
+    err = "".join(lines)
+    assert run.returncode == 128 + signum, err[-3000:]
+    last = [line for line in err.splitlines() if line.strip()][-1]
+    assert f"stopped by {signal.Signals(signum).name}" in last and "Traceback" not in err, err[-3000:]
+    assert not active_runs(instance(env))
