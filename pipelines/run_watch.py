@@ -55,9 +55,15 @@ def stops_cleanly() -> Iterator[None]:
     traceback; death by SIGTERM without a word). Recorded, not raised from the handler: raised
     there, it can land in a garbage collector's callback during those imports, which prints
     "Exception ignored ... Traceback" and drops it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # no handlers off the main thread: RunWatch says why the run cannot go on there
+        return
     received: list[int] = []
 
     def stop(signum: int, frame) -> None:
+        if received:  # a second one: whatever hangs (a device's start-up) is not waited for
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
         received.append(signum)
 
     def check() -> None:
@@ -68,6 +74,8 @@ def stops_cleanly() -> Iterator[None]:
     try:
         with stop_request.checked_by(check):
             yield
+        if received:  # after RunWatch gave these handlers back: its runs ended, their results are written
+            raise RunInterrupted(received[0], "after its runs ended (their results are written); the summary was not printed")
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
@@ -140,11 +148,11 @@ class RunWatch:
 
     def __exit__(self, *exc) -> None:
         self._checked.__exit__(None, None, None)
+        for s, handler in self._old_handlers.items():  # first: a signal during the join cannot skip the rest
+            signal.signal(s, handler)
         self._stop = True
         self._poke()
         self._thread.join(timeout=10)
-        for s, handler in self._old_handlers.items():
-            signal.signal(s, handler)
         signal.set_wakeup_fd(self._old_wakeup)
         for fd in (self._read, self._write, self._stderr):
             os.close(fd)
@@ -169,6 +177,7 @@ class RunWatch:
     def check(self) -> None:
         if self.signum is not None:
             raise RunInterrupted(self.signum, "before its remaining runs started")
+        stop_request.raise_if_requested()  # a signal that came just before our handlers were in place
 
     @contextmanager
     def running(self, run_id: str, job_name: str, uses_pools: bool) -> Iterator[None]:
