@@ -8,8 +8,9 @@ start time, as run tags); later runs check that owner is still alive, mark dead 
 failed with the reason (visible in the UI) and free their slots. Waiting for a slot that a live
 run holds is bounded and fails with a message naming that run.
 
-Plain functions over a DagsterInstance; the only callers are devicefit/run_pipeline.py and
-devicefit/run_watch.py (the `devicefit run` process)."""
+Plain functions over a DagsterInstance, called where runs are launched and watched: `devicefit
+run` (pipelines/run.py, pipelines/run_watch.py) and the fleet's dispatch and workers
+(pipelines/dispatch.py, pipelines/worker.py, pipelines/celery_fleet.py)."""
 from __future__ import annotations
 
 import os
