@@ -109,15 +109,21 @@ def allocator_text(value: Any) -> str | None:
     a value not shaped as allocator() writes it (a baseline file is read without the landing
     schema's check). A setting that configures no allocator of the measured process
     (NOT_ALLOCATOR_SETTINGS, which rows recorded for a while) is left out."""
+    tuning = allocator_tuning_parts(value)
+    if tuning is None:
+        return None
+    return ", ".join([str(value.get("libc") or "unknown libc"), *tuning]) if tuning else f"{value.get('libc') or 'unknown libc'} (defaults)"
+
+
+def allocator_tuning_parts(value: Any) -> list[str] | None:
+    """What a row's `allocator` says was tuned, without the C library: its LD_PRELOAD and settings
+    ("LD_PRELOAD=libjemalloc.so.2", "MALLOC_MMAP_MAX_=0"; empty: the defaults), as allocator_text
+    writes them. None where the value is not shaped as allocator() writes it."""
     if not isinstance(value, dict):
         return None
     settings = value.get("settings") if isinstance(value.get("settings"), dict) else {}
-    settings = {k: v for k, v in settings.items() if str(k) not in NOT_ALLOCATOR_SETTINGS}
-    parts = [str(value.get("libc") or "unknown libc")]
-    if value.get("preload"):
-        parts.append(f"LD_PRELOAD={value['preload']}")
-    parts += [f"{k}={v}" for k, v in sorted(settings.items())]
-    return ", ".join(parts) if len(parts) > 1 else f"{parts[0]} (defaults)"
+    preload = [f"LD_PRELOAD={value['preload']}"] if value.get("preload") else []
+    return preload + [f"{k}={v}" for k, v in sorted(settings.items()) if str(k) not in NOT_ALLOCATOR_SETTINGS]
 
 
 def written_allocator_text(text: str) -> str:
@@ -125,8 +131,11 @@ def written_allocator_text(text: str) -> str:
     out (a CI report's `current_allocator`), without them: "glibc 2.36,
     _RJEM_MALLOC_CONF=dirty_decay_ms:500,muzzy_decay_ms:1000" reads "glibc 2.36 (defaults)". A
     setting's own value holds no ", " (jemalloc's and glibc's separate theirs with "," or ":")."""
-    parts = [p for p in text.split(", ") if p.partition("=")[0] not in NOT_ALLOCATOR_SETTINGS]
-    return text if len(parts) == len(text.split(", ")) else ", ".join(parts) if len(parts) > 1 else f"{parts[0]} (defaults)"
+    parts = text.split(", ")
+    kept = [p for p in parts if p.partition("=")[0] not in NOT_ALLOCATOR_SETTINGS]
+    if len(kept) == len(parts):
+        return text
+    return ", ".join(kept) if len(kept) > 1 else f"{kept[0]} (defaults)"
 
 
 def process_environment() -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmark_runners.environment import allocator_text
+from benchmark_runners.environment import allocator_tuning_parts
 from devicefit.predict.features import ModelPoint, feature_row, memory_reference_bytes, model_point
 from devicefit.predict.hardware_specs import DeviceSpec, row_device
 from devicefit.predict.memory_model import device_memory_kind, memory_target
@@ -63,12 +63,11 @@ def allocator_tuning(row: dict[str, Any]) -> str | None:
     in the card's memory, a browser kind's in Chromium's processes. The C library's version is
     left out: one CPU shape (one device) can be several machines or one machine's OS releases,
     and nobody tuned anything between them."""
-    environment = row.get("environment")
-    value = environment.get("allocator") if isinstance(environment, dict) else None
     if row.get("backend") not in HOST_ALLOCATOR_BACKENDS or device_memory_kind(row.get("device_kind") or ""):
         return None
-    text = allocator_text(dict(value, libc="libc")) if isinstance(value, dict) else None
-    return None if text is None else "defaults" if text == "libc (defaults)" else text.removeprefix("libc, ")
+    environment = row.get("environment")
+    parts = allocator_tuning_parts(environment.get("allocator")) if isinstance(environment, dict) else None
+    return None if parts is None else ", ".join(parts) or "defaults"
 
 
 def usual_allocators(rows: list[dict[str, Any]]) -> dict[str, str]:
@@ -129,10 +128,9 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
     """From stored measurement rows (status ok) to features and targets. Rows whose model
     cannot be rebuilt offline, whose device has no spec, that ran with another allocator tuning
     than the most common among their device's rows (usual_allocators; a row that recorded none,
-    a browser kind's and a GPU's are kept), or
-    that were timed under contention while a clean measurement of the same config exists are
-    counted, not used; a contended row
-    that is its config's only measurement is used and counted (`contended_kept`). `specs` is
+    a browser kind's and a GPU's are kept), or that were timed under contention while a clean
+    measurement of the same config exists are counted, not used; a contended row that is its
+    config's only measurement is used and counted (`contended_kept`). `specs` is
     keyed by device (hardware_specs.device_key), or by kind for a kind measured on one device."""
     specs = specs_per_device(rows, specs)
     baselines: dict[str, list[float]] = {}
