@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -144,22 +145,37 @@ class RunWatch:
         self._thread.start()
         self._checked = stop_request.checked_by(self._raise_if_signalled)
         self._checked.__enter__()  # loops that could swallow our RunInterrupted ask between tasks
+        self._old_unraisable = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         self._checked.__exit__(None, None, None)
         for s, handler in self._old_handlers.items():  # first: a signal during the join cannot skip the rest
             signal.signal(s, handler)
+        sys.unraisablehook = self._old_unraisable
         self._stop = True
         self._poke()
         self._thread.join(timeout=10)
         signal.set_wakeup_fd(self._old_wakeup)
         for fd in (self._read, self._write, self._stderr):
             os.close(fd)
+        if exc_type is None and self.signum is not None:  # raised where nothing could take it (see _unraisable)
+            raise RunInterrupted(self.signum, "after its runs ended (their results are written); the summary was not printed")
 
     def _on_signal(self, signum: int, frame) -> None:
         self.signum, self._signal_at = signum, time.monotonic()
         raise RunInterrupted(signum, "before its runs finished; nothing was being written")
+
+    def _unraisable(self, info) -> None:
+        """sys.unraisablehook while we watch: our handler's RunInterrupted raised inside a garbage
+        collector's callback or a __del__ cannot propagate, and Python printed it as "Exception
+        ignored in ... Traceback" on the user's terminal. The signal is recorded (self.signum)
+        and the next check, the end of the current run or __exit__ raises it again; anything
+        else goes to the hook that was there before."""
+        if isinstance(info.exc_value, RunInterrupted):
+            return
+        self._old_unraisable(info)
 
     def _raise_if_signalled(self) -> None:
         """models.stop_request's check: the signal's RunInterrupted again, where whatever was

@@ -5,6 +5,8 @@ processes that behave like a `devicefit run` at its worst moments. Run as
   hold READY [k=v ...]     a Dagster run takes the duckdb_writer slot, touches READY, then holds it
   die READY [k=v ...]      the same run, killed by SIGKILL while it holds the slot
   watched READY WAIT_S     a pool run executed under devicefit's RunWatch (it waits for the slot)
+  signal-in-del [check|end] SIGTERM arrives under RunWatch while an object's __del__ runs;
+                           then the watch is asked (check) or its block simply ends (end)
   run MODE READY -- ARGS   `devicefit run ARGS` where the load is made to misbehave:
                            kill-after-load: SIGKILL right after the landing files were loaded
                            slow-commit: the first commit of measurement rows waits 120 s
@@ -158,6 +160,34 @@ def _watched(ready: Path, wait_s: float) -> None:
     print("success" if result.success else "failure")
 
 
+def _signal_in_del(then: str) -> None:
+    """RunWatch's handler raises where Python can only report it (a __del__, as a garbage
+    collector's callback during Dagster's imports does): prints what happened after, and the
+    stop the watch raises later."""
+    import dagster as dg
+
+    from pipelines.run_watch import RunInterrupted, RunWatch
+
+    class SignalledWhileCollected:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:  # the handler runs at one of these iterations
+                pass
+
+    try:
+        with RunWatch(dg.DagsterInstance.get(), writer_wait_s=60) as watch:
+            obj = SignalledWhileCollected()
+            del obj
+            print("after the collection", flush=True)
+            if then == "check":
+                watch.check()
+        print("not stopped", flush=True)
+    except RunInterrupted as exc:
+        print(exc, flush=True)
+        raise SystemExit(exc.exit_code) from None
+
+
 class _SlowCommit:
     """A DuckDB connection whose first commit of measurement rows waits (the load's critical moment)."""
 
@@ -231,6 +261,8 @@ def main(argv: list[str]) -> None:
         _hold_or_die(mode, Path(rest[0]), _tags(rest[1:]))
     elif mode == "watched":
         _watched(Path(rest[0]), float(rest[1]))
+    elif mode == "signal-in-del":
+        _signal_in_del(rest[0])
     elif mode == "run":
         _patched_run(rest[0], Path(rest[1]), rest[3:] if rest[2:3] == ["--"] else rest[2:])
     else:

@@ -134,6 +134,19 @@ def test_sigterm_ends_a_run_waiting_in_dagsters_slot_queue(tmp_path):
         holder.wait()
 
 
+@pytest.mark.parametrize(("then", "stop"), [("check", "before its remaining runs started"), ("end", "after its runs ended")])
+def test_a_signal_that_lands_in_a_del_prints_no_traceback_and_still_stops(tmp_path, then, stop):
+    """Our handler's RunInterrupted raised inside __del__ (or a GC callback) cannot propagate:
+    Python printed "Exception ignored in ... Traceback" and dropped it. The watch keeps quiet
+    about it and raises it at its next check, or where its block ends."""
+    watched = helper(["signal-in-del", then], isolated_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = watched.communicate(timeout=120)
+    assert watched.returncode == 128 + signal.SIGTERM, (out, err[-2000:])
+    lines = out.splitlines()
+    assert lines[0] == "after the collection" and lines[1].startswith(f"stopped by SIGTERM: {stop}") and len(lines) == 2, out
+    assert "Exception ignored" not in err and "Traceback" not in err, err[-2000:]
+
+
 def test_a_wait_in_dagsters_queue_is_bounded_and_names_the_holder(tmp_path):
     env = isolated_env(tmp_path)
     holder, watched, inst, run_id = _start_watched(tmp_path, env, "2")
