@@ -37,20 +37,47 @@ def nests_deeper(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
 # aggregates' ratio of two timings (speedup_vs_cpu_fp32) overflowed: the published benchmarks.json
 # held Infinity, which is not JSON. Within these bounds every ratio of two figures is finite.
 MIN_TIMING_MS, MAX_TIMING_MS = 1e-6, 3.2e10
-MEASURED_RANGES = {"samples_ms": (MIN_TIMING_MS, MAX_TIMING_MS), "p50_ms": (MIN_TIMING_MS, MAX_TIMING_MS),
-                   "mean_ms": (MIN_TIMING_MS, MAX_TIMING_MS),
-                   "throughput_samples_per_s": (1e3 / MAX_TIMING_MS, INT32_MAX * 1e3 / MIN_TIMING_MS)}
+_TIMING = (MIN_TIMING_MS, MAX_TIMING_MS)
+_RATE = (1e3 / MAX_TIMING_MS, INT32_MAX * 1e3 / MIN_TIMING_MS)
+# Every timing and rate an 'ok' row carries, not only the four the reports divide by: a p95 of
+# -1e300 and a ttft of 1e308 loaded, and /benchmarks served them (the percentiles, a training
+# row's phases, generation's token figures, the warm-up's and each phase's samples).
+MEASURED_RANGES = {**{key: _TIMING for key in (
+    "samples_ms", "p50_ms", "mean_ms", "p90_ms", "p95_ms", "p99_ms", "min_ms", "max_ms", "ci_low_ms", "ci_high_ms",
+    "warmup_ms", "first_inference_ms", "forward_ms", "backward_ms", "optimizer_ms", "ttft_ms", "ttft_p90_ms",
+    "tpot_p50_ms", "tpot_p90_ms")},
+    **{key: _RATE for key in ("throughput_samples_per_s", "forward_tokens_per_s", "decode_tokens_per_s", "prefill_tokens_per_s")}}
+# A spread is zero with one sample; never negative, never past a year.
+SPREAD_RANGES = {"stdev_ms": (0.0, MAX_TIMING_MS), "cv": (0.0, MAX_TIMING_MS)}
+# The order statistics of one row's samples: a row whose p99 is below its p50 was not computed
+# from samples (relative slack for the last bit of interpolation).
+ORDERED_FIGURES = ("min_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "max_ms")
+ORDER_SLACK = 1e-9
 
 
 def measured_range_problem(row: Any) -> str | None:
     """'<field> <value>: why' for the first of `row`'s measured figures (attributes, a number or a
-    list of them) outside MEASURED_RANGES, or None."""
-    for key, (low, high) in MEASURED_RANGES.items():
+    list of them; phase_samples_ms's lists by phase) outside MEASURED_RANGES or SPREAD_RANGES,
+    or its percentiles (or the median's interval) out of order; None when there is none."""
+    for key, (low, high) in {**MEASURED_RANGES, **SPREAD_RANGES}.items():
         value = getattr(row, key)
         for v in value if isinstance(value, list) else [value]:
             if v is not None and not low <= v <= high:
                 return (f"{key} {v!r}: not a measurement (a timing is a nanosecond to a year, {MIN_TIMING_MS:g} to "
-                        f"{MAX_TIMING_MS:g} ms; a throughput one sample a year to a batch of {INT32_MAX} a nanosecond)")
+                        f"{MAX_TIMING_MS:g} ms; a throughput one sample a year to a batch of {INT32_MAX} a nanosecond; "
+                        "a spread is not negative)")
+    for phase, values in (getattr(row, "phase_samples_ms", None) or {}).items():
+        for v in values:
+            if not MIN_TIMING_MS <= v <= MAX_TIMING_MS:
+                return f"phase_samples_ms[{phase!r}] {v!r}: not a measurement (a timing is {MIN_TIMING_MS:g} to {MAX_TIMING_MS:g} ms)"
+    given = [(key, getattr(row, key)) for key in ORDERED_FIGURES if getattr(row, key) is not None]
+    for (a, x), (b, y) in zip(given, given[1:]):
+        if x > y * (1 + ORDER_SLACK):
+            return f"{a} {x!r} above {b} {y!r}: not order statistics of one set of samples"
+    low, median, high = row.ci_low_ms, row.p50_ms, row.ci_high_ms
+    if median is not None and ((low is not None and low > median * (1 + ORDER_SLACK))
+                               or (high is not None and median > high * (1 + ORDER_SLACK))):
+        return f"the median's interval {low!r} to {high!r} ms does not hold its p50 {median!r}"
     return None
 
 
@@ -107,14 +134,33 @@ def utf8_text(value: str) -> str:
 
 
 def json_value(value: Any) -> Any:
-    """What the store writes with json.dumps into a JSON column must serialise, be UTF-8 and
-    nest at most MAX_JSON_DEPTH levels."""
+    """What the store writes with json.dumps into a JSON column must serialise, be UTF-8, hold
+    only finite numbers and nest at most MAX_JSON_DEPTH levels. Python's json reads and writes
+    NaN and Infinity, which JSON has no token for: a file's `"dims": {"x": Infinity}` was stored
+    as such, and the published benchmarks.json then held Infinity, which strict parsers refuse."""
     if nests_deeper(value):
         raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
     try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+        if type(exc) is ValueError and "JSON compliant" in str(exc):  # json's own words for a NaN or an infinity
+            raise ValueError("holds a NaN or infinite number, which JSON has no number for (write null, or the figure as text)") from None
         raise ValueError(f"not storable as JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
+    return value
+
+
+def finite_json(value: Any) -> Any:
+    """`value` with every NaN or infinite float inside it written as text ("nan", "inf", "-inf"),
+    for the documents devicefit writes itself: a figure that can be infinite where it is
+    recorded (OpenVINO's agreement with torch when the output shapes differ) keeps what it said,
+    and the file stays JSON that json_value accepts. A typed column's non-finite figure still
+    fails the landing check, by its field's name (text is no number)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
     return value
 
 

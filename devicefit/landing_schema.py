@@ -124,6 +124,20 @@ class EnvironmentInfo(_Open):
     versions: JsonValue = None
 
 
+class MemoryBreakdown(_Open):
+    """Generation's memory breakdown: the aggregates take the median of its byte counts as
+    DOUBLEs (store/queries.py), so one row's "497 MB" there failed every later aggregation of
+    the store with DuckDB's conversion error; the figures are byte counts, or null."""
+    weights_bytes: ByteCount | None = None
+    kv_cache_bytes: ByteCount | None = None
+    activation_bytes: ByteCount | None = None
+    expert_copy_bytes: ByteCount | None = None
+    process_bytes: ByteCount | None = None
+    estimated_peak_bytes: ByteCount | None = None
+    measured_peak_bytes: ByteCount | None = None
+    measured_over_estimate: NonNegativeDouble | None = None
+
+
 def _measured_rate(problem: Callable[[str, float], str | None], field: str) -> Any:
     """The type of the measured figure `field`: a positive finite number that `problem` (a
     landing_bounds check: a probe's or a speed reference's bounds) finds no fault with; its
@@ -219,7 +233,7 @@ class ResultRow(_Strict):
     token_times_ms: list[list[NonNegativeDouble]] | None = None
     kv_cache_bytes: ByteCount | None = None
     kv_cache: JsonObject | None = None
-    memory_breakdown: JsonObject | None = None
+    memory_breakdown: MemoryBreakdown | None = None
     load_time_s: NonNegativeDouble | None = None
     first_inference_ms: NonNegativeDouble | None = None
     forward_ms: Double | None = None

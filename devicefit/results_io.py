@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark_runners.records import BenchmarkResult
+from devicefit.landing_bounds import finite_json
 
 FORMAT = "devicefit.benchmark_results/1"
 
@@ -19,8 +20,8 @@ def results_document(run_id: str, results: list[BenchmarkResult], hardware: dict
         "format": FORMAT,
         "run_id": run_id,
         "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "hardware": hardware,
-        "results": [r.to_json() for r in results],
+        "hardware": finite_json(hardware),
+        "results": [finite_json(r.to_json()) for r in results],
     }
 
 

@@ -103,6 +103,7 @@ def register_device(target: LocalTarget, instance: DagsterInstance, paths: DataP
     cached per detection); a device as it is carries the detection's probe of it."""
     from assets.partitions import DEVICES
     from devicefit.fleet.devices import local_device
+    from devicefit.landing_bounds import finite_json
     from devicefit.landing_share import push
     from devicefit.results_io import write_json_atomic
     from pipelines.celery_fleet import device_queue
@@ -119,7 +120,7 @@ def register_device(target: LocalTarget, instance: DagsterInstance, paths: DataP
 
             device.probe = profile_probe(target, hardware, paths.root)
     path = description_path(paths, device.id)
-    write_json_atomic(path, device.to_json())
+    write_json_atomic(path, finite_json(device.to_json()))  # JSON with no NaN or Infinity: the loader refuses them
     push(path, paths.raw)  # to the fleet's landing share, when one is configured (DEVICEFIT_LANDING_URL)
     return Registration(device.id, device_queue(device.id), path, new)
 

@@ -168,8 +168,7 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
             con.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         [run_id, source_key, min(parse_timestamp(r.timestamp) for r in rows), env.get("hostname") or None,
                          git.get("commit"), git.get("dirty"), json.dumps(env.get("versions")), len(rows)])
-        con.execute(f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
-                        WHERE source_key = ? AND status = 'ok' AND samples_ms IS NOT NULL ON CONFLICT DO NOTHING""", [source_key])
+        _record_history(con, source_key)
         # Only a partition's document replaces older partitions: an ingested file naming one in
         # `supersedes` would delete rows measured here that nobody replaced.
         superseded = _drop_superseded(con, source_key, document.get("supersedes") or [], kept) if origin == "partition" else ()
@@ -191,6 +190,18 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
         raise
     return SourceLoad(len(kept), len(results) - len(kept), superseded,
                       future_probes=future_stamped(document.get("hardware") or {}, now))
+
+
+def _record_history(con, source_key: str) -> None:
+    """The source's ok rows into sample_history, where a row already recorded under its key (a
+    file of the same run landed again with its figures changed) takes the new figures: with DO
+    NOTHING, `compare` and baseline exports read the first version's samples for good while
+    the measurements held the second's."""
+    columns = [d[0] for d in con.execute("SELECT * FROM sample_history LIMIT 0").description]
+    updated = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in ("run_id", "config_key"))
+    con.execute(f"""INSERT INTO sample_history SELECT {', '.join(HISTORY_COLUMNS)} FROM measurements
+                    WHERE source_key = ? AND status = 'ok' AND samples_ms IS NOT NULL
+                    ON CONFLICT (run_id, config_key) DO UPDATE SET {updated}""", [source_key])
 
 
 def _stored_successor(con, source_key: str, results: list[BenchmarkResult]) -> str | None:
