@@ -37,6 +37,8 @@ def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: Devicef
         context.log.warning(line)
     for line in report.duplicate_lines():
         context.log.info(line)
+    for name in report.kept_newer:
+        context.log.warning(f"kept raw/{name}: written after the landing share's copy, which would have replaced it")
     return dg.MaterializeResult(metadata={
         **table_metadata(counts["measurements"], columns),
         "dagster/table_name": "measurements",

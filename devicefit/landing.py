@@ -122,6 +122,7 @@ class LoadReport:
     superseded: list[tuple[str, str]] = field(default_factory=list)
     devices_registered: list[str] = field(default_factory=list)  # new devices from raw/devices/
     pulled: list[str] = field(default_factory=list)  # files copied from the landing share before loading
+    kept_newer: list[str] = field(default_factory=list)  # local files written after the share's copy: not replaced by it
     # (source_key, fingerprint, stamp): probes stamped past the store's clock, not taken as newer than a stamped one
     future_probes: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -185,6 +186,7 @@ def load_landing_files(database: store.Source, raw_dir: Path) -> LoadReport:
         finally:
             store.close(con, database, failed)
     report.quarantined += [(f"share:{name}", reason) for name, reason in pulled.too_large]
+    report.kept_newer = pulled.kept_newer
     return report
 
 

@@ -10,15 +10,20 @@ shared DEVICEFIT_DATA_DIR does the same job: nothing here runs.
 A file appears on the share whole or not at all: it is written under a hidden temporary name in
 the same directory, then moved into place; the loader never reads hidden names. Pulled files are
 written locally the same way. A file the loader quarantined is not pulled again while the share
-holds the same bytes, so one bad file is reported once, not at every load. A file over the
+holds the same bytes, so one bad file is reported once, not at every load. A local file written
+after the share's copy (its `written_at`, a device record's `registered_at`) is kept: a partition
+measured again while the share could not be written has the newer run locally, and the share's
+older copy replaced it (and its rows in the store) at the next load. A file over the
 landing size cap is the exception: it is never read, so nothing of it is held locally to compare,
 and each load reports it again (as `share:<name>`, "left on the share, not read") until it is
 removed from the share."""
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from devicefit.errors import DevicefitError
@@ -77,6 +82,7 @@ class PullReport:
     unchanged: int = 0
     still_quarantined: list[str] = field(default_factory=list)  # bad files the share still holds
     too_large: list[tuple[str, str]] = field(default_factory=list)  # (path under raw/, reason): files never read
+    kept_newer: list[str] = field(default_factory=list)  # paths under raw/ whose local copy was written after the share's
 
 
 def _listing(directory) -> list:
@@ -98,9 +104,28 @@ def _quarantined(directory: Path, name: str, data: bytes) -> bool:
     return False
 
 
+def _written(data: bytes) -> datetime | None:
+    """When a landing document (`written_at`) or a device record (`registered_at`) says it was
+    written, as an aware UTC datetime; None where the bytes say nothing readable of it."""
+    try:
+        document = json.loads(data)
+        stamp = document.get("written_at") or document.get("registered_at")
+        written = datetime.fromisoformat(stamp)
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return None
+    return written if written.tzinfo is not None else written.replace(tzinfo=timezone.utc)
+
+
+def _local_is_newer(local: Path, data: bytes) -> bool:
+    """Whether the local copy says it was written after the share's bytes (both must say when)."""
+    ours, theirs = _written(local.read_bytes()), _written(data)
+    return ours is not None and theirs is not None and ours > theirs
+
+
 def pull(raw_dir: Path, url: str | None = None) -> PullReport:
     """Copy into `raw_dir` every landing file and device record of the share whose bytes differ
-    from the local copy; nothing with no share configured."""
+    from the local copy, unless the local copy was written after it; nothing with no share
+    configured."""
     url = url or share_url()
     report = PullReport()
     if url is None:
@@ -119,6 +144,9 @@ def pull(raw_dir: Path, url: str | None = None) -> PullReport:
                 local = local_dir / remote.name
                 if local.is_file() and local.read_bytes() == data:
                     report.unchanged += 1
+                    continue
+                if local.is_file() and _local_is_newer(local, data):
+                    report.kept_newer.append("/".join((*sub, remote.name)))
                     continue
                 if _quarantined(local_dir / QUARANTINE, remote.name, data):
                     report.still_quarantined.append("/".join((*sub, remote.name)))

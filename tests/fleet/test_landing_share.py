@@ -93,3 +93,36 @@ def test_a_file_of_gigabytes_on_the_share_is_never_read_or_pulled(tmp_path, monk
     reasons = dict(report.quarantined)
     assert list(reasons) == ["share:partition__x__huge.json"] and "left on the share, not read" in reasons["share:partition__x__huge.json"]
     assert report.pulled == [] and not (writer.raw / "partition__x__huge.json").exists()
+
+
+def test_a_newer_local_landing_file_is_not_replaced_by_the_shares_older_copy(tmp_path, monkeypatch):
+    """A partition measured again while the share could not be written has its newer run only
+    locally; the next load pulled the share's older copy over it, and the store went back to
+    the old run (found by a fault hunt, 2026-11-30). A share copy written later still wins."""
+    share = tmp_path / "share"
+    monkeypatch.setenv(SHARE_ENV, share.as_uri())
+    writer = DataPaths(tmp_path / "writer")
+    key = "partition:cpu-abc+t1|bert-tiny"
+
+    def document(run_id: str, p50: float, written_at: str) -> dict:
+        rows = [_row(BenchmarkConfig(model="bert-tiny", threads=1), p50)]
+        return {**results_document(run_id, rows, HARDWARE), "written_at": written_at}
+
+    def stored_p50() -> list:
+        with store.opened(writer.database, read_only=True) as con:
+            return con.execute("SELECT p50_ms FROM measurements").fetchall()
+
+    write_landing(writer.raw, key, document("r1", 9.0, "2026-11-30T07:40:10+00:00"))  # on the share too
+    load_landing_files(writer.database, writer.raw)
+    monkeypatch.delenv(SHARE_ENV)  # the share cannot be written: the new run lands locally only
+    write_landing(writer.raw, key, document("r2", 12.0, "2026-11-30T08:34:27+00:00"))
+    monkeypatch.setenv(SHARE_ENV, share.as_uri())
+    report = load_landing_files(writer.database, writer.raw)
+    assert report.pulled == [] and report.kept_newer == ["partition__cpu-abc__t1__bert-tiny.json"]
+    assert stored_p50() == [(12.0,)]
+    assert json.loads((writer.raw / "partition__cpu-abc__t1__bert-tiny.json").read_text())["written_at"].startswith("2026-11-30T08:34")
+    # Another worker pushes a run written after ours: the share's copy is the newer one and is pulled.
+    worker = DataPaths(tmp_path / "worker")
+    write_landing(worker.raw, key, document("r3", 15.0, "2026-11-30T09:00:00+00:00"))
+    assert load_landing_files(writer.database, writer.raw).pulled == ["partition__cpu-abc__t1__bert-tiny.json"]
+    assert stored_p50() == [(15.0,)]
