@@ -285,9 +285,35 @@ def ingest_file(path: Path, raw_dir: Path) -> IngestResult:
     path = Path(path)
     if not path.exists():
         raise LandingFileError(f"{path}: no such file or directory")
-    document, fmt, source_key = _prepare(path)
-    landed = write_landing(raw_dir, source_key, document)
-    return IngestResult(source_key, landed, len(document["results"]), fmt)
+    return _land_all(raw_dir, [_prepare(path)])[0]
+
+
+def _land_all(raw_dir: Path, prepared: list[tuple[dict[str, Any], str, str]]) -> list[IngestResult]:
+    """Land every prepared document, then push each to the landing share (when one is
+    configured): all or none. A share that cannot be written left the files landed before it
+    in raw/, and the next load stored them after `devicefit ingest` had failed; the files this
+    call created are removed again and the error says so."""
+    from devicefit.landing import landing_path
+    from devicefit.landing_share import LandingShareError, push
+
+    created: list[Path] = []
+    try:
+        results = []
+        for document, fmt, key in prepared:
+            existed = landing_path(raw_dir, key).exists()
+            landed = write_landing(raw_dir, key, document, share=False)
+            if not existed:
+                created.append(landed)
+            results.append(IngestResult(key, landed, len(document["results"]), fmt))
+        for result in results:
+            push(result.landing_path, raw_dir)
+    except BaseException as exc:
+        for landed in created:
+            landed.unlink(missing_ok=True)
+        if isinstance(exc, LandingShareError):
+            raise LandingShareError(f"{exc}; nothing of this ingest was landed") from None
+        raise
+    return results
 
 
 OPTIMUM_FILES = ("benchmark.json", "benchmark_config.json", "benchmark_report.json")
@@ -306,8 +332,7 @@ def ingest_path(path: Path, raw_dir: Path) -> list[IngestResult]:
                                f"output ({' or '.join(OPTIMUM_FILES[1:])})")
     prepared = [_prepare(f) for f in files]
     _refuse_stray_copies(files, [document for document, _, _ in prepared])
-    return [IngestResult(key, write_landing(raw_dir, key, document), len(document["results"]), fmt)
-            for document, fmt, key in prepared]
+    return _land_all(raw_dir, prepared)
 
 
 def _refuse_stray_copies(files: list[Path], documents: list[dict[str, Any]]) -> None:

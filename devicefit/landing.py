@@ -33,11 +33,15 @@ def landing_path(raw_dir: Path, source_key: str) -> Path:
     return Path(raw_dir) / f"{safe_name(source_key)}.json"
 
 
-def write_landing(raw_dir: Path, source_key: str, document: dict[str, Any]) -> Path:
+def write_landing(raw_dir: Path, source_key: str, document: dict[str, Any], share: bool = True) -> Path:
+    """Validate and land `document` as `source_key`'s file; then push it to the fleet's landing
+    share when one is configured (DEVICEFIT_LANDING_URL), unless `share` is False (the caller
+    pushes: `devicefit ingest` lands a directory's files all or none)."""
     validate_document(document, f"rows for {source_key}")
     path = landing_path(raw_dir, source_key)
     write_json_atomic(path, {**document, "source_key": source_key})
-    push(path, raw_dir)  # to the fleet's landing share, when one is configured (DEVICEFIT_LANDING_URL)
+    if share:
+        push(path, raw_dir)
     return path
 
 

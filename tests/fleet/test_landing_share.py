@@ -126,3 +126,26 @@ def test_a_newer_local_landing_file_is_not_replaced_by_the_shares_older_copy(tmp
     write_landing(worker.raw, key, document("r3", 15.0, "2026-11-30T09:00:00+00:00"))
     assert load_landing_files(writer.database, writer.raw).pulled == ["partition__cpu-abc__t1__bert-tiny.json"]
     assert stored_p50() == [(15.0,)]
+
+
+def test_an_ingest_whose_share_cannot_be_written_lands_nothing(tmp_path, monkeypatch):
+    """`devicefit ingest DIR` landed file by file and pushed each as it went: a share that could
+    not be written failed the command after the first file was landed, and the next load stored
+    it (found by a fault hunt, 2026-11-30). Now the files it landed are removed again."""
+    from devicefit.ingest import ingest_path
+
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    monkeypatch.setenv(SHARE_ENV, (blocked / "share").as_uri())
+    source = tmp_path / "elsewhere"
+    source.mkdir()
+    for run_id, p50 in (("r1", 9.0), ("r2", 12.0)):
+        document = results_document(run_id, [_row(BenchmarkConfig(model="bert-tiny", threads=1), p50)], HARDWARE)
+        (source / f"{run_id}.json").write_text(json.dumps(document))
+    raw = DataPaths(tmp_path / "writer").raw
+    earlier = write_landing(raw, "partition:cpu|gpt2", results_document("r0", [], HARDWARE), share=False)
+    with pytest.raises(LandingShareError, match="nothing of this ingest was landed"):
+        ingest_path(source, raw)
+    assert sorted(p.name for p in raw.glob("*.json")) == [earlier.name]  # what was landed before stays
+    monkeypatch.delenv(SHARE_ENV)
+    assert [r.rows for r in ingest_path(source, raw)] == [1, 1]
