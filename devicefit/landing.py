@@ -122,6 +122,7 @@ class LoadReport:
     quarantined: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
     # (source_key, rows skipped): rows whose (run_id, config_key) another source already holds
     duplicates: list[tuple[str, int]] = field(default_factory=list)
+    differing: dict[str, int] = field(default_factory=dict)  # source_key: its skipped rows whose figures differ from the stored
     # (older source, the source that replaced it): kind-level partitions a device partition re-measured
     superseded: list[tuple[str, str]] = field(default_factory=list)
     devices_registered: list[str] = field(default_factory=list)  # new devices from raw/devices/
@@ -142,6 +143,8 @@ class LoadReport:
         """What a load says of each source whose rows were skipped as another source's, one line
         each (`devicefit ingest` prints them, the benchmark_results asset logs them)."""
         return [f"skipped {skipped} rows of {key}: already stored by another source (same run_id and config_key), not stored twice"
+                + (f"; {self.differing[key]} of them hold other figures than the stored rows, which are kept (the first source "
+                   "to store a row owns it)" if self.differing.get(key) else "")
                 for key, skipped in self.duplicates]
 
     def future_probe_lines(self) -> list[str]:
@@ -164,10 +167,17 @@ def _origin(source_key: str) -> str:
     return "ingest" if source_key.startswith("ingest:") else "partition"
 
 
-def _load_order(path: Path) -> tuple[bool, str]:
+def _load_order(path: Path) -> tuple[bool, float, str]:
     """Partition files before ingested ones: the first source to store a row owns it, so a
-    partition's own rows stay its own when a copy of them was ingested too."""
-    return (path.name.startswith("ingest"), path.name)
+    partition's own rows stay its own when a copy of them was ingested too. Ingested files in
+    the order they were landed (their mtime), so a store rebuilt from raw/ gives a row to the
+    source that held it before; by name (a hash) the owner flipped to whichever sorted first."""
+    ingested = path.name.startswith("ingest")
+    try:
+        landed = path.stat().st_mtime if ingested else 0.0
+    except OSError:
+        landed = 0.0
+    return (ingested, landed, path.name)
 
 
 def load_landing_files(database: store.Source, raw_dir: Path) -> LoadReport:
@@ -342,6 +352,8 @@ def _load(con, raw_dir: Path, pulled: list[str] | None = None) -> LoadReport:
             report.future_probes += [(source_key, fp, stamp) for fp, stamp in loaded.future_probes.items()]
             if loaded.duplicates:
                 report.duplicates.append((source_key, loaded.duplicates))
+            if loaded.differing:
+                report.differing[source_key] = loaded.differing
             report.superseded += [(old, source_key) for old in loaded.superseded]
             for old in loaded.superseded:  # its file too, where the partition stopped before retiring it
                 if (stale := landing_path(raw_dir, old)).is_file():

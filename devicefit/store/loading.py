@@ -104,6 +104,7 @@ class SourceLoad:
     already holds the same (run_id, config_key)."""
     rows: int
     duplicates: int = 0
+    differing: int = 0  # of the duplicates, rows whose figures differ from the stored row's (the stored one is kept)
     superseded: tuple[str, ...] = ()  # older partition sources whose rows this one replaced
     superseded_by: str | None = None  # a stored partition replaces this source: nothing of it was stored
     # {fingerprint: stamp}: its probes stamped past the store's clock, not taken as newer than a stamped probe
@@ -117,6 +118,22 @@ def _held_elsewhere(con, source_key: str, results: list[BenchmarkResult]) -> set
     found = con.execute(f"SELECT run_id, config_key FROM measurements WHERE source_key <> ? AND run_id IN "
                         f"({', '.join('?' for _ in run_ids)})", [source_key, *run_ids]).fetchall()
     return {(a, b) for a, b in found}
+
+
+def _differing(con, results: list[BenchmarkResult], held: set[tuple[str, str]]) -> int:
+    """How many of the rows skipped as another source's differ from the stored row in what was
+    measured (status, p50, samples): a corrected copy of a file ingested before was skipped as a
+    plain duplicate, without a word that its figures were not the stored ones."""
+    if not held:
+        return 0
+    theirs = [r for r in results if (r.run_id, r.config_key) in held]
+    stored = {}
+    for i in range(0, len(theirs), 500):
+        chunk = theirs[i:i + 500]
+        rows = con.execute(f"SELECT run_id, config_key, status, p50_ms, samples_ms FROM measurements WHERE (run_id, config_key) IN "
+                           f"({', '.join('(?, ?)' for _ in chunk)})", [v for r in chunk for v in (r.run_id, r.config_key)]).fetchall()
+        stored.update({(a, b): (st, p50, list(samples or [])) for a, b, st, p50, samples in rows})
+    return sum(stored.get((r.run_id, r.config_key)) != (r.status, r.p50_ms, list(r.samples_ms or [])) for r in theirs)
 
 
 def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str, document: dict[str, Any],
@@ -151,6 +168,7 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
             # offer them again at the next load, so a row leaves the store only with its last source.
             con.execute("UPDATE sources SET sha256 = NULL WHERE duplicate_rows > 0")
         held = _held_elsewhere(con, source_key, results)
+        differing = _differing(con, results, held)
         kept = [r for r in results if (r.run_id, r.config_key) not in held]
         placeholders = ", ".join("?" for _ in MEASUREMENT_COLUMNS)
         host = host_fingerprint(document)
@@ -188,7 +206,7 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
         if isinstance(exc, (duckdb.Error, OSError)):
             raise _write_failure(database_file(con), exc, f"load {source_key} into") from exc
         raise
-    return SourceLoad(len(kept), len(results) - len(kept), superseded,
+    return SourceLoad(len(kept), len(results) - len(kept), differing, superseded,
                       future_probes=future_stamped(document.get("hardware") or {}, now))
 
 

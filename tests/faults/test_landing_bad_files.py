@@ -182,7 +182,48 @@ def test_the_ingest_command_says_rows_were_already_stored(tmp_path, monkeypatch)
     out = CliRunner().invoke(app, ["ingest", str(copy)])
     assert out.exit_code == 0, out.output
     assert "loaded 0 rows" in out.output and "skipped 2 rows of ingest:" in out.output and "not stored twice" in out.output
+    assert "other figures" not in out.output  # a byte-for-byte copy: nothing differs
     assert _count(paths.database) == 2
+
+
+def test_a_corrected_copy_is_said_to_differ_and_a_rebuild_keeps_the_first_owner(tmp_path, monkeypatch):
+    """An ingested file corrected by hand (one p50 changed) and ingested again was skipped as a
+    plain duplicate; and rebuilding the store from raw/ gave the row to whichever file name (a
+    hash) sorted first, so the same raw/ held either figure (found by a fault hunt, 2026-11-30)."""
+    import os
+
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+
+    paths = DataPaths(tmp_path / "data")
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(paths.root))
+    original, corrected = tmp_path / "original.json", tmp_path / "corrected.json"
+    original.write_text(json.dumps({**_doc([_row(), _row("int8", p50=5.0)]), "source_key": "partition:cpu|bert-tiny"}))
+    corrected.write_text(json.dumps({**_doc([_row(), _row("int8", p50=4.0)]), "source_key": "partition:cpu|bert-tiny"}))
+    assert CliRunner().invoke(app, ["ingest", str(original)]).exit_code == 0
+    out = CliRunner().invoke(app, ["ingest", str(corrected)])
+    assert out.exit_code == 0, out.output
+    assert "skipped 2 rows of ingest:" in out.output and "1 of them hold other figures than the stored rows" in " ".join(out.output.split())
+    stored = "SELECT p50_ms FROM measurements WHERE precision = 'int8'"
+
+    def int8_p50():
+        con = store.connect(paths.database, read_only=True)
+        try:
+            return con.execute(stored).fetchall()
+        finally:
+            con.close()
+
+    assert int8_p50() == [(5.0,)]
+    # Whichever file's name (a hash of its rows) sorts last is made the one landed first; a
+    # rebuild from raw/ gives the row to it again.
+    later_name, earlier_name = sorted(paths.raw.glob("ingest__*.json"), reverse=True)
+    os.utime(later_name, (1_000_000_000, 1_000_000_000))
+    os.utime(earlier_name, (1_000_000_100, 1_000_000_100))
+    owner = [r["p50_ms"] for r in json.loads(later_name.read_text())["results"] if r["precision"] == "int8"]
+    paths.database.unlink()
+    load_landing_files(paths.database, paths.raw)
+    assert int8_p50() == [(owner[0],)]
 
 
 SPEED_REFUSED = {  # training and regression verdicts divide by these: a real rate or nothing
