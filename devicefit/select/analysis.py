@@ -37,7 +37,11 @@ def analyze_model(selector: HardwareSelector, model_name: str, model_family: str
     batch_sizes = list(dict.fromkeys(batch_sizes or [1, 8, 32]))  # each once: the answer is keyed by them
     if any(b < 1 for b in batch_sizes):
         raise SelectionError(f"batch sizes must be positive integers, got {batch_sizes}")
-    hardware = list(dict.fromkeys(hardware or registry.kind_names()))
+    # The recommendations choose among what the caller declared, else among what this host and
+    # the fleet have (the selector's availability rule, as /hardware/select applies it): passing
+    # every kind as declared skipped that rule and recommended rocm on a CPU-only host.
+    declared = list(dict.fromkeys(hardware)) if hardware else None
+    hardware = declared or list(registry.kind_names())
     family = model_family
     spec = resolve_model(model_name)
     default_dims = input_signature(spec, 1, None).dims
@@ -53,7 +57,7 @@ def analyze_model(selector: HardwareSelector, model_name: str, model_family: str
                 entries[hw] = measured_entry(row, prediction) if row else prediction
             performance[str(b)] = entries
             try:
-                r = selector.select_hardware(family, model_name, b, mode=mode, available_hardware=hardware)
+                r = selector.select_hardware(family, model_name, b, mode=mode, available_hardware=declared)
                 recommendations[str(b)] = {"primary": r["primary_recommendation"], "fallbacks": r["fallback_options"]}
             except SelectionError as exc:
                 recommendations[str(b)] = {"primary": None, "fallbacks": [], "reason": str(exc)}
