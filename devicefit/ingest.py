@@ -275,9 +275,42 @@ def _prepare(path: Path) -> tuple[dict[str, Any], str, str]:
         if not isinstance(document, dict) or document.get("format") != FORMAT:
             raise LandingFileError(f"{path}: neither a devicefit results file (format {FORMAT!r}) nor optimum-benchmark output")
         validate_document(document, str(path))
-        digest = hashlib.sha256(json.dumps(document["results"], sort_keys=True).encode()).hexdigest()
+        identity = _partition_identity(document)
+        digest = hashlib.sha256(json.dumps(identity or document["results"], sort_keys=True).encode()).hexdigest()
         fmt = FORMAT
     return document, fmt, f"ingest:{digest[:16]}"
+
+
+def _partition_identity(document: dict[str, Any]) -> list[str] | None:
+    """[partition source key, host CPU fingerprint, hostname] of a partition's landing file from
+    a machine that says which it is; None for anything else. An ingest of such a file is keyed by
+    it, not by its rows: another run of the same partition on the same machine, ingested later,
+    replaces the earlier one as a re-run of the partition replaces its rows where it was measured.
+    Keyed by the rows, both runs were stored and every aggregate was the median of the two."""
+    from devicefit.store.loading import host_fingerprint
+
+    key, host = document.get("source_key"), host_fingerprint(document)
+    hardware = document.get("hardware") if isinstance(document.get("hardware"), dict) else {}
+    if not (isinstance(key, str) and key.startswith("partition:") and host):
+        return None
+    return [key, host, str(hardware.get("hostname") or "")]
+
+
+def _refuse_an_older_run(landed: Path, document: dict[str, Any]) -> None:
+    """LandingFileError when raw/ already holds this partition of this machine (the same ingest
+    key, _partition_identity) from a run written after `document`: landing it would replace the
+    newer run with the older one."""
+    from devicefit.results_io import written_at
+
+    try:
+        held = json.loads(landed.read_bytes()) if landed.is_file() else None
+    except (OSError, ValueError, RecursionError):
+        return  # unreadable: the loader quarantines it; the new file replaces it
+    ours, theirs = written_at(document), written_at(held) if isinstance(held, dict) else None
+    if ours is not None and theirs is not None and theirs > ours:
+        raise LandingFileError(f"{document.get('source_key')} of this machine: run {document.get('run_id')} (written {ours.isoformat()}) "
+                               f"is older than the run {held.get('run_id')} (written {theirs.isoformat()}) already ingested as "
+                               f"{landed.name}; not landed (a later run of a partition replaces an earlier one, never the other way)")
 
 
 def ingest_file(path: Path, raw_dir: Path) -> IngestResult:
@@ -296,6 +329,8 @@ def _land_all(raw_dir: Path, prepared: list[tuple[dict[str, Any], str, str]]) ->
     from devicefit.landing import landing_path
     from devicefit.landing_share import LandingShareError, push
 
+    for document, _, key in prepared:
+        _refuse_an_older_run(landing_path(raw_dir, key), document)
     created: list[Path] = []
     try:
         results = []

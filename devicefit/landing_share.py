@@ -23,7 +23,7 @@ import json
 import os
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 from devicefit.errors import DevicefitError
@@ -105,15 +105,13 @@ def _quarantined(directory: Path, name: str, data: bytes) -> bool:
 
 
 def _written(data: bytes) -> datetime | None:
-    """When a landing document (`written_at`) or a device record (`registered_at`) says it was
-    written, as an aware UTC datetime; None where the bytes say nothing readable of it."""
+    """When the bytes of a landing document or device record say they were written (None: unreadable)."""
+    from devicefit.results_io import written_at
+
     try:
-        document = json.loads(data)
-        stamp = document.get("written_at") or document.get("registered_at")
-        written = datetime.fromisoformat(stamp)
-    except (ValueError, TypeError, AttributeError, RecursionError):
+        return written_at(json.loads(data))
+    except (ValueError, RecursionError):
         return None
-    return written if written.tzinfo is not None else written.replace(tzinfo=timezone.utc)
 
 
 def _local_is_newer(local: Path, data: bytes) -> bool:

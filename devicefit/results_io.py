@@ -25,6 +25,16 @@ def results_document(run_id: str, results: list[BenchmarkResult], hardware: dict
     }
 
 
+def written_at(document: Any) -> datetime | None:
+    """When a results document (`written_at`) or a device record (`registered_at`) says it was
+    written, as an aware UTC datetime; None where it says nothing readable of it."""
+    try:
+        written = datetime.fromisoformat(document.get("written_at") or document.get("registered_at"))
+    except (ValueError, TypeError, AttributeError):
+        return None
+    return written if written.tzinfo is not None else written.replace(tzinfo=timezone.utc)
+
+
 def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
     """Temp file + rename: a reader never sees half a file, and a failed write keeps the old one."""
     write_text_atomic(path, json.dumps(document, indent=1))

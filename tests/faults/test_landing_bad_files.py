@@ -713,3 +713,34 @@ def test_the_benchmark_results_asset_lists_rows_it_skipped_as_already_stored(tmp
     infos = [r.user_message for r in instance.all_logs(result.run_id) if r.level == logging.INFO]
     assert any(f"skipped 1 rows of {listed['source']}: already stored by another source" in m for m in infos)
 
+
+
+def test_a_later_run_of_a_partition_ingested_later_replaces_the_earlier_one(tmp_path):
+    """Two runs of one partition on one machine (make runs 31 and 32 on the AVX2 EPYC), ingested
+    by two commands: both were stored and every aggregate became the median of the two, though
+    one directory holding both was refused and a re-run where it was measured replaces its rows
+    (found by a fault hunt, 2026-11-30). The older run ingested after the newer is refused."""
+    from pathlib import Path
+
+    datasets = Path(__file__).resolve().parents[2] / "benchmarks" / "datasets"
+    name = "partition__cpu-245a6e58dfb9__bert-tiny.json"
+    paths = DataPaths(tmp_path / "data")
+    runs = {}
+    for run in ("epyc-2c-run31", "epyc-2c-run32"):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / name).write_bytes((datasets / run / name).read_bytes())
+        runs[run] = json.loads((datasets / run / name).read_text())["run_id"]
+    [first] = ingest_path(tmp_path / "epyc-2c-run31", paths.raw)
+    load_landing_files(paths.database, paths.raw)
+    [second] = ingest_path(tmp_path / "epyc-2c-run32", paths.raw)
+    assert second.source_key == first.source_key and second.landing_path == first.landing_path
+    report = load_landing_files(paths.database, paths.raw)
+    assert report.loaded == [(second.source_key, second.rows)]
+    con = store.connect(paths.database, read_only=True)
+    try:
+        assert con.execute("SELECT DISTINCT run_id FROM measurements").fetchall() == [(runs["epyc-2c-run32"],)]
+    finally:
+        con.close()
+    with pytest.raises(LandingFileError, match=rf"run {runs['epyc-2c-run31']} .* is older than the run {runs['epyc-2c-run32']}"):
+        ingest_path(tmp_path / "epyc-2c-run31", paths.raw)
+    assert json.loads(second.landing_path.read_text())["run_id"] == runs["epyc-2c-run32"]
