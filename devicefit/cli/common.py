@@ -149,6 +149,22 @@ def model_list(value: str, what: str = "--model") -> list[str]:
     return out
 
 
+def model_family(value: Optional[str], what: str = "--family") -> Optional[str]:
+    """A --family value: one of the catalog's families, spelled exactly, as `benchmark
+    --model-family` and the API (422) take it; None (the model's family is classified) passes.
+    An unchecked family answered for a family no compatibility matrix row names, so a typo
+    (`Embedding`) recommended hardware the family's measurements had ruled out."""
+    if value is None:
+        return None
+    from models.catalog import FAMILIES
+
+    if value not in FAMILIES:
+        near = value.strip().lower().replace("-", "_").replace(" ", "_")
+        hint = f" (did you mean '{near}'?)" if near in FAMILIES else ""
+        fail(f"{what} must be one of {', '.join(FAMILIES)}, got '{value}'{hint}")
+    return value
+
+
 def int_list(value: str, what: str) -> list[int]:
     """Comma-separated batch sizes, each from 1 to the store's INTEGER limit."""
     out = []

@@ -22,6 +22,7 @@ from devicefit.cli.common import (
     debug_logging,
     fail,
     int_list,
+    model_family,
     registry_help,
     select_errors,
     styled,
@@ -79,6 +80,7 @@ def predict(
         fail(f"--mode must be one of {', '.join(MODES)}, got '{mode}'")
     if precision not in PRECISIONS:
         fail(f"--precision must be one of {', '.join(PRECISIONS)}, got '{precision}'")
+    model_family(family)
     kinds = csv_list(hardware, "--hardware") if hardware else list(registry.kind_names())
     unknown = [k for k in kinds if k not in registry.kind_names()]
     if unknown:

@@ -19,6 +19,7 @@ from devicefit.cli.common import (
     err,
     fail,
     int_list,
+    model_family,
     print_regression,
     select_errors,
     styled,
@@ -48,6 +49,7 @@ def analyze(
     from devicefit.select.analysis import analyze_model
     from devicefit.select.selector import HardwareSelector
 
+    model_family(family)
     if model is None:
         if output is None:
             fail("give --model M (model analysis) or --output FILE (comparative analysis CSV of every measured config)")

@@ -21,6 +21,7 @@ from devicefit.cli.common import (
     debug_logging,
     fail,
     int_list,
+    model_family,
     select_errors,
     styled,
 )
@@ -101,6 +102,7 @@ def select_command(
     from devicefit.select.selector import TASK_MODES, HardwareSelector, SelectionError
     from models.catalog import UnknownModelError
 
+    model_family(family)
     # The task fixes the mode: a --mode beside it that says otherwise was dropped without a word
     # (`--task training --mode generation` selected on training figures), as was --distributed
     # outside training.
@@ -256,7 +258,7 @@ def resources(
 def recommend(
     task: str = typer.Option(..., "--task", help="A Hugging Face task (text-generation, image-classification, ...) or a selector task type."),
     hardware: Optional[str] = typer.Option(None, "--hw", "--hardware", help="Comma-separated hardware the model must run on."),
-    limit: int = typer.Option(5, "--limit", help="At most this many models."),
+    limit: int = typer.Option(5, "--limit", min=1, help="At most this many models (1 or more)."),
     benchmark_dir: Optional[Path] = BENCHMARK_DIR,
 ) -> None:
     """Catalog models for a task, ranked by predicted latency on the allowed hardware (spec 003)."""

@@ -377,7 +377,11 @@ class HardwareAwareModelClassifier:
         }
 
     def recommend_model_for_task(self, task: str, hardware_constraints: list[str] | None = None, limit: int = 5) -> dict[str, Any]:
-        """Catalog models that serve the task, ranked by predicted latency on the allowed hardware."""
+        """Catalog models that serve the task, ranked by predicted latency on the allowed hardware:
+        at most `limit` of them, a positive integer (a negative one sliced the last models off,
+        zero answered none)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise SelectionError(f"limit must be a positive integer (at most this many models), got {limit!r}")
         task_type = HF_TASKS.get(task, task)
         if task_type not in TASK_MODES:
             raise SelectionError(f"unknown task '{task}'; known: {', '.join(sorted(set(HF_TASKS) | set(TASK_MODES)))}")
