@@ -42,6 +42,7 @@ from devicefit.landing_schema import describe
 
 log = logging.getLogger("devicefit.api")
 MAX_BODY_BYTES = 64 * 1024
+BENCHMARK_FILTERS = ("model", "hardware", "precision", "batch_size", "mode", "backend", "limit")  # GET /benchmarks' parameters
 
 
 class BodySizeLimit:
@@ -101,14 +102,36 @@ def _generation_input(spec, prompt: int | None, new_tokens: int | None) -> int |
         raise ModelInputError(f"sequence_length/new_tokens: {exc}") from None
 
 
+def _task_input(spec, family: str | None, task_type: str) -> None:
+    """422 for a task the model does not do (speech recognition on an embedding model): the
+    check the CLI's `select --task` makes (selector.check_task), which select_hardware,
+    answering in the task's mode alone, does not."""
+    from devicefit.select.selector import SelectionError, check_task
+    from models.classifier import classify_spec
+
+    try:
+        check_task(task_type, family or classify_spec(spec).family)
+    except SelectionError as exc:
+        raise ModelInputError(f"task_type: {exc}") from None
+
+
+def _kinds(devices: list[str] | None) -> list[str] | None:
+    """The kinds asked for, in order and once each: torch device strings (cuda:0) name their
+    kinds, and the selector, the map and the analysis choose among kinds."""
+    from benchmark_runners.registry import kind_of_device
+
+    return list(dict.fromkeys(map(kind_of_device, devices))) if devices else None
+
+
 def _measured_model_name(lookup, name: str, registered: list[str]) -> str:
-    """The snapshot's, catalog's or registry's spelling of `name` (any case, or a catalog model's
-    Hugging Face id); an unknown name is a 404 naming close matches. Never treated as a path on
-    the server."""
+    """The snapshot's, catalog's or registry's spelling of `name` (any case, a catalog model's
+    Hugging Face id, or an alias, looked up last as ModelNames.resolve does); an unknown name is
+    a 404 naming close matches. Never treated as a path on the server."""
+    from models.aliases import alias_names
     from models.catalog import UnknownModelError, catalog_model, close_names
 
     query = name.strip()
-    others = {model.lower(): model for model in [*registered, *(r["model"] for r in lookup.rows)]}
+    others = {**alias_names(), **{model.lower(): model for model in [*registered, *(r["model"] for r in lookup.rows)]}}
     spec = catalog_model(query)
     if spec is not None:
         return spec.name
@@ -254,17 +277,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return version_summaries(settings.paths())
 
     @router.get("/benchmarks", response_model=s.BenchmarksResponse)
-    async def benchmarks(model: Optional[str] = Query(None, max_length=512), hardware: Optional[s.Hardware] = None,
+    async def benchmarks(request: Request, model: Optional[str] = Query(None, max_length=512), hardware: Optional[s.Hardware] = None,
                    precision: Optional[s.Precision] = None, batch_size: Optional[int] = Query(None, ge=1, le=s.MAX_BATCH_SIZE),
                    mode: Optional[s.Mode] = None, backend: Optional[s.Backend] = None,
                    limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
-        """Measured configurations from the pipeline's published snapshot (never DuckDB itself), medians over runs."""
+        """Measured configurations from the pipeline's published snapshot (never DuckDB itself), medians over runs.
+        A filter given twice is refused: a scalar query parameter keeps only its last value, so
+        `batch_size=1&batch_size=4` answered batch 4 alone."""
+        repeated = [(name, n) for name in BENCHMARK_FILTERS if (n := len(request.query_params.getlist(name))) > 1]
+        if repeated:
+            raise RequestValidationError([{"type": "value_error", "loc": ("query", name), "msg": f"given {n} times; give it once"}
+                                          for name, n in repeated])
         lookup = state.snapshot().current()
         if model is not None:
             model = _measured_model_name(lookup, model, state.names().names())
         kind = kind_of_device(hardware) if hardware else None  # "cuda:0" asks for the kind's rows
         rows = lookup.query(model, kind, precision, batch_size, mode, backend)
-        return {"generated_at": lookup.document["generated_at"], "total": len(rows),
+        return {"generated_at": lookup.document["generated_at"], "model": model, "total": len(rows),
                 "results": _served_rows(rows[:limit], snapshot_path(settings.paths()))}
 
     @router.get("/hardware/detect", response_model=s.DetectResponse)
@@ -281,12 +310,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @router.post("/hardware/select", response_model=s.SelectResponse)
     async def select(req: s.SelectRequest) -> dict[str, Any]:
         spec = state.names().resolve(req.model_name)
+        if req.task_type:
+            _task_input(spec, req.model_family, req.task_type)
         mode = TASK_MODES.get(req.task_type, req.mode) if req.task_type else req.mode
         traced = _generation_input(spec, req.sequence_length, req.new_tokens) if mode == "generation" else req.sequence_length
         if mode != "generation":
             _model_input(spec, req.sequence_length)
-        # Torch device strings (cuda:0) name their kinds; the selector chooses among kinds.
-        available = list(dict.fromkeys(map(kind_of_device, req.available_hardware))) if req.available_hardware else None
+        available = _kinds(req.available_hardware)
         return await state.answer_async("select", req, spec, traced, mode, lambda selector: selector.select_hardware(
             req.model_family, spec.name, req.batch_size, req.sequence_length, req.mode, req.precision,
             available, req.task_type, req.distributed, req.gpu_count, req.max_latency_ms, req.new_tokens, req.max_tpot_ms,
@@ -312,7 +342,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def hardware_map(req: s.MapRequest) -> dict[str, Any]:
         from devicefit.select.selection_map import selection_map
 
-        return selection_map(state.selector(), req.model_families, req.batch_sizes, req.hardware_platforms)
+        return selection_map(state.selector(), req.model_families, req.batch_sizes, _kinds(req.hardware_platforms))
 
     @router.post("/performance/predict", response_model=s.PredictResponse)
     async def predict(req: s.PredictRequest) -> dict[str, Any]:
@@ -351,7 +381,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from devicefit.select.analysis import analyze_model
 
         spec = state.names().resolve(req.model_name)
-        return analyze_model(state.selector(), spec.name, req.model_family, req.batch_sizes, req.hardware_platforms,
+        return analyze_model(state.selector(), spec.name, req.model_family, req.batch_sizes, _kinds(req.hardware_platforms),
                              state.snapshot().current_or_none())
 
     # One router, mounted twice: the same endpoint functions (and cache) answer both paths; the

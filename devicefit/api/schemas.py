@@ -15,7 +15,6 @@ from devicefit.select.distributed import MAX_GPU_COUNT
 from models.catalog import FAMILIES
 
 # Enums from the registry and the records: a registered backend's kinds appear here by themselves.
-Kind = Literal[registry.kind_names()]
 Backend = Literal[registry.backend_names()]
 Family = Literal[FAMILIES]
 Precision = Literal[PRECISIONS]
@@ -93,7 +92,8 @@ class SelectRequest(Request):
     def _one_mode(self) -> "SelectRequest":
         """A task_type decides the mode it is answered in: a mode given beside it that says
         otherwise, or `distributed` outside training, would be dropped silently (the CLI's
-        select refuses both the same way)."""
+        select refuses both the same way). The generation scenario's fields outside it are a
+        malformed request too (422, as /performance/predict answers new_tokens outside it)."""
         from devicefit.select.selector import TASK_MODES
 
         wanted = TASK_MODES.get(self.task_type) if self.task_type else None
@@ -102,6 +102,10 @@ class SelectRequest(Request):
         if self.distributed and (wanted or self.mode) != "training":
             raise ValueError(f"distributed plans training over several GPUs; this request is answered in mode {wanted or self.mode} "
                              "(give mode training, or task_type training or fine_tuning)")
+        generation_only = [n for n in ("new_tokens", "max_tpot_ms", "max_ttft_ms") if getattr(self, n) is not None]
+        if generation_only and (wanted or self.mode) != "generation":
+            raise ValueError(f"{', '.join(generation_only)}: apply to mode generation (the generation scenario), "
+                             f"not to mode {wanted or self.mode}")
         return self
 
 
@@ -160,7 +164,8 @@ class BatchResponse(RootModel[dict[str, BatchEntry]]):
 class MapRequest(Request):
     model_families: Optional[list[Family]] = Field(None, min_length=1, max_length=5)
     batch_sizes: Optional[list[BatchSizeValue]] = Field(None, min_length=1, max_length=10)
-    hardware_platforms: Optional[list[Kind]] = Field(None, min_length=1, max_length=MAX_KINDS)
+    hardware_platforms: Optional[list[Hardware]] = Field(None, min_length=1, max_length=MAX_KINDS,
+                                                         description="kinds or torch device strings (cuda:0), answered for their kinds")
 
 
 class MapResponse(Response):
@@ -275,7 +280,8 @@ class AnalysisRequest(Request):
     model_name: str = Field(min_length=1, max_length=512)
     model_family: Optional[Family] = None
     batch_sizes: list[BatchSizeValue] = Field(default_factory=lambda: [1, 8, 32], min_length=1, max_length=8)
-    hardware_platforms: Optional[list[Kind]] = Field(None, min_length=1, max_length=MAX_KINDS)
+    hardware_platforms: Optional[list[Hardware]] = Field(None, min_length=1, max_length=MAX_KINDS,
+                                                         description="kinds or torch device strings (cuda:0), answered for their kinds")
 
 
 class AnalysisEntry(HardwarePrediction):
@@ -337,6 +343,8 @@ class BenchmarkRow(Response):
 
 class BenchmarksResponse(Response):
     generated_at: str
+    model: Optional[str] = Field(None, description="the model the `model` filter resolved to (its catalog or registered name; "
+                                                   "an alias or Hugging Face id answers for it); null without that filter")
     total: int = Field(description="rows matching the filters before the limit")
     results: list[BenchmarkRow]
 

@@ -130,6 +130,17 @@ def _too_slow(p: dict[str, Any], max_latency_ms: float | None, max_tpot_ms: floa
     return None
 
 
+def check_task(task_type: str, family: str) -> None:
+    """SelectionError for a task type spec 002 does not name, or one a model of `family` does not
+    do (speech recognition on an embedding model): the CLI's `select --task` and the API's
+    /hardware/select refuse both alike."""
+    if task_type not in TASK_MODES:
+        raise SelectionError(f"unknown task_type '{task_type}'; known: {', '.join(TASK_MODES)}")
+    families = TASK_FAMILIES[task_type]
+    if families is not None and family not in families:
+        raise SelectionError(f"task '{task_type}' does not apply to a {family} model (it applies to {', '.join(families)})")
+
+
 class HardwareSelector:
     def __init__(self, database_path: str | Path | None = None, benchmark_dir: str | Path | None = None,
                  config_path: str | Path | None = None, inventory: dict[str, Any] | None = None, record: bool = True,
@@ -308,12 +319,7 @@ class HardwareSelector:
     def select_hardware_for_task(self, model_family: str | None, model_name: str, task_type: str, batch_size: int = 1,
                                  **kwargs) -> dict[str, Any]:
         """Spec 002's task types: the task fixes the mode (fine_tuning and training train)."""
-        if task_type not in TASK_MODES:
-            raise SelectionError(f"unknown task_type '{task_type}'; known: {', '.join(TASK_MODES)}")
-        families = TASK_FAMILIES[task_type]
-        family = model_family or classify_spec(resolve_model(model_name)).family
-        if families is not None and family not in families:
-            raise SelectionError(f"task '{task_type}' does not apply to a {family} model (it applies to {', '.join(families)})")
+        check_task(task_type, model_family or classify_spec(resolve_model(model_name)).family)
         result = self.select_hardware(model_family, model_name, batch_size, task_type=task_type, **kwargs)
         result["task_type"] = task_type
         return result
