@@ -48,11 +48,26 @@ class ServiceState:
 
     settings: Settings
     _selector: Any = None
-    _stamp: Any = None  # (predictor mtime or "cold-start", compatibility matrix mtime or None)
+    _stamp: Any = None  # mtimes (None: absent) of the predictor, the compatibility matrix and the hardware cache
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _snapshot: SnapshotReader | None = None
     _answers: OrderedDict = field(default_factory=OrderedDict)
     _names: Any = None
+
+    @staticmethod
+    def _inventory(cold: bool) -> dict[str, Any]:
+        """This host's detection as cached. Cold (no trained predictor yet), the answers scale by
+        this host's probe: where none was taken yet (a fresh data directory, before any `devicefit
+        detect` or run), it is taken now, once (about 1.5 s on a 2-core VM; not beside another
+        process's measurement on the device, which the answer then names). Without it a server
+        on a fresh install answered "nothing to predict from" for the CPU it runs on, where the
+        CLI, which probes, answered."""
+        from benchmark_runners.hardware import detect_hardware
+
+        inventory = detect_hardware(probe=False).to_json()
+        if cold and not inventory.get("probes"):
+            inventory = detect_hardware().to_json()
+        return inventory
 
     def names(self):
         """The model names this server accepts (models.registry.ModelNames), read once."""
@@ -150,21 +165,24 @@ class ServiceState:
         return predictors_dir(self.settings.paths()) / CURRENT
 
     def selector(self):
+        from benchmark_runners.paths import hardware_cache_path
         from devicefit.select.selector import HardwareSelector
 
         path = self.artifact_path()
         matrix = self.settings.paths().outputs / "compatibility_matrix.json"
+        hardware = hardware_cache_path()
         # Before any predictor is published the selector answers cold (devicefit.predict.cold_start,
         # every answer labelled static_rule); a published artifact replaces it at the next request,
-        # as a newly published compatibility matrix does (a run may publish one and no predictor).
-        stamp = (path.stat().st_mtime if path.exists() else "cold-start", matrix.stat().st_mtime if matrix.exists() else None)
+        # as a newly published compatibility matrix does (a run may publish one and no predictor),
+        # and as a new detection does (`devicefit detect`: the probe the cold answers scale by).
+        stamp = tuple(p.stat().st_mtime if p.exists() else None for p in (path, matrix, hardware))
         with self._lock:
             if self._selector is None or stamp != self._stamp:
-                from benchmark_runners.hardware import detect_hardware
-
                 self._selector = HardwareSelector(benchmark_dir=self.settings.paths().root, config_path=self.settings.config_path,
-                                                  inventory=detect_hardware(probe=False).to_json())
-                self._stamp = stamp
+                                                  inventory=self._inventory(cold=not path.exists()))
+                # the hardware cache as the probe just taken (if any) left it; the artifact's and
+                # the matrix's as they were before the selector read them (a newer one rebuilds)
+                self._stamp = (*stamp[:2], hardware.stat().st_mtime if hardware.exists() else None)
                 self._answers.clear()
                 log.info("loaded predictor %s", self._selector.predictor.predictor.version())
             return self._selector
