@@ -118,7 +118,9 @@ def main() -> int:
     for text in args.policy or [""]:
         results = []
         for row in rows:
-            base = TimingPolicy(**{k: v for k, v in (row.get("policy") or {}).items() if k in {f.name for f in dataclasses.fields(TimingPolicy)}})
+            # a landing file writes an infinite figure as text ("inf": no cap; devicefit.landing_bounds.finite_json)
+            base = TimingPolicy(**{k: float(v) if v in ("inf", "-inf", "nan") else v for k, v in (row.get("policy") or {}).items()
+                                   if k in {f.name for f in dataclasses.fields(TimingPolicy)}})
             results.append(replay(row, parse_policy(text, base)))
         replayed = [r for r in results if not r["past"]]
         shifts = sorted(r["shift"] for r in replayed)

@@ -281,19 +281,28 @@ def _prepare(path: Path) -> tuple[dict[str, Any], str, str]:
     return document, fmt, f"ingest:{digest[:16]}"
 
 
+def _machine_source(document: dict[str, Any]) -> tuple[Any, str | None, Any] | None:
+    """(source key, host CPU fingerprint, hostname) a document names, or None without a source
+    key: which source of which machine it holds."""
+    from devicefit.store.loading import host_fingerprint
+
+    key = document.get("source_key")
+    if not isinstance(key, str) or not key:
+        return None
+    hardware = document.get("hardware") if isinstance(document.get("hardware"), dict) else {}
+    return key, host_fingerprint(document), hardware.get("hostname")
+
+
 def _partition_identity(document: dict[str, Any]) -> list[str] | None:
     """[partition source key, host CPU fingerprint, hostname] of a partition's landing file from
     a machine that says which it is; None for anything else. An ingest of such a file is keyed by
     it, not by its rows: another run of the same partition on the same machine, ingested later,
     replaces the earlier one as a re-run of the partition replaces its rows where it was measured.
     Keyed by the rows, both runs were stored and every aggregate was the median of the two."""
-    from devicefit.store.loading import host_fingerprint
-
-    key, host = document.get("source_key"), host_fingerprint(document)
-    hardware = document.get("hardware") if isinstance(document.get("hardware"), dict) else {}
-    if not (isinstance(key, str) and key.startswith("partition:") and host):
+    machine = _machine_source(document)
+    if machine is None or not machine[0].startswith("partition:") or not machine[1]:
         return None
-    return [key, host, str(hardware.get("hostname") or "")]
+    return [machine[0], machine[1], str(machine[2] or "")]
 
 
 def _refuse_an_older_run(landed: Path, document: dict[str, Any]) -> None:
@@ -322,32 +331,30 @@ def ingest_file(path: Path, raw_dir: Path) -> IngestResult:
 
 
 def _land_all(raw_dir: Path, prepared: list[tuple[dict[str, Any], str, str]]) -> list[IngestResult]:
-    """Land every prepared document, then push each to the landing share (when one is
-    configured): all or none. A share that cannot be written left the files landed before it
-    in raw/, and the next load stored them after `devicefit ingest` had failed; the files this
-    call created are removed again and the error says so."""
+    """Land every prepared document (all validated before this), then push each to the landing
+    share when one is configured. A share that cannot take them fails the ingest naming what
+    happened: every file is landed in raw/ (the next load here stores them), these reached the
+    share and these did not; the same ingest again, once the share is reachable, pushes them
+    (a landed file replaces itself). It failed with the share's error alone, and the next load
+    stored the files landed before it without a word."""
     from devicefit.landing import landing_path
     from devicefit.landing_share import LandingShareError, push
 
     for document, _, key in prepared:
         _refuse_an_older_run(landing_path(raw_dir, key), document)
-    created: list[Path] = []
-    try:
-        results = []
-        for document, fmt, key in prepared:
-            existed = landing_path(raw_dir, key).exists()
-            landed = write_landing(raw_dir, key, document, share=False)
-            if not existed:
-                created.append(landed)
-            results.append(IngestResult(key, landed, len(document["results"]), fmt))
-        for result in results:
+    results = [IngestResult(key, write_landing(raw_dir, key, document, share=False), len(document["results"]), fmt)
+               for document, fmt, key in prepared]
+    pushed: list[str] = []
+    for result in results:
+        try:
             push(result.landing_path, raw_dir)
-    except BaseException as exc:
-        for landed in created:
-            landed.unlink(missing_ok=True)
-        if isinstance(exc, LandingShareError):
-            raise LandingShareError(f"{exc}; nothing of this ingest was landed") from None
-        raise
+        except LandingShareError as exc:
+            missing = [r.landing_path.name for r in results if r.landing_path.name not in pushed]
+            raise LandingShareError(
+                f"{exc}; all {len(results)} file(s) are landed in {raw_dir} (the next load here stores them); "
+                f"on the share: {', '.join(pushed) or 'none'}; not on it: {', '.join(missing)}; ingest again once "
+                "the share can be written") from None
+        pushed.append(result.landing_path.name)
     return results
 
 
@@ -376,15 +383,13 @@ def _refuse_stray_copies(files: list[Path], documents: list[dict[str, Any]]) -> 
     `partition__cpu__gpt2.old.json`, an older run of the partition); ingested, each became a source
     of its own and both runs were stored. Two machines' files of one partition stay two sources."""
     from devicefit.landing import landing_path
-    from devicefit.store.loading import host_fingerprint
 
     seen: dict[tuple[Any, ...], Path] = {}
     for path, document in zip(files, documents):
-        key = document.get("source_key")
-        if not isinstance(key, str) or not key:
+        machine = _machine_source(document)
+        if machine is None:
             continue
-        hardware = document.get("hardware") if isinstance(document.get("hardware"), dict) else {}
-        machine = (key, host_fingerprint(document), hardware.get("hostname"))
+        key = machine[0]
         if machine in seen:
             own = landing_path(path.parent, key).name
             raise LandingFileError(f"{path}: holds the same source ({key}) of the same machine as {seen[machine].name} (its own "

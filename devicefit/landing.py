@@ -16,7 +16,7 @@ from typing import Any
 from devicefit import store
 from devicefit.landing_schema import REQUIRED_RESULT_FIELDS, LandingFileError, validated_device, validated_rows
 from devicefit.landing_share import MAX_LANDING_BYTES, pull, push
-from devicefit.results_io import write_json_atomic
+from devicefit.results_io import write_text_atomic
 
 QUARANTINE_DIR = "quarantine"
 SUPERSEDED_DIR = "superseded"  # landing files a newer partition replaced (kept, never loaded again)
@@ -39,7 +39,9 @@ def write_landing(raw_dir: Path, source_key: str, document: dict[str, Any], shar
     pushes: `devicefit ingest` lands a directory's files all or none)."""
     validate_document(document, f"rows for {source_key}")
     path = landing_path(raw_dir, source_key)
-    write_json_atomic(path, {**document, "source_key": source_key})
+    text = json.dumps({**document, "source_key": source_key}, indent=1)
+    if not (path.is_file() and path.read_bytes() == text.encode()):  # the same bytes keep their mtime: the load order (_load_order)
+        write_text_atomic(path, text)
     if share:
         push(path, raw_dir)
     return path
@@ -171,7 +173,9 @@ def _load_order(path: Path) -> tuple[bool, float, str]:
     """Partition files before ingested ones: the first source to store a row owns it, so a
     partition's own rows stay its own when a copy of them was ingested too. Ingested files in
     the order they were landed (their mtime), so a store rebuilt from raw/ gives a row to the
-    source that held it before; by name (a hash) the owner flipped to whichever sorted first."""
+    source that held it before; by name (a hash) the owner flipped to whichever sorted first.
+    Landing the same bytes again keeps the time (write_landing), a file pulled from the landing
+    share takes the share's; a copy of raw/ must keep the times (`cp -p`, rsync -t)."""
     ingested = path.name.startswith("ingest")
     try:
         landed = path.stat().st_mtime if ingested else 0.0

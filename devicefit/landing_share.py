@@ -145,6 +145,10 @@ def pull(raw_dir: Path, url: str | None = None) -> PullReport:
                     continue
                 if local.is_file() and _local_is_newer(local, data):
                     report.kept_newer.append("/".join((*sub, remote.name)))
+                    try:  # the share gets the newer run too, so nothing read from it later takes the older
+                        push(local, raw_dir, url)
+                    except LandingShareError:
+                        pass  # the local copy is kept either way; the next load tries again
                     continue
                 if _quarantined(local_dir / QUARANTINE, remote.name, data):
                     report.still_quarantined.append("/".join((*sub, remote.name)))
@@ -152,6 +156,11 @@ def pull(raw_dir: Path, url: str | None = None) -> PullReport:
                 local_dir.mkdir(parents=True, exist_ok=True)
                 temporary = local_dir / f".{remote.name}.{uuid.uuid4().hex}.tmp"
                 temporary.write_bytes(data)
+                try:  # the share's time, not the pull's: ingested files load in the order they were landed
+                    landed = float(remote.stat().st_mtime)
+                    os.utime(temporary, (landed, landed))
+                except (AttributeError, TypeError, ValueError, OSError):
+                    pass  # a store that keeps no modification time: the pull's
                 os.replace(temporary, local)
                 report.pulled.append("/".join((*sub, remote.name)))
     except OSError as exc:

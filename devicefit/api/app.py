@@ -42,7 +42,6 @@ from devicefit.landing_schema import describe
 
 log = logging.getLogger("devicefit.api")
 MAX_BODY_BYTES = 64 * 1024
-BENCHMARK_FILTERS = ("model", "hardware", "precision", "batch_size", "mode", "backend", "limit")  # GET /benchmarks' parameters
 
 
 class BodySizeLimit:
@@ -284,7 +283,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """Measured configurations from the pipeline's published snapshot (never DuckDB itself), medians over runs.
         A filter given twice is refused: a scalar query parameter keeps only its last value, so
         `batch_size=1&batch_size=4` answered batch 4 alone."""
-        repeated = [(name, n) for name in BENCHMARK_FILTERS if (n := len(request.query_params.getlist(name))) > 1]
+        repeated = [(name, n) for name in dict.fromkeys(request.query_params.keys()) if (n := len(request.query_params.getlist(name))) > 1]
         if repeated:
             raise RequestValidationError([{"type": "value_error", "loc": ("query", name), "msg": f"given {n} times; give it once"}
                                           for name, n in repeated])

@@ -54,20 +54,34 @@ class ServiceState:
     _answers: OrderedDict = field(default_factory=OrderedDict)
     _names: Any = None
 
-    @staticmethod
-    def _inventory(cold: bool) -> dict[str, Any]:
-        """This host's detection as cached. Cold (no trained predictor yet), the answers scale by
-        this host's probe: where none was taken yet (a fresh data directory, before any `devicefit
-        detect` or run), it is taken now, once (about 1.5 s on a 2-core VM; not beside another
-        process's measurement on the device, which the answer then names). Without it a server
-        on a fresh install answered "nothing to predict from" for the CPU it runs on, where the
-        CLI, which probes, answered."""
-        from benchmark_runners.hardware import detect_hardware
+    def _probe_when_cold(self) -> None:
+        """Cold (no trained predictor yet) the answers scale by this host's probe; where none is
+        cached (a fresh data directory, before any `devicefit detect` or run) `devicefit detect`
+        takes it now, once, in a process of its own: nothing in this server holds a GPU context
+        or waits behind it, and the hardware cache it writes rebuilds the selector. Without it a
+        server on a fresh install answered "nothing to predict from" for the CPU it runs on,
+        where the CLI, which probes, answered. A probe another process's measurement kept from
+        running (or disturbed) is not cached: the answers name why."""
+        import json
+        import subprocess
+        import sys
 
-        inventory = detect_hardware(probe=False).to_json()
-        if cold and not inventory.get("probes"):
-            inventory = detect_hardware().to_json()
-        return inventory
+        from benchmark_runners.paths import hardware_cache_path
+
+        if self.artifact_path().exists():
+            return
+        try:
+            if json.loads(hardware_cache_path().read_text()).get("probes"):
+                return
+        except (OSError, ValueError, AttributeError, RecursionError):
+            pass
+        try:
+            done = subprocess.run([sys.executable, "-m", "devicefit.cli", "detect"], capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("could not probe this host for the cold start: %s", exc)
+            return
+        if done.returncode != 0:
+            log.warning("could not probe this host for the cold start: %s", (done.stderr or done.stdout).strip()[-500:])
 
     def names(self):
         """The model names this server accepts (models.registry.ModelNames), read once."""
@@ -98,6 +112,7 @@ class ServiceState:
 
         started = time.perf_counter()
         names = self.names()
+        self._probe_when_cold()
         try:
             self.selector()
         except DevicefitError as exc:  # no usable predictor, config or compatibility matrix yet
@@ -178,11 +193,11 @@ class ServiceState:
         stamp = tuple(p.stat().st_mtime if p.exists() else None for p in (path, matrix, hardware))
         with self._lock:
             if self._selector is None or stamp != self._stamp:
+                from benchmark_runners.hardware import detect_hardware
+
                 self._selector = HardwareSelector(benchmark_dir=self.settings.paths().root, config_path=self.settings.config_path,
-                                                  inventory=self._inventory(cold=not path.exists()))
-                # the hardware cache as the probe just taken (if any) left it; the artifact's and
-                # the matrix's as they were before the selector read them (a newer one rebuilds)
-                self._stamp = (*stamp[:2], hardware.stat().st_mtime if hardware.exists() else None)
+                                                  inventory=detect_hardware(probe=False).to_json())
+                self._stamp = stamp
                 self._answers.clear()
                 log.info("loaded predictor %s", self._selector.predictor.predictor.version())
             return self._selector

@@ -12,6 +12,7 @@ from rich.table import Table
 from benchmark_runners import registry
 from benchmark_runners.harness import FAULTS_WORTH_A_NOTE, page_faults_text
 from devicefit.cli.common import app, console, csv_list, data_paths, err, fail, gib, int_list, print_regression, registry_help, styled, terminal_text
+from devicefit.cli.common import model_family as check_family
 
 PANEL = "Measure"
 
@@ -282,11 +283,9 @@ def benchmark(
         unique.setdefault((spec.source, spec.name, str(spec.path)), (name, spec))
     model_names, specs = [n for n, _ in unique.values()], [s for _, s in unique.values()]
     if model_family:
-        from models.catalog import FAMILIES
         from models.classifier import classify_spec
 
-        if model_family not in FAMILIES:
-            fail(f"--model-family must be one of {', '.join(FAMILIES)}, got '{model_family}'")
+        check_family(model_family, "--model-family")
         other = [f"{s.name} is {classify_spec(s).family}" for s in specs if classify_spec(s).family != model_family]
         if other:
             fail(f"--model-family {model_family}: {'; '.join(other)}")

@@ -215,6 +215,10 @@ def test_a_corrected_copy_is_said_to_differ_and_a_rebuild_keeps_the_first_owner(
             con.close()
 
     assert int8_p50() == [(5.0,)]
+    landed_first = min(paths.raw.glob("ingest__*.json"), key=lambda p: p.stat().st_mtime_ns)
+    stamp = landed_first.stat().st_mtime_ns
+    assert CliRunner().invoke(app, ["ingest", str(original)]).exit_code == 0
+    assert landed_first.stat().st_mtime_ns == stamp  # the same bytes again keep their landing time
     # Whichever file's name (a hash of its rows) sorts last is made the one landed first; a
     # rebuild from raw/ gives the row to it again.
     later_name, earlier_name = sorted(paths.raw.glob("ingest__*.json"), reverse=True)

@@ -120,6 +120,8 @@ def test_a_newer_local_landing_file_is_not_replaced_by_the_shares_older_copy(tmp
     report = load_landing_files(writer.database, writer.raw)
     assert report.pulled == [] and report.kept_newer == ["partition__cpu-abc__t1__bert-tiny.json"]
     assert stored_p50() == [(12.0,)]
+    shared = json.loads((share / "raw" / "partition__cpu-abc__t1__bert-tiny.json").read_text())
+    assert shared["run_id"] == "r2"  # the share got the newer run back: a load elsewhere takes it too
     assert json.loads((writer.raw / "partition__cpu-abc__t1__bert-tiny.json").read_text())["written_at"].startswith("2026-11-30T08:34")
     # Another worker pushes a run written after ours: the share's copy is the newer one and is pulled.
     worker = DataPaths(tmp_path / "worker")
@@ -128,24 +130,38 @@ def test_a_newer_local_landing_file_is_not_replaced_by_the_shares_older_copy(tmp
     assert stored_p50() == [(15.0,)]
 
 
-def test_an_ingest_whose_share_cannot_be_written_lands_nothing(tmp_path, monkeypatch):
+def test_an_ingest_whose_share_cannot_take_its_files_says_what_was_landed_and_where(tmp_path, monkeypatch):
     """`devicefit ingest DIR` landed file by file and pushed each as it went: a share that could
-    not be written failed the command after the first file was landed, and the next load stored
-    it (found by a fault hunt, 2026-11-30). Now the files it landed are removed again."""
+    not be written failed the command with the share's error alone, after the first file was
+    landed, and the next load stored it (found by a fault hunt, 2026-11-30). Every file is now
+    landed first, and the error says so and which reached the share; ingesting again pushes them."""
+    from devicefit import landing_share
     from devicefit.ingest import ingest_path
 
-    blocked = tmp_path / "not-a-directory"
-    blocked.write_text("")
-    monkeypatch.setenv(SHARE_ENV, (blocked / "share").as_uri())
+    share = tmp_path / "share"
+    monkeypatch.setenv(SHARE_ENV, share.as_uri())
     source = tmp_path / "elsewhere"
     source.mkdir()
     for run_id, p50 in (("r1", 9.0), ("r2", 12.0)):
         document = results_document(run_id, [_row(BenchmarkConfig(model="bert-tiny", threads=1), p50)], HARDWARE)
         (source / f"{run_id}.json").write_text(json.dumps(document))
     raw = DataPaths(tmp_path / "writer").raw
-    earlier = write_landing(raw, "partition:cpu|gpt2", results_document("r0", [], HARDWARE), share=False)
-    with pytest.raises(LandingShareError, match="nothing of this ingest was landed"):
+    real_push, calls = landing_share.push, []
+
+    def second_push_fails(local, raw_dir, url=None):
+        calls.append(local.name)
+        if len(calls) == 2:
+            raise LandingShareError("cannot write it to the landing share (the disk is full)")
+        return real_push(local, raw_dir, url)
+
+    monkeypatch.setattr(landing_share, "push", second_push_fails)
+    with pytest.raises(LandingShareError) as failure:
         ingest_path(source, raw)
-    assert sorted(p.name for p in raw.glob("*.json")) == [earlier.name]  # what was landed before stays
-    monkeypatch.delenv(SHARE_ENV)
-    assert [r.rows for r in ingest_path(source, raw)] == [1, 1]
+    landed = sorted(p.name for p in raw.glob("ingest__*.json"))
+    message = str(failure.value)
+    assert len(landed) == 2 and f"all 2 file(s) are landed in {raw}" in message
+    assert f"on the share: {calls[0]}; not on it: {calls[1]}" in message
+    assert sorted(p.name for p in (share / "raw").glob("*.json")) == [calls[0]]
+    monkeypatch.setattr(landing_share, "push", real_push)
+    assert [r.rows for r in ingest_path(source, raw)] == [1, 1]  # again, once the share takes them
+    assert sorted(p.name for p in (share / "raw").glob("*.json")) == landed
