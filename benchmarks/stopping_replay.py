@@ -99,7 +99,10 @@ def parse_policy(text: str, base: TimingPolicy) -> TimingPolicy:
         key, _, value = item.partition("=")
         if key not in fields:
             raise SystemExit(f"unknown policy field {key!r} (fields: {', '.join(fields)})")
-        changes[key] = float(value) if "." in value else int(value)
+        try:
+            changes[key] = int(value)
+        except ValueError:
+            changes[key] = float(value)  # 0.75, 1e3, inf (no cap)
     return dataclasses.replace(base, **changes)
 
 

@@ -331,8 +331,8 @@ def ingest_file(path: Path, raw_dir: Path) -> IngestResult:
 
 
 def _land_all(raw_dir: Path, prepared: list[tuple[dict[str, Any], str, str]]) -> list[IngestResult]:
-    """Land every prepared document (all validated before this), then push each to the landing
-    share when one is configured. A share that cannot take them fails the ingest naming what
+    """Land every prepared document (all validated before this; all landed here or none), then
+    push each to the landing share when one is configured. A share that cannot take them fails the ingest naming what
     happened: every file is landed in raw/ (the next load here stores them), these reached the
     share and these did not; the same ingest again, once the share is reachable, pushes them
     (a landed file replaces itself). It failed with the share's error alone, and the next load
@@ -342,19 +342,30 @@ def _land_all(raw_dir: Path, prepared: list[tuple[dict[str, Any], str, str]]) ->
 
     for document, _, key in prepared:
         _refuse_an_older_run(landing_path(raw_dir, key), document)
-    results = [IngestResult(key, write_landing(raw_dir, key, document, share=False), len(document["results"]), fmt)
-               for document, fmt, key in prepared]
+    created: list[Path] = []
+    results = []
+    try:  # landed here all or none: a failure halfway (a full disk, Ctrl-C) removes what this call created
+        for document, fmt, key in prepared:
+            existed = landing_path(raw_dir, key).exists()
+            results.append(IngestResult(key, write_landing(raw_dir, key, document, share=False), len(document["results"]), fmt))
+            if not existed:
+                created.append(results[-1].landing_path)
+    except BaseException:
+        for landed in created:
+            landed.unlink(missing_ok=True)
+        raise
     pushed: list[str] = []
     for result in results:
         try:
             push(result.landing_path, raw_dir)
         except LandingShareError as exc:
-            missing = [r.landing_path.name for r in results if r.landing_path.name not in pushed]
+            missing = [name for name in dict.fromkeys(r.landing_path.name for r in results) if name not in pushed]
             raise LandingShareError(
                 f"{exc}; all {len(results)} file(s) are landed in {raw_dir} (the next load here stores them); "
                 f"on the share: {', '.join(pushed) or 'none'}; not on it: {', '.join(missing)}; ingest again once "
                 "the share can be written") from None
-        pushed.append(result.landing_path.name)
+        if result.landing_path.name not in pushed:
+            pushed.append(result.landing_path.name)
     return results
 
 

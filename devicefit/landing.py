@@ -36,11 +36,15 @@ def landing_path(raw_dir: Path, source_key: str) -> Path:
 def write_landing(raw_dir: Path, source_key: str, document: dict[str, Any], share: bool = True) -> Path:
     """Validate and land `document` as `source_key`'s file; then push it to the fleet's landing
     share when one is configured (DEVICEFIT_LANDING_URL), unless `share` is False (the caller
-    pushes: `devicefit ingest` lands a directory's files all or none)."""
+    pushes: `devicefit ingest` lands every file of a directory before it pushes any)."""
     validate_document(document, f"rows for {source_key}")
     path = landing_path(raw_dir, source_key)
     text = json.dumps({**document, "source_key": source_key}, indent=1)
-    if not (path.is_file() and path.read_bytes() == text.encode()):  # the same bytes keep their mtime: the load order (_load_order)
+    try:
+        same = path.is_file() and path.read_bytes() == text.encode()  # the same bytes keep their mtime: the load order (_load_order)
+    except OSError:
+        same = False  # unreadable here: replaced, as the rename allows
+    if not same:
         write_text_atomic(path, text)
     if share:
         push(path, raw_dir)

@@ -156,11 +156,16 @@ def pull(raw_dir: Path, url: str | None = None) -> PullReport:
                 local_dir.mkdir(parents=True, exist_ok=True)
                 temporary = local_dir / f".{remote.name}.{uuid.uuid4().hex}.tmp"
                 temporary.write_bytes(data)
-                try:  # the share's time, not the pull's: ingested files load in the order they were landed
-                    landed = float(remote.stat().st_mtime)
-                    os.utime(temporary, (landed, landed))
-                except (AttributeError, TypeError, ValueError, OSError):
-                    pass  # a store that keeps no modification time: the pull's
+                if not sub and remote.name.startswith("ingest"):
+                    # the share's time, not the pull's: ingested files load in the order they were
+                    # landed (devicefit.landing._load_order). Not a device record's: its time says
+                    # when the worker wrote it, which registration compares with the store's.
+                    try:
+                        landed = float(remote.stat().st_mtime)
+                        if landed > 0:  # 0: a store that keeps no time (universal_pathlib's default)
+                            os.utime(temporary, (landed, landed))
+                    except (AttributeError, TypeError, ValueError, OSError):
+                        pass
                 os.replace(temporary, local)
                 report.pulled.append("/".join((*sub, remote.name)))
     except OSError as exc:

@@ -18,6 +18,7 @@ from devicefit.benchmark_snapshot import SnapshotReader, snapshot_path
 from devicefit.paths import DataPaths
 
 log = logging.getLogger("devicefit.api")
+PROBE_TIMEOUT_S = 120  # `devicefit detect` at a cold start-up: ~5-10 s on a 2-core VM, Chromium's start included
 
 
 @dataclass
@@ -53,35 +54,48 @@ class ServiceState:
     _snapshot: SnapshotReader | None = None
     _answers: OrderedDict = field(default_factory=OrderedDict)
     _names: Any = None
+    # (inventory, hardware cache mtime then): the start-up probe's detection, for the cold answers
+    # until a newer cache appears (_probe_when_cold)
+    _cold_inventory: Any = None
 
     def _probe_when_cold(self) -> None:
-        """Cold (no trained predictor yet) the answers scale by this host's probe; where none is
-        cached (a fresh data directory, before any `devicefit detect` or run) `devicefit detect`
-        takes it now, once, in a process of its own: nothing in this server holds a GPU context
-        or waits behind it, and the hardware cache it writes rebuilds the selector. Without it a
-        server on a fresh install answered "nothing to predict from" for the CPU it runs on,
-        where the CLI, which probes, answered. A probe another process's measurement kept from
-        running (or disturbed) is not cached: the answers name why."""
+        """Cold (no trained predictor yet) the answers scale by this host's probe; where the cache
+        holds none this boot (a fresh data directory, a reboot, a probe that was disturbed)
+        `devicefit detect --json` takes one now, once, in a process of its own (its own session,
+        killed whole past PROBE_TIMEOUT_S: nothing in this server holds a GPU context, waits
+        behind it, or outlives it). Its inventory serves the cold answers until a newer hardware
+        cache appears, also where the probe was not cached (disturbed, or skipped beside another
+        process's measurement: the answer names why). Without it a server on a fresh install
+        answered "nothing to predict from" for the CPU it runs on, where the CLI, which probes,
+        answered."""
         import json
+        import os
+        import signal
         import subprocess
         import sys
 
+        from benchmark_runners.hardware import detect_hardware
         from benchmark_runners.paths import hardware_cache_path
 
-        if self.artifact_path().exists():
+        if self.artifact_path().exists() or detect_hardware(probe=False).probes:
+            return
+        child = subprocess.Popen([sys.executable, "-m", "devicefit.cli", "detect", "--json"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                 env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+        try:
+            out, err = child.communicate(timeout=PROBE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)  # the detection's browser and driver with it
+            child.communicate()
+            log.warning("could not probe this host for the cold start: `devicefit detect` took over %d s", PROBE_TIMEOUT_S)
             return
         try:
-            if json.loads(hardware_cache_path().read_text()).get("probes"):
-                return
-        except (OSError, ValueError, AttributeError, RecursionError):
-            pass
-        try:
-            done = subprocess.run([sys.executable, "-m", "devicefit.cli", "detect"], capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            log.warning("could not probe this host for the cold start: %s", exc)
+            inventory, _ = json.JSONDecoder().raw_decode(out[out.index("{"):])
+        except ValueError:
+            log.warning("could not probe this host for the cold start: %s", (err or out).strip()[-500:])
             return
-        if done.returncode != 0:
-            log.warning("could not probe this host for the cold start: %s", (done.stderr or done.stdout).strip()[-500:])
+        cache = hardware_cache_path()
+        self._cold_inventory = (inventory, cache.stat().st_mtime if cache.exists() else None)
 
     def names(self):
         """The model names this server accepts (models.registry.ModelNames), read once."""
@@ -195,8 +209,10 @@ class ServiceState:
             if self._selector is None or stamp != self._stamp:
                 from benchmark_runners.hardware import detect_hardware
 
+                probed, then = self._cold_inventory or (None, None)
+                inventory = probed if probed is not None and stamp[0] is None and stamp[2] == then else None
                 self._selector = HardwareSelector(benchmark_dir=self.settings.paths().root, config_path=self.settings.config_path,
-                                                  inventory=detect_hardware(probe=False).to_json())
+                                                  inventory=inventory or detect_hardware(probe=False).to_json())
                 self._stamp = stamp
                 self._answers.clear()
                 log.info("loaded predictor %s", self._selector.predictor.predictor.version())

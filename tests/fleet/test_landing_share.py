@@ -165,3 +165,28 @@ def test_an_ingest_whose_share_cannot_take_its_files_says_what_was_landed_and_wh
     monkeypatch.setattr(landing_share, "push", real_push)
     assert [r.rows for r in ingest_path(source, raw)] == [1, 1]  # again, once the share takes them
     assert sorted(p.name for p in (share / "raw").glob("*.json")) == landed
+
+
+def test_an_ingest_that_fails_halfway_through_landing_leaves_none_of_its_files(tmp_path, monkeypatch):
+    """Landing the files of a directory locally is all or none: the second failing (a full disk,
+    Ctrl-C) removes the first, which the next load would have stored."""
+    import devicefit.ingest as ingest
+
+    source = tmp_path / "elsewhere"
+    source.mkdir()
+    for run_id, p50 in (("r1", 9.0), ("r2", 12.0)):
+        document = results_document(run_id, [_row(BenchmarkConfig(model="bert-tiny", threads=1), p50)], HARDWARE)
+        (source / f"{run_id}.json").write_text(json.dumps(document))
+    raw = DataPaths(tmp_path / "writer").raw
+    real, calls = ingest.write_landing, []
+
+    def second_fails(*args, **kwargs):
+        calls.append(args[1])
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ingest, "write_landing", second_fails)
+    with pytest.raises(OSError, match="No space left"):
+        ingest.ingest_path(source, raw)
+    assert list(raw.glob("*.json")) == []
