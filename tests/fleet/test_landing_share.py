@@ -130,6 +130,16 @@ def test_a_newer_local_landing_file_is_not_replaced_by_the_shares_older_copy(tmp
     assert stored_p50() == [(15.0,)]
 
 
+def _two_runs_elsewhere(tmp_path):
+    """A directory of two results files from another machine, as `devicefit ingest DIR` takes it."""
+    source = tmp_path / "elsewhere"
+    source.mkdir()
+    for run_id, p50 in (("r1", 9.0), ("r2", 12.0)):
+        document = results_document(run_id, [_row(BenchmarkConfig(model="bert-tiny", threads=1), p50)], HARDWARE)
+        (source / f"{run_id}.json").write_text(json.dumps(document))
+    return source
+
+
 def test_an_ingest_whose_share_cannot_take_its_files_says_what_was_landed_and_where(tmp_path, monkeypatch):
     """`devicefit ingest DIR` landed file by file and pushed each as it went: a share that could
     not be written failed the command with the share's error alone, after the first file was
@@ -140,11 +150,7 @@ def test_an_ingest_whose_share_cannot_take_its_files_says_what_was_landed_and_wh
 
     share = tmp_path / "share"
     monkeypatch.setenv(SHARE_ENV, share.as_uri())
-    source = tmp_path / "elsewhere"
-    source.mkdir()
-    for run_id, p50 in (("r1", 9.0), ("r2", 12.0)):
-        document = results_document(run_id, [_row(BenchmarkConfig(model="bert-tiny", threads=1), p50)], HARDWARE)
-        (source / f"{run_id}.json").write_text(json.dumps(document))
+    source = _two_runs_elsewhere(tmp_path)
     raw = DataPaths(tmp_path / "writer").raw
     real_push, calls = landing_share.push, []
 
@@ -172,11 +178,7 @@ def test_an_ingest_that_fails_halfway_through_landing_leaves_none_of_its_files(t
     Ctrl-C) removes the first, which the next load would have stored."""
     import devicefit.ingest as ingest
 
-    source = tmp_path / "elsewhere"
-    source.mkdir()
-    for run_id, p50 in (("r1", 9.0), ("r2", 12.0)):
-        document = results_document(run_id, [_row(BenchmarkConfig(model="bert-tiny", threads=1), p50)], HARDWARE)
-        (source / f"{run_id}.json").write_text(json.dumps(document))
+    source = _two_runs_elsewhere(tmp_path)
     raw = DataPaths(tmp_path / "writer").raw
     real, calls = ingest.write_landing, []
 
