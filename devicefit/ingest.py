@@ -332,11 +332,11 @@ def ingest_file(path: Path, raw_dir: Path) -> IngestResult:
 
 def _land_all(raw_dir: Path, prepared: list[tuple[dict[str, Any], str, str]]) -> list[IngestResult]:
     """Land every prepared document (all validated before this; all landed here or none), then
-    push each to the landing share when one is configured. A share that cannot take them fails the ingest naming what
-    happened: every file is landed in raw/ (the next load here stores them), these reached the
-    share and these did not; the same ingest again, once the share is reachable, pushes them
-    (a landed file replaces itself). It failed with the share's error alone, and the next load
-    stored the files landed before it without a word."""
+    push each to the landing share when one is configured. A share that cannot take them fails
+    the ingest naming what happened: every file is landed in raw/ (the next load here stores
+    them), these reached the share and these did not; the same ingest again, once the share is
+    reachable, pushes them (a landed file replaces itself). It failed with the share's error
+    alone, and the next load stored the files landed before it without a word."""
     from devicefit.landing import landing_path
     from devicefit.landing_share import LandingShareError, push
 

@@ -172,6 +172,13 @@ def _read_cache(path: Path) -> HardwareInventory | None:
     return inventory
 
 
+def cached_inventory(cache_path: Path | None = None) -> HardwareInventory | None:
+    """The cached detection as detect_hardware would take it (this boot's, this CPU budget's),
+    without detecting anything where there is none: a caller that only asks whether a probe is
+    cached (the API's cold start) does not start a browser or import OpenVINO to learn it."""
+    return _read_cache(cache_path or hardware_cache_path())
+
+
 def _budget_changed(inventory: HardwareInventory) -> bool:
     """Whether the cached CPU was detected under another CPU budget or memory limit than this
     process's (a container sharing the host's data directory and boot id, `taskset`, systemd's

@@ -74,10 +74,10 @@ class ServiceState:
         import subprocess
         import sys
 
-        from benchmark_runners.hardware import detect_hardware
+        from benchmark_runners.hardware.inventory import cached_inventory
         from benchmark_runners.paths import hardware_cache_path
 
-        if self.artifact_path().exists() or detect_hardware(probe=False).probes:
+        if self.artifact_path().exists() or ((cached := cached_inventory()) is not None and cached.probes):
             return
         child = subprocess.Popen([sys.executable, "-m", "devicefit.cli", "detect", "--json"], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, start_new_session=True,
