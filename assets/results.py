@@ -35,7 +35,7 @@ def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: Devicef
         context.log.error(f"quarantined {name}: {reason}")
     for line in report.future_probe_lines():
         context.log.warning(line)
-    for line in report.duplicate_lines():
+    for line in report.duplicate_lines() + report.superseded_lines():
         context.log.info(line)
     for name in report.kept_newer:
         context.log.warning(f"kept raw/{name}: written after the landing share's copy, which would have replaced it")
@@ -49,6 +49,7 @@ def benchmark_results(context: dg.AssetExecutionContext, devicefit_data: Devicef
         "quarantined": dg.MetadataValue.json([{"file": f, "reason": r} for f, r in report.quarantined]),
         "future_probes": dg.MetadataValue.json(report.future_probe_rows()),
         "duplicates": dg.MetadataValue.json([{"source": key, "rows_skipped": n} for key, n in report.duplicates]),
+        "superseded": dg.MetadataValue.json([{"source": old, "replaced_by": new} for old, new in report.superseded]),
         "table_rows": dg.MetadataValue.json(counts),
         "by_status": rows_table(by_status, ["status", "rows"]),
         "failures": rows_table(failures, ["model", "device", "precision", "mode", "batch_size", "error"])

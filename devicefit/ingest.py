@@ -265,20 +265,23 @@ def optimum_to_document(config: Any, report: Any, source: str, digest: str) -> d
 
 def _prepare(path: Path) -> tuple[dict[str, Any], str, str]:
     """(document, format, source key) of one file or optimum-benchmark directory, validated."""
+    from devicefit.store.loading import ingest_key, partition_identity
+
     pair = _optimum_pair(path)
     if pair is not None:
         config, report = pair
         digest = hashlib.sha256(json.dumps([config, report], sort_keys=True).encode()).hexdigest()
-        document, fmt = optimum_to_document(config, report, str(path), digest), "optimum-benchmark"
-    else:
-        document = _load_json(path)
-        if not isinstance(document, dict) or document.get("format") != FORMAT:
-            raise LandingFileError(f"{path}: neither a devicefit results file (format {FORMAT!r}) nor optimum-benchmark output")
-        validate_document(document, str(path))
-        identity = _partition_identity(document)
-        digest = hashlib.sha256(json.dumps(identity or document["results"], sort_keys=True).encode()).hexdigest()
-        fmt = FORMAT
-    return document, fmt, f"ingest:{digest[:16]}"
+        return optimum_to_document(config, report, str(path), digest), "optimum-benchmark", f"ingest:{digest[:16]}"
+    document = _load_json(path)
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise LandingFileError(f"{path}: neither a devicefit results file (format {FORMAT!r}) nor optimum-benchmark output")
+    validate_document(document, str(path))
+    # A partition's file of a machine that names itself is keyed by that partition and machine,
+    # not by its rows: a later run of it, ingested later, replaces the earlier one, as a re-run
+    # replaces its rows where it was measured (keyed by the rows, both runs were stored and every
+    # aggregate was the median of the two); and the loader keeps one run of it beside the
+    # partition's own file (devicefit.store.loading._partition_twin).
+    return document, FORMAT, ingest_key(partition_identity(document.get("source_key"), document) or document["results"])
 
 
 def _machine_source(document: dict[str, Any]) -> tuple[Any, str | None, Any] | None:
@@ -293,21 +296,9 @@ def _machine_source(document: dict[str, Any]) -> tuple[Any, str | None, Any] | N
     return key, host_fingerprint(document), hardware.get("hostname")
 
 
-def _partition_identity(document: dict[str, Any]) -> list[str] | None:
-    """[partition source key, host CPU fingerprint, hostname] of a partition's landing file from
-    a machine that says which it is; None for anything else. An ingest of such a file is keyed by
-    it, not by its rows: another run of the same partition on the same machine, ingested later,
-    replaces the earlier one as a re-run of the partition replaces its rows where it was measured.
-    Keyed by the rows, both runs were stored and every aggregate was the median of the two."""
-    machine = _machine_source(document)
-    if machine is None or not machine[0].startswith("partition:") or not machine[1]:
-        return None
-    return [machine[0], machine[1], str(machine[2] or "")]
-
-
 def _refuse_an_older_run(landed: Path, document: dict[str, Any]) -> None:
     """LandingFileError when raw/ already holds this partition of this machine (the same ingest
-    key, _partition_identity) from a run written after `document`: landing it would replace the
+    key, partition_identity) from a run written after `document`: landing it would replace the
     newer run with the older one."""
     from devicefit.results_io import written_at
 

@@ -129,7 +129,8 @@ class LoadReport:
     # (source_key, rows skipped): rows whose (run_id, config_key) another source already holds
     duplicates: list[tuple[str, int]] = field(default_factory=list)
     differing: dict[str, int] = field(default_factory=dict)  # source_key: its skipped rows whose figures differ from the stored
-    # (older source, the source that replaced it): kind-level partitions a device partition re-measured
+    # (older source, the source that replaced it): kind-level partitions a device partition re-measured,
+    # and a partition's own file or an ingested copy of it holding an earlier run than the other
     superseded: list[tuple[str, str]] = field(default_factory=list)
     devices_registered: list[str] = field(default_factory=list)  # new devices from raw/devices/
     pulled: list[str] = field(default_factory=list)  # files copied from the landing share before loading
@@ -152,6 +153,13 @@ class LoadReport:
                 + (f"; {self.differing[key]} of them hold other figures than the stored rows, which are kept (the first source "
                    "to store a row owns it)" if self.differing.get(key) else "")
                 for key, skipped in self.duplicates]
+
+    def superseded_lines(self) -> list[str]:
+        """What a load says of each source a later run replaced, one line each (`devicefit
+        ingest` prints them, the benchmark_results asset logs them): its rows are out of the
+        store (their samples stay in its history) and its file is kept in raw/superseded/."""
+        return [f"{old}: replaced by {new}, a later run of the same device and model on the same machine; its rows are out "
+                f"of the store, its file kept in raw/{SUPERSEDED_DIR}/" for old, new in self.superseded]
 
     def future_probe_lines(self) -> list[str]:
         """What a load says of each probe it met stamped past the store's clock, one line each

@@ -158,7 +158,7 @@ def ingest(
         except store.StoreError as exc:
             fail(f"{exc}; the file is landed and the next benchmark_results materialization loads it", 1)
         console.print(f"loaded {report.rows_loaded} rows from {len(report.loaded)} changed source(s) into {paths.database}")
-        for line in report.duplicate_lines():
+        for line in report.duplicate_lines() + report.superseded_lines():
             console.print(line, markup=False, highlight=False)
         for line in report.future_probe_lines():
             err.print(line, markup=False, highlight=False)

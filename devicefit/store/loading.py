@@ -3,6 +3,7 @@ natural key (run_id, config_key) whatever file brought it."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -28,6 +29,23 @@ def host_fingerprint(document: dict[str, Any]) -> str | None:
     devices = cpu.get("devices") if isinstance(cpu, dict) else None
     found = devices[0].get("fingerprint") if isinstance(devices, list) and devices and isinstance(devices[0], dict) else None
     return found if isinstance(found, str) and found else None
+
+
+def partition_identity(source_key: Any, document: dict[str, Any]) -> list[str] | None:
+    """[partition source key, host CPU fingerprint, hostname] of a partition's document from a
+    machine that says which it is; None for anything else. What an ingest of the file is keyed by
+    (ingest_key): one partition of one machine is one source wherever its file was landed."""
+    host = host_fingerprint(document)
+    if not isinstance(source_key, str) or not source_key.startswith("partition:") or not host:
+        return None
+    hardware = document.get("hardware") if isinstance(document.get("hardware"), dict) else {}
+    return [source_key, host, str(hardware.get("hostname") or "")]
+
+
+def ingest_key(identity: Any) -> str:
+    """The source key `devicefit ingest` lands a document under: its partition_identity, or its
+    rows where it has none (another tool's output, a file from before source keys)."""
+    return f"ingest:{hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]}"
 
 
 def on_software_adapter(backend_config: Any) -> bool:
@@ -105,8 +123,10 @@ class SourceLoad:
     rows: int
     duplicates: int = 0
     differing: int = 0  # of the duplicates, rows whose figures differ from the stored row's (the stored one is kept)
-    superseded: tuple[str, ...] = ()  # older partition sources whose rows this one replaced
-    superseded_by: str | None = None  # a stored partition replaces this source: nothing of it was stored
+    # older partition sources whose rows this one replaced: a kind-level partition a device
+    # partition re-measured, or this partition's other copy (its own file, an ingested one)
+    superseded: tuple[str, ...] = ()
+    superseded_by: str | None = None  # a stored source holds a later run of it: nothing of it was stored
     # {fingerprint: stamp}: its probes stamped past the store's clock, not taken as newer than a stamped probe
     future_probes: dict[str, str] = field(default_factory=dict)
 
@@ -145,7 +165,9 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
     counted, never stored twice: the first source to store a row owns it (load_landing_files
     loads partitions first), and a source reloading its own rows deletes them before inserting.
     An older partition that a stored partition supersedes (`_stored_successor`) is not stored:
-    its rows, if any, are removed and SourceLoad.superseded_by names the successor.
+    its rows, if any, are removed and SourceLoad.superseded_by names the successor. A partition's
+    own file and an ingested copy of it from the same machine (`_partition_twin`) keep the later
+    run: the other's rows are removed (SourceLoad.superseded) or this one is not stored.
     A failure rolls everything back: LandingFileError when the content is at fault, StoreError
     (naming a full disk as such) when the machine is."""
     results = [BenchmarkResult.from_json(r) for r in validated_rows(document, f"rows for {source_key}")]
@@ -157,6 +179,16 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
             _delete_source(con, source_key)
             con.execute("COMMIT")
             return SourceLoad(0, superseded_by=successor)
+        twin_replaced: tuple[str, ...] = ()
+        if (twin := _partition_twin(con, source_key, origin, document)) is not None:
+            later = _later_run(con, twin, results, ties_to_ours=origin == "partition")
+            if later is False:  # the twin holds a later run of this partition of this machine
+                _delete_source(con, source_key)
+                con.execute("COMMIT")
+                return SourceLoad(0, superseded_by=twin)
+            if later:
+                _delete_source(con, twin)
+                twin_replaced = (twin,)
         # What this partition superseded stays superseded when it is measured again: the old
         # file was retired then, so the new document no longer names it.
         recorded = con.execute("SELECT supersedes FROM sources WHERE source_key = ?", [source_key]).fetchone()
@@ -190,6 +222,7 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
         # Only a partition's document replaces older partitions: an ingested file naming one in
         # `supersedes` would delete rows measured here that nobody replaced.
         superseded = _drop_superseded(con, source_key, document.get("supersedes") or [], kept) if origin == "partition" else ()
+        superseded = (*twin_replaced, *superseded)
         _upsert_hardware(con, document.get("hardware") or {}, now)
         register_measured(con, kept, document, host, now)
         _upsert_models(con, kept, now)
@@ -242,6 +275,49 @@ def _stored_successor(con, source_key: str, results: list[BenchmarkResult]) -> s
         if devices <= set(held_devices or ()) and models <= set(held_models or ()) and latest is not None and newest <= latest:
             return successor
     return None
+
+
+def _partition_twin(con, source_key: str, origin: str, document: dict[str, Any]) -> str | None:
+    """The other stored source holding this partition of this machine (partition_identity): the
+    partition's own file and an ingested copy of one of its runs. Each loaded under its own key,
+    and a run of one beside a run of the other was stored twice over: every aggregate the median
+    of two runs (a partition measured again here after a copy of an earlier run was ingested)."""
+    if origin == "partition":
+        identity = partition_identity(source_key, document)
+        twin = ingest_key(identity) if identity is not None else None
+        return twin if twin is not None and _holds_rows(con, twin) else None
+    host = host_fingerprint(document)
+    if not host:
+        return None
+    hardware = document.get("hardware") if isinstance(document.get("hardware"), dict) else {}
+    hostname = str(hardware.get("hostname") or "")
+    for (key,) in con.execute("SELECT source_key FROM sources WHERE origin = 'partition' ORDER BY source_key").fetchall():
+        if ingest_key([key, host, hostname]) == source_key:
+            # the partition's own rows measured on this machine: a partition key another host
+            # wrote into a shared data directory is not this file's twin
+            others, rows = con.execute("SELECT count(*) FILTER (WHERE host_fingerprint IS DISTINCT FROM ? OR coalesce(hostname, '') <> ?), "
+                                       "count(*) FROM measurements WHERE source_key = ?", [host, hostname, key]).fetchone()
+            return key if rows and not others else None
+    return None
+
+
+def _holds_rows(con, source_key: str) -> bool:
+    return con.execute("SELECT count(*) FROM measurements WHERE source_key = ?", [source_key]).fetchone()[0] > 0
+
+
+def _later_run(con, twin: str, results: list[BenchmarkResult], ties_to_ours: bool) -> bool | None:
+    """Whether these rows are a later run of the partition than the twin's stored rows (their
+    newest row's time); None where both hold the same runs (a copy: its rows are skipped as
+    duplicates) or these hold no rows. A tie between different runs goes to the partition's own
+    file (`ties_to_ours` when loading it)."""
+    stored = {run for (run,) in con.execute("SELECT DISTINCT run_id FROM measurements WHERE source_key = ?", [twin]).fetchall()}
+    if not results or {r.run_id for r in results} == stored:
+        return None
+    ours = max(parse_timestamp(r.timestamp) for r in results)
+    (theirs,) = con.execute("SELECT max(timestamp) FROM measurements WHERE source_key = ?", [twin]).fetchone()
+    if theirs is None:
+        return None
+    return ours > theirs or (ours == theirs and ties_to_ours)
 
 
 _SOURCE_TABLES = ("measurements", "runs", "sources")

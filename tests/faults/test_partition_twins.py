@@ -1,0 +1,128 @@
+"""A partition's own landing file and an ingested copy of one of its runs from the same machine
+hold one source of measurements: the store keeps the later run, whichever way round they came.
+
+Found by a fault hunt (2026-11-30): with a copy of run 31 ingested, the partition measured again
+here (run 32) was stored beside it, and every aggregate of bert-tiny on this CPU became the median
+of two runs. Real landing files of make runs 31, 32 and 33 on the AVX2 EPYC (same machine)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from devicefit import store
+from devicefit.ingest import ingest_path
+from devicefit.landing import SUPERSEDED_DIR, load_landing_files, write_landing
+from devicefit.paths import DataPaths
+
+DATASETS = Path(__file__).resolve().parents[2] / "benchmarks" / "datasets"
+NAME = "partition__cpu-245a6e58dfb9__bert-tiny.json"
+KEY = "partition:cpu-245a6e58dfb9|bert-tiny"
+
+
+def _document(run: int) -> dict:
+    return json.loads((DATASETS / f"epyc-2c-run{run}" / NAME).read_text())
+
+
+def _ingest(tmp_path, run: int, paths: DataPaths):
+    folder = tmp_path / f"copy-{run}"
+    folder.mkdir(exist_ok=True)
+    (folder / NAME).write_bytes((DATASETS / f"epyc-2c-run{run}" / NAME).read_bytes())
+    [landed] = ingest_path(folder, paths.raw)
+    return landed
+
+
+def _measured_here(paths: DataPaths, run: int) -> None:
+    """The partition's own file, as its materialization on this machine writes it."""
+    write_landing(paths.raw, KEY, _document(run), share=False)
+
+
+def _stored_runs(paths: DataPaths) -> list[str]:
+    con = store.connect(paths.database, read_only=True)
+    try:
+        return [r for (r,) in con.execute("SELECT DISTINCT run_id FROM measurements ORDER BY run_id").fetchall()]
+    finally:
+        con.close()
+
+
+def _rebuilt(paths: DataPaths) -> list[str]:
+    """The runs a store rebuilt from raw/ alone holds (the database deleted, every file loaded again)."""
+    paths.database.unlink()
+    load_landing_files(paths.database, paths.raw)
+    return _stored_runs(paths)
+
+
+def test_the_partition_measured_again_after_an_ingested_copy_replaces_it(tmp_path):
+    paths = DataPaths(tmp_path / "data")
+    ingested = _ingest(tmp_path, 31, paths)
+    load_landing_files(paths.database, paths.raw)
+    _measured_here(paths, 32)
+    report = load_landing_files(paths.database, paths.raw)
+    assert _stored_runs(paths) == [_document(32)["run_id"]]
+    assert report.superseded == [(ingested.source_key, KEY)]
+    assert (paths.raw / SUPERSEDED_DIR / ingested.landing_path.name).is_file() and not ingested.landing_path.exists()
+    (line,) = report.superseded_lines()
+    assert line.startswith(f"{ingested.source_key}: replaced by {KEY}, a later run") and "raw/superseded/" in line
+    assert load_landing_files(paths.database, paths.raw).loaded == []
+    assert _rebuilt(paths) == [_document(32)["run_id"]]
+
+
+def test_a_later_run_ingested_replaces_the_partitions_own_earlier_run(tmp_path):
+    paths = DataPaths(tmp_path / "data")
+    _measured_here(paths, 31)
+    load_landing_files(paths.database, paths.raw)
+    ingested = _ingest(tmp_path, 32, paths)
+    report = load_landing_files(paths.database, paths.raw)
+    assert _stored_runs(paths) == [_document(32)["run_id"]]
+    assert report.superseded == [(KEY, ingested.source_key)]
+    assert (paths.raw / SUPERSEDED_DIR / NAME).is_file() and not (paths.raw / NAME).exists()
+    assert _rebuilt(paths) == [_document(32)["run_id"]]
+
+
+def test_an_earlier_run_ingested_after_the_partitions_own_later_one_is_not_stored(tmp_path):
+    paths = DataPaths(tmp_path / "data")
+    _measured_here(paths, 32)
+    load_landing_files(paths.database, paths.raw)
+    ingested = _ingest(tmp_path, 31, paths)
+    report = load_landing_files(paths.database, paths.raw)
+    assert _stored_runs(paths) == [_document(32)["run_id"]]
+    assert report.superseded == [(ingested.source_key, KEY)] and report.loaded == []
+    assert (paths.raw / SUPERSEDED_DIR / ingested.landing_path.name).is_file()
+    assert _rebuilt(paths) == [_document(32)["run_id"]]
+
+
+def test_a_copy_of_the_same_run_stays_a_duplicate_until_the_partition_runs_again(tmp_path):
+    """The ingested copy of the run the partition holds stores nothing (its rows are duplicates);
+    when the partition is measured again, the copy's rows are offered again and were stored beside
+    the new run: they are the earlier run now, and are not."""
+    paths = DataPaths(tmp_path / "data")
+    _measured_here(paths, 32)
+    load_landing_files(paths.database, paths.raw)
+    ingested = _ingest(tmp_path, 32, paths)
+    report = load_landing_files(paths.database, paths.raw)
+    assert report.loaded == [(ingested.source_key, 0)] and report.superseded == []
+    _measured_here(paths, 33)
+    report = load_landing_files(paths.database, paths.raw)
+    assert _stored_runs(paths) == [_document(33)["run_id"]]
+    assert (ingested.source_key, KEY) in report.superseded
+    assert _rebuilt(paths) == [_document(33)["run_id"]]
+
+
+@pytest.mark.parametrize("field, value", [("hostname", "another-vm"), ("fingerprint", "cpu-0123456789ab")])
+def test_another_machines_copy_of_the_partition_stays_its_own_source(tmp_path, field, value):
+    """Another machine's file of the same partition key (another hostname with the same CPU, or
+    another CPU) is a second machine's measurement, not a copy: both are kept."""
+    paths = DataPaths(tmp_path / "data")
+    _measured_here(paths, 32)
+    load_landing_files(paths.database, paths.raw)
+    other = _document(33)
+    if field == "hostname":
+        other["hardware"]["hostname"] = value
+    else:
+        other["hardware"]["platforms"]["cpu"]["devices"][0]["fingerprint"] = value
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    (folder / NAME).write_text(json.dumps(other))
+    ingest_path(folder, paths.raw)
+    report = load_landing_files(paths.database, paths.raw)
+    assert report.superseded == []
+    assert _stored_runs(paths) == sorted([_document(32)["run_id"], _document(33)["run_id"]])
