@@ -297,20 +297,30 @@ def _machine_source(document: dict[str, Any]) -> tuple[Any, str | None, Any] | N
 
 
 def _refuse_an_older_run(landed: Path, document: dict[str, Any]) -> None:
-    """LandingFileError when raw/ already holds this partition of this machine (the same ingest
-    key, partition_identity) from a run written after `document`: landing it would replace the
-    newer run with the older one."""
+    """LandingFileError when raw/ or the landing share already holds this partition of this
+    machine (the same ingest key, store.loading.partition_identity) from a run written after
+    `document`: landing it would replace the newer run with the older one. A host that had not
+    pulled yet pushed its older run over the share's newer copy, which the writer then stored.
+    A share that cannot be read is not asked: the push after landing fails and says so."""
+    from devicefit.landing_share import LandingShareError, share_url, shared_copy
     from devicefit.results_io import written_at
 
     try:
         held = json.loads(landed.read_bytes()) if landed.is_file() else None
     except (OSError, ValueError, RecursionError):
-        return  # unreadable: the loader quarantines it; the new file replaces it
-    ours, theirs = written_at(document), written_at(held) if isinstance(held, dict) else None
-    if ours is not None and theirs is not None and theirs > ours:
-        raise LandingFileError(f"{document.get('source_key')} of this machine: run {document.get('run_id')} (written {ours.isoformat()}) "
-                               f"is older than the run {held.get('run_id')} (written {theirs.isoformat()}) already ingested as "
-                               f"{landed.name}; not landed (a later run of a partition replaces an earlier one, never the other way)")
+        held = None  # unreadable: the loader quarantines it; the new file replaces it
+    try:
+        shared = shared_copy(landed.name)
+        on_share = json.loads(shared) if shared is not None else None
+    except (LandingShareError, ValueError, RecursionError):
+        on_share = None
+    ours = written_at(document)
+    for where, copy in ((f"already ingested as {landed.name}", held), (f"on the landing share {share_url()} as raw/{landed.name}", on_share)):
+        theirs = written_at(copy) if isinstance(copy, dict) else None
+        if ours is not None and theirs is not None and theirs > ours:
+            raise LandingFileError(f"{document.get('source_key')} of this machine: run {document.get('run_id')} (written {ours.isoformat()}) "
+                                   f"is older than the run {copy.get('run_id')} (written {theirs.isoformat()}) {where}; not landed "
+                                   "(a later run of a partition replaces an earlier one, never the other way)")
 
 
 def ingest_file(path: Path, raw_dir: Path) -> IngestResult:

@@ -76,6 +76,22 @@ def push(local: Path, raw_dir: Path, url: str | None = None) -> str | None:
     return str(target)
 
 
+def shared_copy(name: str, url: str | None = None) -> bytes | None:
+    """The bytes of the share's landing file `name` (under `<url>/raw/`); None with no share
+    configured, no such file, or one over the landing size cap (never read). LandingShareError
+    when the share cannot be read."""
+    url = url or share_url()
+    if url is None:
+        return None
+    remote = _root(url) / RAW / name
+    try:
+        if not remote.is_file() or remote.stat().st_size > MAX_LANDING_BYTES:
+            return None
+        return remote.read_bytes()
+    except OSError as exc:
+        raise LandingShareError(f"cannot read {name} on the landing share {url} ({type(exc).__name__}: {exc})") from None
+
+
 @dataclass
 class PullReport:
     pulled: list[str] = field(default_factory=list)  # paths under raw/ copied from the share

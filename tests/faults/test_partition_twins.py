@@ -126,3 +126,24 @@ def test_another_machines_copy_of_the_partition_stays_its_own_source(tmp_path, f
     report = load_landing_files(paths.database, paths.raw)
     assert report.superseded == []
     assert _stored_runs(paths) == sorted([_document(32)["run_id"], _document(33)["run_id"]])
+
+
+def test_an_earlier_run_is_not_pushed_over_the_shares_later_one(tmp_path, monkeypatch):
+    """A host that has not pulled yet ingests run 31 while the share holds run 32 of the same
+    partition of the same machine (ingested by another host): the push replaced the share's
+    later run, which the writer then stored. Refused before anything lands, naming the share."""
+    from devicefit.landing import LandingFileError
+    from devicefit.landing_share import SHARE_ENV
+
+    share = tmp_path / "share"
+    monkeypatch.setenv(SHARE_ENV, share.as_uri())
+    writer = DataPaths(tmp_path / "elsewhere")
+    later = _ingest(tmp_path, 32, writer)  # lands it there and pushes it to the share
+    shared = share / "raw" / later.landing_path.name
+    assert json.loads(shared.read_text())["run_id"] == _document(32)["run_id"]
+    paths = DataPaths(tmp_path / "data")
+    with pytest.raises(LandingFileError, match=rf"run {_document(31)['run_id']} .* is older than the run {_document(32)['run_id']} .* "
+                                               rf"on the landing share .* as raw/{later.landing_path.name}"):
+        _ingest(tmp_path, 31, paths)
+    assert json.loads(shared.read_text())["run_id"] == _document(32)["run_id"]
+    assert not paths.raw.exists() or not list(paths.raw.glob("*.json"))
