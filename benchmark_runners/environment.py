@@ -72,6 +72,25 @@ ALLOCATOR_PREFIXES = ("MALLOC_", "TCMALLOC_")
 NOT_ALLOCATOR_SETTINGS = ("_RJEM_MALLOC_CONF",)
 
 
+# Settings only one replacement allocator reads (tcmalloc's TCMALLOC_*, jemalloc's MALLOC_CONF):
+# they tune nothing unless that allocator is preloaded, and glibc's own MALLOC_* tune nothing once
+# one is. Recorded as the process had them; left out of the tuning a row is compared and trained
+# by (allocator_tuning_parts): a stray TCMALLOC_RELEASE_RATE in a shell's profile made every row
+# "measured with allocator TCMALLOC_...", and the predictors counted them apart from their twins.
+REPLACEMENT_ALLOCATORS = {"tcmalloc": ("TCMALLOC_",), "jemalloc": ("MALLOC_CONF", "JE_MALLOC_CONF")}
+
+
+def tunes_allocator(name: str, preload: Any) -> bool:
+    """Whether the setting `name` configures an allocator of a process started with this
+    LD_PRELOAD (None: nothing preloaded)."""
+    preloaded = str(preload or "").lower()
+    for allocator_name, prefixes in REPLACEMENT_ALLOCATORS.items():
+        if name.startswith(prefixes):
+            return allocator_name in preloaded
+    replaced = any(a in preloaded for a in (*REPLACEMENT_ALLOCATORS, "mimalloc"))
+    return not (name.startswith("MALLOC_") and replaced)  # glibc's malloc, unless a preload replaced it
+
+
 def is_allocator_setting(name: str) -> bool:
     """Whether an environment variable configures an allocator the measured process uses."""
     return (name.startswith(ALLOCATOR_PREFIXES) or name in ALLOCATOR_VARIABLES) and name not in NOT_ALLOCATOR_SETTINGS
@@ -118,12 +137,14 @@ def allocator_text(value: Any) -> str | None:
 def allocator_tuning_parts(value: Any) -> list[str] | None:
     """What a row's `allocator` says was tuned, without the C library: its LD_PRELOAD and settings
     ("LD_PRELOAD=libjemalloc.so.2", "MALLOC_MMAP_MAX_=0"; empty: the defaults), as allocator_text
-    writes them. None where the value is not shaped as allocator() writes it."""
+    writes them; a setting no allocator of the process reads (tunes_allocator) is left out. None
+    where the value is not shaped as allocator() writes it."""
     if not isinstance(value, dict):
         return None
     settings = value.get("settings") if isinstance(value.get("settings"), dict) else {}
     preload = [f"LD_PRELOAD={value['preload']}"] if value.get("preload") else []
-    return preload + [f"{k}={v}" for k, v in sorted(settings.items()) if str(k) not in NOT_ALLOCATOR_SETTINGS]
+    return preload + [f"{k}={v}" for k, v in sorted(settings.items())
+                      if str(k) not in NOT_ALLOCATOR_SETTINGS and tunes_allocator(str(k), value.get("preload"))]
 
 
 def written_allocator_text(text: str) -> str:

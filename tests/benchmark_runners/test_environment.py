@@ -87,3 +87,24 @@ def test_polars_own_jemalloc_setting_is_not_an_allocator_difference():
     assert written_allocator_text("glibc 2.36, _RJEM_MALLOC_CONF=dirty_decay_ms:500,muzzy_decay_ms:1000") == "glibc 2.36 (defaults)"
     assert written_allocator_text("glibc 2.36, MALLOC_MMAP_MAX_=0, _RJEM_MALLOC_CONF=a:1") == "glibc 2.36, MALLOC_MMAP_MAX_=0"
     assert written_allocator_text("glibc 2.36, LD_PRELOAD=/x/libjemalloc.so.2") == "glibc 2.36, LD_PRELOAD=/x/libjemalloc.so.2"
+
+
+def test_a_setting_only_an_allocator_not_preloaded_reads_is_no_tuning():
+    """TCMALLOC_* without tcmalloc preloaded, jemalloc's MALLOC_CONF without jemalloc, and glibc's
+    MALLOC_* once another allocator replaced glibc's tune nothing: recorded, but the row reads as
+    its real tuning, so it is compared and trained with its twins (noticed at stop 72)."""
+    from benchmark_runners.environment import allocator_tuning_parts
+
+    glibc = {"libc": "glibc 2.36", "preload": None}
+    assert allocator_text({**glibc, "settings": {"TCMALLOC_RELEASE_RATE": "0", "MALLOC_CONF": "background_thread:true"}}) \
+        == "glibc 2.36 (defaults)"
+    assert allocator_text({**glibc, "settings": {"MALLOC_ARENA_MAX": "2", "TCMALLOC_RELEASE_RATE": "0"}}) == "glibc 2.36, MALLOC_ARENA_MAX=2"
+    tcmalloc = {"libc": "glibc 2.36", "preload": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"}
+    assert allocator_tuning_parts({**tcmalloc, "settings": {"TCMALLOC_RELEASE_RATE": "0", "MALLOC_ARENA_MAX": "2"}}) == [
+        f"LD_PRELOAD={tcmalloc['preload']}", "TCMALLOC_RELEASE_RATE=0"]
+    jemalloc = {"libc": "glibc 2.36", "preload": "libjemalloc.so.2"}
+    assert allocator_tuning_parts({**jemalloc, "settings": {"MALLOC_CONF": "background_thread:true", "PYTHONMALLOC": "malloc"}}) == [
+        "LD_PRELOAD=libjemalloc.so.2", "MALLOC_CONF=background_thread:true", "PYTHONMALLOC=malloc"]
+    recorded = _allocator_of({"TCMALLOC_RELEASE_RATE": "0"})
+    assert recorded["settings"] == {"TCMALLOC_RELEASE_RATE": "0"}  # what the process had, kept as provenance
+    assert allocator_tuning_parts(recorded) == []
