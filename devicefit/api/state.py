@@ -19,6 +19,7 @@ from devicefit.paths import DataPaths
 
 log = logging.getLogger("devicefit.api")
 PROBE_TIMEOUT_S = 120  # `devicefit detect` at a cold start-up: ~5-10 s on a 2-core VM, Chromium's start included
+PROBE_LOCK = "api-start-up-probe"  # a lock of the device lock directory: one server's start-up probe at a time
 
 
 @dataclass
@@ -68,17 +69,36 @@ class ServiceState:
         process's measurement: the answer names why). Without it a server on a fresh install
         answered "nothing to predict from" for the CPU it runs on, where the CLI, which probes,
         answered."""
+        from benchmark_runners.hardware.inventory import cached_inventory
+        from benchmark_runners.lock_files import BadLockDir, DeviceBusy, hold_devices
+
+        if self.artifact_path().exists() or ((cached := cached_inventory()) is not None and cached.probes):
+            return
+        # One start-up probe at a time on this machine: the workers of `serve --workers N` each
+        # probed at once, each disturbing the others' probe. One that waited takes the probe the
+        # one before it cached, or takes its own after it.
+        try:
+            with hold_devices([PROBE_LOCK], wait_s=PROBE_TIMEOUT_S + 30):
+                if (cached := cached_inventory()) is not None and cached.probes:
+                    return
+                self._run_probe()
+        except DeviceBusy:
+            log.warning("could not probe this host for the cold start: another server's start-up probe held %s past %d s",
+                        PROBE_LOCK, PROBE_TIMEOUT_S + 30)
+        except BadLockDir as exc:  # the measurements' locks cannot work either; the probe still can
+            log.warning("probing for the cold start without waiting for other servers' probes: %s", exc)
+            self._run_probe()
+
+    def _run_probe(self) -> None:
+        """`devicefit detect --json` in its own session (_probe_when_cold), its inventory kept."""
         import json
         import os
         import signal
         import subprocess
         import sys
 
-        from benchmark_runners.hardware.inventory import cached_inventory
         from benchmark_runners.paths import hardware_cache_path
 
-        if self.artifact_path().exists() or ((cached := cached_inventory()) is not None and cached.probes):
-            return
         child = subprocess.Popen([sys.executable, "-m", "devicefit.cli", "detect", "--json"], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, start_new_session=True,
                                  env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})

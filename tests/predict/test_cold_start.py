@@ -127,3 +127,37 @@ def test_the_api_rebuilds_its_selector_when_the_hardware_cache_changes(tmp_path,
     assert state.selector() is first
     (data / "hardware.json").write_text("{}")  # a detection written since (its content is the detection's to read)
     assert state.selector() is not first
+
+
+_START_UP = """
+import json, sys, time
+from pathlib import Path
+from devicefit.api.state import ServiceState, Settings
+
+def probe(self):
+    start = time.time()
+    time.sleep(1.5)
+    with open(sys.argv[1], "a") as log:
+        log.write(json.dumps([start, time.time()]) + "\\n")
+
+ServiceState._run_probe = probe
+ServiceState(Settings(benchmark_dir=Path(sys.argv[2]), warm_models=()))._probe_when_cold()
+"""
+
+
+def test_two_servers_starting_at_once_probe_one_after_the_other(tmp_path):
+    """The workers of `serve --workers 2` on a fresh data directory each ran the start-up probe at
+    once, and each disturbed the other's (noticed at stop 72): one probes at a time now."""
+    import os
+    import subprocess
+    import sys
+
+    log = tmp_path / "probes.jsonl"
+    env = {**os.environ, "DEVICEFIT_LOCK_DIR": str(tmp_path / "locks")}
+    servers = []
+    for i in range(2):
+        env_i = {**env, "DEVICEFIT_DATA_DIR": str(tmp_path / f"data{i}")}
+        servers.append(subprocess.Popen([sys.executable, "-c", _START_UP, str(log), str(tmp_path / f"data{i}")], env=env_i))
+    assert [s.wait(timeout=120) for s in servers] == [0, 0]
+    (a_start, a_end), (b_start, b_end) = sorted(json.loads(line) for line in log.read_text().splitlines())
+    assert b_start >= a_end, "the second server's probe began while the first one's ran"
