@@ -66,27 +66,20 @@ def test_the_partition_measured_again_after_an_ingested_copy_replaces_it(tmp_pat
     assert _rebuilt(paths) == [_document(32)["run_id"]]
 
 
-def test_a_later_run_ingested_replaces_the_partitions_own_earlier_run(tmp_path):
+@pytest.mark.parametrize("here, ingested_run", [(31, 32), (32, 31)])
+def test_an_ingested_run_beside_the_partitions_own_keeps_the_later_of_the_two(tmp_path, here, ingested_run):
+    """The partition's own run 31 and a copy of run 32 ingested: the copy replaces it (its file
+    retired); its own run 32 and a copy of run 31: the copy is not stored (its file retired)."""
     paths = DataPaths(tmp_path / "data")
-    _measured_here(paths, 31)
+    _measured_here(paths, here)
     load_landing_files(paths.database, paths.raw)
-    ingested = _ingest(tmp_path, 32, paths)
+    ingested = _ingest(tmp_path, ingested_run, paths)
     report = load_landing_files(paths.database, paths.raw)
     assert _stored_runs(paths) == [_document(32)["run_id"]]
-    assert report.superseded == [(KEY, ingested.source_key)]
-    assert (paths.raw / SUPERSEDED_DIR / NAME).is_file() and not (paths.raw / NAME).exists()
-    assert _rebuilt(paths) == [_document(32)["run_id"]]
-
-
-def test_an_earlier_run_ingested_after_the_partitions_own_later_one_is_not_stored(tmp_path):
-    paths = DataPaths(tmp_path / "data")
-    _measured_here(paths, 32)
-    load_landing_files(paths.database, paths.raw)
-    ingested = _ingest(tmp_path, 31, paths)
-    report = load_landing_files(paths.database, paths.raw)
-    assert _stored_runs(paths) == [_document(32)["run_id"]]
-    assert report.superseded == [(ingested.source_key, KEY)] and report.loaded == []
-    assert (paths.raw / SUPERSEDED_DIR / ingested.landing_path.name).is_file()
+    older, newer = (KEY, ingested.source_key) if here < ingested_run else (ingested.source_key, KEY)
+    assert report.superseded == [(older, newer)]
+    retired = NAME if older == KEY else ingested.landing_path.name
+    assert (paths.raw / SUPERSEDED_DIR / retired).is_file() and not (paths.raw / retired).exists()
     assert _rebuilt(paths) == [_document(32)["run_id"]]
 
 
