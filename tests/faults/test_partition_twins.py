@@ -140,3 +140,25 @@ def test_an_earlier_run_is_not_pushed_over_the_shares_later_one(tmp_path, monkey
         _ingest(tmp_path, 31, paths)
     assert json.loads(shared.read_text())["run_id"] == _document(32)["run_id"]
     assert not paths.raw.exists() or not list(paths.raw.glob("*.json"))
+
+
+def test_the_benchmark_results_asset_says_which_run_replaced_which(tmp_path):
+    """The pipeline's load says it too: in its log and in the `superseded` metadata."""
+    import logging
+
+    import dagster as dg
+
+    from assets.resources import devicefit_resources
+    from assets.results import benchmark_results
+
+    paths = DataPaths(tmp_path)
+    ingested = _ingest(tmp_path, 31, paths)
+    load_landing_files(paths.database, paths.raw)
+    _measured_here(paths, 32)
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize([benchmark_results], resources=devicefit_resources(str(tmp_path)), instance=instance)
+    assert result.success
+    (event,) = result.get_asset_materialization_events()
+    assert event.materialization.metadata["superseded"].value == [{"source": ingested.source_key, "replaced_by": KEY}]
+    infos = [r.user_message for r in instance.all_logs(result.run_id) if r.level == logging.INFO]
+    assert any(m.startswith(f"{ingested.source_key}: replaced by {KEY}, a later run") for m in infos)
