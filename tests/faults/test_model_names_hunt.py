@@ -30,3 +30,58 @@ def test_serve_model_dir_under_a_path_with_a_colon_reaches_the_server_whole(tmp_
     read = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert read.returncode == 0, read.stderr[-2000:]
     assert json.loads(read.stdout.strip().splitlines()[-1]) == [str(directory.resolve())]
+
+
+def _local_row(path: str, parameters: int, run_id: str) -> dict:
+    from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
+
+    samples = [10.0, 10.1, 9.9] * 4
+    cfg = BenchmarkConfig("checkpoint-500", device="cpu", backend="torch", precision="fp32", batch_size=1)
+    return BenchmarkResult.for_config(
+        cfg, run_id, "2026-11-22T00:00:00+00:00", "ok", None, samples_ms=samples, p50_ms=10.0, mean_ms=10.0,
+        iterations=len(samples), throughput_samples_per_s=1000 * len(samples) / sum(samples), ci_rel_half_width=0.01,
+        ci_target=0.02, family="embedding", parameters=parameters, model_source="local", model_path=path,
+        input={"dims": {"seq_length": 128}}, environment={"hostname": "h"}).to_json()
+
+
+def test_two_local_models_of_one_name_are_never_stored_as_one(tmp_path):
+    """`runs/v1/checkpoint-500` and `runs/v2/checkpoint-500` (4.4M and 10.1M parameters) were
+    stored as one model 'checkpoint-500': their medians merged, and the models table kept the
+    last parameter count for both."""
+    import pytest
+
+    from devicefit import store
+    from devicefit.landing_schema import LandingFileError
+    from devicefit.results_io import results_document
+    from devicefit.store.model_identity import name_clash
+
+    def doc(*rows):
+        return {**results_document("r1", [], {}), "results": list(rows)}
+
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    store.replace_source(con, "ingest:v1", "ingest", doc(_local_row("/runs/v1/checkpoint-500", 4385920, "r1")))
+    with pytest.raises(LandingFileError, match="another model named 'checkpoint-500'"):
+        store.replace_source(con, "ingest:v2", "ingest", doc(_local_row("/runs/v2/checkpoint-500", 10119936, "r2")))
+    with pytest.raises(LandingFileError, match="two models are named 'checkpoint-500'"):
+        store.replace_source(con, "ingest:both", "ingest", doc(_local_row("/a/checkpoint-500", 1000, "r3"),
+                                                              _local_row("/b/checkpoint-500", 2000, "r4")))
+    # the same model again (another run, another machine's path) is welcome; nothing stored was lost
+    store.replace_source(con, "ingest:v1-again", "ingest", doc(_local_row("/elsewhere/checkpoint-500", 4385920, "r5")))
+    assert con.execute("SELECT count(*), count(DISTINCT parameters) FROM measurements").fetchone() == (2, 1)
+    con.close()
+    assert "another model named 'checkpoint-500'" in name_clash(tmp_path / "db.duckdb", "checkpoint-500", 10119936, None)
+    assert name_clash(tmp_path / "db.duckdb", "checkpoint-500", 4385920, None) is None
+
+
+def test_benchmark_refuses_two_directories_of_one_name_before_measuring(tmp_path, tiny_models):
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+
+    for run in ("v1", "v2"):
+        shutil.copytree(tiny_models["text" if run == "v1" else "image"], tmp_path / run / "checkpoint-500")
+    out = CliRunner().invoke(app, ["benchmark", "--model", f"{tmp_path / 'v1' / 'checkpoint-500'},{tmp_path / 'v2' / 'checkpoint-500'}",
+                                   "--batch-sizes", "1", "--timing", "quick"])
+    assert out.exit_code != 0 and "two models are named 'checkpoint-500'" in " ".join(out.output.split()), out.output
+    assert "configs on" not in out.output  # refused before any run started
