@@ -11,6 +11,7 @@ requirements.
 from __future__ import annotations
 
 import ast
+import hashlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -113,17 +114,50 @@ def generate_test(model: str, output_dir: str | Path = "generated_tests", device
         resource_requirements={k: v for k, v in requirements.items() if k != "basis"},
         requirements_basis="; ".join(f"{k}: {v}" for k, v in (requirements.get("basis") or {}).items()) or source,
         model_source=f"{spec.source} model {spec.name}", modality=modality)
+    model_ref = str(spec.path) if spec.source == "local" else spec.name
     content = _environment().get_template(template_file(template).name).render(
-        docstring=docstring, model_ref=str(spec.path) if spec.source == "local" else spec.name, family=family,
+        docstring=docstring, model_ref=model_ref, family=family,
         recommended_hardware=recommended, forced_device=device,
         batch_size=GENERATED_BATCH, timeout=float(timeout), clear_cache=clear_cache, debug=debug)
     _check_source(content, docstring, template)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"test_hf_{safe_file_stem(spec.name)}.py"
+    path = _test_path(out, spec.name, model_ref)
     path.write_text(content)
     log.debug("wrote %s from %s", path, template)
     return GeneratedTest(path, spec.name, family, template, recommended, under_test, source, validation)
+
+
+def _generated_for(path: Path) -> str | None:
+    """The MODEL a generated test file at `path` builds; None for a file that is not one."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["MODEL"]
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            return node.value.value
+    return None
+
+
+def _test_path(out: Path, name: str, model_ref: str) -> Path:
+    """`out/test_hf_<stem>.py`, unless that file holds something else: file names keep
+    [A-Za-z0-9_] only, so `my.model` and `my-model` (or two directories of one name) shared a
+    file and the second test silently replaced the first, as it did a user's own file of that
+    name. Then the stem gets 8 hex digits of the model's reference; a file there that is not
+    this model's test either is refused."""
+    stem = safe_file_stem(name)
+    plain = out / f"test_hf_{stem}.py"
+    if not plain.exists() or _generated_for(plain) == model_ref:
+        return plain
+    digest = hashlib.sha256(model_ref.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    suffixed = out / f"test_hf_{stem}_{digest}.py"
+    if not suffixed.exists() or _generated_for(suffixed) == model_ref:
+        log.info("%s holds another test; writing %s", plain, suffixed.name)
+        return suffixed
+    raise TestGenerationError(f"{plain} and {suffixed} already hold other files (not the generated test of {model_ref}); "
+                              "nothing written: give another --output-dir")
 
 
 def _environment():

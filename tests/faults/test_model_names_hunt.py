@@ -85,3 +85,31 @@ def test_benchmark_refuses_two_directories_of_one_name_before_measuring(tmp_path
                                    "--batch-sizes", "1", "--timing", "quick"])
     assert out.exit_code != 0 and "two models are named 'checkpoint-500'" in " ".join(out.output.split()), out.output
     assert "configs on" not in out.output  # refused before any run started
+
+
+def test_generated_tests_of_two_models_sharing_a_file_stem_never_replace_each_other(tmp_path, tiny_models):
+    """File names keep [A-Za-z0-9_] only: `my.model` and `my-model` both became
+    test_hf_my_model.py, and the second generation silently replaced the first model's test
+    (and a user's own file of that name)."""
+    import ast
+
+    from devicefit.testgen import generate_test
+
+    def _generated_for(path):
+        return next(n.value.value for n in ast.parse(path.read_text()).body
+                    if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == "MODEL")
+
+    a, b = tmp_path / "my.model", tmp_path / "my-model"
+    shutil.copytree(tiny_models["text"], a)
+    shutil.copytree(tiny_models["text"], b)
+    out = tmp_path / "generated"
+    first = generate_test(str(a), out, validate=False).path
+    second = generate_test(str(b), out, validate=False).path
+    assert first != second
+    assert _generated_for(first) == str(a.resolve()) and _generated_for(second) == str(b.resolve())
+    assert generate_test(str(a), out, validate=False).path == first  # regenerating keeps each model's file
+    assert generate_test(str(b), out, validate=False).path == second
+    own = out / "test_hf_bert_tiny.py"
+    own.write_text("# the user's own test\n")
+    assert generate_test("bert-tiny", out, validate=False).path != own
+    assert own.read_text() == "# the user's own test\n"
