@@ -114,7 +114,7 @@ def generate_test(model: str, output_dir: str | Path = "generated_tests", device
         resource_requirements={k: v for k, v in requirements.items() if k != "basis"},
         requirements_basis="; ".join(f"{k}: {v}" for k, v in (requirements.get("basis") or {}).items()) or source,
         model_source=f"{spec.source} model {spec.name}", modality=modality)
-    model_ref = str(spec.path) if spec.source == "local" else spec.name
+    model_ref = _model_ref(spec)
     content = _environment().get_template(template_file(template).name).render(
         docstring=docstring, model_ref=model_ref, family=family,
         recommended_hardware=recommended, forced_device=device,
@@ -126,6 +126,11 @@ def generate_test(model: str, output_dir: str | Path = "generated_tests", device
     path.write_text(content)
     log.debug("wrote %s from %s", path, template)
     return GeneratedTest(path, spec.name, family, template, recommended, under_test, source, validation)
+
+
+def _model_ref(spec) -> str:
+    """What a generated test resolves: a local model's directory (or config file), else its name."""
+    return str(spec.path) if spec.source == "local" else spec.name
 
 
 def _generated_for(path: Path) -> str | None:
@@ -212,7 +217,9 @@ def _validate(spec, family: str, device: str, pool) -> dict[str, Any]:
     from models.tensors import make_inputs
 
     torch_device = resolve_device(device)[0]
-    model = pool.get_model(family, spec.name, constructor=lambda: build_model(spec), hardware_preferences={"device": device})
+    # Keyed by the model's reference, not its name: two directories of one name (runs/v1/checkpoint-500,
+    # runs/v2/checkpoint-500) are two models, and the second was "validated" with the first's pooled build.
+    model = pool.get_model(family, _model_ref(spec), constructor=lambda: build_model(spec), hardware_preferences={"device": device})
     inputs = make_inputs(input_signature(spec, 1), torch_device)
     try:
         with torch.inference_mode():

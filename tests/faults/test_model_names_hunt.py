@@ -113,3 +113,29 @@ def test_generated_tests_of_two_models_sharing_a_file_stem_never_replace_each_ot
     own.write_text("# the user's own test\n")
     assert generate_test("bert-tiny", out, validate=False).path != own
     assert own.read_text() == "# the user's own test\n"
+
+
+def test_generate_tests_validates_each_directory_of_one_name_with_its_own_build(tmp_path, tiny_models):
+    """Validation pooled builds by (family, name, device): the second of two directories called
+    checkpoint-500 was run as the first's pooled model (a hit), so its check was the other model's."""
+    from devicefit.resource_pool import ResourcePool
+    from devicefit.testgen import generate_test
+
+    pool = ResourcePool()
+    import devicefit.resource_pool as rp
+
+    original = rp.get_global_resource_pool
+    rp.get_global_resource_pool = lambda: pool
+    try:
+        shutil.copytree(tiny_models["text"], tmp_path / "v1" / "checkpoint-500")
+        shutil.copytree(tiny_models["text"], tmp_path / "v2" / "checkpoint-500")
+        config = tmp_path / "v2" / "checkpoint-500" / "config.json"
+        config.write_text(json.dumps({**json.loads(config.read_text()), "vocab_size": 500}))
+        for weights in (tmp_path / "v2" / "checkpoint-500").glob("model*.safetensors*"):
+            weights.unlink()
+        shapes = [generate_test(str(tmp_path / v / "checkpoint-500"), tmp_path / "out", device="cpu").validation
+                  for v in ("v1", "v2")]
+    finally:
+        rp.get_global_resource_pool = original
+    assert pool.stats()["hits"] == 0 and pool.stats()["misses"] == 2
+    assert shapes[0]["first_output_shape"] != shapes[1]["first_output_shape"]
