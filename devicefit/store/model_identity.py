@@ -2,8 +2,9 @@
 local model directories called alike (`runs/v1/checkpoint-500` and `runs/v2/checkpoint-500`, as
 a trainer names its checkpoints) were stored as one model: their medians merged and the `models`
 row kept whichever parameter count came last. A local model's rows whose parameter count differs
-from what the store (or the same document) already holds under that name are refused, naming
-both; a catalog model's name is the catalog's, so only local models are checked."""
+from what the store (or the same document) already holds under that name, or that take a catalog
+model's name (a file from before local directories named like one were renamed), are refused,
+naming both. Catalog rows of one name are one model whatever their size (a catalog fix changes it)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -18,44 +19,65 @@ from devicefit.store.connection import Source, opened
 ADVICE = "the store keys a model's rows by name; register it under a name of its own with `devicefit models add DIR --name NAME`"
 
 
-def stored_sizes(con: duckdb.DuckDBPyConnection, names: Iterable[str], other_than: str | None = None) -> dict[str, dict[int, str | None]]:
-    """Name -> {parameter count: a model path stored with it} of the local models `names` name,
-    among the rows of every source but `other_than`."""
+Identity = tuple[str, int | None]  # (model_source, parameters): a catalog model is its name, whatever its size
+
+
+def _identity(source: str | None, parameters: int | None) -> Identity | None:
+    if source == "local":
+        return None if parameters is None else ("local", int(parameters))
+    return ("catalog", None) if source == "catalog" else None
+
+
+def stored_identities(con: duckdb.DuckDBPyConnection, names: Iterable[str], other_than: str | None = None) -> dict[str, dict[Identity, str | None]]:
+    """Name -> {identity: a model path stored with it} of the models `names` name, among the rows
+    of every source but `other_than`."""
     names = sorted(set(names))
     if not names:
         return {}
-    rows = con.execute("SELECT model, parameters, any_value(model_path) FROM measurements WHERE model_source = 'local' "
-                       "AND parameters IS NOT NULL AND source_key IS DISTINCT FROM ? AND model IN (SELECT unnest(?)) "
-                       "GROUP BY model, parameters", [other_than, names]).fetchall()
-    sizes: dict[str, dict[int, str | None]] = {}
-    for name, parameters, path in rows:
-        sizes.setdefault(name, {})[int(parameters)] = path
-    return sizes
+    rows = con.execute("SELECT model, model_source, parameters, any_value(model_path) FROM measurements "
+                       "WHERE source_key IS DISTINCT FROM ? AND model IN (SELECT unnest(?)) "
+                       "GROUP BY model, model_source, parameters", [other_than, names]).fetchall()
+    found: dict[str, dict[Identity, str | None]] = {}
+    for name, source, parameters, path in rows:
+        identity = _identity(source, parameters)
+        if identity is not None:
+            found.setdefault(name, {})[identity] = path
+    return found
 
 
-def _where(path: str | None) -> str:
-    return f" ({path})" if path else ""
+def _describe(identity: Identity, path: str | None) -> str:
+    if identity[0] == "catalog":
+        return "the catalog model"
+    return f"a local model of {identity[1]} parameters" + (f" ({path})" if path else "")
+
+
+def _other(mine: Identity, stored: dict[Identity, str | None]) -> tuple[Identity, str | None] | None:
+    """A stored identity that is another model than `mine` (catalog rows of any size are one model)."""
+    return next(((i, p) for i, p in stored.items() if i != mine and "local" in (i[0], mine[0])), None)
 
 
 def check_one_model_per_name(con: duckdb.DuckDBPyConnection, source_key: str, results: list[BenchmarkResult]) -> None:
-    """LandingFileError when `results` hold two local models of one name, or a local model under
-    a name the store's other sources hold for a model of another parameter count."""
-    mine: dict[str, dict[int, str | None]] = {}
+    """LandingFileError when `results` hold two models of one name (a local one among them), or a
+    model under a name the store's other sources hold for another (a local model of another
+    parameter count, or a local model where the catalog's is stored, or the reverse)."""
+    mine: dict[str, dict[Identity, str | None]] = {}
     for r in results:
-        if r.model_source == "local" and r.parameters is not None:
-            mine.setdefault(r.model, {}).setdefault(int(r.parameters), r.model_path)
-    for name, sizes in mine.items():
-        if len(sizes) > 1:
-            (a, pa), (b, pb) = list(sizes.items())[:2]
-            raise LandingFileError(f"rows for {source_key}: two models are named '{name}', of {a} parameters{_where(pa)} and "
-                                   f"{b}{_where(pb)}; {ADVICE}")
-    stored = stored_sizes(con, mine, other_than=source_key)
-    for name, sizes in mine.items():
-        (count, path), = sizes.items()
-        other = next(((n, p) for n, p in stored.get(name, {}).items() if n != count), None)
-        if other is not None:
-            raise LandingFileError(f"rows for {source_key}: the store holds another model named '{name}' ({other[0]} parameters"
-                                   f"{_where(other[1])}) than this one ({count}{_where(path)}); {ADVICE}")
+        identity = _identity(r.model_source, r.parameters)
+        if identity is not None:
+            mine.setdefault(r.model, {}).setdefault(identity, r.model_path)
+    for name, identities in mine.items():
+        for identity, path in identities.items():
+            other = _other(identity, identities)
+            if other is not None:
+                raise LandingFileError(f"rows for {source_key}: two models are named '{name}', {_describe(identity, path)} and "
+                                       f"{_describe(*other)}; {ADVICE}")
+    stored = stored_identities(con, mine, other_than=source_key)
+    for name, identities in mine.items():
+        for identity, path in identities.items():
+            other = _other(identity, stored.get(name, {}))
+            if other is not None:
+                raise LandingFileError(f"rows for {source_key}: the store holds another model named '{name}' "
+                                       f"({_describe(*other)}) than this one ({_describe(identity, path)}); {ADVICE}")
 
 
 def name_clash(source: Source, name: str, parameters: int, path: Path | None) -> str | None:
@@ -66,9 +88,9 @@ def name_clash(source: Source, name: str, parameters: int, path: Path | None) ->
     with opened(source, read_only=True) as con:
         if not con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'measurements'").fetchone()[0]:
             return None
-        stored = stored_sizes(con, [name]).get(name, {})
-    other = next(((n, p) for n, p in stored.items() if n != parameters), None)
+        stored = stored_identities(con, [name]).get(name, {})
+    other = _other(("local", int(parameters)), stored)
     if other is None:
         return None
-    return (f"{source} holds another model named '{name}' ({other[0]} parameters{_where(other[1])}) than "
-            f"{path or name} ({parameters}); {ADVICE}")
+    return (f"{source} holds another model named '{name}' ({_describe(*other)}) than {path or name} ({parameters} "
+            f"parameters); {ADVICE}")

@@ -32,15 +32,15 @@ def test_serve_model_dir_under_a_path_with_a_colon_reaches_the_server_whole(tmp_
     assert json.loads(read.stdout.strip().splitlines()[-1]) == [str(directory.resolve())]
 
 
-def _local_row(path: str, parameters: int, run_id: str) -> dict:
+def _local_row(path: str | None, parameters: int, run_id: str, model: str = "checkpoint-500", source: str = "local") -> dict:
     from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 
     samples = [10.0, 10.1, 9.9] * 4
-    cfg = BenchmarkConfig("checkpoint-500", device="cpu", backend="torch", precision="fp32", batch_size=1)
+    cfg = BenchmarkConfig(model, device="cpu", backend="torch", precision="fp32", batch_size=1)
     return BenchmarkResult.for_config(
         cfg, run_id, "2026-11-22T00:00:00+00:00", "ok", None, samples_ms=samples, p50_ms=10.0, mean_ms=10.0,
         iterations=len(samples), throughput_samples_per_s=1000 * len(samples) / sum(samples), ci_rel_half_width=0.01,
-        ci_target=0.02, family="embedding", parameters=parameters, model_source="local", model_path=path,
+        ci_target=0.02, family="embedding", parameters=parameters, model_source=source, model_path=path,
         input={"dims": {"seq_length": 128}}, environment={"hostname": "h"}).to_json()
 
 
@@ -69,6 +69,13 @@ def test_two_local_models_of_one_name_are_never_stored_as_one(tmp_path):
     # the same model again (another run, another machine's path) is welcome; nothing stored was lost
     store.replace_source(con, "ingest:v1-again", "ingest", doc(_local_row("/elsewhere/checkpoint-500", 4385920, "r5")))
     assert con.execute("SELECT count(*), count(DISTINCT parameters) FROM measurements").fetchone() == (2, 1)
+    # a local model under a catalog model's name (a file from before such directories were renamed), and the reverse
+    store.replace_source(con, "ingest:catalog", "ingest", doc(_local_row(None, 4385920, "r6", "bert-tiny", "catalog")))
+    with pytest.raises(LandingFileError, match="another model named 'bert-tiny' \\(the catalog model\\)"):
+        store.replace_source(con, "ingest:fake", "ingest", doc(_local_row("/x/bert-tiny", 4385920, "r7", "bert-tiny")))
+    with pytest.raises(LandingFileError, match="another model named 'checkpoint-500'"):
+        store.replace_source(con, "ingest:cat", "ingest", doc(_local_row(None, 4385920, "r8", "checkpoint-500", "catalog")))
+    store.replace_source(con, "ingest:catalog-again", "ingest", doc(_local_row(None, 4386000, "r9", "bert-tiny", "catalog")))
     con.close()
     assert "another model named 'checkpoint-500'" in name_clash(tmp_path / "db.duckdb", "checkpoint-500", 10119936, None)
     assert name_clash(tmp_path / "db.duckdb", "checkpoint-500", 4385920, None) is None
