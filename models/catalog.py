@@ -184,7 +184,7 @@ def _architecture_for_local(config: dict[str, Any], directory: Path) -> str:
         except (ValueError, KeyError) as exc:
             raise InvalidModelError(directory, f"config.json model_type {model_type!r} is not one transformers "
                                                f"{transformers.__version__} knows") from exc
-        model_cls = AutoModel._model_mapping.get(cfg_cls)  # noqa: SLF001 - public mapping object
+        model_cls = AutoModel._model_mapping.get(cfg_cls, None)  # noqa: SLF001 - public mapping object; its get() needs the default
     if model_cls is not None:
         return model_cls.__name__
     raise InvalidModelError(directory, f"config.json names no architecture transformers {transformers.__version__} "

@@ -146,3 +146,20 @@ def test_generate_tests_validates_each_directory_of_one_name_with_its_own_build(
         rp.get_global_resource_pool = original
     assert pool.stats()["hits"] == 0 and pool.stats()["misses"] == 2
     assert shapes[0]["first_output_shape"] != shapes[1]["first_output_shape"]
+
+
+def test_a_config_without_architectures_takes_its_model_types_base_class(tmp_path, tiny_models):
+    """README: without `architectures`, the base model class for `model_type`. Every command
+    (models add, predict, classify, benchmark) crashed instead with transformers 5's
+    `TypeError: _LazyAutoMapping.get() missing 1 required positional argument: 'default'`."""
+    from models.catalog import load_local_model
+
+    directory = tmp_path / "no-architectures"
+    shutil.copytree(tiny_models["text"], directory)
+    config = json.loads((directory / "config.json").read_text())
+    config.pop("architectures", None)
+    (directory / "config.json").write_text(json.dumps(config))
+    assert load_local_model(directory).architecture == "BertModel"
+    config["architectures"] = []
+    (directory / "config.json").write_text(json.dumps(config))
+    assert load_local_model(directory).architecture == "BertModel"
