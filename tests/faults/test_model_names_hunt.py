@@ -163,3 +163,22 @@ def test_a_config_without_architectures_takes_its_model_types_base_class(tmp_pat
     config["architectures"] = []
     (directory / "config.json").write_text(json.dumps(config))
     assert load_local_model(directory).architecture == "BertModel"
+
+
+def test_a_config_with_no_token_positions_is_refused_by_name(tmp_path, tiny_models):
+    """`max_position_embeddings: 0` passed `models add` (the limits only cap sizes), then every
+    trace died inside torch: predict's traceback was 'The expanded size of the tensor (128)
+    must match the existing size (0)'."""
+    import pytest
+
+    from models.catalog import InvalidModelError, load_local_model
+
+    directory = tmp_path / "no-positions"
+    shutil.copytree(tiny_models["text"], directory)
+    config = json.loads((directory / "config.json").read_text())
+    for value in (0, 1) if config.get("model_type") == "roberta" else (0,):
+        (directory / "config.json").write_text(json.dumps({**config, "max_position_embeddings": value}))
+        with pytest.raises(InvalidModelError, match="max_position_embeddings = 0 leaves the model no token positions"):
+            load_local_model(directory)
+    (directory / "config.json").write_text(json.dumps(config))
+    assert load_local_model(directory).name == "no-positions"
