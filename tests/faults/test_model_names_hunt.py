@@ -182,3 +182,29 @@ def test_a_config_with_no_token_positions_is_refused_by_name(tmp_path, tiny_mode
             load_local_model(directory)
     (directory / "config.json").write_text(json.dumps(config))
     assert load_local_model(directory).name == "no-positions"
+
+
+def test_a_config_that_builds_but_cannot_run_its_own_inputs_is_an_invalid_model(tmp_path):
+    """An image smaller than the first kernel (efficientnet at image_size 7), 0 input channels:
+    within the limits and buildable, so predict, analyze and select died with torch's
+    'Calculated padded input size per channel ... Kernel size can't be greater' traceback and
+    the API answered 500. Now an InvalidModelError (422) naming the directory."""
+    import pytest
+
+    from devicefit.predict.features import model_point
+    from models.analysis import forward_flops
+    from models.catalog import InvalidModelError, load_catalog
+    from models.inputs import input_signature
+    from models.resolve import resolve_model
+
+    catalog = load_catalog()
+    for name, key, value in (("efficientnet-b0", "image_size", 7), ("resnet-18", "num_channels", 0)):
+        directory = tmp_path / f"{name}-{key}"
+        directory.mkdir()
+        (directory / "config.json").write_text(json.dumps({**catalog[name].config, key: value,
+                                                           "architectures": [catalog[name].architecture]}))
+        spec = resolve_model(str(directory))
+        with pytest.raises(InvalidModelError, match="transformers cannot run .* on the inputs this config describes"):
+            model_point(spec)
+        with pytest.raises(InvalidModelError, match="cannot run"):
+            forward_flops(spec, input_signature(spec, 1))
