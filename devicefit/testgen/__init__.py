@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import logging
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -123,7 +124,9 @@ def generate_test(model: str, output_dir: str | Path = "generated_tests", device
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = _test_path(out, spec.name, model_ref)
-    path.write_text(content)
+    # O_NOFOLLOW: a link put there after the check is refused (ELOOP), not written through.
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666), "w", encoding="utf-8") as handle:
+        handle.write(content)
     log.debug("wrote %s from %s", path, template)
     return GeneratedTest(path, spec.name, family, template, recommended, under_test, source, validation)
 
@@ -150,15 +153,18 @@ def _test_path(out: Path, name: str, model_ref: str) -> Path:
     """`out/test_hf_<stem>.py`, unless that file holds something else: file names keep
     [A-Za-z0-9_] only, so `my.model` and `my-model` (or two directories of one name) shared a
     file and the second test silently replaced the first, as it did a user's own file of that
-    name. Then the stem gets 8 hex digits of the model's reference; a file there that is not
+    name or the target of a symbolic link of that name. Then the stem gets 8 hex digits of the model's reference; a file there that is not
     this model's test either is refused."""
+    def free(path: Path) -> bool:  # a symbolic link is never written through (a dangling one created its target)
+        return not path.is_symlink() and (not path.exists() or _generated_for(path) == model_ref)
+
     stem = safe_file_stem(name)
     plain = out / f"test_hf_{stem}.py"
-    if not plain.exists() or _generated_for(plain) == model_ref:
+    if free(plain):
         return plain
     digest = hashlib.sha256(model_ref.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     suffixed = out / f"test_hf_{stem}_{digest}.py"
-    if not suffixed.exists() or _generated_for(suffixed) == model_ref:
+    if free(suffixed):
         log.info("%s holds another test; writing %s", plain, suffixed.name)
         return suffixed
     raise TestGenerationError(f"{plain} and {suffixed} already hold other files (not the generated test of {model_ref}); "

@@ -208,3 +208,19 @@ def test_a_config_that_builds_but_cannot_run_its_own_inputs_is_an_invalid_model(
             model_point(spec)
         with pytest.raises(InvalidModelError, match="cannot run"):
             forward_flops(spec, input_signature(spec, 1))
+
+
+def test_generate_tests_never_writes_through_a_symbolic_link(tmp_path):
+    """A (dangling) link named test_hf_bert_tiny.py in the output directory had its target,
+    wherever it pointed, created and filled with the generated test (export-templates refuses
+    links; generate-tests wrote through them)."""
+    from devicefit.testgen import generate_test
+
+    out = tmp_path / "generated"
+    out.mkdir()
+    target = tmp_path / "elsewhere" / "planted.py"
+    target.parent.mkdir()
+    (out / "test_hf_bert_tiny.py").symlink_to(target)
+    path = generate_test("bert-tiny", out, validate=False).path
+    assert not target.exists()
+    assert path.parent == out and not path.is_symlink() and "bert-tiny" in path.read_text()
