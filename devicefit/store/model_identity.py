@@ -52,14 +52,16 @@ def _describe(identity: Identity, path: str | None) -> str:
 
 
 def _other(mine: Identity, stored: dict[Identity, str | None]) -> tuple[Identity, str | None] | None:
-    """A stored identity that is another model than `mine` (catalog rows of any size are one model)."""
-    return next(((i, p) for i, p in stored.items() if i != mine and "local" in (i[0], mine[0])), None)
+    """For a local model, an identity in `stored` that is another model. A catalog model owns its
+    name: its rows are never refused (catalog rows of any size are one model), so stale local
+    rows under a catalog name never block the catalog's own measurements."""
+    return next(((i, p) for i, p in stored.items() if i != mine), None) if mine[0] == "local" else None
 
 
 def check_one_model_per_name(con: duckdb.DuckDBPyConnection, source_key: str, results: list[BenchmarkResult]) -> None:
-    """LandingFileError when `results` hold two models of one name (a local one among them), or a
-    model under a name the store's other sources hold for another (a local model of another
-    parameter count, or a local model where the catalog's is stored, or the reverse)."""
+    """LandingFileError when `results` hold a local model and another model of its name, or a
+    local model under a name the store's other sources hold for another (a local model of
+    another parameter count, or the catalog model)."""
     mine: dict[str, dict[Identity, str | None]] = {}
     for r in results:
         identity = _identity(r.model_source, r.parameters)

@@ -73,8 +73,9 @@ def test_two_local_models_of_one_name_are_never_stored_as_one(tmp_path):
     store.replace_source(con, "ingest:catalog", "ingest", doc(_local_row(None, 4385920, "r6", "bert-tiny", "catalog")))
     with pytest.raises(LandingFileError, match="another model named 'bert-tiny' \\(the catalog model\\)"):
         store.replace_source(con, "ingest:fake", "ingest", doc(_local_row("/x/bert-tiny", 4385920, "r7", "bert-tiny")))
-    with pytest.raises(LandingFileError, match="another model named 'checkpoint-500'"):
-        store.replace_source(con, "ingest:cat", "ingest", doc(_local_row(None, 4385920, "r8", "checkpoint-500", "catalog")))
+    # a catalog model owns its name: its rows are never refused for local rows stored under it
+    store.replace_source(con, "ingest:old", "ingest", doc(_local_row("/x/orphan", 1000, "r10", "orphan")))
+    store.replace_source(con, "ingest:cat", "ingest", doc(_local_row(None, 4385920, "r8", "orphan", "catalog")))
     store.replace_source(con, "ingest:catalog-again", "ingest", doc(_local_row(None, 4386000, "r9", "bert-tiny", "catalog")))
     con.close()
     assert "another model named 'checkpoint-500'" in name_clash(tmp_path / "db.duckdb", "checkpoint-500", 10119936, None)
