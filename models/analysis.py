@@ -12,7 +12,7 @@ from typing import Any
 from models.catalog import ModelSpec
 from models.derived_cache import disk_cached, integer
 from models.inputs import InputSignature, input_signature
-from models.loading import meta_model
+from models.loading import local_forward, meta_model
 
 PRECISION_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 # Backward costs about twice the forward pass (Kaplan et al. 2020, sec. 2.1).
@@ -226,7 +226,7 @@ def _count_flops(spec: ModelSpec, signature: InputSignature) -> FlopCount:
         dtype = torch.float32 if t.kind == "float" else torch.long
         inputs[name] = torch.zeros(t.shape, dtype=dtype, device="meta")
     counter = FlopCounterMode(display=False)
-    with counter, torch.no_grad():
+    with local_forward(spec), counter, torch.no_grad():
         model(**inputs)
     # Counts are per module path; a leaf linear layer's count holds only its own matmul.
     root = type(model).__name__

@@ -13,7 +13,7 @@ from models.class_facts import IDENTIFIER as _IDENTIFIER
 from models.class_facts import TRANSFORMERS_LOCK as _TRANSFORMERS_LOCK
 from models.class_facts import class_facts
 from models.errors import DevicefitError
-from models.limits import MAX_CONFIG_BYTES, ConfigLimitError, check_config_limits
+from models.limits import MAX_CONFIG_BYTES, ConfigLimitError, check_config_limits, position_problem
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
 FAMILIES = ("embedding", "text_generation", "vision", "audio", "multimodal")
@@ -184,7 +184,7 @@ def _architecture_for_local(config: dict[str, Any], directory: Path) -> str:
         except (ValueError, KeyError) as exc:
             raise InvalidModelError(directory, f"config.json model_type {model_type!r} is not one transformers "
                                                f"{transformers.__version__} knows") from exc
-        model_cls = AutoModel._model_mapping.get(cfg_cls)  # noqa: SLF001 - public mapping object
+        model_cls = AutoModel._model_mapping.get(cfg_cls, None)  # noqa: SLF001 - public mapping object; its get() needs the default
     if model_cls is not None:
         return model_cls.__name__
     raise InvalidModelError(directory, f"config.json names no architecture transformers {transformers.__version__} "
@@ -267,6 +267,9 @@ def _local_spec(directory: Path, filename: str) -> ModelSpec:
     except Exception as exc:  # noqa: BLE001 - any failure of transformers on this user input is the input's fault
         raise InvalidModelError(where, f"{filename} is not a valid {config['model_type']} config: "
                                        f"{type(exc).__name__}: {exc}"[:400]) from exc
+    problem = position_problem(config)
+    if problem is not None:
+        raise InvalidModelError(where, f"{filename}: {problem}")
     return spec
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from models.bounded_cache import BoundedCache
 from models.catalog import ModelSpec
 from models.class_facts import class_facts
+from models.limits import text_position_limit as _text_limit
 
 DEFAULT_SEQ_LENGTH = 128
 DEFAULT_IMAGE_SIZE = 224
@@ -68,16 +69,9 @@ def _main_input(spec: ModelSpec) -> str:
     return facts.main_input_name or "input_ids"
 
 
-def _text_limit(cfg: dict[str, Any]) -> int | None:
-    for key in ("max_position_embeddings", "n_positions"):
-        if isinstance(cfg.get(key), int):
-            # RoBERTa-style position ids start after the padding index.
-            offset = (cfg.get("pad_token_id") or 0) + 1 if cfg.get("model_type") in ("roberta", "xlm-roberta", "camembert") else 0
-            return cfg[key] - offset
-    return None
-
-
 def _seq_length(requested: int | None, limit: int | None, what: str) -> int:
+    if limit is not None and limit < 1:
+        raise ValueError(f"{what} accepts no tokens (its position limit is {limit})")
     if requested is None:
         return min(DEFAULT_SEQ_LENGTH, limit) if limit else DEFAULT_SEQ_LENGTH
     if requested < 1:

@@ -106,3 +106,26 @@ def check_config_limits(config: dict[str, Any], model: str) -> None:
                     walk(value, f"{path}[{i}]", depth + 1)
 
     walk(config, "", 0)
+
+
+def text_position_limit(cfg: dict[str, Any]) -> int | None:
+    """How many tokens a text config's positions hold (None: it does not say)."""
+    for key in ("max_position_embeddings", "n_positions"):
+        if isinstance(cfg.get(key), int):
+            # RoBERTa-style position ids start after the padding index.
+            offset = (cfg.get("pad_token_id") or 0) + 1 if cfg.get("model_type") in ("roberta", "xlm-roberta", "camembert") else 0
+            return cfg[key] - offset
+    return None
+
+
+def position_problem(config: dict[str, Any]) -> str | None:
+    """Why a text model of this config takes no tokens at all (a position limit below 1:
+    `max_position_embeddings: 0`, or RoBERTa's 2 with padding index 1), or None. Such a config
+    builds, then every trace failed inside torch ("The expanded size of the tensor (128) must
+    match the existing size (0)") as a traceback of predict, analyze and the API."""
+    for where, cfg in (("", config), ("text_config.", config.get("text_config"))):
+        limit = text_position_limit(cfg) if isinstance(cfg, dict) else None
+        if limit is not None and limit < 1:
+            key = next(k for k in ("max_position_embeddings", "n_positions") if isinstance(cfg.get(k), int))
+            return f"config {where}{key} = {cfg[key]} leaves the model no token positions ({limit})"
+    return None

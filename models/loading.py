@@ -1,13 +1,16 @@
 """Building models offline: random weights from a config, or real weights from a local dir."""
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from models.bounded_cache import BoundedCache
 from models.catalog import WEIGHT_FILES, InvalidModelError, ModelSpec
+from models.errors import DevicefitError
 from models.inputs import model_class
 
 if TYPE_CHECKING:
@@ -39,6 +42,24 @@ def unbuildable(spec: ModelSpec, exc: Exception) -> InvalidModelError:
     accepted them, the model's constructor did not."""
     return InvalidModelError(spec.path or Path(spec.name), f"transformers cannot build {spec.architecture} from this config: "
                                                            f"{type(exc).__name__}: {exc}"[:400])
+
+
+@contextlib.contextmanager
+def local_forward(spec: ModelSpec) -> Iterator[None]:
+    """Around a meta-device forward pass: a local config that builds but cannot run on the
+    inputs it describes (0 input channels, an image smaller than its patch, d_kv 0) raised
+    torch's own error ("Calculated padded input size per channel: (7 x 7). Kernel size: (32 x
+    32)...") as a traceback of predict, analyze and a 500 of the API; it is the config's fault,
+    said as an InvalidModelError naming the directory. A catalog model's failure stays a bug."""
+    try:
+        yield
+    except DevicefitError:
+        raise
+    except Exception as exc:
+        if spec.source != "local":
+            raise
+        raise InvalidModelError(spec.path or Path(spec.name), f"transformers cannot run {spec.architecture} on the inputs this "
+                                                           f"config describes: {type(exc).__name__}: {exc}"[:400]) from exc
 
 
 EXPECTED_LOAD = "devicefit_expected_load"

@@ -118,7 +118,7 @@ def _run_trace(spec: ModelSpec, signature: InputSignature, training: bool, extra
     `extra`: further keyword arguments of the forward (generation's prefill: logits_to_keep)."""
     import torch
 
-    from models.loading import meta_model
+    from models.loading import local_forward, meta_model
 
     model = meta_model(spec)
     model.train(training)
@@ -127,7 +127,7 @@ def _run_trace(spec: ModelSpec, signature: InputSignature, training: bool, extra
               for name, t in signature.inputs.items() if t.kind != "mask"}
     weights = {storage_key(p) for p in model.parameters()} | {storage_key(b) for b in model.buffers()}
     tracer = tracer_class()(weights)
-    with fused_attention_mode(), tracer, torch.set_grad_enabled(training):
+    with local_forward(spec), fused_attention_mode(), tracer, torch.set_grad_enabled(training):
         out = model(**inputs, **(extra or {}))
     del out
     return Trace([list(r) for r in tracer.rows], float(tracer.peak))
@@ -273,7 +273,7 @@ def decode_step_ops(spec: ModelSpec) -> int:
     import torch
 
     from models.inputs import model_class
-    from models.loading import meta_model
+    from models.loading import local_forward, meta_model
 
     def compute() -> int:
         model = meta_model(spec)
@@ -285,14 +285,14 @@ def decode_step_ops(spec: ModelSpec) -> int:
                   torch.zeros(t.shape, dtype=torch.float32 if t.kind == "float" else torch.long, device="meta")
                   for name, t in signature.inputs.items() if t.kind != "mask"}
         cache_name = "past_key_values" if "past_key_values" in inspect.signature(model_class(spec).forward).parameters else "cache"
-        with fused_attention_mode(), torch.no_grad():
+        with local_forward(spec), fused_attention_mode(), torch.no_grad():
             prefill = model(**inputs, use_cache=True)
         if "decoder_input_ids" in inputs:
             step = {"decoder_input_ids": token, "encoder_outputs": (prefill.encoder_last_hidden_state,)}
         else:
             step = {"input_ids": token}
         tracer = tracer_class()({storage_key(p) for p in model.parameters()} | {storage_key(b) for b in model.buffers()})
-        with fused_attention_mode(), tracer, torch.no_grad():
+        with local_forward(spec), fused_attention_mode(), tracer, torch.no_grad():
             model(**step, **{cache_name: prefill.past_key_values}, use_cache=True)
         return sum(1 for row in tracer.rows if row[0] != VIEW)
 

@@ -79,3 +79,15 @@ def own_name(spec: ModelSpec) -> ModelSpec:
         return spec
     digest = hashlib.sha256(json.dumps(spec.config, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return dataclasses.replace(spec, name=f"{spec.name}-local-{digest}")
+
+
+def shared_name(specs: list[ModelSpec]) -> str | None:
+    """Why `specs` (one command's models) cannot be measured together: two local models (other
+    directories or config files) under one name, which the store would key as one model; or None."""
+    seen: dict[str, ModelSpec] = {}
+    for spec in specs:
+        other = seen.setdefault(spec.name.lower(), spec)
+        if other is not spec and (other.source, other.path) != (spec.source, spec.path):
+            return (f"two models are named '{spec.name}': {other.path or other.name} and {spec.path or spec.name}; the store keys a "
+                    "model's rows by name: register one under another name with `devicefit models add DIR --name NAME`")
+    return None

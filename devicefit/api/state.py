@@ -3,7 +3,9 @@
 warmed at start-up so no request imports or traces anything the first time."""
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -42,6 +44,29 @@ class Settings:
         if self.benchmark_dir:
             return DataPaths(self.benchmark_dir.resolve())
         return DataPaths.of_database(self.database) if self.database else DataPaths.default()
+
+
+def encode_model_dirs(directories: list[Path] | tuple[Path, ...]) -> str:
+    """DEVICEFIT_MODEL_DIRS's value for `directories`: a JSON list of strings. Joined with
+    os.pathsep, a directory under a path holding ':' (`/data/run:2/bert`) came back as two paths,
+    so the server that `devicefit serve` had just checked refused to start (or served another
+    directory, where the first half named one)."""
+    return json.dumps([str(d) for d in directories])
+
+
+def decode_model_dirs(text: str) -> tuple[Path, ...]:
+    """The directories encode_model_dirs wrote; text that is not a JSON list (an ASGI server
+    started by hand with DEVICEFIT_MODEL_DIRS set the older way) is split on os.pathsep."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"DEVICEFIT_MODEL_DIRS is not a JSON list of directories: {exc}") from None
+        if not isinstance(items, list) or not all(isinstance(d, str) for d in items):
+            raise ValueError("DEVICEFIT_MODEL_DIRS must be a JSON list of directory strings")
+        return tuple(Path(d) for d in items if d)
+    return tuple(Path(d) for d in text.split(os.pathsep) if d)
 
 
 @dataclass

@@ -139,6 +139,27 @@ def _store_rows(document: dict, database: Path) -> None:
     err.print(f"stored {report.rows_loaded} rows in {database}")
 
 
+def _check_names(specs: list, database: Optional[Path]) -> None:
+    """Refuse, before anything is measured, models the store would take for one (two local
+    directories of one name, here or in --database's store)."""
+    from devicefit import store
+    from devicefit.store.model_identity import name_clash
+    from models.analysis import parameter_count
+    from models.resolve import shared_name
+
+    problem = shared_name(specs)
+    for spec in specs if database and problem is None else ():
+        if spec.source == "local":
+            try:
+                problem = name_clash(database, spec.name, parameter_count(spec), spec.path)
+            except store.StoreError:
+                break  # another process's lock, say: the load checks again and names it
+            if problem:
+                break
+    if problem:
+        fail(problem)
+
+
 def _check_destination(path: Optional[Path], option: str) -> None:
     """Refuse, before anything is measured, a file the sweep could not write at its end (the
     rows of a long run would be lost): a directory, or a path under a file or an unwritable directory."""
@@ -282,6 +303,7 @@ def benchmark(
     for name, spec in zip(model_names, specs):
         unique.setdefault((spec.source, spec.name, str(spec.path)), (name, spec))
     model_names, specs = [n for n, _ in unique.values()], [s for _, s in unique.values()]
+    _check_names(specs, database)
     if model_family:
         from models.classifier import classify_spec
 

@@ -64,7 +64,9 @@ def serve(
     os.environ["DEBUG"] = "1" if debug else "0"
     os.environ["API_CACHE_SIZE"] = str(cache_size)
     _check_served_models(root, model_dir or [])
-    os.environ["DEVICEFIT_MODEL_DIRS"] = os.pathsep.join(str(Path(d).resolve()) for d in model_dir or [])
+    from devicefit.api.state import encode_model_dirs
+
+    os.environ["DEVICEFIT_MODEL_DIRS"] = encode_model_dirs([Path(d).resolve() for d in model_dir or []])
     os.environ["DEVICEFIT_WARM_UP"] = "1" if warm_up else "0"
     import copy
 

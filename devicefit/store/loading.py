@@ -17,6 +17,7 @@ from benchmark_runners.records import BenchmarkResult
 from devicefit.landing_schema import LandingFileError, parse_timestamp, validated_rows
 from devicefit.store.connection import DATA_ERRORS, _now, _rollback, _write_failure, database_file
 from devicefit.store.devices import document_probes, future_stamped, kept_probe, register_measured, row_device_id
+from devicefit.store.model_identity import check_one_model_per_name
 from devicefit.store.schema import _LEGACY_REASON_CODES, HISTORY_COLUMNS, JSON_FIELDS, MEASUREMENT_COLUMNS
 
 
@@ -199,6 +200,7 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
             # Rows this source held may have been skipped in others as duplicates: those sources
             # offer them again at the next load, so a row leaves the store only with its last source.
             con.execute("UPDATE sources SET sha256 = NULL WHERE duplicate_rows > 0")
+        check_one_model_per_name(con, source_key, results)
         held = _held_elsewhere(con, source_key, results)
         differing = _differing(con, results, held)
         kept = [r for r in results if (r.run_id, r.config_key) not in held]

@@ -11,7 +11,9 @@ requirements.
 from __future__ import annotations
 
 import ast
+import hashlib
 import logging
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -113,17 +115,60 @@ def generate_test(model: str, output_dir: str | Path = "generated_tests", device
         resource_requirements={k: v for k, v in requirements.items() if k != "basis"},
         requirements_basis="; ".join(f"{k}: {v}" for k, v in (requirements.get("basis") or {}).items()) or source,
         model_source=f"{spec.source} model {spec.name}", modality=modality)
+    model_ref = _model_ref(spec)
     content = _environment().get_template(template_file(template).name).render(
-        docstring=docstring, model_ref=str(spec.path) if spec.source == "local" else spec.name, family=family,
+        docstring=docstring, model_ref=model_ref, family=family,
         recommended_hardware=recommended, forced_device=device,
         batch_size=GENERATED_BATCH, timeout=float(timeout), clear_cache=clear_cache, debug=debug)
     _check_source(content, docstring, template)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"test_hf_{safe_file_stem(spec.name)}.py"
-    path.write_text(content)
+    path = _test_path(out, spec.name, model_ref)
+    # O_NOFOLLOW: a link put there after the check is refused (ELOOP), not written through.
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666), "w", encoding="utf-8") as handle:
+        handle.write(content)
     log.debug("wrote %s from %s", path, template)
     return GeneratedTest(path, spec.name, family, template, recommended, under_test, source, validation)
+
+
+def _model_ref(spec) -> str:
+    """What a generated test resolves: a local model's directory (or config file), else its name."""
+    return str(spec.path) if spec.source == "local" else spec.name
+
+
+def _generated_for(path: Path) -> str | None:
+    """The MODEL a generated test file at `path` builds; None for a file that is not one."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["MODEL"]
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            return node.value.value
+    return None
+
+
+def _test_path(out: Path, name: str, model_ref: str) -> Path:
+    """`out/test_hf_<stem>.py`, unless that file holds something else: file names keep
+    [A-Za-z0-9_] only, so `my.model` and `my-model` (or two directories of one name) shared a
+    file and the second test silently replaced the first, as it did a user's own file of that
+    name or the target of a symbolic link of that name. Then the stem gets 8 hex digits of the model's reference; a file there that is not
+    this model's test either is refused."""
+    def free(path: Path) -> bool:  # a symbolic link is never written through (a dangling one created its target)
+        return not path.is_symlink() and (not path.exists() or _generated_for(path) == model_ref)
+
+    stem = safe_file_stem(name)
+    plain = out / f"test_hf_{stem}.py"
+    if free(plain):
+        return plain
+    digest = hashlib.sha256(model_ref.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    suffixed = out / f"test_hf_{stem}_{digest}.py"
+    if free(suffixed):
+        log.info("%s holds another test; writing %s", plain, suffixed.name)
+        return suffixed
+    raise TestGenerationError(f"{plain} and {suffixed} already hold other files (not the generated test of {model_ref}); "
+                              "nothing written: give another --output-dir")
 
 
 def _environment():
@@ -178,7 +223,9 @@ def _validate(spec, family: str, device: str, pool) -> dict[str, Any]:
     from models.tensors import make_inputs
 
     torch_device = resolve_device(device)[0]
-    model = pool.get_model(family, spec.name, constructor=lambda: build_model(spec), hardware_preferences={"device": device})
+    # Keyed by the model's reference, not its name: two directories of one name (runs/v1/checkpoint-500,
+    # runs/v2/checkpoint-500) are two models, and the second was "validated" with the first's pooled build.
+    model = pool.get_model(family, _model_ref(spec), constructor=lambda: build_model(spec), hardware_preferences={"device": device})
     inputs = make_inputs(input_signature(spec, 1), torch_device)
     try:
         with torch.inference_mode():
