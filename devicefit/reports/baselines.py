@@ -85,6 +85,21 @@ def _from_history_row(row: tuple) -> SampleSet:
                      contended, share, _speed(speed), _count(faults), _allocator(allocator))
 
 
+def _time_ms(value: Any, what: str = "p50_ms") -> float:
+    """A time a baseline file gives: a positive finite number of milliseconds. NaN compared with
+    anything is False, so a NaN median made every config "unchanged" (a CI gate that passed
+    having compared nothing), infinity made each an "improvement", and JSON's NaN went on into
+    the --output-ci report, which strict JSON readers refuse."""
+    number = None if isinstance(value, bool) else float(value)
+    if number is None or not 0 < number < float("inf"):
+        raise ValueError(f"{what} {str(value)[:40]!r} is not a positive finite time in ms")
+    return number
+
+
+def _samples_ms(values: Any) -> list[float]:
+    return [_time_ms(x, "a sample of samples_ms") for x in values or []]
+
+
 def _count(value: Any) -> float | None:
     """A page-fault count a row or report carries: a finite non-negative number, else None (a
     baseline document is read without the landing schema's check)."""
@@ -145,8 +160,8 @@ def sets_from_document(path: Path) -> list[SampleSet]:
         raise BaselineError(f"baseline {path} is unreadable: {type(exc).__name__}: {str(exc)[:200]}") from None
     if isinstance(document, dict) and document.get("format") == CI_FORMAT:
         try:
-            return [SampleSet(ConfigIdentity(**c["identity"]), [float(x) for x in c.get("current_samples_ms") or []],
-                              float(c["current_p50_ms"]), c.get("current_run"), c.get("hardware_fingerprint") or None,
+            return [SampleSet(ConfigIdentity(**c["identity"]), _samples_ms(c.get("current_samples_ms")),
+                              _time_ms(c["current_p50_ms"], "current_p50_ms"), c.get("current_run"), c.get("hardware_fingerprint") or None,
                               faults_per_iteration=_count(c.get("current_faults_per_iteration")),
                               allocator=written_allocator_text(c["current_allocator"]) if isinstance(c.get("current_allocator"), str) else None)
                     for c in document["comparisons"] if c.get("current_p50_ms") is not None]
@@ -178,7 +193,7 @@ def sets_from_results(results: list[dict[str, Any]], origin: str = "results") ->
                 raise TypeError(f"hardware_fingerprint {str(r.get('hardware_fingerprint'))[:60]!r} (not a string)")
             out.append(SampleSet(ConfigIdentity(r["model"], r["device"].split(":")[0], r.get("backend", "torch"), r["precision"], r["mode"],
                                                 int(r["batch_size"]), _dims_text(dims), r.get("device_profile") or None),
-                                 [float(x) for x in r.get("samples_ms") or []], float(r["p50_ms"]), r.get("run_id"),
+                                 _samples_ms(r.get("samples_ms")), _time_ms(r["p50_ms"]), r.get("run_id"),
                                  r.get("hardware_fingerprint"), r.get("contended"), r.get("other_cpu_share"),
                                  _speed(r.get("speed_reference")), _count(r.get("minor_faults_per_iteration")),
                                  _allocator((r.get("environment") or {}).get("allocator") if isinstance(r.get("environment"), dict) else None)))
@@ -215,7 +230,7 @@ def _wide_sets(path: Path, rows: list[dict[str, str]], columns: list[str]) -> li
                 default_backend = registry.backend_of_kind(kind)
                 identity = ConfigIdentity(r["model"], kind, backend or (default_backend.name if default_backend else "torch"),
                                           r["precision"], r["mode"], int(r["batch_size"]), _dims_text(r.get("input_dims")), None)
-                out.append(SampleSet(identity, [], float(value), None))
+                out.append(SampleSet(identity, [], _time_ms(value, f"{label}_p50_ms"), None))
             except (KeyError, TypeError, ValueError) as exc:
                 raise BaselineError(f"baseline {path} line {n}: {exc}") from None
     if not out:
@@ -257,8 +272,8 @@ def sets_from_csv(path: Path) -> list[SampleSet]:
     out = []
     for n, r in enumerate(rows, start=2):
         try:
-            samples = [float(x) for x in (r.get("samples_ms") or "").replace(",", ";").split(";") if x.strip()]
-            p50 = float(r["p50_ms"]) if r.get("p50_ms") else statistics.median(samples) if samples else None
+            samples = _samples_ms(x for x in (r.get("samples_ms") or "").replace(",", ";").split(";") if x.strip())
+            p50 = _time_ms(r["p50_ms"]) if r.get("p50_ms") else statistics.median(samples) if samples else None
             if p50 is None:
                 raise ValueError("neither samples_ms nor p50_ms")
             kind = r.get("device_kind") or r.get("hardware")

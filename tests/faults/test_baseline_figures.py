@@ -1,0 +1,38 @@
+"""Baseline files whose figures or rows no measurement wrote: each is refused naming the file and
+the problem, never a comparison that passes CI having compared nothing (found by a fault hunt,
+2026-11-30)."""
+import json
+
+import pytest
+
+from devicefit.reports import regression
+
+IDENTITY = regression.ConfigIdentity("bert-tiny", "cpu", "torch", "fp32", "inference", 1, None)
+CURRENT = [regression.SampleSet(IDENTITY, [10.0, 10.1, 10.2, 10.3], 10.15, "now", "cpu-aaaa")]
+CSV_HEADER = "model,device_kind,backend,precision,mode,batch_size,hardware_fingerprint,p50_ms,samples_ms\n"
+
+
+@pytest.mark.parametrize("p50, samples", [("nan", ""), ("inf", ""), ("0", ""), ("-5", ""), ("", "nan;nan;nan;nan"),
+                                          ("5", "1;inf;2;3")])
+def test_a_csv_baseline_time_that_is_no_time_is_refused(tmp_path, p50, samples):
+    """A NaN median made every config 'unchanged' and exit 0 (and wrote NaN into the strict-JSON
+    CI report); infinity made every config an 'improvement'; 0 ended in 'both sides need samples
+    or a median', naming neither file nor line."""
+    path = tmp_path / "baseline.csv"
+    path.write_text(CSV_HEADER + f"bert-tiny,cpu,torch,fp32,inference,1,cpu-aaaa,{p50},{samples}\n")
+    with pytest.raises(regression.BaselineError, match=rf"baseline {path} line 2: .* is not a positive finite time in ms"):
+        regression.check_against_baseline(CURRENT, str(path), None, 0.1)
+
+
+@pytest.mark.parametrize("document", [
+    {"results": [{"status": "ok", "model": "bert-tiny", "device": "cpu", "precision": "fp32", "mode": "inference", "batch_size": 1,
+                  "p50_ms": float("nan"), "samples_ms": [], "hardware_fingerprint": "cpu-aaaa"}]},
+    {"results": [{"status": "ok", "model": "bert-tiny", "device": "cpu", "precision": "fp32", "mode": "inference", "batch_size": 1,
+                  "p50_ms": 10.0, "samples_ms": [float("nan")] * 4, "hardware_fingerprint": "cpu-aaaa"}]},
+    {"format": regression.CI_FORMAT, "comparisons": [{"identity": IDENTITY.__dict__, "current_p50_ms": float("inf")}]},
+])
+def test_a_json_baseline_with_nan_or_infinity_is_refused(tmp_path, document):
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(document))  # json writes NaN and Infinity, and json.loads reads them back
+    with pytest.raises(regression.BaselineError, match="is not a positive finite time in ms"):
+        regression.check_against_baseline(CURRENT, str(path), None, 0.1)
