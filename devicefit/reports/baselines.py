@@ -305,6 +305,22 @@ def write_baseline_csv(sets: list[SampleSet], path: Path) -> Path:
     return path
 
 
+def _once_each(path: Path, sets: list[SampleSet]) -> list[SampleSet]:
+    """The sets of a baseline file that holds each config of a machine once. A config given twice
+    (two files concatenated, a row pasted again) matched its first row only and its second copy
+    was reported "missing" from this run; two different figures for one config leave no way to
+    say which is the baseline."""
+    seen: dict[tuple[ConfigIdentity, str | None], int] = {}
+    for n, s in enumerate(sets):
+        key = (s.identity, s.hardware_fingerprint)
+        if key in seen:
+            machine = f" on {s.hardware_fingerprint}" if s.hardware_fingerprint else ""
+            raise BaselineError(f"baseline {path} holds {s.identity.label()}{machine} twice (entries {seen[key] + 1} and {n + 1}): "
+                                "keep one row per config and machine")
+        seen[key] = n
+    return sets
+
+
 def load_baseline(spec: str, database: store.Source | None, current: list[SampleSet]) -> tuple[str, dict[tuple[ConfigIdentity, str | None], SampleSet] | list[SampleSet]]:
     """(description, baseline sets) from `previous`, a run id, or a CSV / JSON file."""
     path = Path(spec)
@@ -315,11 +331,11 @@ def load_baseline(spec: str, database: store.Source | None, current: list[Sample
     if path.suffix.lower() == ".csv":
         if not path.is_file():
             raise BaselineError(f"baseline file {path} does not exist")
-        return f"CSV {path}", sets_from_csv(path)
+        return f"CSV {path}", _once_each(path, sets_from_csv(path))
     if path.suffix.lower() == ".json" or path.is_file():
         if not path.is_file():
             raise BaselineError(f"baseline file {path} does not exist")
-        return f"results document {path}", sets_from_document(path)
+        return f"results document {path}", _once_each(path, sets_from_document(path))
     if database is None:
         raise BaselineError(f"baseline {spec!r} is not a file, and there is no database to look up a run id in")
     try:

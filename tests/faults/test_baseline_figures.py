@@ -36,3 +36,24 @@ def test_a_json_baseline_with_nan_or_infinity_is_refused(tmp_path, document):
     path.write_text(json.dumps(document))  # json writes NaN and Infinity, and json.loads reads them back
     with pytest.raises(regression.BaselineError, match="is not a positive finite time in ms"):
         regression.check_against_baseline(CURRENT, str(path), None, 0.1)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".json"])
+def test_a_baseline_holding_a_config_twice_is_refused_not_half_missing(tmp_path, suffix):
+    """A baseline CSV pasted twice compared each config with its first row and reported every
+    second copy 'missing' from this run (337 unchanged, 337 missing); two different figures for
+    one config were settled silently by file order."""
+    path = tmp_path / f"baseline{suffix}"
+    if suffix == ".csv":
+        row = "bert-tiny,cpu,torch,fp32,inference,1,cpu-aaaa,10.1,10;10.1;10.2\n"
+        path.write_text(CSV_HEADER + row + row.replace("10.1,", "20.1,"))
+    else:
+        row = {"status": "ok", "model": "bert-tiny", "device": "cpu", "precision": "fp32", "mode": "inference", "batch_size": 1,
+               "p50_ms": 10.1, "samples_ms": [10.0, 10.1, 10.2], "hardware_fingerprint": "cpu-aaaa"}
+        path.write_text(json.dumps({"results": [row, row]}))
+    with pytest.raises(regression.BaselineError, match=r"holds bert-tiny · cpu · fp32 · inference · batch 1 on cpu-aaaa twice"):
+        regression.check_against_baseline(CURRENT, str(path), None, 0.1)
+    other = tmp_path / f"two_machines{suffix}"  # one config on two machines is two baselines, each its machine's
+    other.write_text(path.read_text().replace("cpu-aaaa", "cpu-bbbb", 1))
+    report = regression.check_against_baseline(CURRENT, str(other), None, 0.1)
+    assert report["summary"]["missing"] == 1 and report["summary"]["new"] == 0
