@@ -295,13 +295,16 @@ def write_baseline_csv(sets: list[SampleSet], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
+        # device_profile: a 1-thread or AVX2-capped row is another device of the same fingerprint;
+        # without it, read back, such a row was the unconstrained CPU's config a second time
         writer.writerow(["model", "device_kind", "backend", "precision", "mode", "batch_size", "input_dims", "run_id",
-                         "hardware_fingerprint", "p50_ms", "samples_ms"])
+                         "hardware_fingerprint", "device_profile", "p50_ms", "samples_ms"])
         for s in sets:
             i = s.identity
             text = [spreadsheet_text(t) for t in (i.model, i.device_kind, i.backend, i.precision, i.mode)]
             writer.writerow([*text, i.batch_size, spreadsheet_text(i.input_dims or ""), spreadsheet_text(s.run_id or ""),
-                             spreadsheet_text(s.hardware_fingerprint or ""), f"{s.p50_ms:.6g}", ";".join(f"{x:.6g}" for x in s.samples_ms)])
+                             spreadsheet_text(s.hardware_fingerprint or ""), spreadsheet_text(i.device_profile or ""),
+                             f"{s.p50_ms:.6g}", ";".join(f"{x:.6g}" for x in s.samples_ms)])
     return path
 
 

@@ -57,3 +57,17 @@ def test_a_baseline_holding_a_config_twice_is_refused_not_half_missing(tmp_path,
     other.write_text(path.read_text().replace("cpu-aaaa", "cpu-bbbb", 1))
     report = regression.check_against_baseline(CURRENT, str(other), None, 0.1)
     assert report["summary"]["missing"] == 1 and report["summary"]["new"] == 0
+
+
+def test_an_exported_baseline_keeps_a_constraint_profile_apart_from_its_cpu(tmp_path):
+    """`compare --export-baseline` wrote no device_profile column: read back, a store's `t1` rows
+    were the unconstrained CPU's configs a second time (537 configs of a store holding the Xeon
+    and its t1/avx2 profiles compared with their own export: 200 new, 200 missing)."""
+    samples = [10.0, 10.1, 10.2, 10.3]
+    t1 = regression.ConfigIdentity(*[getattr(IDENTITY, f) for f in ("model", "device_kind", "backend", "precision", "mode", "batch_size",
+                                                                      "input_dims")], "t1")
+    current = [*CURRENT, regression.SampleSet(t1, [2 * x for x in samples], 20.15, "now", "cpu-aaaa")]
+    path = regression.write_baseline_csv(current, tmp_path / "baseline.csv")
+    report = regression.check_against_baseline(current, str(path), None, 0.1)
+    assert report["summary"]["unchanged"] == 2, report["summary"]
+
