@@ -203,9 +203,12 @@ def aggregates(paths: DataPaths) -> list[dict[str, Any]]:
 
     con = store.connect(paths.database, read_only=True)
     try:
-        return store.aggregates(con)
+        rows, note = store.aggregates_as_measured(con)
     finally:
         con.close()
+    if note:
+        err.print(styled(("note:", "yellow"), f" {note}"))
+    return rows
 
 
 def classifier(benchmark_dir: Optional[Path], config: Optional[Path] = None):

@@ -101,6 +101,8 @@ def report(
     paths = data_paths(benchmark_dir, must_exist=True)
     published = publish_reports(paths, output_dir, png=png)
     d = published.dashboard
+    if d.note:
+        err.print(styled(("note:", "yellow"), f" {d.note}"))
     for name, path in d.html.items():
         console.print(f"{name:<24} {path}" + (f"  (+ {d.png[name].name})" if name in d.png else ""))
     for name, why in d.missing.items():

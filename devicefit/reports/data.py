@@ -22,6 +22,8 @@ class ReportData:
     held_out: list[dict[str, Any]] = field(default_factory=list)
     interval_half_width: dict[str, float] = field(default_factory=dict)
     predictor_version: str | None = None
+    #: where the figures' aggregates are not the store's aggregates table (store.aggregates_as_measured), why
+    note: str | None = None
 
     def default_inputs(self) -> dict[str, str]:
         """Per model, the input shape it was measured at most often: figures compare like with
@@ -86,8 +88,9 @@ def load_report_data(paths: DataPaths, con: store.Source | None = None,
     if con is None and not paths.database.exists():
         raise FileNotFoundError(f"no database at {paths.database}: run `make run` or `devicefit run` first")
     with store.opened(paths.database if con is None else con, read_only=True) as con:
+        note = None
         if aggregates is None:
-            aggregates = store.aggregates(con)
+            aggregates, note = store.aggregates_as_measured(con)
         devices = {}
         for fp, kind, name, probe in store.hardware_rows(con):
             probe = (json.loads(probe) if isinstance(probe, str) else probe) or {}
@@ -95,7 +98,7 @@ def load_report_data(paths: DataPaths, con: store.Source | None = None,
                            "memory_bandwidth_gbs_best": probe.get("memory_bandwidth_gbs_best")}
         inputs = {(m, dims or "{}"): {"flops_per_sample": flops, "model_path": path}
                   for m, dims, flops, path in store.measured_inputs(con)}
-    data = ReportData(labelled(aggregates), devices, inputs)
+    data = ReportData(labelled(aggregates), devices, inputs, note=note)
     from devicefit.predict import artifacts
 
     try:
