@@ -83,6 +83,23 @@ class DevicefitGroup(TyperGroup):
             fail(f"{exc.strerror or exc}" + (f": {path}" if path else "") + f" ({type(exc).__name__})", 1)
 
 
+def check_destination(path: Optional[Path], option: str) -> None:
+    """Refuse, before any work, a file the command could not write at its end (a sweep's rows
+    would be lost; `compare` exits 1 for a regression, so a write error there must not be its 1):
+    a directory, or a path under a file or an unwritable directory."""
+    if path is None:
+        return
+    if path.is_dir():
+        fail(f"{option} {path} is a directory: give the file to write")
+    parent = path.absolute().parent
+    while not parent.exists() and parent != parent.parent:  # created by the write
+        parent = parent.parent
+    if not parent.is_dir():
+        fail(f"{option} {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        fail(f"{option} {path}: {parent} is not writable")
+
+
 def registry_help(text: Callable[[], str]) -> str:
     """Help text built from the device registry when the commands are declared (at import). A
     registry that cannot load (DEVICEFIT_PLUGINS naming a module that does not import) must not

@@ -13,6 +13,7 @@ from devicefit.cli.common import (
     BENCHMARK_DIR,
     aggregates,
     app,
+    check_destination,
     console,
     csv_list,
     data_paths,
@@ -192,6 +193,10 @@ def compare(
     from devicefit.reports import regression
     from devicefit.results_io import write_json_atomic
 
+    for path, option in ((output_ci, "--output-ci"), (export_baseline, "--export-baseline")):
+        check_destination(path, option)  # an OSError at the end would exit 1, which says "a regression"
+    if output_ci and export_baseline and output_ci.absolute() == export_baseline.absolute():
+        fail(f"--output-ci and --export-baseline name the same file, {output_ci}: give each its own")
     paths = data_paths(benchmark_dir, must_exist=True)
     try:
         current = regression.current_sets(paths.database, run)

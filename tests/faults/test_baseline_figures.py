@@ -2,6 +2,7 @@
 the problem, never a comparison that passes CI having compared nothing (found by a fault hunt,
 2026-11-30)."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,28 @@ def test_an_exported_baseline_keeps_a_constraint_profile_apart_from_its_cpu(tmp_
     report = regression.check_against_baseline(current, str(path), None, 0.1)
     assert report["summary"]["unchanged"] == 2, report["summary"]
 
+
+
+def test_compare_refuses_an_output_it_cannot_write_before_comparing_with_exit_2_not_the_regression_exit(tmp_path, monkeypatch):
+    """`compare --output-ci DIR` compared, printed 'pass' and then exited 1 on the write's
+    IsADirectoryError: the exit code that says 'a regression' (a CI gate read a path typo as one)."""
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+    from devicefit.ingest import ingest_file
+    from devicefit.paths import DataPaths
+    from devicefit.pipeline import load_results
+
+    paths = DataPaths(tmp_path / "data")
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(paths.root))
+    ingest_file(Path(__file__).resolve().parents[2] / "benchmarks" / "datasets" / "epyc-2c-run33" /
+                "partition__cpu-245a6e58dfb9__bert-tiny.json", paths.raw)
+    load_results(paths)
+    (tmp_path / "a_dir").mkdir()
+    (tmp_path / "a_file").write_text("")
+    for args in (["--output-ci", str(tmp_path / "a_dir")], ["--export-baseline", str(tmp_path / "a_file" / "b.csv")],
+                 ["--output-ci", str(tmp_path / "x"), "--export-baseline", str(tmp_path / "x")]):
+        out = CliRunner().invoke(app, ["compare", "--baseline", "previous", *args])
+        assert out.exit_code == 2 and args[1] in out.output, (args, out.exit_code, out.output)
+    out = CliRunner().invoke(app, ["compare", "--baseline", "previous", "--output-ci", str(tmp_path / "ci.json")])
+    assert out.exit_code == 0 and (tmp_path / "ci.json").is_file(), out.output  # every config new: nothing regressed
