@@ -290,10 +290,16 @@ def sets_from_csv(path: Path) -> list[SampleSet]:
 
 
 def write_baseline_csv(sets: list[SampleSet], path: Path) -> Path:
-    """The CSV form of sample sets, readable back as a baseline (samples kept)."""
+    """The CSV form of sample sets, readable back as a baseline (samples kept). Written through a
+    temporary file and a rename: written in place, a full disk cut the file short and the old
+    baseline was gone, and the cut file read back as a smaller baseline (its last row's samples
+    cut mid-list), which passed CI with the rest of the configs "new"."""
+    import io
+
+    from devicefit.results_io import write_text_atomic
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
+    with io.StringIO(newline="") as fh:
         writer = csv.writer(fh)
         # device_profile: a 1-thread or AVX2-capped row is another device of the same fingerprint;
         # without it, read back, such a row was the unconstrained CPU's config a second time
@@ -305,6 +311,8 @@ def write_baseline_csv(sets: list[SampleSet], path: Path) -> Path:
             writer.writerow([*text, i.batch_size, spreadsheet_text(i.input_dims or ""), spreadsheet_text(s.run_id or ""),
                              spreadsheet_text(s.hardware_fingerprint or ""), spreadsheet_text(i.device_profile or ""),
                              f"{s.p50_ms:.6g}", ";".join(f"{x:.6g}" for x in s.samples_ms)])
+        text = fh.getvalue()
+    write_text_atomic(path, text)
     return path
 
 

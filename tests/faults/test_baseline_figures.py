@@ -97,3 +97,18 @@ def test_compare_refuses_an_output_it_cannot_write_before_comparing_with_exit_2_
         assert out.exit_code == 2 and args[1] in out.output, (args, out.exit_code, out.output)
     out = CliRunner().invoke(app, ["compare", "--baseline", "previous", "--output-ci", str(tmp_path / "ci.json")])
     assert out.exit_code == 0 and (tmp_path / "ci.json").is_file(), out.output  # every config new: nothing regressed
+
+
+def test_an_export_over_a_full_disk_keeps_the_old_baseline_whole(small_disk):
+    """`compare --export-baseline baseline.csv` wrote in place: on a full disk the old baseline was
+    gone and a file cut mid-row was left, which read back as a smaller baseline (321 of 537 configs,
+    the rest 'new', exit 0)."""
+    many = [regression.SampleSet(regression.ConfigIdentity(f"model-{i}", "cpu", "torch", "fp32", "inference", 1, None),
+                                 [10.0 + j / 7 for j in range(200)], 10.5, "now", "cpu-aaaa") for i in range(400)]
+    path = regression.write_baseline_csv(CURRENT, small_disk / "baseline.csv")
+    before = path.read_bytes()
+    (small_disk / "fill").write_bytes(b"\0" * (2 * 2**20 - len(before) - 64 * 1024))
+    with pytest.raises(OSError):
+        regression.write_baseline_csv(many, path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in small_disk.iterdir()) == ["baseline.csv", "fill"]  # no temporary file left
