@@ -160,7 +160,7 @@ def sets_from_document(path: Path) -> list[SampleSet]:
         raise BaselineError(f"baseline {path} is unreadable: {type(exc).__name__}: {str(exc)[:200]}") from None
     if isinstance(document, dict) and document.get("format") == CI_FORMAT:
         try:
-            return [SampleSet(ConfigIdentity(**c["identity"]), _samples_ms(c.get("current_samples_ms")),
+            sets = [SampleSet(ConfigIdentity(**c["identity"]), _samples_ms(c.get("current_samples_ms")),
                               _time_ms(c["current_p50_ms"], "current_p50_ms"), c.get("current_run"), c.get("hardware_fingerprint") or None,
                               faults_per_iteration=_count(c.get("current_faults_per_iteration")),
                               allocator=written_allocator_text(c["current_allocator"]) if isinstance(c.get("current_allocator"), str) else None)
@@ -168,6 +168,11 @@ def sets_from_document(path: Path) -> list[SampleSet]:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(f"baseline {path} is a {CI_FORMAT} report whose 'comparisons' are not as --output-ci writes them "
                                 f"({type(exc).__name__}: {str(exc)[:200]})") from None
+        if not sets:  # `benchmark --output-ci` without --compare-to: its results carry no samples, machine nor input
+            raise BaselineError(f"baseline {path} is a {CI_FORMAT} report that compared no measured config (written without "
+                                "--compare-to, or every config failed): as a baseline it would call every config 'new' and "
+                                "pass; compare against `benchmark --json`'s results, `compare --export-baseline`'s CSV, or a run id")
+        return sets
     results = document.get("results") if isinstance(document, dict) else document
     if not isinstance(results, list):
         raise BaselineError(f"baseline {path} is neither a results document (a 'results' list) nor a {CI_FORMAT} report")

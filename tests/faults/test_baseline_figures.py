@@ -112,3 +112,16 @@ def test_an_export_over_a_full_disk_keeps_the_old_baseline_whole(small_disk):
         regression.write_baseline_csv(many, path)
     assert path.read_bytes() == before
     assert sorted(p.name for p in small_disk.iterdir()) == ["baseline.csv", "fill"]  # no temporary file left
+
+
+def test_a_ci_report_that_compared_nothing_is_no_baseline(tmp_path):
+    """`benchmark --output-ci` without --compare-to writes a CI report with its results and no
+    comparisons; as `--compare-to` baseline it called every config 'new' and passed (537 new, exit 0)."""
+    path = tmp_path / "ci.json"
+    path.write_text(json.dumps({"format": regression.CI_FORMAT, "status": "pass", "comparisons": [], "results": [
+        {"model": "bert-tiny", "device": "cpu", "precision": "fp32", "mode": "inference", "batch_size": 1, "status": "ok", "p50_ms": 10.1}]}))
+    with pytest.raises(regression.BaselineError, match="compared no measured config"):
+        regression.check_against_baseline(CURRENT, str(path), None, 0.1)
+    path.write_text(json.dumps(regression.check_against_baseline(CURRENT, str(regression.write_baseline_csv(CURRENT, tmp_path / "b.csv")),
+                                                                  None, 0.1)))
+    assert regression.check_against_baseline(CURRENT, str(path), None, 0.1)["summary"]["unchanged"] == 1  # one that compared is one
