@@ -58,7 +58,7 @@ def write_report(data: ReportData, directory: Path, png: bool = True, extras: di
             out.missing[name] = f"could not be drawn: {type(exc).__name__}: {exc}"
             continue
         if fig is None:
-            out.missing[name] = "the measurements hold nothing this figure can show yet"
+            out.missing[name] = data.unavailable.get(name) or "the measurements hold nothing this figure can show yet"
             continue
         path = directory / f"{name}.html"
         fig.write_html(path, include_plotlyjs="directory", full_html=True)

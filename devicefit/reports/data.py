@@ -24,6 +24,8 @@ class ReportData:
     predictor_version: str | None = None
     #: where the figures' aggregates are not the store's aggregates table (store.aggregates_as_measured), why
     note: str | None = None
+    #: figure -> why it cannot be drawn whatever was measured (the published predictor is missing or damaged)
+    unavailable: dict[str, str] = field(default_factory=dict)
 
     def default_inputs(self) -> dict[str, str]:
         """Per model, the input shape it was measured at most often: figures compare like with
@@ -100,16 +102,25 @@ def load_report_data(paths: DataPaths, con: store.Source | None = None,
                   for m, dims, flops, path in store.measured_inputs(con)}
     data = ReportData(labelled(aggregates), devices, inputs, note=note)
     from devicefit.predict import artifacts
+    from devicefit.predict.validation_report import ValidationReport
 
+    # The predicted-vs-measured figure needs the published predictor's held-out predictions: one
+    # missing or damaged is said on the index, not a traceback ending the report (a validation
+    # section missing a key), nor "the measurements hold nothing" (an unreadable file).
     try:
         artifact = artifacts.load_current(paths)
-    except artifacts.PredictorUnavailable:
-        artifact = None
-    if artifact is not None:
-        from devicefit.predict.validation_report import ValidationReport
-
+        if artifact is None:
+            data.unavailable["predicted_vs_measured"] = "no trained predictor is published yet (`devicefit run` trains one)"
+            return data
         validation = ValidationReport.of(artifact)
-        data.held_out = validation.held_out_rows
-        data.interval_half_width = {t: v.interval_log_half_width for t, v in validation.targets.items()}
-        data.predictor_version = artifact.get("version")
+        held_out, half_width = validation.held_out_rows, {t: v.interval_log_half_width for t, v in validation.targets.items()}
+    except artifacts.PredictorUnavailable as exc:
+        data.unavailable["predicted_vs_measured"] = str(exc)
+        return data
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        data.unavailable["predicted_vs_measured"] = (f"the published predictor's validation is damaged ({type(exc).__name__}: "
+                                                     f"{str(exc)[:120]}): retrain with `make run`")
+        return data
+    data.held_out, data.interval_half_width = held_out, half_width
+    data.predictor_version = artifact.get("version")
     return data

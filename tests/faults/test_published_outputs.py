@@ -79,3 +79,34 @@ def test_readers_of_the_aggregates_see_rows_ingested_since_and_say_the_table_is_
     assert "predate its measurements" in out.output
     refresh_aggregates(paths)
     assert load_report_data(paths).note is None
+
+
+@pytest.mark.parametrize("predictor, reason", [
+    ({"validation": None}, "validation is damaged"), ({"validation": {"targets": 5}}, "validation is damaged"),
+    ('{"format": "%s", "valid', "is unreadable"), (None, "no trained predictor is published yet")])
+def test_a_damaged_predictor_leaves_its_figure_out_saying_so_not_the_report(tmp_path, predictor, reason):
+    """A published predictor whose validation lacked a key ended `devicefit report` (and the
+    benchmark_reports asset) with a KeyError traceback; an unreadable one left its figure out as
+    "the measurements hold nothing this figure can show yet"."""
+    import json
+    from pathlib import Path
+
+    from devicefit.ingest import ingest_file
+    from devicefit.paths import DataPaths
+    from devicefit.pipeline import load_results
+    from devicefit.predict.training import ARTIFACT_FORMAT
+    from devicefit.reports.dashboard import write_report
+    from devicefit.reports.data import load_report_data
+
+    paths = DataPaths(tmp_path / "data")
+    ingest_file(Path(__file__).resolve().parents[2] / "benchmarks" / "datasets" / "epyc-2c-run33" /
+                "partition__cpu-245a6e58dfb9__bert-tiny.json", paths.raw)
+    load_results(paths)
+    if predictor is not None:
+        (paths.root / "predictors").mkdir()
+        text = (predictor % ARTIFACT_FORMAT if isinstance(predictor, str)
+                else json.dumps({"format": ARTIFACT_FORMAT, "version": "v", **predictor}))
+        (paths.root / "predictors" / "current.json").write_text(text)
+    out = write_report(load_report_data(paths), tmp_path / "report", png=False)
+    assert reason in out.missing["predicted_vs_measured"], out.missing
+    assert "hardware_comparison" in out.html and reason in out.index.read_text().replace("&#x27;", "'")
