@@ -215,16 +215,18 @@ def data_paths(benchmark_dir: Optional[Path] = None, database: Optional[Path] = 
     return paths
 
 
-def aggregates(paths: DataPaths) -> list[dict[str, Any]]:
+def aggregates(paths: DataPaths, note: bool = True) -> list[dict[str, Any]]:
+    """The store's aggregates (store.aggregates_as_measured), its note on stderr where they are not
+    what the measurements give now (`note=False`: a --json answer, whose readers parse the output)."""
     from devicefit import store
 
     con = store.connect(paths.database, read_only=True)
     try:
-        rows, note = store.aggregates_as_measured(con)
+        rows, why = store.aggregates_as_measured(con)
     finally:
         con.close()
-    if note:
-        err.print(styled(("note:", "yellow"), f" {note}"))
+    if why and note:
+        err.print(styled(("note:", "yellow"), f" {why}"))
     return rows
 
 

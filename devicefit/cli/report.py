@@ -123,7 +123,7 @@ def recommendations(
     margin over the best other hardware (spec 004's --recommendations)."""
     from devicefit.reports.analysis import recommendations as build
 
-    recs = [r for r in build(aggregates(data_paths(benchmark_dir, must_exist=True))) if model is None or r["model"].lower() == model.lower()]
+    recs = [r for r in build(aggregates(data_paths(benchmark_dir, must_exist=True), note=not as_json)) if model is None or r["model"].lower() == model.lower()]
     if model and not recs:
         fail(f"no measurements of {model!r}; `devicefit db status` lists what the store holds")
     if as_json:
@@ -160,7 +160,7 @@ def compare_training_inference(
             model = resolve_model(model).name  # an alias (`bert`) or a hub id names the stored model
         except (UnknownModelError, ValueError):
             pass  # rows ingested under a name the catalog does not know are filtered as given
-    pairs = training_inference_comparison(aggregates(data_paths(benchmark_dir, must_exist=True)), model)
+    pairs = training_inference_comparison(aggregates(data_paths(benchmark_dir, must_exist=True), note=not as_json), model)
     if not pairs:
         fail("no config was measured in both modes" + (f" for {model!r}" if model else "") +
               "; measure training with `devicefit benchmark --mode inference,training`")
