@@ -173,6 +173,12 @@ def sets_from_document(path: Path) -> list[SampleSet]:
                                 "--compare-to, or every config failed): as a baseline it would call every config 'new' and "
                                 "pass; compare against `benchmark --json`'s results, `compare --export-baseline`'s CSV, or a run id")
         return sets
+    from devicefit.results_io import FORMAT as RESULTS_FORMAT
+
+    found = document.get("format") if isinstance(document, dict) else None
+    if found is not None and found != RESULTS_FORMAT:  # another version's rows may name or mean their fields otherwise
+        raise BaselineError(f"baseline {path} has format {str(found)[:80]!r}; this version reads {RESULTS_FORMAT!r} results "
+                            f"documents and {CI_FORMAT!r} reports")
     results = document.get("results") if isinstance(document, dict) else document
     if not isinstance(results, list):
         raise BaselineError(f"baseline {path} is neither a results document (a 'results' list) nor a {CI_FORMAT} report")

@@ -125,3 +125,17 @@ def test_a_ci_report_that_compared_nothing_is_no_baseline(tmp_path):
     path.write_text(json.dumps(regression.check_against_baseline(CURRENT, str(regression.write_baseline_csv(CURRENT, tmp_path / "b.csv")),
                                                                   None, 0.1)))
     assert regression.check_against_baseline(CURRENT, str(path), None, 0.1)["summary"]["unchanged"] == 1  # one that compared is one
+
+
+@pytest.mark.parametrize("found", ["devicefit.benchmark_results/2", "devicefit.regression_report/2", "optimum-benchmark"])
+def test_a_results_document_of_another_format_is_refused_not_read_as_this_ones(tmp_path, found):
+    """A results document or CI report of another format version was read as this version's
+    results (a '/2' CI report as a results document), comparing whatever its fields matched."""
+    row = {"status": "ok", "model": "bert-tiny", "device": "cpu", "precision": "fp32", "mode": "inference", "batch_size": 1,
+           "p50_ms": 10.1, "samples_ms": [10.0, 10.1, 10.2], "hardware_fingerprint": "cpu-aaaa"}
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"format": found, "results": [row]}))
+    with pytest.raises(regression.BaselineError, match=f"has format '{found}'; this version reads"):
+        regression.check_against_baseline(CURRENT, str(path), None, 0.1)
+    path.write_text(json.dumps({"format": "devicefit.benchmark_results/1", "results": [row]}))
+    assert regression.check_against_baseline(CURRENT, str(path), None, 0.1)["summary"]["unchanged"] == 1
