@@ -130,13 +130,21 @@ def previous_sets(database: store.Source, current: list[SampleSet]) -> dict[tupl
     """For each current set, the latest earlier run of the same config on the same device, keyed
     by (config, hardware fingerprint): two GPUs behind one host CPU are each compared with their
     own previous run."""
-    rows = _history(database)
+    history = [_from_history_row(row) for row in _history(database)]  # newest first
     wanted = {(s.identity, s.hardware_fingerprint): s.run_id for s in current}
+    # The run compared may be an older one (`compare --run OLD`): its previous run is the latest
+    # one before it, not the newest other run, which compared a run with a later one (a later
+    # run's speed-up read as this run's regression). A run not in the history yet is the newest.
+    stored = {(s.identity, s.hardware_fingerprint) for s in history if wanted.get((s.identity, s.hardware_fingerprint)) == s.run_id}
+    passed: set[tuple[ConfigIdentity, str | None]] = set()
     out: dict[tuple[ConfigIdentity, str | None], SampleSet] = {}
-    for row in rows:
-        s = _from_history_row(row)
+    for s in history:
         key = (s.identity, s.hardware_fingerprint)
-        if key in wanted and s.run_id != wanted[key] and key not in out:
+        if key not in wanted or key in out:
+            continue
+        if s.run_id == wanted[key]:
+            passed.add(key)
+        elif key in passed or key not in stored:
             out[key] = s
     return out
 

@@ -139,3 +139,24 @@ def test_a_results_document_of_another_format_is_refused_not_read_as_this_ones(t
         regression.check_against_baseline(CURRENT, str(path), None, 0.1)
     path.write_text(json.dumps({"format": "devicefit.benchmark_results/1", "results": [row]}))
     assert regression.check_against_baseline(CURRENT, str(path), None, 0.1)["summary"]["unchanged"] == 1
+
+
+def test_the_previous_run_of_an_older_run_is_the_one_before_it_not_a_later_one(tmp_path):
+    """`compare --run <run 32> --baseline previous` took the newest other run (run 33, measured
+    after it) as its 'previous': run 33's speed-up was reported as run 32's regression (exit 1)."""
+    from devicefit.ingest import ingest_file
+    from devicefit.paths import DataPaths
+    from devicefit.pipeline import load_results
+
+    paths = DataPaths(tmp_path / "data")
+    datasets = Path(__file__).resolve().parents[2] / "benchmarks" / "datasets"
+    runs = []
+    for n in (31, 32, 33):
+        document = json.loads((datasets / f"epyc-2c-run{n}" / "partition__cpu-245a6e58dfb9__bert-tiny.json").read_text())
+        runs.append(document["run_id"])
+        ingest_file(datasets / f"epyc-2c-run{n}" / "partition__cpu-245a6e58dfb9__bert-tiny.json", paths.raw)
+        load_results(paths)
+    for current_run, previous_run in ((runs[1], runs[0]), (runs[2], runs[1]), (None, runs[1]), (runs[0], None)):
+        current = regression.current_sets(paths.database, current_run)
+        previous = regression.previous_sets(paths.database, current)
+        assert {s.run_id for s in previous.values()} == ({previous_run} if previous_run else set()), (current_run, previous)
