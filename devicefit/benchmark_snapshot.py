@@ -127,7 +127,13 @@ class SnapshotReader:
             return self._lookup
 
     def current_or_none(self) -> MeasuredLookup | None:
+        """The current snapshot, or None where none is published yet. A damaged one (cut short, of
+        another format, a row the contract refuses) raises SnapshotError naming it: taken for none,
+        `analyze` and /analysis/model answered every measured config as predicted, saying nothing,
+        while /benchmarks refused the same file."""
         try:
             return self.current()
         except SnapshotError:
+            if self.path.exists():
+                raise
             return None

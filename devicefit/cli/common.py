@@ -83,6 +83,23 @@ class DevicefitGroup(TyperGroup):
             fail(f"{exc.strerror or exc}" + (f": {path}" if path else "") + f" ({type(exc).__name__})", 1)
 
 
+def check_destination(path: Optional[Path], option: str) -> None:
+    """Refuse, before any work, a file the command could not write at its end (a sweep's rows
+    would be lost; `compare` exits 1 for a regression, so a write error there must not be its 1):
+    a directory, or a path under a file or an unwritable directory."""
+    if path is None:
+        return
+    if path.is_dir():
+        fail(f"{option} {path} is a directory: give the file to write")
+    parent = path.absolute().parent
+    while not parent.exists() and parent != parent.parent:  # created by the write
+        parent = parent.parent
+    if not parent.is_dir():
+        fail(f"{option} {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        fail(f"{option} {path}: {parent} is not writable")
+
+
 def registry_help(text: Callable[[], str]) -> str:
     """Help text built from the device registry when the commands are declared (at import). A
     registry that cannot load (DEVICEFIT_PLUGINS naming a module that does not import) must not
@@ -198,14 +215,19 @@ def data_paths(benchmark_dir: Optional[Path] = None, database: Optional[Path] = 
     return paths
 
 
-def aggregates(paths: DataPaths) -> list[dict[str, Any]]:
+def aggregates(paths: DataPaths, note: bool = True) -> list[dict[str, Any]]:
+    """The store's aggregates (store.aggregates_as_measured), its note on stderr where they are not
+    what the measurements give now (`note=False`: a --json answer, whose readers parse the output)."""
     from devicefit import store
 
     con = store.connect(paths.database, read_only=True)
     try:
-        return store.aggregates(con)
+        rows, why = store.aggregates_as_measured(con)
     finally:
         con.close()
+    if why and note:
+        err.print(styled(("note:", "yellow"), f" {why}"))
+    return rows
 
 
 def classifier(benchmark_dir: Optional[Path], config: Optional[Path] = None):

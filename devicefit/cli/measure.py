@@ -11,7 +11,21 @@ from rich.table import Table
 
 from benchmark_runners import registry
 from benchmark_runners.harness import FAULTS_WORTH_A_NOTE, page_faults_text
-from devicefit.cli.common import app, console, csv_list, data_paths, err, fail, gib, int_list, print_regression, registry_help, styled, terminal_text
+from devicefit.cli.common import (
+    app,
+    check_destination,
+    console,
+    csv_list,
+    data_paths,
+    err,
+    fail,
+    gib,
+    int_list,
+    print_regression,
+    registry_help,
+    styled,
+    terminal_text,
+)
 from devicefit.cli.common import model_family as check_family
 
 PANEL = "Measure"
@@ -160,22 +174,6 @@ def _check_names(specs: list, database: Optional[Path]) -> None:
         fail(problem)
 
 
-def _check_destination(path: Optional[Path], option: str) -> None:
-    """Refuse, before anything is measured, a file the sweep could not write at its end (the
-    rows of a long run would be lost): a directory, or a path under a file or an unwritable directory."""
-    if path is None:
-        return
-    if path.is_dir():
-        fail(f"{option} {path} is a directory: give the file to write")
-    parent = path.absolute().parent
-    while not parent.exists() and parent != parent.parent:  # created by the write
-        parent = parent.parent
-    if not parent.is_dir():
-        fail(f"{option} {path}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        fail(f"{option} {path}: {parent} is not writable")
-
-
 def _is_store(path: Path) -> bool:
     from devicefit import store
 
@@ -252,7 +250,7 @@ def benchmark(
         fail("--database and --no-database disagree: give one of them")
     destinations = [(path, option) for path, option in ((json_out, "--json"), (output_ci, "--output-ci"), (database, "--database")) if path]
     for path, option in destinations:
-        _check_destination(path, option)
+        check_destination(path, option)
     if database and database.is_file() and database.stat().st_size and not _is_store(database):
         fail(f"--database {database} is not a DuckDB store (its header is not DuckDB's): give a devicefit "
              "store, or a new file to create one")

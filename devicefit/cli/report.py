@@ -13,6 +13,7 @@ from devicefit.cli.common import (
     BENCHMARK_DIR,
     aggregates,
     app,
+    check_destination,
     console,
     csv_list,
     data_paths,
@@ -101,6 +102,8 @@ def report(
     paths = data_paths(benchmark_dir, must_exist=True)
     published = publish_reports(paths, output_dir, png=png)
     d = published.dashboard
+    if d.note:
+        err.print(styled(("note:", "yellow"), f" {d.note}"))
     for name, path in d.html.items():
         console.print(f"{name:<24} {path}" + (f"  (+ {d.png[name].name})" if name in d.png else ""))
     for name, why in d.missing.items():
@@ -120,7 +123,7 @@ def recommendations(
     margin over the best other hardware (spec 004's --recommendations)."""
     from devicefit.reports.analysis import recommendations as build
 
-    recs = [r for r in build(aggregates(data_paths(benchmark_dir, must_exist=True))) if model is None or r["model"].lower() == model.lower()]
+    recs = [r for r in build(aggregates(data_paths(benchmark_dir, must_exist=True), note=not as_json)) if model is None or r["model"].lower() == model.lower()]
     if model and not recs:
         fail(f"no measurements of {model!r}; `devicefit db status` lists what the store holds")
     if as_json:
@@ -157,7 +160,7 @@ def compare_training_inference(
             model = resolve_model(model).name  # an alias (`bert`) or a hub id names the stored model
         except (UnknownModelError, ValueError):
             pass  # rows ingested under a name the catalog does not know are filtered as given
-    pairs = training_inference_comparison(aggregates(data_paths(benchmark_dir, must_exist=True)), model)
+    pairs = training_inference_comparison(aggregates(data_paths(benchmark_dir, must_exist=True), note=not as_json), model)
     if not pairs:
         fail("no config was measured in both modes" + (f" for {model!r}" if model else "") +
               "; measure training with `devicefit benchmark --mode inference,training`")
@@ -190,6 +193,10 @@ def compare(
     from devicefit.reports import regression
     from devicefit.results_io import write_json_atomic
 
+    for path, option in ((output_ci, "--output-ci"), (export_baseline, "--export-baseline")):
+        check_destination(path, option)  # an OSError at the end would exit 1, which says "a regression"
+    if output_ci and export_baseline and output_ci.absolute() == export_baseline.absolute():
+        fail(f"--output-ci and --export-baseline name the same file, {output_ci}: give each its own")
     paths = data_paths(benchmark_dir, must_exist=True)
     try:
         current = regression.current_sets(paths.database, run)

@@ -79,12 +79,15 @@ class Request:
 
 class PerformancePredictor:
     def __init__(self, artifact: dict[str, Any]):
-        import lightgbm as lgb
+        from devicefit.predict.booster_text import check_booster_text, load_booster
 
         self.artifact = artifact
         # A cold-start artifact (devicefit.predict.cold_start) has no boosters and no validation:
         # its domain is empty, so every request takes the fallback chain.
-        self.boosters = {t: lgb.Booster(model_str=artifact["boosters"][t]) for t in TARGETS if t in artifact["boosters"]}
+        self.boosters = {t: load_booster(artifact["boosters"][t]) for t in TARGETS if t in artifact["boosters"]}
+        residual = (artifact.get("generation") or {}).get("tpot_residual")  # parsed when first asked: checked now
+        if isinstance(residual, dict) and residual.get("booster"):
+            check_booster_text(residual["booster"])
         self.categories = artifact["categories"]
         self.domain = artifact["domain"]
         self.specs = {k: DeviceSpec(**v) for k, v in artifact["specs"].items()}

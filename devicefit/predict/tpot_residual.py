@@ -120,9 +120,9 @@ def train_and_validate(models: list[str], measured: list[float], rows_features: 
 
 @lru_cache(maxsize=8)
 def _booster(text: str):
-    import lightgbm as lgb
+    from devicefit.predict.booster_text import load_booster
 
-    return lgb.Booster(model_str=text)
+    return load_booster(text)
 
 
 def correction(section: dict[str, Any] | None, request: Request) -> tuple[float, str] | None:

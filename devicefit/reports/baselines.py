@@ -85,6 +85,21 @@ def _from_history_row(row: tuple) -> SampleSet:
                      contended, share, _speed(speed), _count(faults), _allocator(allocator))
 
 
+def _time_ms(value: Any, what: str = "p50_ms") -> float:
+    """A time a baseline file gives: a positive finite number of milliseconds. NaN compared with
+    anything is False, so a NaN median made every config "unchanged" (a CI gate that passed
+    having compared nothing), infinity made each an "improvement", and JSON's NaN went on into
+    the --output-ci report, which strict JSON readers refuse."""
+    number = None if isinstance(value, bool) else float(value)
+    if number is None or not 0 < number < float("inf"):
+        raise ValueError(f"{what} {str(value)[:40]!r} is not a positive finite time in ms")
+    return number
+
+
+def _samples_ms(values: Any) -> list[float]:
+    return [_time_ms(x, "a sample of samples_ms") for x in values or []]
+
+
 def _count(value: Any) -> float | None:
     """A page-fault count a row or report carries: a finite non-negative number, else None (a
     baseline document is read without the landing schema's check)."""
@@ -115,13 +130,21 @@ def previous_sets(database: store.Source, current: list[SampleSet]) -> dict[tupl
     """For each current set, the latest earlier run of the same config on the same device, keyed
     by (config, hardware fingerprint): two GPUs behind one host CPU are each compared with their
     own previous run."""
-    rows = _history(database)
+    history = [_from_history_row(row) for row in _history(database)]  # newest first
     wanted = {(s.identity, s.hardware_fingerprint): s.run_id for s in current}
+    # The run compared may be an older one (`compare --run OLD`): its previous run is the latest
+    # one before it, not the newest other run, which compared a run with a later one (a later
+    # run's speed-up read as this run's regression). A run not in the history yet is the newest.
+    stored = {(s.identity, s.hardware_fingerprint) for s in history if wanted.get((s.identity, s.hardware_fingerprint)) == s.run_id}
+    passed: set[tuple[ConfigIdentity, str | None]] = set()
     out: dict[tuple[ConfigIdentity, str | None], SampleSet] = {}
-    for row in rows:
-        s = _from_history_row(row)
+    for s in history:
         key = (s.identity, s.hardware_fingerprint)
-        if key in wanted and s.run_id != wanted[key] and key not in out:
+        if key not in wanted or key in out:
+            continue
+        if s.run_id == wanted[key]:
+            passed.add(key)
+        elif key in passed or key not in stored:
             out[key] = s
     return out
 
@@ -145,14 +168,25 @@ def sets_from_document(path: Path) -> list[SampleSet]:
         raise BaselineError(f"baseline {path} is unreadable: {type(exc).__name__}: {str(exc)[:200]}") from None
     if isinstance(document, dict) and document.get("format") == CI_FORMAT:
         try:
-            return [SampleSet(ConfigIdentity(**c["identity"]), [float(x) for x in c.get("current_samples_ms") or []],
-                              float(c["current_p50_ms"]), c.get("current_run"), c.get("hardware_fingerprint") or None,
+            sets = [SampleSet(ConfigIdentity(**c["identity"]), _samples_ms(c.get("current_samples_ms")),
+                              _time_ms(c["current_p50_ms"], "current_p50_ms"), c.get("current_run"), c.get("hardware_fingerprint") or None,
                               faults_per_iteration=_count(c.get("current_faults_per_iteration")),
                               allocator=written_allocator_text(c["current_allocator"]) if isinstance(c.get("current_allocator"), str) else None)
                     for c in document["comparisons"] if c.get("current_p50_ms") is not None]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(f"baseline {path} is a {CI_FORMAT} report whose 'comparisons' are not as --output-ci writes them "
                                 f"({type(exc).__name__}: {str(exc)[:200]})") from None
+        if not sets:  # `benchmark --output-ci` without --compare-to: its results carry no samples, machine nor input
+            raise BaselineError(f"baseline {path} is a {CI_FORMAT} report that compared no measured config (written without "
+                                "--compare-to, or every config failed): as a baseline it would call every config 'new' and "
+                                "pass; compare against `benchmark --json`'s results, `compare --export-baseline`'s CSV, or a run id")
+        return sets
+    from devicefit.results_io import FORMAT as RESULTS_FORMAT
+
+    found = document.get("format") if isinstance(document, dict) else None
+    if found is not None and found != RESULTS_FORMAT:  # another version's rows may name or mean their fields otherwise
+        raise BaselineError(f"baseline {path} has format {str(found)[:80]!r}; this version reads {RESULTS_FORMAT!r} results "
+                            f"documents and {CI_FORMAT!r} reports")
     results = document.get("results") if isinstance(document, dict) else document
     if not isinstance(results, list):
         raise BaselineError(f"baseline {path} is neither a results document (a 'results' list) nor a {CI_FORMAT} report")
@@ -178,7 +212,7 @@ def sets_from_results(results: list[dict[str, Any]], origin: str = "results") ->
                 raise TypeError(f"hardware_fingerprint {str(r.get('hardware_fingerprint'))[:60]!r} (not a string)")
             out.append(SampleSet(ConfigIdentity(r["model"], r["device"].split(":")[0], r.get("backend", "torch"), r["precision"], r["mode"],
                                                 int(r["batch_size"]), _dims_text(dims), r.get("device_profile") or None),
-                                 [float(x) for x in r.get("samples_ms") or []], float(r["p50_ms"]), r.get("run_id"),
+                                 _samples_ms(r.get("samples_ms")), _time_ms(r["p50_ms"]), r.get("run_id"),
                                  r.get("hardware_fingerprint"), r.get("contended"), r.get("other_cpu_share"),
                                  _speed(r.get("speed_reference")), _count(r.get("minor_faults_per_iteration")),
                                  _allocator((r.get("environment") or {}).get("allocator") if isinstance(r.get("environment"), dict) else None)))
@@ -215,7 +249,7 @@ def _wide_sets(path: Path, rows: list[dict[str, str]], columns: list[str]) -> li
                 default_backend = registry.backend_of_kind(kind)
                 identity = ConfigIdentity(r["model"], kind, backend or (default_backend.name if default_backend else "torch"),
                                           r["precision"], r["mode"], int(r["batch_size"]), _dims_text(r.get("input_dims")), None)
-                out.append(SampleSet(identity, [], float(value), None))
+                out.append(SampleSet(identity, [], _time_ms(value, f"{label}_p50_ms"), None))
             except (KeyError, TypeError, ValueError) as exc:
                 raise BaselineError(f"baseline {path} line {n}: {exc}") from None
     if not out:
@@ -257,8 +291,8 @@ def sets_from_csv(path: Path) -> list[SampleSet]:
     out = []
     for n, r in enumerate(rows, start=2):
         try:
-            samples = [float(x) for x in (r.get("samples_ms") or "").replace(",", ";").split(";") if x.strip()]
-            p50 = float(r["p50_ms"]) if r.get("p50_ms") else statistics.median(samples) if samples else None
+            samples = _samples_ms(x for x in (r.get("samples_ms") or "").replace(",", ";").split(";") if x.strip())
+            p50 = _time_ms(r["p50_ms"]) if r.get("p50_ms") else statistics.median(samples) if samples else None
             if p50 is None:
                 raise ValueError("neither samples_ms nor p50_ms")
             kind = r.get("device_kind") or r.get("hardware")
@@ -275,19 +309,46 @@ def sets_from_csv(path: Path) -> list[SampleSet]:
 
 
 def write_baseline_csv(sets: list[SampleSet], path: Path) -> Path:
-    """The CSV form of sample sets, readable back as a baseline (samples kept)."""
+    """The CSV form of sample sets, readable back as a baseline (samples kept). Written through a
+    temporary file and a rename: written in place, a full disk cut the file short and the old
+    baseline was gone, and the cut file read back as a smaller baseline (its last row's samples
+    cut mid-list), which passed CI with the rest of the configs "new"."""
+    import io
+
+    from devicefit.results_io import write_text_atomic
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
+    with io.StringIO(newline="") as fh:
         writer = csv.writer(fh)
+        # device_profile: a 1-thread or AVX2-capped row is another device of the same fingerprint;
+        # without it, read back, such a row was the unconstrained CPU's config a second time
         writer.writerow(["model", "device_kind", "backend", "precision", "mode", "batch_size", "input_dims", "run_id",
-                         "hardware_fingerprint", "p50_ms", "samples_ms"])
+                         "hardware_fingerprint", "device_profile", "p50_ms", "samples_ms"])
         for s in sets:
             i = s.identity
             text = [spreadsheet_text(t) for t in (i.model, i.device_kind, i.backend, i.precision, i.mode)]
             writer.writerow([*text, i.batch_size, spreadsheet_text(i.input_dims or ""), spreadsheet_text(s.run_id or ""),
-                             spreadsheet_text(s.hardware_fingerprint or ""), f"{s.p50_ms:.6g}", ";".join(f"{x:.6g}" for x in s.samples_ms)])
+                             spreadsheet_text(s.hardware_fingerprint or ""), spreadsheet_text(i.device_profile or ""),
+                             f"{s.p50_ms:.6g}", ";".join(f"{x:.6g}" for x in s.samples_ms)])
+        text = fh.getvalue()
+    write_text_atomic(path, text)
     return path
+
+
+def _once_each(path: Path, sets: list[SampleSet]) -> list[SampleSet]:
+    """The sets of a baseline file that holds each config of a machine once. A config given twice
+    (two files concatenated, a row pasted again) matched its first row only and its second copy
+    was reported "missing" from this run; two different figures for one config leave no way to
+    say which is the baseline."""
+    seen: dict[tuple[ConfigIdentity, str | None], int] = {}
+    for n, s in enumerate(sets):
+        key = (s.identity, s.hardware_fingerprint)
+        if key in seen:
+            machine = f" on {s.hardware_fingerprint}" if s.hardware_fingerprint else ""
+            raise BaselineError(f"baseline {path} holds {s.identity.label()}{machine} twice (entries {seen[key] + 1} and {n + 1}): "
+                                "keep one row per config and machine")
+        seen[key] = n
+    return sets
 
 
 def load_baseline(spec: str, database: store.Source | None, current: list[SampleSet]) -> tuple[str, dict[tuple[ConfigIdentity, str | None], SampleSet] | list[SampleSet]]:
@@ -300,11 +361,11 @@ def load_baseline(spec: str, database: store.Source | None, current: list[Sample
     if path.suffix.lower() == ".csv":
         if not path.is_file():
             raise BaselineError(f"baseline file {path} does not exist")
-        return f"CSV {path}", sets_from_csv(path)
+        return f"CSV {path}", _once_each(path, sets_from_csv(path))
     if path.suffix.lower() == ".json" or path.is_file():
         if not path.is_file():
             raise BaselineError(f"baseline file {path} does not exist")
-        return f"results document {path}", sets_from_document(path)
+        return f"results document {path}", _once_each(path, sets_from_document(path))
     if database is None:
         raise BaselineError(f"baseline {spec!r} is not a file, and there is no database to look up a run id in")
     try:

@@ -26,6 +26,7 @@ class ReportOutput:
     png: dict[str, Path] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)  # figure -> why it is not there
     png_unavailable: str | None = None
+    note: str | None = None  # the data's (ReportData.note): the figures are not of the store's aggregates table
 
 
 def chromium_binary() -> str | None:
@@ -47,7 +48,7 @@ def write_report(data: ReportData, directory: Path, png: bool = True, extras: di
     """`extras`: other outputs (label -> file) the index links to, such as the analysis CSV."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    out = ReportOutput(directory, directory / "index.html")
+    out = ReportOutput(directory, directory / "index.html", note=data.note)
     out.png_unavailable = png_unavailable_reason() if png else "not requested"
     drawn: dict[str, Any] = {}
     for name, (builder, _) in FIGURES.items():
@@ -57,7 +58,7 @@ def write_report(data: ReportData, directory: Path, png: bool = True, extras: di
             out.missing[name] = f"could not be drawn: {type(exc).__name__}: {exc}"
             continue
         if fig is None:
-            out.missing[name] = "the measurements hold nothing this figure can show yet"
+            out.missing[name] = data.unavailable.get(name) or "the measurements hold nothing this figure can show yet"
             continue
         path = directory / f"{name}.html"
         fig.write_html(path, include_plotlyjs="directory", full_html=True)
@@ -99,6 +100,7 @@ def _index_html(data: ReportData, out: ReportOutput, links: dict[str, str]) -> s
     extras = "" if not links else "<p>Also: " + ", ".join(
         f'<a href="{html.escape(href)}">{html.escape(label)}</a>' for label, href in links.items()) + ".</p>"
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    note = f"<p><strong>Note:</strong> {html.escape(data.note)}.</p>" if data.note else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>devicefit report</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;line-height:1.5}}li{{margin:.4rem 0}}</style>
@@ -107,6 +109,7 @@ def _index_html(data: ReportData, out: ReportOutput, links: dict[str, str]) -> s
 <p>{len(data.aggregates)} measured configurations of {len({r['model'] for r in data.aggregates})} models on
 {html.escape(visible(', '.join(hosts)))}; predictor {html.escape(str(data.predictor_version))}. Generated {generated}.
 Every figure is measured unless its title says predicted; hover a point for its runs, confidence interval and host.</p>
+{note}
 <ul>
 {chr(10).join(items)}
 </ul>

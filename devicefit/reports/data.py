@@ -22,6 +22,10 @@ class ReportData:
     held_out: list[dict[str, Any]] = field(default_factory=list)
     interval_half_width: dict[str, float] = field(default_factory=dict)
     predictor_version: str | None = None
+    #: where the figures' aggregates are not the store's aggregates table (store.aggregates_as_measured), why
+    note: str | None = None
+    #: figure -> why it cannot be drawn whatever was measured (the published predictor is missing or damaged)
+    unavailable: dict[str, str] = field(default_factory=dict)
 
     def default_inputs(self) -> dict[str, str]:
         """Per model, the input shape it was measured at most often: figures compare like with
@@ -86,8 +90,9 @@ def load_report_data(paths: DataPaths, con: store.Source | None = None,
     if con is None and not paths.database.exists():
         raise FileNotFoundError(f"no database at {paths.database}: run `make run` or `devicefit run` first")
     with store.opened(paths.database if con is None else con, read_only=True) as con:
+        note = None
         if aggregates is None:
-            aggregates = store.aggregates(con)
+            aggregates, note = store.aggregates_as_measured(con)
         devices = {}
         for fp, kind, name, probe in store.hardware_rows(con):
             probe = (json.loads(probe) if isinstance(probe, str) else probe) or {}
@@ -95,18 +100,27 @@ def load_report_data(paths: DataPaths, con: store.Source | None = None,
                            "memory_bandwidth_gbs_best": probe.get("memory_bandwidth_gbs_best")}
         inputs = {(m, dims or "{}"): {"flops_per_sample": flops, "model_path": path}
                   for m, dims, flops, path in store.measured_inputs(con)}
-    data = ReportData(labelled(aggregates), devices, inputs)
+    data = ReportData(labelled(aggregates), devices, inputs, note=note)
     from devicefit.predict import artifacts
+    from devicefit.predict.validation_report import ValidationReport
 
+    # The predicted-vs-measured figure needs the published predictor's held-out predictions: one
+    # missing or damaged is said on the index, not a traceback ending the report (a validation
+    # section missing a key), nor "the measurements hold nothing" (an unreadable file).
     try:
         artifact = artifacts.load_current(paths)
-    except artifacts.PredictorUnavailable:
-        artifact = None
-    if artifact is not None:
-        from devicefit.predict.validation_report import ValidationReport
-
+        if artifact is None:
+            data.unavailable["predicted_vs_measured"] = "no trained predictor is published yet (`devicefit run` trains one)"
+            return data
         validation = ValidationReport.of(artifact)
-        data.held_out = validation.held_out_rows
-        data.interval_half_width = {t: v.interval_log_half_width for t, v in validation.targets.items()}
-        data.predictor_version = artifact.get("version")
+        held_out, half_width = validation.held_out_rows, {t: v.interval_log_half_width for t, v in validation.targets.items()}
+    except artifacts.PredictorUnavailable as exc:
+        data.unavailable["predicted_vs_measured"] = str(exc)
+        return data
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        data.unavailable["predicted_vs_measured"] = (f"the published predictor's validation is damaged ({type(exc).__name__}: "
+                                                     f"{str(exc)[:120]}): retrain with `make run`")
+        return data
+    data.held_out, data.interval_half_width = held_out, half_width
+    data.predictor_version = artifact.get("version")
     return data

@@ -208,6 +208,32 @@ def aggregates(con) -> list[dict[str, Any]]:
     return query(con, f"SELECT * FROM {relation} ORDER BY {AGGREGATE_ORDER}")
 
 
+def aggregates_as_measured(con) -> tuple[list[dict[str, Any]], str | None]:
+    """The aggregates table, and a note where it does not hold what the measurements give now
+    (the aggregates' own query, read-only): `ingest` stores rows without aggregating them, and a
+    partition run outside the rebuild replaces rows, so a report, an analysis or the
+    recommendations read from the table alone left out, silently, every config stored since (337
+    of the 537 configs of a store after a second machine's dataset was ingested). A store that
+    was never aggregated (ingested only) is reported from its measurements, saying so."""
+    rows = query(con, f"SELECT * FROM ({aggregate_select()}) ORDER BY {AGGREGATE_ORDER}")
+    relation = aggregates_relation(con)
+    stored = query(con, f"SELECT * FROM {relation} ORDER BY {AGGREGATE_ORDER}") if relation else None
+    if not rows and not stored:
+        raise StoreError(f"{database_file(con)} holds no measured configs yet: run `devicefit run` or `devicefit ingest` first")
+    rebuild = "`dagster asset materialize -m pipelines.definitions --select 'key:benchmark_results+'` (or `devicefit run`)"
+    if stored is None:
+        return rows, (f"the store has not aggregated its measurements yet: reported from the measurements as they are; {rebuild} "
+                      "aggregates them and publishes the API's benchmark snapshot")
+
+    def key(r: dict[str, Any]) -> tuple:
+        return tuple(str(r.get(c)) for c in ("model", "device_kind", "backend", "precision", "mode", "batch_size", "input_dims",
+                                              "host", "runs", "rows", "p50_ms", "peak_rss_bytes"))
+    if sorted(map(key, stored)) != sorted(map(key, rows)):
+        return stored, (f"the store's aggregates ({len(stored)} configs) are older than its measurements ({len(rows)} configs "
+                        f"now: rows were ingested or replaced since); these figures are the aggregates'; {rebuild} brings them up to date")
+    return stored, None
+
+
 def record_predictor_version(con, version: str, artifact: dict[str, Any], path: str, within_bars: bool) -> None:
     con.execute("DELETE FROM predictor_versions WHERE version = ?", [version])
     con.execute("INSERT INTO predictor_versions VALUES (?, ?, ?, ?, ?, ?, ?)",
