@@ -148,12 +148,15 @@ def allocator_tuning_parts(value: Any) -> list[str] | None:
 
 
 def written_allocator_text(text: str) -> str:
-    """An allocator_text read back from a file written before NOT_ALLOCATOR_SETTINGS were left
-    out (a CI report's `current_allocator`), without them: "glibc 2.36,
+    """An allocator_text read back from a file written before NOT_ALLOCATOR_SETTINGS and settings
+    no allocator reads (tunes_allocator) were left out (a CI report's `current_allocator`),
+    without them: "glibc 2.36,
     _RJEM_MALLOC_CONF=dirty_decay_ms:500,muzzy_decay_ms:1000" reads "glibc 2.36 (defaults)". A
     setting's own value holds no ", " (jemalloc's and glibc's separate theirs with "," or ":")."""
     parts = text.split(", ")
-    kept = [p for p in parts if p.partition("=")[0] not in NOT_ALLOCATOR_SETTINGS]
+    preload = next((p.partition("=")[2] for p in parts if p.startswith("LD_PRELOAD=")), None)
+    kept = [p for p in parts if p.partition("=")[0] not in NOT_ALLOCATOR_SETTINGS
+            and (p.startswith("LD_PRELOAD=") or "=" not in p or tunes_allocator(p.partition("=")[0], preload))]
     if len(kept) == len(parts):
         return text
     return ", ".join(kept) if len(kept) > 1 else f"{kept[0]} (defaults)"

@@ -293,7 +293,7 @@ def _machine_source(document: dict[str, Any]) -> tuple[Any, str | None, Any] | N
     if not isinstance(key, str) or not key:
         return None
     hardware = document.get("hardware") if isinstance(document.get("hardware"), dict) else {}
-    return key, host_fingerprint(document), hardware.get("hostname")
+    return key, host_fingerprint(document), str(hardware.get("hostname") or "")  # as partition_identity names it
 
 
 def _refuse_an_older_run(landed: Path, document: dict[str, Any]) -> None:

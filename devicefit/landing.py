@@ -97,10 +97,23 @@ def superseded_landing(raw_dir: Path, source_key: str, device_fingerprint: str, 
 
 
 def retire_landing(path: Path) -> Path:
-    """Move a superseded landing file out of the loader's way (raw/superseded/), keeping it."""
+    """Move a superseded landing file out of the loader's way (raw/superseded/), keeping it: a
+    name retired before (a partition's file, or an ingested copy's, retired at each later run)
+    gets a numbered one (`name.1.json`), as quarantine does; the same bytes retired before are
+    not kept twice. os.replace onto the name lost the run retired before it."""
+    from devicefit.landing_share import held_in
+
     target_dir = path.parent / SUPERSEDED_DIR
     target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / path.name
+    data = path.read_bytes()
+    if (kept := held_in(target_dir, path.name, data)) is not None:
+        path.unlink()
+        return kept
+    name, n = path.name, 0
+    while os.path.lexists(target_dir / name):
+        n += 1
+        name = f"{Path(path.name).stem}.{n}{Path(path.name).suffix}"
+    target = target_dir / name
     os.replace(path, target)
     return target
 

@@ -10,7 +10,8 @@ shared DEVICEFIT_DATA_DIR does the same job: nothing here runs.
 A file appears on the share whole or not at all: it is written under a hidden temporary name in
 the same directory, then moved into place; the loader never reads hidden names. Pulled files are
 written locally the same way. A file the loader quarantined is not pulled again while the share
-holds the same bytes, so one bad file is reported once, not at every load. A local file written
+holds the same bytes, so one bad file is reported once, not at every load; nor is one it retired
+to raw/superseded/ (a later run replaced it). A local file written
 after the share's copy (its `written_at`, a device record's `registered_at`) is kept: a partition
 measured again while the share could not be written has the newer run locally, and the share's
 older copy replaced it (and its rows in the store) at the next load. A file over the
@@ -32,6 +33,7 @@ SHARE_ENV = "DEVICEFIT_LANDING_URL"
 RAW = "raw"
 DEVICES = "devices"  # devicefit.landing.DEVICES_DIR
 QUARANTINE = "quarantine"  # devicefit.landing.QUARANTINE_DIR
+SUPERSEDED = "superseded"  # devicefit.landing.SUPERSEDED_DIR
 MAX_LANDING_BYTES = 256 * 2**20  # devicefit.landing.MAX_LANDING_BYTES (which imports this module)
 
 
@@ -97,6 +99,7 @@ class PullReport:
     pulled: list[str] = field(default_factory=list)  # paths under raw/ copied from the share
     unchanged: int = 0
     still_quarantined: list[str] = field(default_factory=list)  # bad files the share still holds
+    still_superseded: list[str] = field(default_factory=list)  # files a later run replaced here, which the share still holds
     too_large: list[tuple[str, str]] = field(default_factory=list)  # (path under raw/, reason): files never read
     kept_newer: list[str] = field(default_factory=list)  # paths under raw/ whose local copy was written after the share's
 
@@ -107,17 +110,17 @@ def _listing(directory) -> list:
     return [p for p in directory.iterdir() if p.name.endswith(".json") and not p.name.startswith(".") and p.is_file()]
 
 
-def _quarantined(directory: Path, name: str, data: bytes) -> bool:
-    """Whether these bytes are already held in quarantine under `name` or one of its numbered
-    names (`name.1.json`, ...: devicefit.landing.quarantine keeps each refusal of a name)."""
+def held_in(directory: Path, name: str, data: bytes) -> Path | None:
+    """Where these bytes are held in `directory` under `name` or one of its numbered names
+    (`name.1.json`, ...: the quarantine and raw/superseded/ keep each file of a name), or None."""
     stem, suffix = Path(name).stem, Path(name).suffix
     candidate, n = directory / name, 0
     while candidate.is_file():
         if candidate.read_bytes() == data:
-            return True
+            return candidate
         n += 1
         candidate = directory / f"{stem}.{n}{suffix}"
-    return False
+    return None
 
 
 def _written(data: bytes) -> datetime | None:
@@ -166,8 +169,13 @@ def pull(raw_dir: Path, url: str | None = None) -> PullReport:
                     except LandingShareError:
                         pass  # the local copy is kept either way; the next load tries again
                     continue
-                if _quarantined(local_dir / QUARANTINE, remote.name, data):
+                if held_in(local_dir / QUARANTINE, remote.name, data) is not None:
                     report.still_quarantined.append("/".join((*sub, remote.name)))
+                    continue
+                if held_in(local_dir / SUPERSEDED, remote.name, data) is not None:
+                    # a later run replaced it here (the loader retired it): pulled back, it was
+                    # loaded and retired again at every load, saying so each time
+                    report.still_superseded.append("/".join((*sub, remote.name)))
                     continue
                 local_dir.mkdir(parents=True, exist_ok=True)
                 temporary = local_dir / f".{remote.name}.{uuid.uuid4().hex}.tmp"

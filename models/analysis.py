@@ -226,7 +226,7 @@ def _count_flops(spec: ModelSpec, signature: InputSignature) -> FlopCount:
         dtype = torch.float32 if t.kind == "float" else torch.long
         inputs[name] = torch.zeros(t.shape, dtype=dtype, device="meta")
     counter = FlopCounterMode(display=False)
-    with local_forward(spec), counter, torch.no_grad():
+    with counter, torch.no_grad(), local_forward(spec):
         model(**inputs)
     # Counts are per module path; a leaf linear layer's count holds only its own matmul.
     root = type(model).__name__

@@ -44,6 +44,19 @@ def unbuildable(spec: ModelSpec, exc: Exception) -> InvalidModelError:
                                                            f"{type(exc).__name__}: {exc}"[:400])
 
 
+_PROJECT = Path(__file__).resolve().parents[1]
+_OWN_PACKAGES = tuple(str(_PROJECT / name) + "/" for name in ("models", "devicefit", "benchmark_runners"))
+
+
+def _raised_by_devicefit(exc: BaseException) -> bool:
+    """Whether the innermost frame of `exc`'s traceback is this project's code (the tracer's or
+    the FLOP counter's dispatch, say), not transformers' or torch's."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_PACKAGES)
+
+
 @contextlib.contextmanager
 def local_forward(spec: ModelSpec) -> Iterator[None]:
     """Around a meta-device forward pass: a local config that builds but cannot run on the
@@ -56,8 +69,8 @@ def local_forward(spec: ModelSpec) -> Iterator[None]:
     except DevicefitError:
         raise
     except Exception as exc:
-        if spec.source != "local":
-            raise
+        if spec.source != "local" or isinstance(exc, MemoryError) or _raised_by_devicefit(exc):
+            raise  # our tracer's or counter's own bug, or the machine's memory: not the config's fault
         raise InvalidModelError(spec.path or Path(spec.name), f"transformers cannot run {spec.architecture} on the inputs this "
                                                            f"config describes: {type(exc).__name__}: {exc}"[:400]) from exc
 

@@ -127,7 +127,7 @@ def _run_trace(spec: ModelSpec, signature: InputSignature, training: bool, extra
               for name, t in signature.inputs.items() if t.kind != "mask"}
     weights = {storage_key(p) for p in model.parameters()} | {storage_key(b) for b in model.buffers()}
     tracer = tracer_class()(weights)
-    with local_forward(spec), fused_attention_mode(), tracer, torch.set_grad_enabled(training):
+    with fused_attention_mode(), tracer, torch.set_grad_enabled(training), local_forward(spec):
         out = model(**inputs, **(extra or {}))
     del out
     return Trace([list(r) for r in tracer.rows], float(tracer.peak))

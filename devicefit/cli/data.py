@@ -164,3 +164,7 @@ def ingest(
             err.print(line, markup=False, highlight=False)
         for name, reason in report.quarantined:
             err.print(styled(("quarantined", "red"), f" {name}: {reason}"))
+        refused = sorted({r.landing_path.name for r in results} & {name for name, _ in report.quarantined})
+        if refused:  # landed, then refused by the store (a model-name clash, say): nothing of it stored
+            fail(f"the store refused {len(refused)} of the file(s) this ingest landed ({', '.join(refused)}): quarantined as above, "
+                 "nothing of them stored", 1)

@@ -200,7 +200,7 @@ def replace_source(con: duckdb.DuckDBPyConnection, source_key: str, origin: str,
             # Rows this source held may have been skipped in others as duplicates: those sources
             # offer them again at the next load, so a row leaves the store only with its last source.
             con.execute("UPDATE sources SET sha256 = NULL WHERE duplicate_rows > 0")
-        check_one_model_per_name(con, source_key, results)
+        check_one_model_per_name(con, source_key, results, document.get("supersedes") or () if origin == "partition" else ())
         held = _held_elsewhere(con, source_key, results)
         differing = _differing(con, results, held)
         kept = [r for r in results if (r.run_id, r.config_key) not in held]
@@ -288,17 +288,15 @@ def _partition_twin(con, source_key: str, origin: str, document: dict[str, Any])
         identity = partition_identity(source_key, document)
         twin = ingest_key(identity) if identity is not None else None
         return twin if twin is not None and _holds_rows(con, twin) else None
-    host = host_fingerprint(document)
-    if not host:
-        return None
-    hardware = document.get("hardware") if isinstance(document.get("hardware"), dict) else {}
-    hostname = str(hardware.get("hostname") or "")
     for (key,) in con.execute("SELECT source_key FROM sources WHERE origin = 'partition' ORDER BY source_key").fetchall():
-        if ingest_key([key, host, hostname]) == source_key:
+        identity = partition_identity(key, document)  # this document as that partition's, of its own machine
+        if identity is not None and ingest_key(identity) == source_key:
+            _, host, hostname = identity
             # the partition's own rows measured on this machine: a partition key another host
             # wrote into a shared data directory is not this file's twin
-            others, rows = con.execute("SELECT count(*) FILTER (WHERE host_fingerprint IS DISTINCT FROM ? OR coalesce(hostname, '') <> ?), "
-                                       "count(*) FROM measurements WHERE source_key = ?", [host, hostname, key]).fetchone()
+            # (a row's hostname is its environment's, which a row may lack: none is no other host)
+            others, rows = con.execute("SELECT count(*) FILTER (WHERE host_fingerprint IS DISTINCT FROM ? OR hostname <> ?), "
+                                       "count(*) FROM measurements WHERE source_key = ?", [host, hostname or None, key]).fetchone()
             return key if rows and not others else None
     return None
 

@@ -28,15 +28,15 @@ def _identity(source: str | None, parameters: int | None) -> Identity | None:
     return ("catalog", None) if source == "catalog" else None
 
 
-def stored_identities(con: duckdb.DuckDBPyConnection, names: Iterable[str], other_than: str | None = None) -> dict[str, dict[Identity, str | None]]:
+def stored_identities(con: duckdb.DuckDBPyConnection, names: Iterable[str], other_than: Iterable[str] = ()) -> dict[str, dict[Identity, str | None]]:
     """Name -> {identity: a model path stored with it} of the models `names` name, among the rows
-    of every source but `other_than`."""
+    of every source but those `other_than` names."""
     names = sorted(set(names))
     if not names:
         return {}
     rows = con.execute("SELECT model, model_source, parameters, any_value(model_path) FROM measurements "
-                       "WHERE source_key IS DISTINCT FROM ? AND model IN (SELECT unnest(?)) "
-                       "GROUP BY model, model_source, parameters", [other_than, names]).fetchall()
+                       "WHERE NOT list_contains(?, source_key) AND model IN (SELECT unnest(?)) "
+                       "GROUP BY model, model_source, parameters", [sorted(set(other_than)), names]).fetchall()
     found: dict[str, dict[Identity, str | None]] = {}
     for name, source, parameters, path in rows:
         identity = _identity(source, parameters)
@@ -58,10 +58,12 @@ def _other(mine: Identity, stored: dict[Identity, str | None]) -> tuple[Identity
     return next(((i, p) for i, p in stored.items() if i != mine), None) if mine[0] == "local" else None
 
 
-def check_one_model_per_name(con: duckdb.DuckDBPyConnection, source_key: str, results: list[BenchmarkResult]) -> None:
+def check_one_model_per_name(con: duckdb.DuckDBPyConnection, source_key: str, results: list[BenchmarkResult],
+                             replaced: Iterable[str] = ()) -> None:
     """LandingFileError when `results` hold a local model and another model of its name, or a
     local model under a name the store's other sources hold for another (a local model of
-    another parameter count, or the catalog model)."""
+    another parameter count, or the catalog model). The sources this load replaces (`replaced`:
+    the kind-level partitions a device partition supersedes) do not count: their rows go."""
     mine: dict[str, dict[Identity, str | None]] = {}
     for r in results:
         identity = _identity(r.model_source, r.parameters)
@@ -73,7 +75,7 @@ def check_one_model_per_name(con: duckdb.DuckDBPyConnection, source_key: str, re
             if other is not None:
                 raise LandingFileError(f"rows for {source_key}: two models are named '{name}', {_describe(identity, path)} and "
                                        f"{_describe(*other)}; {ADVICE}")
-    stored = stored_identities(con, mine, other_than=source_key)
+    stored = stored_identities(con, mine, other_than=[source_key, *replaced])
     for name, identities in mine.items():
         for identity, path in identities.items():
             other = _other(identity, stored.get(name, {}))

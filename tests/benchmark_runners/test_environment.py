@@ -108,3 +108,7 @@ def test_a_setting_only_an_allocator_not_preloaded_reads_is_no_tuning():
     recorded = _allocator_of({"TCMALLOC_RELEASE_RATE": "0"})
     assert recorded["settings"] == {"TCMALLOC_RELEASE_RATE": "0"}  # what the process had, kept as provenance
     assert allocator_tuning_parts(recorded) == []
+    # a CI report written before the rule reads as the tuning it was
+    assert written_allocator_text("glibc 2.36, TCMALLOC_RELEASE_RATE=0") == "glibc 2.36 (defaults)"
+    assert written_allocator_text("glibc 2.36, LD_PRELOAD=libtcmalloc.so.4, TCMALLOC_RELEASE_RATE=0") == \
+        "glibc 2.36, LD_PRELOAD=libtcmalloc.so.4, TCMALLOC_RELEASE_RATE=0"

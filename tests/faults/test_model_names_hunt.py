@@ -225,3 +225,73 @@ def test_generate_tests_never_writes_through_a_symbolic_link(tmp_path):
     path = generate_test("bert-tiny", out, validate=False).path
     assert not target.exists()
     assert path.parent == out and not path.is_symlink() and "bert-tiny" in path.read_text()
+
+
+def test_a_fault_of_devicefits_own_tracing_or_of_memory_is_never_blamed_on_the_config(tmp_path):
+    """local_forward said "transformers cannot run X on the inputs this config describes" (a
+    422) for any exception inside it: a bug in the operator tracer's dispatch, or a MemoryError,
+    told the user to fix a config that was fine (found by review, 2026-11-30)."""
+    import pytest
+
+    from models import op_tracer
+    from models.catalog import load_catalog
+    from models.loading import local_forward
+    from models.resolve import resolve_model
+
+    catalog = load_catalog()
+    directory = tmp_path / "bert-ok"
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps({**catalog["bert-tiny"].config, "architectures": [catalog["bert-tiny"].architecture]}))
+    spec = resolve_model(str(directory))
+    with pytest.raises(MemoryError):
+        with local_forward(spec):
+            raise MemoryError()
+
+    def broken(*_args, **_kwargs):  # a bug in devicefit's own code, raised from its module's frame
+        raise KeyError("tracer bug")
+
+    broken.__code__ = broken.__code__.replace(co_filename=op_tracer.__file__)
+    with pytest.raises(KeyError, match="tracer bug"):
+        with local_forward(spec):
+            broken()
+
+
+def test_a_partition_that_replaces_an_older_one_is_not_refused_for_the_model_it_replaces(tmp_path):
+    """A device partition of local model X with a new parameter count supersedes the kind-level
+    partition holding the old one: refused for that partition's rows, which it removes (found
+    by review, 2026-11-30)."""
+    import pytest
+
+    from benchmark_runners.records import BenchmarkResult
+    from devicefit import store
+    from devicefit.landing_schema import LandingFileError
+    from devicefit.results_io import results_document
+    from devicefit.store.model_identity import check_one_model_per_name
+
+    con = store.connect(tmp_path / "db.duckdb")
+    store.migrate(con)
+    store.replace_source(con, "partition:cpu|checkpoint-500", "partition",
+                         {**results_document("r1", [], {}), "results": [_local_row("/runs/checkpoint-500", 4385920, "r1")]})
+    newer = [BenchmarkResult.from_json(_local_row("/runs/checkpoint-500", 10119936, "r2"))]
+    with pytest.raises(LandingFileError, match="another model named 'checkpoint-500'"):
+        check_one_model_per_name(con, "partition:cpu-abc|checkpoint-500", newer)
+    check_one_model_per_name(con, "partition:cpu-abc|checkpoint-500", newer, replaced=["partition:cpu|checkpoint-500"])
+    con.close()
+
+
+def test_an_ingest_the_store_refuses_at_load_exits_1(tmp_path, monkeypatch):
+    """The file was landed, then quarantined by the load (another model of its name): `devicefit
+    ingest` printed "loaded 0 rows" and a red line, and exited 0 (found by review, 2026-11-30)."""
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+    from devicefit.results_io import results_document
+
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(tmp_path / "data"))
+    for run, parameters in (("r1", 4385920), ("r2", 10119936)):
+        (tmp_path / f"{run}.json").write_text(json.dumps({**results_document(run, [], {}),
+                                                          "results": [_local_row(f"/{run}/checkpoint-500", parameters, run)]}))
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", str(tmp_path / "r1.json")]).exit_code == 0
+    out = runner.invoke(app, ["ingest", str(tmp_path / "r2.json")])
+    assert out.exit_code == 1 and "the store refused 1 of the file(s) this ingest landed" in out.output, out.output

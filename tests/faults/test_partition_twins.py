@@ -19,21 +19,25 @@ NAME = "partition__cpu-245a6e58dfb9__bert-tiny.json"
 KEY = "partition:cpu-245a6e58dfb9|bert-tiny"
 
 
-def _document(run: int) -> dict:
-    return json.loads((DATASETS / f"epyc-2c-run{run}" / NAME).read_text())
+def _dataset(run: int | str) -> Path:
+    return DATASETS / (f"epyc-2c-run{run}" if isinstance(run, int) else run) / NAME
 
 
-def _ingest(tmp_path, run: int, paths: DataPaths):
+def _document(run: int | str) -> dict:
+    return json.loads(_dataset(run).read_text())
+
+
+def _ingest(tmp_path, run: int | str, paths: DataPaths):
     folder = tmp_path / f"copy-{run}"
     folder.mkdir(exist_ok=True)
-    (folder / NAME).write_bytes((DATASETS / f"epyc-2c-run{run}" / NAME).read_bytes())
+    (folder / NAME).write_bytes(_dataset(run).read_bytes())
     [landed] = ingest_path(folder, paths.raw)
     return landed
 
 
-def _measured_here(paths: DataPaths, run: int) -> None:
+def _measured_here(paths: DataPaths, run: int | str, share: bool = False) -> None:
     """The partition's own file, as its materialization on this machine writes it."""
-    write_landing(paths.raw, KEY, _document(run), share=False)
+    write_landing(paths.raw, KEY, _document(run), share=share)
 
 
 def _stored_runs(paths: DataPaths) -> list[str]:
@@ -162,3 +166,26 @@ def test_the_benchmark_results_asset_says_which_run_replaced_which(tmp_path):
     assert event.materialization.metadata["superseded"].value == [{"source": ingested.source_key, "replaced_by": KEY}]
     infos = [r.user_message for r in instance.all_logs(result.run_id) if r.level == logging.INFO]
     assert any(m.startswith(f"{ingested.source_key}: replaced by {KEY}, a later run") for m in infos)
+
+
+def test_every_retired_run_is_kept_and_the_share_does_not_bring_one_back(tmp_path, monkeypatch):
+    """The partition's own file and its ingested copy are retired under the same two names run
+    after run: the second retirement of a name replaced the first (the run was gone from
+    raw/superseded/). And with a landing share, the retired file came back from the share at
+    every load, to be loaded and retired again, saying so each time (found by review, 2026-11-30)."""
+    from devicefit.landing_share import SHARE_ENV
+
+    monkeypatch.setenv(SHARE_ENV, (tmp_path / "share").as_uri())
+    paths = DataPaths(tmp_path / "data")
+    _measured_here(paths, "epyc-2c-speedref", share=True)
+    load_landing_files(paths.database, paths.raw)
+    for step in (lambda: _ingest(tmp_path, 31, paths), lambda: _measured_here(paths, 32, share=True), lambda: _ingest(tmp_path, 33, paths)):
+        step()
+        load_landing_files(paths.database, paths.raw)
+    assert _stored_runs(paths) == [_document(33)["run_id"]]
+    retired = sorted(json.loads(f.read_text())["run_id"] for f in (paths.raw / SUPERSEDED_DIR).glob("*.json"))
+    assert retired == sorted(_document(run)["run_id"] for run in ("epyc-2c-speedref", 31, 32))
+    for _ in range(2):
+        again = load_landing_files(paths.database, paths.raw)
+        assert (again.pulled, again.superseded, again.loaded) == ([], [], [])
+    assert _stored_runs(paths) == [_document(33)["run_id"]]

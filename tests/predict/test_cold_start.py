@@ -130,34 +130,43 @@ def test_the_api_rebuilds_its_selector_when_the_hardware_cache_changes(tmp_path,
 
 
 _START_UP = """
-import json, sys, time
+import json, os, sys, time
 from pathlib import Path
 from devicefit.api.state import ServiceState, Settings
 
+shared, me = Path(sys.argv[1]), sys.argv[2]
+
 def probe(self):
-    start = time.time()
-    time.sleep(1.5)
-    with open(sys.argv[1], "a") as log:
-        log.write(json.dumps([start, time.time()]) + "\\n")
+    busy = shared / "in-probe"
+    try:
+        os.close(os.open(busy, os.O_CREAT | os.O_EXCL))  # another probe running now: an overlap
+    except FileExistsError:
+        (shared / f"overlap-{me}").touch()
+        return
+    time.sleep(1.0)
+    busy.unlink()
+    (shared / f"probed-{me}").touch()
 
 ServiceState._run_probe = probe
-ServiceState(Settings(benchmark_dir=Path(sys.argv[2]), warm_models=()))._probe_when_cold()
+(shared / f"ready-{me}").touch()
+deadline = time.time() + 60
+while len(list(shared.glob("ready-*"))) < 2 and time.time() < deadline:  # both start-ups reach the probe together
+    time.sleep(0.01)
+ServiceState(Settings(benchmark_dir=shared / f"data{me}", warm_models=()))._probe_when_cold()
 """
 
 
 def test_two_servers_starting_at_once_probe_one_after_the_other(tmp_path):
     """The workers of `serve --workers 2` on a fresh data directory each ran the start-up probe at
-    once, and each disturbed the other's (noticed at stop 72): one probes at a time now."""
+    once, and each disturbed the other's (noticed at stop 72): one probes at a time now. Both
+    start-ups wait for each other before probing, so without the lock their probes overlap."""
     import os
     import subprocess
     import sys
 
-    log = tmp_path / "probes.jsonl"
     env = {**os.environ, "DEVICEFIT_LOCK_DIR": str(tmp_path / "locks")}
-    servers = []
-    for i in range(2):
-        env_i = {**env, "DEVICEFIT_DATA_DIR": str(tmp_path / f"data{i}")}
-        servers.append(subprocess.Popen([sys.executable, "-c", _START_UP, str(log), str(tmp_path / f"data{i}")], env=env_i))
+    servers = [subprocess.Popen([sys.executable, "-c", _START_UP, str(tmp_path), str(i)],
+                                env={**env, "DEVICEFIT_DATA_DIR": str(tmp_path / f"data{i}")}) for i in range(2)]
     assert [s.wait(timeout=120) for s in servers] == [0, 0]
-    (a_start, a_end), (b_start, b_end) = sorted(json.loads(line) for line in log.read_text().splitlines())
-    assert b_start >= a_end, "the second server's probe began while the first one's ran"
+    assert not list(tmp_path.glob("overlap-*")), "a server's probe began while the other one's ran"
+    assert sorted(p.name for p in tmp_path.glob("probed-*")) == ["probed-0", "probed-1"]
