@@ -155,13 +155,15 @@ def _store_rows(document: dict, database: Path) -> None:
 
 def _check_names(specs: list, database: Optional[Path]) -> None:
     """Refuse, before anything is measured, models the store would take for one (two local
-    directories of one name, here or in --database's store)."""
-    from devicefit import store
-    from devicefit.store.model_identity import name_clash
-    from models.analysis import parameter_count
+    directories of one name, here or in --database's store). The store's modules only with
+    --database: a bare GPU host has no DuckDB, and `benchmark` without a store must run there."""
     from models.resolve import shared_name
 
     problem = shared_name(specs)
+    if database and problem is None:
+        from devicefit import store
+        from devicefit.store.model_identity import name_clash
+        from models.analysis import parameter_count
     for spec in specs if database and problem is None else ():
         if spec.source == "local":
             try:
