@@ -109,13 +109,19 @@ def retire_landing(path: Path) -> Path:
     if (kept := held_in(target_dir, path.name, data)) is not None:
         path.unlink()
         return kept
-    name, n = path.name, 0
-    while os.path.lexists(target_dir / name):
-        n += 1
-        name = f"{Path(path.name).stem}.{n}{Path(path.name).suffix}"
-    target = target_dir / name
+    target = target_dir / _unused_name(target_dir, path.name)
     os.replace(path, target)
     return target
+
+
+def _unused_name(directory: Path, name: str, *companions: str) -> str:
+    """`name`, or its first numbered form (`name.1.json`, ...) that neither it nor a companion
+    (`<it><companion>`, a quarantined file's `.reason.txt`) takes in `directory`."""
+    candidate, n = name, 0
+    while any(os.path.lexists(directory / f"{candidate}{c}") for c in ("", *companions)):
+        n += 1
+        candidate = f"{Path(name).stem}.{n}{Path(name).suffix}"
+    return candidate
 
 
 def quarantine(path: Path, reason: str) -> Path:
@@ -124,10 +130,7 @@ def quarantine(path: Path, reason: str) -> Path:
     (`name.1.json`), so an earlier file and its reason are never overwritten."""
     target_dir = path.parent / QUARANTINE_DIR
     target_dir.mkdir(parents=True, exist_ok=True)
-    name, n = path.name, 0
-    while any(os.path.lexists(target_dir / taken) for taken in (name, f"{name}.reason.txt")):
-        n += 1
-        name = f"{Path(path.name).stem}.{n}{Path(path.name).suffix}"
+    name = _unused_name(target_dir, path.name, ".reason.txt")
     target = target_dir / name
     shutil.move(str(path), target)
     (target_dir / f"{name}.reason.txt").write_text(reason + "\n")

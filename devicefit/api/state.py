@@ -116,8 +116,6 @@ class ServiceState:
 
     def _run_probe(self) -> None:
         """`devicefit detect --json` in its own session (_probe_when_cold), its inventory kept."""
-        import json
-        import os
         import signal
         import subprocess
         import sys

@@ -160,20 +160,26 @@ def _check_names(specs: list, database: Optional[Path]) -> None:
     from models.resolve import shared_name
 
     problem = shared_name(specs)
-    if database and problem is None:
-        from devicefit import store
-        from devicefit.store.model_identity import name_clash
-        from models.analysis import parameter_count
-    for spec in specs if database and problem is None else ():
+    if problem is None and database:
+        problem = _stored_name_clash(specs, database)
+    if problem:
+        fail(problem)
+
+
+def _stored_name_clash(specs: list, database: Path) -> str | None:
+    from devicefit import store
+    from devicefit.store.model_identity import name_clash
+    from models.analysis import parameter_count
+
+    for spec in specs:
         if spec.source == "local":
             try:
                 problem = name_clash(database, spec.name, parameter_count(spec), spec.path)
             except store.StoreError:
-                break  # another process's lock, say: the load checks again and names it
+                return None  # another process's lock, say: the load checks again and names it
             if problem:
-                break
-    if problem:
-        fail(problem)
+                return problem
+    return None
 
 
 def _is_store(path: Path) -> bool:
