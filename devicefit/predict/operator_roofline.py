@@ -5,7 +5,10 @@ dispatch cost per kernel and per view. Rates are per operator category (matmul a
 matmul between activations, dense and grouped convolution) and per precision; a GEMM's rate
 also rises with its M (rows) and K (reduction length) as rate * M/(M + m_half) * K/(K + k_half),
 because small GEMMs leave vector units idle and short reductions give each loaded tile little
-work (MobileNet's 1x1 convolutions over 16-32 channels). Training = forward x (1 + backward
+work (MobileNet's 1x1 convolutions over 16-32 channels). Matmuls between activations saturate at
+a K of their own (matmul_k_half): a fused attention's K is its key length (models.op_tracer), and
+Whisper's encoder over 1,500 keys ran at about twice the rate per FLOP of 128-token attention on a
+2-core AMD EPYC; with one rate for both, whisper-tiny held out was predicted 1.5x too slow. Training = forward x (1 + backward
 factor; convolutions have their own), plus an autograd cost per kernel, plus the AdamW step
 streaming 28 bytes per parameter (read weight, grad, two moments: 16; write weight and
 moments: 12).
@@ -78,6 +81,9 @@ def parameter_priors(spec: "DeviceSpec", precisions: set[str], modes: set[str], 
     # model family held out (the only dense-conv net) still gets the rate its neighbours measured.
     if MATMUL in has:
         priors["matmul_to_linear"] = 0.66
+        # Matmuls between activations reduce over a head (64) or a key length (a fused
+        # attention): blocks too short to amortize a tile's loads and the softmax around it.
+        priors["matmul_k_half"] = 128.0
     if CONV in has:
         priors["conv_to_linear"] = 1.0
     if GROUPED_CONV in has:
@@ -257,8 +263,9 @@ class OperatorSamples:
             [masks[LINEAR], masks[MATMUL], masks[CONV], masks[GROUPED_CONV]],
             [linear, gemm * v.get("matmul_to_linear", 1.0), gemm * v.get("conv_to_linear", 1.0),
              gemm * v.get("grouped_conv_to_linear", 1.0)], default=np.inf)
+        k_half = np.where(masks[MATMUL], v.get("matmul_k_half", v.get("gemm_k_half", 0.0)), v.get("gemm_k_half", 0.0))
         saturation = np.where(self.rows_known, self.rows / (self.rows + v["gemm_m_half"]), 1.0) \
-            * np.where(self.inner_known, self.inner / (self.inner + v.get("gemm_k_half", 0.0)), 1.0)
+            * np.where(self.inner_known, self.inner / (self.inner + k_half), 1.0)
         weight = self.weight_moved
         act = self.act_moved * np.select(
             [masks[CONV], masks[GROUPED_CONV]],
