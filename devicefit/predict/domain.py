@@ -42,4 +42,5 @@ def without_devices(data: TrainingData, devices: dict[str, str]) -> TrainingData
         skipped[reason] = int(sum(1 for d in data.devices if d == device))
     return replace(data, features=pick(data.features), actual={t: v[keep] for t, v in data.actual.items()},
                    memory_reference=data.memory_reference[keep], points=pick(data.points), models=pick(data.models),
-                   kinds=pick(data.kinds), devices=pick(data.devices), families=pick(data.families), skipped=skipped)
+                   kinds=pick(data.kinds), devices=pick(data.devices), families=pick(data.families), skipped=skipped,
+                   pre_load_rss=pick(data.pre_load_rss))

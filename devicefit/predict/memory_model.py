@@ -13,7 +13,8 @@ e absorb allocator slack). The trees learn what is left, in log ratio to it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -70,6 +71,10 @@ class MemoryModel:
         c = np.array([self.coefficients[t] for t in TERMS])
         return max(float(memory_terms(point, batch, precision, mode) @ c), 1.0)
 
+    def shifted(self, offset: float) -> "MemoryModel":
+        """This model with its process term moved by `offset` bytes (machine_offset), never below 0."""
+        return replace(self, coefficients={**self.coefficients, "process": max(0.0, self.coefficients["process"] + offset)})
+
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "coefficients": self.coefficients, "precisions": self.precisions, "modes": self.modes,
                 "rows": self.rows}
@@ -88,3 +93,28 @@ def fit_memory_model(kind: str, samples: list[tuple["ModelPoint", int, str, str,
     coef, _ = nnls(A / y[:, None], np.ones(len(y)))
     return MemoryModel(kind, dict(zip(TERMS, (float(c) for c in coef))), sorted({s[2] for s in samples}),
                        sorted({s[3] for s in samples}), len(samples))
+
+
+def machine_offset(device: str, source: str, pre_load: dict[str, float]) -> float | None:
+    """How many more bytes `device`'s machine holds before a model loads than `source`'s, read on
+    the kinds both machines measured other than the two devices' own (`pre_load`: a device's
+    median resident memory before its model loaded). The process term of a memory model is the
+    software stack's (interpreter, torch, OpenVINO; their versions), not the CPU's: the AMD EPYC's
+    workers started at 300 MB on torch where the Xeon's files, from an older release, started at
+    420-450, and a Xeon OpenVINO fit carried to the EPYC as it was over-predicted every row there
+    by 25%. None where the machines share no other measured kind (a machine nothing was measured
+    on)."""
+    from devicefit.predict.hardware_specs import kind_of, machine_of
+
+    def by_kind(machine: str, leave_out: str) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for d, v in pre_load.items():
+            if machine_of(d) == machine and d != leave_out and kind_of(d) != kind_of(device):
+                out.setdefault(kind_of(d), []).append(v)
+        return out
+
+    mine, theirs = by_kind(machine_of(device), device), by_kind(machine_of(source), source)
+    shared = sorted(set(mine) & set(theirs))
+    if not shared or machine_of(device) == machine_of(source):
+        return None
+    return statistics.median(statistics.median(mine[k]) - statistics.median(theirs[k]) for k in shared)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -27,7 +27,7 @@ from devicefit.predict.domain import parameter_range, thinly_measured, without_d
 from devicefit.predict.features import CATEGORICAL, NUMERIC, ModelPoint, feature_row, to_matrix
 from devicefit.predict.hardware_specs import DeviceSpec, default_devices, kind_of, machine_of
 from devicefit.predict.host_half_rates import host_speedups, transfer_factors
-from devicefit.predict.memory_model import MemoryModel, fit_memory_model
+from devicefit.predict.memory_model import MemoryModel, fit_memory_model, machine_offset
 from devicefit.predict.operator_roofline import OperatorRoofline, fit_operator_roofline, transfer_roofline
 from devicefit.predict.training_rows import (  # noqa: F401 - the rows' skip reasons, for callers
     CONTENDED_SKIP,
@@ -76,15 +76,18 @@ ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}
 class Baselines:
     roofline: dict[str, OperatorRoofline]  # "<device>|<backend>"
     memory: dict[str, MemoryModel]  # "<device>"
+    # "<device>": the median resident memory of its workers before a model loaded, over the rows
+    # fitted (memory_model.machine_offset)
+    pre_load_rss: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"roofline": {k: v.to_json() for k, v in self.roofline.items()},
-                "memory": {k: v.to_json() for k, v in self.memory.items()}}
+                "memory": {k: v.to_json() for k, v in self.memory.items()}, "pre_load_rss": self.pre_load_rss}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Baselines":
         return cls({k: OperatorRoofline.from_json(v) for k, v in d["roofline"].items()},
-                   {k: MemoryModel.from_json(v) for k, v in d["memory"].items()})
+                   {k: MemoryModel.from_json(v) for k, v in d["memory"].items()}, dict(d.get("pre_load_rss") or {}))
 
     def latency_ms(self, point: ModelPoint, batch: int, precision: str, mode: str, device: str, backend: str) -> float | None:
         fit = self.roofline.get(f"{device}|{backend}")
@@ -98,8 +101,10 @@ class Baselines:
         """These baselines plus, for each of `devices` without a fit of its own, the fit of the
         same-kind device with the most rows: the roofline's rates scaled by the two devices'
         probed peaks (`transfer_roofline`; a bf16 rate also by the two hosts' measured bf16
-        speed-ups, `host_half_rates`), the memory model as it is (a process's memory does not
-        depend on the CPU's speed). A device no same-kind device informs stays uncovered."""
+        speed-ups, `host_half_rates`), the memory model with its process term moved by what the
+        two machines hold before a model loads, read on another kind both measured
+        (`memory_model.machine_offset`; as it is where none: a process's memory does not depend
+        on the CPU's speed). A device no same-kind device informs stays uncovered."""
         roofline, memory = dict(self.roofline), dict(self.memory)
         speedups = host_speedups(self.roofline, specs)
         for device in sorted(d for d in devices if d in specs):
@@ -108,10 +113,12 @@ class Baselines:
                 if source != device and kind_of(source) == kind_of(device) and f"{device}|{backend}" not in roofline:
                     factors = transfer_factors(source, device, speedups)
                     roofline[f"{device}|{backend}"] = transfer_roofline(fit, specs[device], source, factors)
-            same_kind = [m for d, m in self.memory.items() if d != device and kind_of(d) == kind_of(device)]
+            same_kind = [(d, m) for d, m in self.memory.items() if d != device and kind_of(d) == kind_of(device)]
             if device not in memory and same_kind:
-                memory[device] = max(same_kind, key=lambda m: m.rows)
-        return Baselines(roofline, memory)
+                source, fit = max(same_kind, key=lambda dm: dm[1].rows)
+                offset = machine_offset(device, source, self.pre_load_rss)
+                memory[device] = fit.shifted(offset) if offset else fit
+        return Baselines(roofline, memory, self.pre_load_rss)
 
 
 def group_key(f: dict) -> str:
@@ -140,7 +147,12 @@ def fit_baselines(data: "TrainingData", rows: np.ndarray, specs: dict[str, Devic
                                               [(*_request(data, i), float(data.actual["latency"][i])) for i in idx], specs[device])
     memory = {device: fit_memory_model(kind_of(device), [(*_request(data, i), float(data.actual["memory"][i])) for i in idx])
               for device, idx in by_device.items()}
-    return Baselines(roofline, memory).with_devices(specs, set(data.devices))
+    pre_load: dict[str, list[float]] = {}
+    for device, idx in by_device.items():
+        readings = [data.pre_load_rss[i] for i in idx if data.pre_load_rss and data.pre_load_rss[i] is not None]
+        if readings:
+            pre_load[device] = readings
+    return Baselines(roofline, memory, {d: float(statistics.median(v)) for d, v in pre_load.items()}).with_devices(specs, set(data.devices))
 
 
 def references(data: "TrainingData", baselines: Baselines) -> dict[str, np.ndarray]:

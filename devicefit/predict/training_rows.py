@@ -39,6 +39,9 @@ class TrainingData:
     contended_kept: int = 0  # rows timed under contention, used because their config has no clean one
     speed: dict[str, dict] = field(default_factory=dict)  # per device: typical reference rate, rows scaled (speed.py)
     allocator: dict[str, str] = field(default_factory=dict)  # per device: the allocator tuning its rows were measured with
+    # Per row: the worker's resident memory before its model loaded (None where not recorded, or
+    # where the row's memory is a card's): what the host's software stack holds (memory_model.machine_offsets).
+    pre_load_rss: list[float | None] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.features)
@@ -196,6 +199,8 @@ def training_data(rows: list[dict[str, Any]], specs: dict[str, DeviceSpec]) -> T
         data.kinds.append(r["device_kind"])
         data.devices.append(device)
         data.families.append(point.family)
+        data.pre_load_rss.append(None if device_memory_kind(r["device_kind"]) or not r.get("rss_before_load_bytes")
+                                 else float(r["rss_before_load_bytes"]))
     data.actual = {t: np.asarray(v) for t, v in data.actual.items()}
     data.memory_reference = np.asarray(data.memory_reference)
     return data

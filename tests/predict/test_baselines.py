@@ -199,3 +199,24 @@ def test_a_transfer_scales_half_precision_rates_by_the_probed_half_precision_mat
     old = OperatorRoofline.from_json({k: v for k, v in fit.to_json().items() if k != "half_gflops"})
     assert transfer_roofline(old, amx).values["linear_gflops_bf16"] == pytest.approx(10.0 * 370 / 170)
     assert transfer_roofline(old, amx).half_by_fp32 == ("bf16", "fp16")
+
+
+def test_a_memory_model_carried_to_another_machine_moves_by_what_the_machines_hold_before_loading():
+    """A device with no rows of its own (leave-one-device-out, or a registered device) takes a
+    same-kind device's memory model; its process term is the software stack's, so it moves by
+    the difference the two machines show before a model loads on a kind both measured. Where
+    they share none (a machine nothing was measured on), the model is carried as it is."""
+    from devicefit.predict.memory_model import MemoryModel, machine_offset
+    from devicefit.predict.training import Baselines
+
+    mb = 1e6
+    pre_load = {"cpu@epyc": 300 * mb, "openvino@epyc": 350 * mb, "cpu@xeon": 430 * mb, "openvino@xeon": 550 * mb}
+    assert machine_offset("openvino@epyc", "openvino@xeon", pre_load) == pytest.approx(-130 * mb)  # read on cpu, not on itself
+    assert machine_offset("openvino@epyc", "openvino@xeon", {"openvino@epyc": 1.0, "openvino@xeon": 2.0}) is None
+    assert machine_offset("openvino@new", "openvino@xeon", pre_load) is None
+    xeon = MemoryModel("openvino", {**dict.fromkeys(TERMS, 1.0), "process": 560 * mb}, ["fp32"], ["inference"], 40)
+    specs = {d: DeviceSpec(d.split("@")[0], d, 200.0, 50.0, "measured_probe") for d in ("openvino@epyc", "openvino@new")}
+    carried = Baselines({}, {"openvino@xeon": xeon}, pre_load).with_devices(specs, {"openvino@epyc", "openvino@new"})
+    assert carried.memory["openvino@epyc"].coefficients["process"] == pytest.approx(430 * mb)
+    assert carried.memory["openvino@new"] == xeon
+    assert Baselines.from_json(carried.to_json()).pre_load_rss == pre_load  # the predictor carries it the same way
