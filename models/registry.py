@@ -11,7 +11,8 @@ The registry file is small JSON written atomically (temp file + rename, under a 
 a crash or two concurrent `models add` never leave it half-written or lose an entry. A
 registered model is checked when it is registered and again when it is loaded (its config may
 have changed since): config.json present and readable, an architecture transformers has, and
-sizes within models/limits.py.
+sizes within models/limits.py. Its weights files are checked when it is registered (and again
+when benchmark loads them): weights devicefit would never load are refused at once.
 
 `resolve_model` (models.resolve) consults the specs registered in this process
 (`use_registered`, done by the API at start-up) and then the default data directory's registry
@@ -34,6 +35,7 @@ from typing import Any
 
 from models.catalog import InvalidModelError, ModelSpec, UnknownModelError, catalog_model, catalog_names, close_names, load_local_model
 from models.errors import DevicefitError
+from models.loading import check_weight_files
 
 REGISTRY_FILE = "models.json"
 REGISTRY_VERSION = 1
@@ -138,6 +140,10 @@ def register_model(data_dir: Path, directory: str | Path, name: str | None = Non
     if not directory.is_dir():
         raise InvalidModelError(directory, "not a directory")
     spec = load_local_model(directory)
+    if spec.has_weights:
+        # The weights benchmark would refuse (a pickle without a safetensors copy, an index naming
+        # shards outside the directory) are refused now, not on the first measurement.
+        check_weight_files(spec.path)
     name = check_name(name if name is not None else spec.name)
     with _locked(data_dir):
         entries = _raw_entries(data_dir)
