@@ -28,6 +28,7 @@ import os
 import re
 import tempfile
 import threading
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -61,10 +62,22 @@ def registry_file(data_dir: Path) -> Path:
     return Path(data_dir) / REGISTRY_FILE
 
 
+def control_character(name: str) -> str | None:
+    """The first control character (Unicode Cc: a newline, tab, ESC, DEL) in `name`, as Python
+    writes it ('\\n'), or None. The registry names it when it refuses such a name, and `benchmark`
+    refuses a local directory's name holding one, which the store and every results file kept
+    as-is. `benchmark` keeps the rest of a directory's name (a comma, a space), as it always has:
+    only the registry holds names to NAME_PATTERN."""
+    hidden = next((c for c in name if unicodedata.category(c) == "Cc"), None)
+    return None if hidden is None else repr(hidden)[1:-1]
+
+
 def check_name(name: str) -> str:
     """`name` if it may name a registered model: the pattern above, and not a catalog model."""
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise RegistryError(f"model name {name!r} is not allowed: use letters, digits, '.', '_' and '-' "
+        hidden = control_character(name) if isinstance(name, str) else None
+        held = f" (it holds the control character '{hidden}')" if hidden else ""
+        raise RegistryError(f"model name {name!r} is not allowed{held}: use letters, digits, '.', '_' and '-' "
                             "(at most 100), optionally as 'org/name'")
     if catalog_model(name) is not None:
         raise RegistryError(f"model name '{name}' is taken by the catalog model '{catalog_model(name).name}'; "

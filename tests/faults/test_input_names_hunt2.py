@@ -28,3 +28,25 @@ def test_models_add_refuses_pickle_only_weights_as_benchmark_does(tmp_path, tiny
     (directory / "model.safetensors").write_bytes(b"")
     assert _cli("models", "add", str(directory), "--benchmark-dir", str(data)).exit_code == 0
 
+
+def test_benchmark_refuses_a_directory_named_with_control_characters(tmp_path, tiny_models, monkeypatch):
+    """`benchmark --model DIR --database F` stored rows under 'evil\\x1b[31mred\\nline', a name the
+    registry refuses; it is refused before measuring, and registering the directory names it.
+    Other characters the registry refuses (a comma, a space) stay allowed: tests/test_cli.py
+    measures 'bert,2-layers'."""
+    directory = tmp_path / "evil\x1b[31mred\nline"
+    shutil.copytree(tiny_models["text"], directory)
+    database = tmp_path / "db.duckdb"
+    out = _cli("benchmark", "--model", str(directory), "--database", str(database), "--timing", "quick")
+    assert out.exit_code == 2, out.output
+    assert "the model name 'evil\\x1b[31mred\\nline' holds the control character '\\x1b'" in " ".join(out.output.split()), out.output
+    assert "configs on" not in out.output and not database.exists()  # refused before any run started
+
+    from models.resolve import resolve_model, unnamable_local
+
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(tmp_path / "data"))
+    assert _cli("models", "add", str(directory), "--name", "evil-ok").exit_code == 0
+    spec = resolve_model(str(directory))
+    assert spec.name == "evil-ok" and unnamable_local([spec]) is None
+    registry = _cli("models", "add", str(directory), "--name", "tab\there")
+    assert registry.exit_code == 2 and "holds the control character '\\t'" in registry.output, registry.output
