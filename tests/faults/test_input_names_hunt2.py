@@ -50,3 +50,22 @@ def test_benchmark_refuses_a_directory_named_with_control_characters(tmp_path, t
     assert spec.name == "evil-ok" and unnamable_local([spec]) is None
     registry = _cli("models", "add", str(directory), "--name", "tab\there")
     assert registry.exit_code == 2 and "holds the control character '\\t'" in registry.output, registry.output
+
+
+def test_an_absurd_token_type_or_2d_position_table_is_refused_like_vocab_size(tmp_path, tiny_models):
+    """`type_vocab_size: 1000000000` passed the size limits (a 32-billion-parameter BERT was
+    analysed) while `vocab_size` of that size was refused; LayoutLM's
+    `max_2d_position_embeddings` was likewise unbounded."""
+    import pytest
+
+    from models.catalog import InvalidModelError, load_local_model
+
+    for key, what in (("type_vocab_size", "vocabulary size"), ("max_2d_position_embeddings", "positions")):
+        directory = tmp_path / key
+        shutil.copytree(tiny_models["text"], directory)
+        config = json.loads((directory / "config.json").read_text())
+        (directory / "config.json").write_text(json.dumps({**config, key: 1_000_000_000}))
+        with pytest.raises(InvalidModelError, match=f"config {key} = 1000000000 exceeds the limit of \\d+ {what}"):
+            load_local_model(directory)
+    out = _cli("models", "add", str(tmp_path / "type_vocab_size"), "--benchmark-dir", str(tmp_path / "data"))
+    assert out.exit_code == 2 and "type_vocab_size" in out.output, out.output
