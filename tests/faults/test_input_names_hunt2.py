@@ -69,3 +69,37 @@ def test_an_absurd_token_type_or_2d_position_table_is_refused_like_vocab_size(tm
             load_local_model(directory)
     out = _cli("models", "add", str(tmp_path / "type_vocab_size"), "--benchmark-dir", str(tmp_path / "data"))
     assert out.exit_code == 2 and "type_vocab_size" in out.output, out.output
+
+
+def test_cache_prune_of_a_name_two_directories_share_prunes_neither_and_a_path_prunes_one(tmp_path, monkeypatch):
+    """`cache prune --model checkpoint-500` removed the converted models of runs/v1/checkpoint-500
+    and runs/v2/checkpoint-500 alike (entries are named by model name), and the path of one was
+    'no cache entry records the model'. The bare name is refused, naming both directories; the
+    path prunes that directory's entries only."""
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("DEVICEFIT_CACHE_DIR", str(tmp_path / "derived"))
+    monkeypatch.setenv("DEVICEFIT_LOCK_DIR", str(tmp_path / "locks"))
+    onnx = tmp_path / "data" / "cache" / "onnx"
+    onnx.mkdir(parents=True)
+    files = {}
+    for run, key in (("v1", "0123456789abcdef"), ("v2", "fedcba9876543210")):
+        directory = tmp_path / "runs" / run / "checkpoint-500"
+        directory.mkdir(parents=True)
+        stem = onnx / f"checkpoint-500-{key}"
+        for suffix in (".onnx", ".reference.npy"):
+            stem.with_name(stem.name + suffix).write_bytes(b"x")
+        meta = stem.with_name(stem.name + ".json")
+        meta.write_text(json.dumps({"identity": {"model": "checkpoint-500", "path": str(directory.resolve())}}))
+        files[run] = (directory, meta)
+
+    out = _cli("cache", "prune", "--model", "checkpoint-500")
+    assert out.exit_code == 2, out.output
+    said = " ".join(out.output.split())
+    assert "cache entries of 2 models are named 'checkpoint-500'" in said and all(str(d.resolve()) in said for d, _ in files.values())
+    assert all(meta.exists() for _, meta in files.values())
+
+    out = _cli("cache", "prune", "--model", str(files["v1"][0]))
+    assert out.exit_code == 0 and "removed 1 entries" in out.output, out.output
+    assert not files["v1"][1].exists() and files["v2"][1].exists()
+    # one directory left under the name: the bare name names it again
+    assert _cli("cache", "prune", "--model", "checkpoint-500").exit_code == 0 and not files["v2"][1].exists()
