@@ -60,6 +60,11 @@ DERIVED = "derived"
 _LOCK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # the device locks' file names (lock_files)
 
 
+class AmbiguousModel(DevicefitError):
+    """`--model NAME` names local models of several directories (runs/v1/checkpoint-500 and
+    runs/v2/checkpoint-500 are both 'checkpoint-500'): pruning all of them was never asked for."""
+
+
 class CacheInUse(DevicefitError):
     """A measurement is running on this machine, and pruning entries it may read would fail its rows."""
     exit_code = 1
@@ -77,6 +82,7 @@ class CacheEntry:
     last_used: float | None  # the metadata's mtime: written, or last read (cache_files.mark_used)
     files: int
     paths: list[str]
+    model_path: str | None = None  # the local model directory its identity records (None: a catalog model, or none recorded)
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "last_used": None if self.last_used is None else
@@ -208,9 +214,16 @@ def _file_entries(cache: str, directory: Path, names: list[str], installed: dict
             model = identity.get("model") if isinstance(identity, dict) else None
         sizes = [_disk_bytes(p) for p in paths]
         entries.append(CacheEntry(cache, stem, state, reason, model, size_bytes=sum(s for s, _ in sizes), last_used=_mtime(meta),
-                                  files=sum(n for _, n in sizes), paths=[str(p) for p in paths]))
+                                  files=sum(n for _, n in sizes), paths=[str(p) for p in paths], model_path=_recorded_path(cached)))
     entries.extend(_unrecognised(cache, directory / n) for n in loose)
     return entries
+
+
+def _recorded_path(cached: Any) -> str | None:
+    """The local model directory an entry's metadata records, or None."""
+    identity = cached.get("identity") if isinstance(cached, dict) else None
+    path = identity.get("path") if isinstance(identity, dict) else None
+    return path if isinstance(path, str) and path else None
 
 
 def _unrecognised(cache: str, path: Path) -> CacheEntry:
@@ -236,7 +249,7 @@ def _dir_entries(cache: str, directory: Path, names: list[str], installed: dict[
             state, reason = _judge(identity, match["key"], installed, catalog)
             model = identity.get("model") if isinstance(identity, dict) else None
         size, files = _disk_bytes(path)
-        entries.append(CacheEntry(cache, name, state, reason, model, size, _mtime(meta), files, [str(path)]))
+        entries.append(CacheEntry(cache, name, state, reason, model, size, _mtime(meta), files, [str(path)], _recorded_path(cached)))
     return entries
 
 
@@ -328,19 +341,43 @@ def matches_model(entry: CacheEntry, model: str) -> bool:
     return (_VARIANT.sub("", named) if entry.cache == "openvino" else named) == model.replace("/", "_")
 
 
+def model_entries(entries: list[CacheEntry], model: str) -> list[CacheEntry]:
+    """The entries `--model` names. A local model directory's path names the entries recording
+    that directory; a name names the entries of that name (matches_model), unless they record
+    several directories (two local models share a directory name: runs/v1/checkpoint-500 and
+    runs/v2/checkpoint-500), which is AmbiguousModel listing them: a prune of one model's entries
+    removed every directory's of that name."""
+    try:
+        target = str(Path(model).expanduser().resolve())
+    except (OSError, RuntimeError, ValueError):  # not a path at all (a NUL byte, a loop)
+        target = None
+    by_path = [e for e in entries if e.cache != DERIVED and e.model_path is not None and e.model_path == target]
+    if by_path:
+        return by_path
+    by_name = [e for e in entries if e.cache != DERIVED and matches_model(e, model)]
+    sources = {e.model_path for e in by_name if e.model is not None}
+    if len(sources) > 1:
+        where = ", ".join(sorted(p or "the catalog model" for p in sources))
+        raise AmbiguousModel(f"cache entries of {len(sources)} models are named {model!r}: {where}; give the model "
+                             "directory's path to --model to prune one")
+    return by_name
+
+
 def chosen(entries: list[CacheEntry], everything: bool = False, unused_days: float | None = None,
            model: str | None = None, now: float | None = None) -> list[CacheEntry]:
     """The entries a prune with these options removes: never one being written, never a file the
     layout does not explain. By default what no run reads (UNREAD_STATES); `everything`: all;
     `unused_days`: also what was not read or written for that long (the derived kinds' entries
-    included); `model`: only that model's entries, all of them unless `unused_days` narrows it
-    (never the derived cache, which names no model)."""
+    included); `model`: only that model's entries (model_entries: a name or a local model
+    directory's path), all of them unless `unused_days` narrows it (never the derived cache,
+    which names no model)."""
     now = time.time() if now is None else now
+    named = None if model is None else {id(e) for e in model_entries(entries, model)}
     out = []
     for e in entries:
         if e.state in ("converting", "unrecognised"):
             continue
-        if model is not None and (e.cache == DERIVED or not matches_model(e, model)):
+        if named is not None and id(e) not in named:
             continue
         unused = unused_days is not None and (e.last_used is None or now - e.last_used > unused_days * 86400)
         if everything or unused or (model is not None and unused_days is None) or (e.state in UNREAD_STATES and e.cache != DERIVED):

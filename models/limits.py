@@ -38,11 +38,13 @@ LIMITS: tuple[Limit, ...] = (
                                   "projection_dim", "d_kv", "head_dim")),
     Limit("feed-forward size", 131_072, ("intermediate_size", "n_inner", "d_ff", "ffn_dim", "encoder_ffn_dim",
                                          "decoder_ffn_dim", "hidden_dim", "moe_intermediate_size")),
-    Limit("vocabulary size", 524_288, ("vocab_size",)),
+    # type_vocab_size is an embedding table too (BERT: 2 token types): 1e9 of them built a
+    # 32-billion-parameter model while vocab_size of that size was refused.
+    Limit("vocabulary size", 524_288, ("vocab_size", "type_vocab_size")),
     Limit("attention heads", 512, ("num_attention_heads", "n_head", "num_heads", "num_key_value_heads",
                                    "encoder_attention_heads", "decoder_attention_heads")),
     Limit("positions", 1_048_576, ("max_position_embeddings", "n_positions", "n_ctx", "max_source_positions",
-                                   "max_target_positions")),
+                                   "max_target_positions", "max_2d_position_embeddings")),
     Limit("experts", 1_024, ("num_experts", "num_local_experts", "n_routed_experts")),
     Limit("image size", 4_096, ("image_size",)),
     Limit("channels", 4_096, ("num_channels", "num_mel_bins")),

@@ -11,7 +11,8 @@ The registry file is small JSON written atomically (temp file + rename, under a 
 a crash or two concurrent `models add` never leave it half-written or lose an entry. A
 registered model is checked when it is registered and again when it is loaded (its config may
 have changed since): config.json present and readable, an architecture transformers has, and
-sizes within models/limits.py.
+sizes within models/limits.py. Its weights files are checked when it is registered (and again
+when benchmark loads them): weights devicefit would never load are refused at once.
 
 `resolve_model` (models.resolve) consults the specs registered in this process
 (`use_registered`, done by the API at start-up) and then the default data directory's registry
@@ -27,6 +28,7 @@ import os
 import re
 import tempfile
 import threading
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,6 +36,7 @@ from typing import Any
 
 from models.catalog import InvalidModelError, ModelSpec, UnknownModelError, catalog_model, catalog_names, close_names, load_local_model
 from models.errors import DevicefitError
+from models.loading import check_weight_files
 
 REGISTRY_FILE = "models.json"
 REGISTRY_VERSION = 1
@@ -59,10 +62,22 @@ def registry_file(data_dir: Path) -> Path:
     return Path(data_dir) / REGISTRY_FILE
 
 
+def control_character(name: str) -> str | None:
+    """The first control character (Unicode Cc: a newline, tab, ESC, DEL) in `name`, as Python
+    writes it ('\\n'), or None. The registry names it when it refuses such a name, and `benchmark`
+    refuses a local directory's name holding one, which the store and every results file kept
+    as-is. `benchmark` keeps the rest of a directory's name (a comma, a space), as it always has:
+    only the registry holds names to NAME_PATTERN."""
+    hidden = next((c for c in name if unicodedata.category(c) == "Cc"), None)
+    return None if hidden is None else repr(hidden)[1:-1]
+
+
 def check_name(name: str) -> str:
     """`name` if it may name a registered model: the pattern above, and not a catalog model."""
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise RegistryError(f"model name {name!r} is not allowed: use letters, digits, '.', '_' and '-' "
+        hidden = control_character(name) if isinstance(name, str) else None
+        held = f" (it holds the control character '{hidden}')" if hidden else ""
+        raise RegistryError(f"model name {name!r} is not allowed{held}: use letters, digits, '.', '_' and '-' "
                             "(at most 100), optionally as 'org/name'")
     if catalog_model(name) is not None:
         raise RegistryError(f"model name '{name}' is taken by the catalog model '{catalog_model(name).name}'; "
@@ -138,6 +153,10 @@ def register_model(data_dir: Path, directory: str | Path, name: str | None = Non
     if not directory.is_dir():
         raise InvalidModelError(directory, "not a directory")
     spec = load_local_model(directory)
+    if spec.has_weights:
+        # The weights benchmark would refuse (a pickle without a safetensors copy, an index naming
+        # shards outside the directory) are refused now, not on the first measurement.
+        check_weight_files(spec.path)
     name = check_name(name if name is not None else spec.name)
     with _locked(data_dir):
         entries = _raw_entries(data_dir)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from models.aliases import alias_model, alias_names
 from models.catalog import ModelSpec, UnknownModelError, catalog_model, close_names, load_config_file, load_local_model
-from models.registry import default_registry, name_registered, registered_at, registered_model
+from models.registry import control_character, default_registry, name_registered, registered_at, registered_model
 
 
 def _is_directory(text: str) -> bool:
@@ -90,4 +90,17 @@ def shared_name(specs: list[ModelSpec]) -> str | None:
         if other is not spec and (other.source, other.path) != (spec.source, spec.path):
             return (f"two models are named '{spec.name}': {other.path or other.name} and {spec.path or spec.name}; the store keys a "
                     "model's rows by name: register one under another name with `devicefit models add DIR --name NAME`")
+    return None
+
+
+def unnamable_local(specs: list[ModelSpec]) -> str | None:
+    """Why a local model of `specs` (a directory or config file) cannot be measured under its
+    own name: a control character in it (models.registry.control_character: a newline or ESC in a
+    directory's name), which the store and every results file would keep as-is; or None.
+    Registering the directory under another name gives it one."""
+    for spec in specs:
+        hidden = control_character(spec.name) if spec.source == "local" else None
+        if hidden is not None:
+            return (f"{str(spec.path)!r}: the model name {spec.name!r} holds the control character '{hidden}', which "
+                    "the registry refuses too; register it under another name with `devicefit models add DIR --name NAME`")
     return None

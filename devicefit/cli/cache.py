@@ -56,7 +56,7 @@ def cache_prune(
     ctx: typer.Context,
     everything: bool = typer.Option(False, "--all", help="Every entry, current ones and the derived facts too."),
     unused_days: Optional[float] = typer.Option(None, "--unused-days", help="Also entries not read or written for this many days."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Only this model's entries (its name as the entries record it)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Only this model's entries: its name as the entries record it, or a local model directory's path (needed where two directories share a name)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go, remove nothing."),
     as_json: bool = AS_JSON,
 ) -> None:
@@ -64,7 +64,7 @@ def cache_prune(
     --unused-days or --model, current entries too, only while no measurement on this machine holds
     a device lock (they would be converted again). Entries being written and files the caches do
     not recognise are never removed."""
-    from benchmark_runners.conversion_cache import all_entries, matches_model, prune
+    from benchmark_runners.conversion_cache import all_entries, model_entries, prune
 
     as_json = as_json or bool(ctx.parent and ctx.parent.params.get("as_json"))  # `cache --json prune` too
 
@@ -73,7 +73,7 @@ def cache_prune(
     if everything and (unused_days is not None or model is not None):
         fail("--all removes every entry: it takes neither --unused-days nor --model")
     entries = all_entries()
-    if model is not None and not any(matches_model(e, model) for e in entries):
+    if model is not None and not model_entries(entries, model):
         fail(f"no cache entry records the model {model!r} (devicefit cache lists them)")
     report = prune(entries, everything=everything, unused_days=unused_days, model=model, dry_run=dry_run)
     if as_json:

@@ -68,7 +68,8 @@ def models_add(
 ) -> None:
     """Register a local model directory by name, so the API (which takes names, never paths) and
     every command can use it. It is checked first: config.json readable, an architecture
-    transformers has, sizes within the limits of models/limits.py."""
+    transformers has, sizes within the limits of models/limits.py, weights benchmark would load
+    (safetensors, not a pickle alone)."""
     from models.registry import register_model, registry_file
 
     data_dir = data_paths(benchmark_dir).root

@@ -155,11 +155,12 @@ def _store_rows(document: dict, database: Path) -> None:
 
 def _check_names(specs: list, database: Optional[Path]) -> None:
     """Refuse, before anything is measured, models the store would take for one (two local
-    directories of one name, here or in --database's store). The store's modules only with
-    --database: a bare GPU host has no DuckDB, and `benchmark` without a store must run there."""
-    from models.resolve import shared_name
+    directories of one name, here or in --database's store), and a local model whose name holds
+    a control character, which the registry refuses too. The store's modules only
+    with --database: a bare GPU host has no DuckDB, and `benchmark` without a store must run there."""
+    from models.resolve import shared_name, unnamable_local
 
-    problem = shared_name(specs)
+    problem = unnamable_local(specs) or shared_name(specs)
     if problem is None and database:
         problem = _stored_name_clash(specs, database)
     if problem:
