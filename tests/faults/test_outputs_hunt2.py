@@ -1,5 +1,8 @@
 """Outputs and baselines cut or failing part-way: a baseline CSV cut mid-row is refused, not
-read as a smaller baseline."""
+read as a smaller baseline; a report written atomically, its stale figures removed."""
+import os
+import subprocess
+
 import pytest
 
 from devicefit.reports.baselines import BaselineError, ConfigIdentity, SampleSet, sets_from_csv, write_baseline_csv
@@ -50,3 +53,60 @@ def test_a_whole_baseline_csv_without_its_final_line_end_is_read(tmp_path):
     trimmed = sets_from_csv(_cut(path, path.read_text().rstrip("\r\n"), "nonl.csv"))
     assert [(s.identity, s.samples_ms, s.p50_ms) for s in trimmed] == [(s.identity, s.samples_ms, s.p50_ms) for s in whole]
     assert len(trimmed) == 3
+
+
+def _report_data(model: str = "m"):
+    from devicefit.reports.data import ReportData, labelled
+
+    rows = [{"model": model, "family": "embedding", "input_dims": "{}", "mode": "inference", "precision": precision, "batch_size": batch,
+             "p50_ms": 2.0 * batch, "device_kind": "cpu", "backend": "torch", "host": "cpu-x", "accelerator": None, "device_name": "Xeon",
+             "hostname": "vm", "throughput_samples_per_s": 500.0 / batch, "peak_rss_bytes": 2**29, "runs": 1}
+            for precision in ("fp32", "bf16") for batch in (1, 2)]
+    return ReportData(labelled(rows))
+
+
+def test_a_report_removes_its_own_figures_it_no_longer_draws_and_nothing_else(tmp_path):
+    """A figure an earlier report drew (the predictor's, before it was removed) and PNGs of an
+    earlier --png run stayed beside the new index, dated like the rest of the report."""
+    from devicefit.reports.dashboard import write_report
+
+    directory = tmp_path / "report"
+    directory.mkdir()
+    stale = ["predicted_vs_measured.html", "predicted_vs_measured.png", "hardware_comparison.png"]
+    mine = ["notes.txt", "predicted_vs_measured.html.bak", "custom.html"]
+    for name in stale + mine:
+        (directory / name).write_text("an earlier run's")
+    out = write_report(_report_data(), directory, png=False)
+    assert "predicted_vs_measured" in out.missing and "hardware_comparison" in out.html and out.png == {}
+    assert [n for n in stale if (directory / n).exists()] == []
+    assert all((directory / n).read_text() == "an earlier run's" for n in mine)
+    assert "an earlier run" not in (directory / "hardware_comparison.html").read_text()
+
+
+def test_a_report_cut_by_a_full_disk_leaves_the_previous_report_whole(tmp_path):
+    """Written in place, a full disk part-way through cut the previous report's pages (each file
+    truncated, then written short) and the run failed with neither report readable."""
+    import errno
+
+    from devicefit.reports.dashboard import write_report
+    from tests.faults.conftest import _mount_small_disk
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    reason = _mount_small_disk(disk, "12m")
+    if reason:
+        pytest.skip(reason)
+    try:
+        directory = disk / "report"
+        write_report(_report_data("first"), directory, png=False)
+        before = {p.name: p.read_bytes() for p in directory.iterdir()}
+        stat = os.statvfs(disk)
+        (disk / "filler").write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 4096))  # leave a page free
+        with pytest.raises(OSError) as raised:  # a longer model name: pages larger than the ones they replace
+            write_report(_report_data("second-" + "x" * 20_000), directory, png=False)
+        assert raised.value.errno == errno.ENOSPC
+        assert {p.name: p.read_bytes() for p in directory.iterdir()} == before
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
+        if os.path.ismount(disk):
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
