@@ -110,3 +110,31 @@ def test_a_report_cut_by_a_full_disk_leaves_the_previous_report_whole(tmp_path):
         subprocess.run(["umount", str(disk)], capture_output=True)
         if os.path.ismount(disk):
             subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+@pytest.mark.parametrize("option", ["--output-ci", "--export-baseline"])
+def test_compare_that_cannot_write_its_output_after_the_verdict_exits_2_not_1(tmp_path, monkeypatch, small_disk, option):
+    """`compare` exits 1 for a regression; a full disk at its --output-ci or --export-baseline,
+    met after the verdict was printed, reached the root group's OSError handler and exited 1
+    too, so CI read "a regression" where the comparison had passed."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from devicefit.cli import app
+    from devicefit.ingest import ingest_file
+    from devicefit.paths import DataPaths
+    from devicefit.pipeline import load_results
+
+    landing = Path(__file__).resolve().parents[2] / "benchmarks" / "datasets" / "epyc-2c-run33" / "partition__cpu-245a6e58dfb9__bert-tiny.json"
+    paths = DataPaths(tmp_path / "data")
+    monkeypatch.setenv("DEVICEFIT_DATA_DIR", str(paths.root))
+    ingest_file(landing, paths.raw)
+    load_results(paths)
+    stat = os.statvfs(small_disk)
+    (small_disk / "filler").write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize))
+    target = small_disk / "out.file"
+    out = CliRunner().invoke(app, ["compare", "--baseline", str(landing), option, str(target)])
+    assert out.exit_code == 2, out.output
+    assert f"{option} {target} was not written: No space left on device" in out.output
+    assert "the comparison above is pass" in out.output and not target.exists()
