@@ -205,11 +205,19 @@ def compare(
     except (regression.BaselineError, ValueError) as exc:
         fail(str(exc))
     print_regression(report_doc)
-    if output_ci:
-        write_json_atomic(output_ci, report_doc)
-        err.print(f"wrote {output_ci}")
-    if export_baseline:
-        regression.write_baseline_csv(current, export_baseline)
-        err.print(f"wrote {len(current)} configs to {export_baseline}")
+    writes = ((output_ci, "--output-ci", lambda path: write_json_atomic(path, report_doc), f"wrote {output_ci}"),
+              (export_baseline, "--export-baseline", lambda path: regression.write_baseline_csv(current, path),
+               f"wrote {len(current)} configs to {export_baseline}"))
+    for path, option, write, done in writes:
+        if not path:
+            continue
+        try:
+            write(path)
+        except OSError as exc:
+            # after the verdict, a write failure (a full disk, the directory removed meanwhile)
+            # must not exit 1, which says "a regression", nor end as the root group's OSError (1)
+            fail(f"{option} {path} was not written: {exc.strerror or exc} ({type(exc).__name__}); "
+                 f"the comparison above is {report_doc['status']}")
+        err.print(done)
     if report_doc["status"] == "fail":
         raise typer.Exit(1)

@@ -8,6 +8,7 @@ source names it, so that a config is compared with its own machine's earlier fig
 from __future__ import annotations
 
 import csv
+import io
 import json
 import statistics
 from dataclasses import dataclass
@@ -221,7 +222,7 @@ def sets_from_results(results: list[dict[str, Any]], origin: str = "results") ->
     return out
 
 
-def _wide_sets(path: Path, rows: list[dict[str, str]], columns: list[str]) -> list[SampleSet]:
+def _wide_sets(path: Path, rows: list[dict[str, str]], columns: list[str], lines: list[int]) -> list[SampleSet]:
     """Sample sets from `devicefit analyze --output` (spec 004's comparative analysis): one row
     per config, one `<hardware>_p50_ms` column per hardware label ("cpu", "cpu_openvino" for
     OpenVINO's plugin on the CPU). It keeps medians only, so the comparison is by threshold."""
@@ -239,7 +240,7 @@ def _wide_sets(path: Path, rows: list[dict[str, str]], columns: list[str]) -> li
         raise BaselineError(f"baseline {path} holds several {kind} devices ({', '.join(labels)}): a comparative analysis "
                             "names them by device name, not by the fingerprint this run's rows carry; compare against "
                             "'previous', a run id, or `compare --export-baseline`'s CSV of one machine instead")
-    for n, r in enumerate(rows, start=2):
+    for n, r in zip(lines, rows):
         for label in hardware:
             value = r.get(f"{label}_p50_ms")
             if not value:
@@ -279,17 +280,11 @@ def _wide_label(path: Path, label: str) -> tuple[str, str, str]:
 def sets_from_csv(path: Path) -> list[SampleSet]:
     """A baseline CSV: `compare --export-baseline`'s (one row per config and hardware, with its
     samples) or `analyze --output`'s comparative analysis (one row per config, medians only)."""
-    try:
-        with open(path, newline="") as fh:
-            reader = csv.DictReader(fh)
-            rows = [{k: read_spreadsheet_text(v) if isinstance(v, str) else v for k, v in r.items()} for r in reader]
-            columns = list(reader.fieldnames or [])
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:  # a binary file; a field over csv's size limit
-        raise BaselineError(f"baseline {path} is unreadable: {type(exc).__name__}: {str(exc)[:200]}") from None
+    rows, columns, lines, ended = _csv_rows(path)
     if "p50_ms" not in columns and any(c.endswith("_p50_ms") for c in columns):
-        return _wide_sets(path, rows, columns)
+        return _wide_sets(path, rows, columns, lines)
     out = []
-    for n, r in enumerate(rows, start=2):
+    for i, (n, r) in enumerate(zip(lines, rows)):
         try:
             samples = _samples_ms(x for x in (r.get("samples_ms") or "").replace(",", ";").split(";") if x.strip())
             p50 = _time_ms(r["p50_ms"]) if r.get("p50_ms") else statistics.median(samples) if samples else None
@@ -303,9 +298,46 @@ def sets_from_csv(path: Path) -> list[SampleSet]:
                                  samples, p50, r.get("run_id"), r.get("hardware_fingerprint") or None))
         except (KeyError, TypeError, ValueError) as exc:
             raise BaselineError(f"baseline {path} line {n}: {exc}") from None
+        if not ended and i == len(rows) - 1 and r.get("p50_ms") and samples and _cut_samples(samples, p50):
+            raise BaselineError(f"baseline {path} line {n} is cut short: the file ends inside this row without a line end, "
+                                f"and its samples' median ({statistics.median(samples):.6g}) is not its p50_ms ({p50:.6g}) "
+                                "as `compare --export-baseline` writes them; export the baseline again")
     if not out:
         raise BaselineError(f"baseline {path} has no rows")
     return out
+
+
+def _csv_rows(path: Path) -> tuple[list[dict[str, str]], list[str], list[int], bool]:
+    """(rows as dicts, header columns, each row's line number, whether the file ends with a line
+    end) of a baseline CSV. A row with another number of fields than the header is refused naming
+    its line: csv.DictReader filled a short row's missing fields with None, so a file cut mid-row
+    (a copy interrupted, a full disk) read as a smaller valid baseline, and CI passed with the
+    configs after the cut called "new". The line-end flag lets the caller check a last row that
+    has all its fields but may have lost the end of its last one."""
+    try:
+        with open(path, newline="") as fh:
+            text = fh.read()
+        reader = csv.reader(io.StringIO(text, newline=""))
+        columns = next(reader, [])
+        rows, lines = [], []
+        for fields in reader:
+            if not fields:
+                continue  # a blank line, skipped as csv.DictReader skipped it
+            if len(fields) != len(columns):
+                raise BaselineError(f"baseline {path} line {reader.line_num} is cut short or damaged: it has {len(fields)} "
+                                    f"fields where the header has {len(columns)}")
+            rows.append(dict(zip(columns, (read_spreadsheet_text(v) for v in fields))))
+            lines.append(reader.line_num)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:  # a binary file; a field over csv's size limit
+        raise BaselineError(f"baseline {path} is unreadable: {type(exc).__name__}: {str(exc)[:200]}") from None
+    return rows, columns, lines, text.endswith(("\n", "\r"))
+
+
+def _cut_samples(samples: list[float], p50: float) -> bool:
+    """Whether a row's samples disagree with its p50_ms beyond the rounding to 6 significant
+    digits `write_baseline_csv` applies to both: the p50 a run stores is its samples' median
+    (benchmark_runners.stats), so a last sample list cut mid-number ("2763.89" to "2") shows."""
+    return abs(statistics.median(samples) - p50) > 1e-4 * p50
 
 
 def write_baseline_csv(sets: list[SampleSet], path: Path) -> Path:
@@ -313,8 +345,6 @@ def write_baseline_csv(sets: list[SampleSet], path: Path) -> Path:
     temporary file and a rename: written in place, a full disk cut the file short and the old
     baseline was gone, and the cut file read back as a smaller baseline (its last row's samples
     cut mid-list), which passed CI with the rest of the configs "new"."""
-    import io
-
     from devicefit.results_io import write_text_atomic
 
     path = Path(path)

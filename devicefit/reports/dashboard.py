@@ -45,7 +45,18 @@ def png_unavailable_reason() -> str | None:
 
 
 def write_report(data: ReportData, directory: Path, png: bool = True, extras: dict[str, Path] | None = None) -> ReportOutput:
-    """`extras`: other outputs (label -> file) the index links to, such as the analysis CSV."""
+    """`extras`: other outputs (label -> file) the index links to, such as the analysis CSV.
+
+    Every file is written through a temporary file and a rename (results_io.write_text_atomic):
+    written in place, an interrupted run (a full disk, a kill) left a cut page where the last
+    report was, and plotly's own copy of plotly.min.js, made only where none is there, stayed cut
+    for every later report. A figure's HTML or PNG this report does not produce is removed (its
+    own `<figure>.html` / `<figure>.png` names only), so a figure no longer drawn is not left
+    beside the index looking current."""
+    from plotly.offline import get_plotlyjs
+
+    from devicefit.results_io import write_text_atomic
+
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     out = ReportOutput(directory, directory / "index.html", note=data.note)
@@ -60,15 +71,30 @@ def write_report(data: ReportData, directory: Path, png: bool = True, extras: di
         if fig is None:
             out.missing[name] = data.unavailable.get(name) or "the measurements hold nothing this figure can show yet"
             continue
-        path = directory / f"{name}.html"
-        fig.write_html(path, include_plotlyjs="directory", full_html=True)
-        out.html[name] = path
         drawn[name] = fig
+    if drawn:
+        write_text_atomic(directory / "plotly.min.js", get_plotlyjs())  # the bundle the pages load beside them
+    for name, fig in drawn.items():
+        path = directory / f"{name}.html"
+        write_text_atomic(path, fig.to_html(include_plotlyjs="directory", full_html=True))
+        out.html[name] = path
     if out.png_unavailable is None and drawn:
         _write_pngs(drawn, directory, out)
+    _remove_stale_figures(directory, out)
     links = {label: os.path.relpath(path, directory) for label, path in (extras or {}).items() if Path(path).exists()}
-    out.index.write_text(_index_html(data, out, links))
+    write_text_atomic(out.index, _index_html(data, out, links))
     return out
+
+
+def _remove_stale_figures(directory: Path, out: ReportOutput) -> None:
+    """Remove the `<figure>.html` and `<figure>.png` files of FIGURES that this report did not
+    write (a figure no longer drawn, PNGs not rendered this time): they are an earlier report's.
+    Any other file in the directory is left alone."""
+    for name in FIGURES:
+        for suffix, written in ((".html", out.html), (".png", out.png)):
+            path = directory / f"{name}{suffix}"
+            if name not in written and path.is_file():
+                path.unlink()
 
 
 def _write_pngs(figures: dict[str, Any], directory: Path, out: ReportOutput) -> None:
@@ -77,13 +103,18 @@ def _write_pngs(figures: dict[str, Any], directory: Path, out: ReportOutput) -> 
     import plotly.io as pio
 
     paths = {name: directory / f"{name}.png" for name in figures}
-    for path in paths.values():
-        path.unlink(missing_ok=True)  # what is there afterwards is this batch's
+    # rendered under temporary names and renamed into place: a cut PNG never takes a figure's name
+    parts = {name: directory / f".{name}.part.png" for name in figures}
     try:
-        pio.write_images(list(figures.values()), list(paths.values()), width=1400, height=800, scale=1)
+        pio.write_images(list(figures.values()), list(parts.values()), width=1400, height=800, scale=1)
+        for name, part in parts.items():
+            os.replace(part, paths[name])
+            out.png[name] = paths[name]
     except Exception as exc:  # noqa: BLE001 - the HTML is the report; a PNG failure is reported, not fatal
         out.png_unavailable = f"PNG export failed: {type(exc).__name__}: {exc}"
-    out.png = {name: path for name, path in paths.items() if path.exists()}
+    finally:
+        for part in parts.values():
+            part.unlink(missing_ok=True)
 
 
 def _index_html(data: ReportData, out: ReportOutput, links: dict[str, str]) -> str:

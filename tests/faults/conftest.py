@@ -6,13 +6,13 @@ import subprocess
 import pytest
 
 
-def _mount_small_disk(path) -> str | None:
-    """Mount a 2 MiB tmpfs at `path`; the reason it cannot be done, or None."""
+def _mount_small_disk(path, size: str = "2m") -> str | None:
+    """Mount a tmpfs of `size` (2 MiB) at `path`; the reason it cannot be done, or None."""
     if os.geteuid() != 0:
         return "mounting a small tmpfs needs root"
     if shutil.which("mount") is None or shutil.which("umount") is None:
         return "no mount/umount binaries on this machine"
-    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(path)], capture_output=True, text=True)
+    out = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True)
     return f"mount -t tmpfs failed: {(out.stderr or out.stdout).strip()}" if out.returncode else None
 
 
