@@ -54,7 +54,7 @@ class OpProfile:
     weight_bytes: np.ndarray
     activation_bytes: np.ndarray
     output_rows: np.ndarray  # a GEMM's M (or a convolution's output pixels); scales with the batch
-    inner_dimension: np.ndarray  # a GEMM's K (or a convolution's input channels per group x kernel area)
+    inner_dimension: np.ndarray  # a GEMM's K (a fused attention's: its key length; a convolution's: input channels per group x kernel area)
     transcendental_elements: np.ndarray  # elements a _TRANSCENDENTAL op evaluates (0 for others); scales with the batch
     peak_batch1_bytes: float
     per_sample_peak: Callable[[], float] = field(repr=False, compare=False)  # cached by the caller

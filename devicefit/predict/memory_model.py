@@ -72,7 +72,9 @@ class MemoryModel:
         return max(float(memory_terms(point, batch, precision, mode) @ c), 1.0)
 
     def shifted(self, offset: float) -> "MemoryModel":
-        """This model with its process term moved by `offset` bytes (machine_offset), never below 0."""
+        """This model with its process term moved by `offset` bytes (machine_offset), never below 0: a
+        fit whose process term is near 0 (the NNLS put the memory elsewhere) takes little of a
+        negative offset."""
         return replace(self, coefficients={**self.coefficients, "process": max(0.0, self.coefficients["process"] + offset)})
 
     def to_json(self) -> dict[str, Any]:

@@ -8,7 +8,9 @@ because small GEMMs leave vector units idle and short reductions give each loade
 work (MobileNet's 1x1 convolutions over 16-32 channels). Matmuls between activations saturate at
 a K of their own (matmul_k_half): a fused attention's K is its key length (models.op_tracer), and
 Whisper's encoder over 1,500 keys ran at about twice the rate per FLOP of 128-token attention on a
-2-core AMD EPYC; with one rate for both, whisper-tiny held out was predicted 1.5x too slow. Training = forward x (1 + backward
+2-core AMD EPYC; with one rate for both, whisper-tiny held out was predicted 1.5x too slow. An
+attention torch does not fuse (its math path: T5's learned bias in training) is two matmuls whose
+K are the head size and the key length, against the same matmul_k_half. Training = forward x (1 + backward
 factor; convolutions have their own), plus an autograd cost per kernel, plus the AdamW step
 streaming 28 bytes per parameter (read weight, grad, two moments: 16; write weight and
 moments: 12).

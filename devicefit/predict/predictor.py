@@ -235,7 +235,9 @@ class PerformancePredictor:
     def _memory_basis(self, device: str) -> str:
         if device in self.baselines.memory:
             return f"the memory model fitted on {device}"
-        return f"the memory model of the best-measured device of {device}'s kind (a process's memory does not follow the CPU's speed)"
+        return (f"the memory model of the best-measured device of {device}'s kind, its process term moved by what the two "
+                "machines hold before a model loads where another kind measured on both says (a process's memory does not "
+                "follow the CPU's speed)")
 
     def _band(self, r: Request, transferred: bool) -> tuple[dict[str, float | None], float | None, str]:
         """The half-widths, level and wording of a trained answer's intervals. A device no row

@@ -61,7 +61,8 @@ class InsufficientData(DevicefitError, ValueError):
 # fitted against the old roofline would misread the new one. 5: a GPU's device key names its own
 # fingerprint ("cuda@<host>+cuda-..."): an older artifact keyed two GPUs behind one host CPU as one.
 # 6: a fused attention's K is its key length, saturating at its own matmul_k_half: a fit of the
-# head-size K would misread the new traces.
+# head-size K would misread the new traces. (Baselines' pre_load_rss came after, optional: a
+# format-6 artifact without it carries memory models unmoved, as its own validation did.)
 ARTIFACT_FORMAT = "devicefit.predictor/6"
 # Error bars a predictor must meet on held-out models (MAPE); the asset check enforces them.
 ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}

@@ -40,7 +40,7 @@ class TrainingData:
     speed: dict[str, dict] = field(default_factory=dict)  # per device: typical reference rate, rows scaled (speed.py)
     allocator: dict[str, str] = field(default_factory=dict)  # per device: the allocator tuning its rows were measured with
     # Per row: the worker's resident memory before its model loaded (None where not recorded, or
-    # where the row's memory is a card's): what the host's software stack holds (memory_model.machine_offsets).
+    # where the row's memory is a card's): what the host's software stack holds (memory_model.machine_offset).
     pre_load_rss: list[float | None] = field(default_factory=list)
 
     def __len__(self) -> int:

@@ -544,3 +544,40 @@ def test_machines_held_out_whole_are_validated_apart_from_single_devices(two_cpu
     alone = training.train([*calm, *pinned], {here: local, profile: specs[profile]}, local_host=here.split("@", 1)[1])
     latency = alone["validation"]["targets"]["latency"]
     assert "leave_one_machine_out_per_device" not in latency and set(latency["leave_one_hardware_out_per_device"]) == {here, profile}
+
+
+def test_a_held_out_devices_memory_model_moves_by_the_other_kind_its_machine_measured(measured):
+    """Leave-one-device-out's fold, end to end: rows on two machines and two kinds each, the
+    second machine's workers holding 100 MB more before any model loads. The fold that holds out
+    its OpenVINO device carries the first machine's OpenVINO memory model with its process term
+    100 MB higher, read on the CPU rows (never on the held-out rows, whose readings here say
+    +400 MB); each row's reading stays with its row when a device's rows are set aside."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from devicefit.predict.domain import without_devices
+    from devicefit.predict.hardware_specs import row_device
+
+    rows = [dict(r, contended=False) for r in rows_of(measured) if r.get("rss_before_load_bytes")]
+    assert rows, "the fixture's rows record the memory before their model loaded"
+    mb, other = 1e6, "cpu-0000other000"
+    local = device_specs(detect_hardware().to_json())["cpu"]
+
+    def on(kind: str, host: str, extra: float) -> list[dict]:
+        return [dict(r, device_kind=kind, backend="openvino" if kind == "openvino" else r["backend"], host_fingerprint=host,
+                     rss_before_load_bytes=r["rss_before_load_bytes"] + extra, peak_rss_bytes=r["peak_rss_bytes"] + extra)
+                for r in rows]
+
+    here = row_device(rows[0]).split("@", 1)[1]
+    every = [*on("cpu", here, 0), *on("openvino", here, 0), *on("cpu", other, 100 * mb), *on("openvino", other, 400 * mb)]
+    specs = {f"{k}@{h}": replace(local, kind=k) for k in ("cpu", "openvino") for h in (here, other)}
+    data = training.training_data(every, specs)
+    assert len(data.pre_load_rss) == len(data) == len(every)
+    held = np.array([d == f"openvino@{other}" for d in data.devices])
+    fold = training.fit_baselines(data, ~held, specs)
+    carried, source = fold.memory[f"openvino@{other}"], fold.memory[f"openvino@{here}"]
+    assert carried.coefficients["process"] == pytest.approx(source.coefficients["process"] + 100 * mb, rel=1e-6)
+    kept = without_devices(data, {f"cpu@{here}": "set aside"})
+    assert len(kept.pre_load_rss) == len(kept) and all(
+        v == r["rss_before_load_bytes"] for v, r in zip(kept.pre_load_rss, every[len(rows):]))
