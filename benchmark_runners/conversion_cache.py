@@ -52,11 +52,17 @@ _NEEDED = {"onnx": (".onnx", ".reference.npy"), "openvino": (".xml", ".bin", ".r
 _STEM = re.compile(r"(?P<stem>.+-(?P<key>[0-9a-f]{16}))(?P<suffix>[.-].*)?")
 _SUFFIXES = {"onnx": re.compile(r"\.onnx|\.reference\.npy|\.json|-int8-dynamic-matmul\.onnx|-fp16\.onnx|-fp16\.json"),
              "openvino": re.compile(r"\.xml|\.bin|\.json|\.reference\.npy|\.reference-[a-z0-9]+\.npy")}
+_VARIANT = re.compile(r"-(fp32_weights|int8_asym_weights)$")  # openvino_backend's variants, in its stems
 _DERIVED_FILE = re.compile(r"[0-9a-f]{24}\.json")  # models.derived_cache.entry_path's names
 # What prune removes unless told more: entries no run here would read, and abandoned staging.
 UNREAD_STATES = ("stale", "incomplete", "abandoned")
 DERIVED = "derived"
 _LOCK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # the device locks' file names (lock_files)
+
+
+class AmbiguousModel(DevicefitError):
+    """`--model NAME` names local models of several directories (runs/v1/checkpoint-500 and
+    runs/v2/checkpoint-500 are both 'checkpoint-500'): pruning all of them was never asked for."""
 
 
 class CacheInUse(DevicefitError):
@@ -326,6 +332,37 @@ class PruneReport:
     dry_run: bool
 
 
+def matches_model(entry: CacheEntry, model: str) -> bool:
+    """The entry records `model`; or, recording none, its name is that model's file name and a key
+    (never another model whose name begins with this one's: 'bert-tiny' vs 'bert-tiny-local')."""
+    if entry.model is not None or entry.cache == DERIVED or (match := _STEM.fullmatch(entry.name)) is None:
+        return entry.model == model
+    named = match["stem"][:-17]
+    return (_VARIANT.sub("", named) if entry.cache == "openvino" else named) == model.replace("/", "_")
+
+
+def model_entries(entries: list[CacheEntry], model: str) -> list[CacheEntry]:
+    """The entries `--model` names. A local model directory's path names the entries recording
+    that directory; a name names the entries of that name (matches_model), unless they record
+    several directories (two local models share a directory name: runs/v1/checkpoint-500 and
+    runs/v2/checkpoint-500), which is AmbiguousModel listing them: a prune of one model's entries
+    removed every directory's of that name."""
+    try:
+        target = str(Path(model).expanduser().resolve())
+    except (OSError, RuntimeError, ValueError):  # not a path at all (a NUL byte, a loop)
+        target = None
+    by_path = [e for e in entries if e.cache != DERIVED and e.model_path is not None and e.model_path == target]
+    if by_path:
+        return by_path
+    by_name = [e for e in entries if e.cache != DERIVED and matches_model(e, model)]
+    sources = {e.model_path for e in by_name if e.model is not None}
+    if len(sources) > 1:
+        where = ", ".join(sorted(p or "the catalog model" for p in sources))
+        raise AmbiguousModel(f"cache entries of {len(sources)} models are named {model!r}: {where}; give the model "
+                             "directory's path to --model to prune one")
+    return by_name
+
+
 def chosen(entries: list[CacheEntry], everything: bool = False, unused_days: float | None = None,
            model: str | None = None, now: float | None = None) -> list[CacheEntry]:
     """The entries a prune with these options removes: never one being written, never a file the
@@ -335,8 +372,6 @@ def chosen(entries: list[CacheEntry], everything: bool = False, unused_days: flo
     directory's path), all of them unless `unused_days` narrows it (never the derived cache,
     which names no model)."""
     now = time.time() if now is None else now
-    from benchmark_runners.cache_models import model_entries
-
     named = None if model is None else {id(e) for e in model_entries(entries, model)}
     out = []
     for e in entries:

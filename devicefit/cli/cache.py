@@ -64,8 +64,7 @@ def cache_prune(
     --unused-days or --model, current entries too, only while no measurement on this machine holds
     a device lock (they would be converted again). Entries being written and files the caches do
     not recognise are never removed."""
-    from benchmark_runners.cache_models import model_entries
-    from benchmark_runners.conversion_cache import all_entries, prune
+    from benchmark_runners.conversion_cache import all_entries, model_entries, prune
 
     as_json = as_json or bool(ctx.parent and ctx.parent.params.get("as_json"))  # `cache --json prune` too
 
