@@ -19,7 +19,8 @@ key was made from, so an entry is judged by reading it, never by guessing from i
 
 The derived-facts cache (models.derived_cache: traces and counts, per code version) is listed by
 kind; it bounds itself, so only `--all` or `--unused-days` prune it. Files the layout does not
-explain are listed and never removed.
+explain are listed and never removed. Which entries a prune removes, and the removal itself, are
+benchmark_runners.cache_prune's.
 """
 from __future__ import annotations
 
@@ -27,16 +28,13 @@ import importlib
 import json
 import os
 import re
-import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmark_runners.cache_files import LEGACY_AGE_S, LEGACY_TMP, STAGING_PREFIX, read_json_object, writer_gone
-from models.errors import DevicefitError
 
 # The conversion caches: name -> (module with cache_dir() and installation_identity(), layout).
 # "files": an entry is the regular files <stem><suffix> with a suffix its converter writes
@@ -48,27 +46,12 @@ CONVERSIONS: dict[str, tuple[str, str]] = {
 }
 GENAI_METADATA = "devicefit-export.json"
 # The files an entry is not whole without, by cache: its main file(s) beside the metadata.
-_NEEDED = {"onnx": (".onnx", ".reference.npy"), "openvino": (".xml", ".bin", ".reference.npy")}
-_STEM = re.compile(r"(?P<stem>.+-(?P<key>[0-9a-f]{16}))(?P<suffix>[.-].*)?")
+NEEDED = {"onnx": (".onnx", ".reference.npy"), "openvino": (".xml", ".bin", ".reference.npy")}
+STEM = re.compile(r"(?P<stem>.+-(?P<key>[0-9a-f]{16}))(?P<suffix>[.-].*)?")
 _SUFFIXES = {"onnx": re.compile(r"\.onnx|\.reference\.npy|\.json|-int8-dynamic-matmul\.onnx|-fp16\.onnx|-fp16\.json"),
              "openvino": re.compile(r"\.xml|\.bin|\.json|\.reference\.npy|\.reference-[a-z0-9]+\.npy")}
-_VARIANT = re.compile(r"-(fp32_weights|int8_asym_weights)$")  # openvino_backend's variants, in its stems
 _DERIVED_FILE = re.compile(r"[0-9a-f]{24}\.json")  # models.derived_cache.entry_path's names
-# What prune removes unless told more: entries no run here would read, and abandoned staging.
-UNREAD_STATES = ("stale", "incomplete", "abandoned")
 DERIVED = "derived"
-_LOCK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # the device locks' file names (lock_files)
-
-
-class AmbiguousModel(DevicefitError):
-    """`--model NAME` names local models of several directories (runs/v1/checkpoint-500 and
-    runs/v2/checkpoint-500 are both 'checkpoint-500'): pruning all of them was never asked for."""
-
-
-class CacheInUse(DevicefitError):
-    """A measurement is running on this machine, and pruning entries it may read would fail its rows."""
-    exit_code = 1
-    http_status = 409
 
 
 @dataclass
@@ -89,7 +72,7 @@ class CacheEntry:
                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.last_used))}
 
 
-def _disk_bytes(path: Path) -> tuple[int, int]:
+def disk_bytes(path: Path) -> tuple[int, int]:
     """Bytes on disk and file count under `path` (a file or a directory), links not followed."""
     try:
         if not path.is_dir() or path.is_symlink():
@@ -172,7 +155,7 @@ def _judge(identity: Any, key: str, installed: dict[str, Any] | str, catalog: di
 
 
 def _staging_entry(cache: str, path: Path) -> CacheEntry:
-    size, files = _disk_bytes(path)
+    size, files = disk_bytes(path)
     staging_dir = path.name.startswith(STAGING_PREFIX)
     if path.is_symlink() or not (path.is_dir() if staging_dir else path.is_file()):
         return _unrecognised(cache, path)  # a link, or a file or directory of that name: not what staging writes
@@ -194,7 +177,7 @@ def _file_entries(cache: str, directory: Path, names: list[str], installed: dict
     groups: dict[str, list[str]] = {}
     loose: list[str] = []
     for name in names:
-        match = _STEM.fullmatch(name)
+        match = STEM.fullmatch(name)
         ours = match is not None and _SUFFIXES[cache].fullmatch(match["suffix"] or "") and (directory / name).is_file() \
             and not (directory / name).is_symlink()
         (groups.setdefault(match["stem"], []) if ours else loose).append(name)
@@ -203,7 +186,7 @@ def _file_entries(cache: str, directory: Path, names: list[str], installed: dict
         paths = [directory / m for m in sorted(members)]
         meta = directory / f"{stem}.json"
         cached = read_json_object(meta)
-        missing = [s for s in _NEEDED[cache] if not (directory / f"{stem}{s}").exists()]
+        missing = [s for s in NEEDED[cache] if not (directory / f"{stem}{s}").exists()]
         if cached is None or missing:
             state, reason = "incomplete", ("no readable metadata" if cached is None else f"no {stem}{missing[0]}") + \
                 ": a conversion that did not finish; never read (converted again)"
@@ -212,7 +195,7 @@ def _file_entries(cache: str, directory: Path, names: list[str], installed: dict
             identity = cached.get("identity")
             state, reason = _judge(identity, stem[-16:], installed, catalog)
             model = identity.get("model") if isinstance(identity, dict) else None
-        sizes = [_disk_bytes(p) for p in paths]
+        sizes = [disk_bytes(p) for p in paths]
         entries.append(CacheEntry(cache, stem, state, reason, model, size_bytes=sum(s for s, _ in sizes), last_used=_mtime(meta),
                                   files=sum(n for _, n in sizes), paths=[str(p) for p in paths], model_path=_recorded_path(cached)))
     entries.extend(_unrecognised(cache, directory / n) for n in loose)
@@ -227,7 +210,7 @@ def _recorded_path(cached: Any) -> str | None:
 
 
 def _unrecognised(cache: str, path: Path) -> CacheEntry:
-    size, files = _disk_bytes(path)
+    size, files = disk_bytes(path)
     return CacheEntry(cache, path.name, "unrecognised", "not a file this cache writes: left alone", None, size, _mtime(path),
                       files, [str(path)])
 
@@ -236,7 +219,7 @@ def _dir_entries(cache: str, directory: Path, names: list[str], installed: dict[
     entries = []
     for name in sorted(names):
         path = directory / name
-        match = _STEM.fullmatch(name)
+        match = STEM.fullmatch(name)
         if not match or not path.is_dir() or path.is_symlink():
             entries.append(_unrecognised(cache, path))
             continue
@@ -248,7 +231,7 @@ def _dir_entries(cache: str, directory: Path, names: list[str], installed: dict[
             identity = cached.get("identity")
             state, reason = _judge(identity, match["key"], installed, catalog)
             model = identity.get("model") if isinstance(identity, dict) else None
-        size, files = _disk_bytes(path)
+        size, files = disk_bytes(path)
         entries.append(CacheEntry(cache, name, state, reason, model, size, _mtime(meta), files, [str(path)], _recorded_path(cached)))
     return entries
 
@@ -294,17 +277,17 @@ def derived_entries() -> list[CacheEntry]:
         return []
     out = []
     for kind in kinds:
-        files = _derived_files(kind)
+        files = derived_files(kind)
         if not files:
             continue
         times = [t for t in (_mtime(p) for p in files) if t is not None]
         out.append(CacheEntry(DERIVED, kind.name, DERIVED, f"derived facts of this kind, bounded at {_derived_bound()} entries "
-                              "(last used: its least recently used entry)", None, sum(_disk_bytes(p)[0] for p in files),
+                              "(last used: its least recently used entry)", None, sum(disk_bytes(p)[0] for p in files),
                               min(times, default=None), len(files), [str(kind)]))
     return out
 
 
-def _derived_files(kind: Path, older_than: float | None = None) -> list[Path]:
+def derived_files(kind: Path, older_than: float | None = None) -> list[Path]:
     """The derived cache's entry files of this kind (regular files named as entry_path names
     them), those last used before `older_than` where given."""
     try:
@@ -322,147 +305,3 @@ def _derived_bound() -> int:
 
 def all_entries(include_derived: bool = True) -> list[CacheEntry]:
     return conversion_entries() + (derived_entries() if include_derived else [])
-
-
-@dataclass
-class PruneReport:
-    removed: list[CacheEntry]
-    kept: int
-    freed_bytes: int
-    dry_run: bool
-
-
-def matches_model(entry: CacheEntry, model: str) -> bool:
-    """The entry records `model`; or, recording none, its name is that model's file name and a key
-    (never another model whose name begins with this one's: 'bert-tiny' vs 'bert-tiny-local')."""
-    if entry.model is not None or entry.cache == DERIVED or (match := _STEM.fullmatch(entry.name)) is None:
-        return entry.model == model
-    named = match["stem"][:-17]
-    return (_VARIANT.sub("", named) if entry.cache == "openvino" else named) == model.replace("/", "_")
-
-
-def model_entries(entries: list[CacheEntry], model: str) -> list[CacheEntry]:
-    """The entries `--model` names. A local model directory's path names the entries recording
-    that directory; a name names the entries of that name (matches_model), unless they record
-    several directories (two local models share a directory name: runs/v1/checkpoint-500 and
-    runs/v2/checkpoint-500), which is AmbiguousModel listing them: a prune of one model's entries
-    removed every directory's of that name."""
-    try:
-        target = str(Path(model).expanduser().resolve())
-    except (OSError, RuntimeError, ValueError):  # not a path at all (a NUL byte, a loop)
-        target = None
-    by_path = [e for e in entries if e.cache != DERIVED and e.model_path is not None and e.model_path == target]
-    if by_path:
-        return by_path
-    by_name = [e for e in entries if e.cache != DERIVED and matches_model(e, model)]
-    sources = {e.model_path for e in by_name if e.model is not None}
-    if len(sources) > 1:
-        where = ", ".join(sorted(p or "the catalog model" for p in sources))
-        raise AmbiguousModel(f"cache entries of {len(sources)} models are named {model!r}: {where}; give the model "
-                             "directory's path to --model to prune one")
-    return by_name
-
-
-def chosen(entries: list[CacheEntry], everything: bool = False, unused_days: float | None = None,
-           model: str | None = None, now: float | None = None) -> list[CacheEntry]:
-    """The entries a prune with these options removes: never one being written, never a file the
-    layout does not explain. By default what no run reads (UNREAD_STATES); `everything`: all;
-    `unused_days`: also what was not read or written for that long (the derived kinds' entries
-    included); `model`: only that model's entries (model_entries: a name or a local model
-    directory's path), all of them unless `unused_days` narrows it (never the derived cache,
-    which names no model)."""
-    now = time.time() if now is None else now
-    named = None if model is None else {id(e) for e in model_entries(entries, model)}
-    out = []
-    for e in entries:
-        if e.state in ("converting", "unrecognised"):
-            continue
-        if named is not None and id(e) not in named:
-            continue
-        unused = unused_days is not None and (e.last_used is None or now - e.last_used > unused_days * 86400)
-        if everything or unused or (model is not None and unused_days is None) or (e.state in UNREAD_STATES and e.cache != DERIVED):
-            out.append(e)
-    return out
-
-
-@contextmanager
-def _no_measurement_running(needed: bool) -> Iterator[None]:
-    """Hold every device lock this machine has (without waiting) while entries a run may read are
-    removed; a lock held elsewhere is CacheInUse naming its holder."""
-    if not needed:
-        yield
-        return
-    from benchmark_runners.lock_files import DeviceBusy, hold_devices, lock_dir
-
-    try:
-        names = sorted(p.stem for p in lock_dir().glob("*.lock") if _LOCK_NAME.fullmatch(p.stem))
-    except OSError:
-        names = []
-    try:
-        with hold_devices(names, wait_s=0):
-            yield
-    except DeviceBusy as exc:
-        raise CacheInUse(f"not pruning entries a measurement may read: {exc}. Prune after it ends, or prune only "
-                         f"what no run reads (devicefit cache prune, without --all, --unused-days or --model)") from None
-
-
-def _remove(entry: CacheEntry, derived_older_than: float | None) -> int:
-    """Remove the entry's files, its metadata first (a reader then sees no entry, never half of
-    one); bytes freed. A derived kind pruned by age loses only its entries older than that."""
-    freed = 0
-    if entry.cache == DERIVED:  # its entries' files only: the kind's directory may hold others'
-        for path in _derived_files(Path(entry.paths[0]), derived_older_than):
-            try:
-                size = path.lstat().st_blocks * 512
-                path.unlink()
-                freed += size
-            except OSError:
-                continue
-        return freed
-    paths = sorted((Path(p) for p in entry.paths), key=lambda p: not p.name.endswith(".json"))
-    for path in paths:
-        size, _ = _disk_bytes(path)
-        try:
-            if path.is_dir() and not path.is_symlink():
-                (path / GENAI_METADATA).unlink(missing_ok=True)
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
-            freed += size
-        except OSError:
-            continue
-    return freed
-
-
-def prune(entries: list[CacheEntry], everything: bool = False, unused_days: float | None = None, model: str | None = None,
-          dry_run: bool = False, on_remove: Callable[[CacheEntry], None] | None = None) -> PruneReport:
-    """Remove what `chosen` picks. Entries a run could read (current, unknown, derived) are removed
-    only while no measurement holds a device lock on this machine (CacheInUse otherwise)."""
-    if unused_days is not None and not unused_days >= 0:
-        raise ValueError(f"--unused-days must be a number of days >= 0, got {unused_days}")
-    picked = chosen(entries, everything, unused_days, model)
-    cutoff = None if everything or unused_days is None else time.time() - unused_days * 86400
-    if dry_run:  # a derived kind pruned by age: only its entries older than that
-        return PruneReport(picked, len(entries) - len(picked), sum(sum(_disk_bytes(p)[0] for p in _derived_files(Path(e.paths[0]), cutoff))
-                                                                   if e.cache == DERIVED else e.size_bytes for e in picked), True)
-    readable = any(e.state in ("current", "unknown") for e in picked)  # a derived entry read as it goes is computed again
-    freed = 0
-    removed = []
-    with _no_measurement_running(readable):
-        for entry in picked:
-            if entry.state == "incomplete" and not (everything or model is not None) and _whole_now(entry):
-                continue  # listed while its writer moved it into place (no lock taken): now read
-            freed += _remove(entry, cutoff)
-            removed.append(entry)
-            if on_remove is not None:
-                on_remove(entry)
-    return PruneReport(removed, len(entries) - len(removed), freed, False)
-
-
-def _whole_now(entry: CacheEntry) -> bool:
-    """Whether an entry listed as incomplete is whole now (a conversion finished: its metadata moved in last)."""
-    first = Path(entry.paths[0])
-    if entry.cache == "openvino-genai":
-        return read_json_object(first / GENAI_METADATA) is not None and (first / "openvino_model.xml").exists()
-    return read_json_object(first.with_name(entry.name + ".json")) is not None and \
-        all(first.with_name(entry.name + s).exists() for s in _NEEDED[entry.cache])

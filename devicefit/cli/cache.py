@@ -33,6 +33,7 @@ def cache(ctx: typer.Context, as_json: bool = AS_JSON) -> None:
     it, or a converter that cannot run here now); converting or abandoned staging. `devicefit cache prune` removes what no run reads."""
     if ctx.invoked_subcommand is not None:
         return
+    from benchmark_runners.cache_prune import UNREAD_STATES
     from benchmark_runners.conversion_cache import all_entries
 
     entries = all_entries()
@@ -45,7 +46,7 @@ def cache(ctx: typer.Context, as_json: bool = AS_JSON) -> None:
     for e in entries:
         table.add_row(e.cache, e.name, e.model or "-", e.state, _size(e.size_bytes), _when(e.last_used), e.reason or "-")
     console.print(table)
-    unread = [e for e in entries if e.state in ("stale", "incomplete", "abandoned")]
+    unread = [e for e in entries if e.state in UNREAD_STATES]
     console.print(f"{len(entries)} entries, {_size(sum(e.size_bytes for e in entries))}; "
                   f"{len(unread)} that no run here reads ({_size(sum(e.size_bytes for e in unread))}): "
                   "`devicefit cache prune` removes them")
@@ -64,7 +65,8 @@ def cache_prune(
     --unused-days or --model, current entries too, only while no measurement on this machine holds
     a device lock (they would be converted again). Entries being written and files the caches do
     not recognise are never removed."""
-    from benchmark_runners.conversion_cache import all_entries, model_entries, prune
+    from benchmark_runners.cache_prune import model_entries, prune
+    from benchmark_runners.conversion_cache import all_entries
 
     as_json = as_json or bool(ctx.parent and ctx.parent.params.get("as_json"))  # `cache --json prune` too
 

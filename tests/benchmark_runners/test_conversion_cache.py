@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from benchmark_runners import conversion_cache
-from benchmark_runners.conversion_cache import CacheInUse, all_entries, conversion_entries, prune
+from benchmark_runners import cache_prune
+from benchmark_runners.cache_prune import CacheInUse, prune
+from benchmark_runners.conversion_cache import all_entries, conversion_entries
 
 pytest.importorskip("openvino")
 pytest.importorskip("onnx")
@@ -175,10 +176,10 @@ def test_an_entry_read_is_marked_used_and_unused_days_goes_by_it(data_dir, tiny_
     [meta] = (data_dir / "cache" / "openvino").glob("*.json")
     month_ago = time.time() - 30 * 86400
     os.utime(meta, (month_ago, month_ago))
-    assert conversion_cache.chosen(conversion_entries(), unused_days=7) != []
+    assert cache_prune.chosen(conversion_entries(), unused_days=7) != []
     _convert_openvino(tiny_models["text"])  # read from the disk cache: used now
     assert time.time() - meta.stat().st_mtime < 600
-    assert conversion_cache.chosen(conversion_entries(), unused_days=7) == []
+    assert cache_prune.chosen(conversion_entries(), unused_days=7) == []
     assert prune(conversion_entries(), unused_days=7).removed == [] and meta.exists()
 
 
@@ -315,9 +316,9 @@ def test_model_matching_is_exact_for_entries_that_record_no_model(data_dir):
         (cache / sub / name).mkdir() if sub == "openvino-genai" else (cache / sub / name).write_bytes(b"x")
     entries = conversion_entries()  # all incomplete (no metadata): no model recorded, only their names
     assert {e.model for e in entries} == {None}
-    assert sorted(e.name for e in conversion_cache.chosen(entries, model="bert-tiny")) == [
+    assert sorted(e.name for e in cache_prune.chosen(entries, model="bert-tiny")) == [
         "bert-tiny-0123456789abcdef", "bert-tiny-fp32_weights-0123456789abcdef"]
-    assert [e.name for e in conversion_cache.chosen(entries, model="org/m")] == ["org_m-0123456789abcdef"]
+    assert [e.name for e in cache_prune.chosen(entries, model="org/m")] == ["org_m-0123456789abcdef"]
 
 
 def test_files_a_converter_does_not_write_are_never_part_of_an_entry(data_dir, tiny_models):
