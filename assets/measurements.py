@@ -8,6 +8,7 @@ from pydantic import Field
 from assets.metadata import OWNERS
 from assets.partitions import measurement_partitions
 from assets.resources import DevicefitData
+from benchmark_runners.call_budget import REASON_CODE as CALL_BUDGET_CODE
 from benchmark_runners.code_version import measurement_code_version
 from benchmark_runners.hardware import detect_hardware
 from benchmark_runners.hardware.inventory import PROBE_MAX_AGE_S
@@ -58,6 +59,7 @@ def measurements(context: dg.AssetExecutionContext, config: SweepConfig, devicef
         "rows": len(outcome.results),
         "ok": counts.get("ok", 0),
         "skipped": counts.get("skipped", 0),
+        "over_call_budget": sum(r.reason_code == CALL_BUDGET_CODE for r in outcome.results),  # left to the predictors
         "failed": counts.get("failed", 0),
         "contended": sum(bool(r.contended) for r in outcome.results),
         "duration_s": round(outcome.seconds, 1),

@@ -65,6 +65,10 @@ class TimingPolicy:
     # 0 turns this off.
     noise_floor_cap_share: float = 0.75
     noise_floor_slow_min: int = 15
+    # A config whose one call is predicted, from its smaller batches measured before it in the
+    # same worker, to take longer than this is skipped and left to the predictors
+    # (benchmark_runners.call_budget: make run's quick profile). None: every config is measured.
+    call_budget_s: float | None = None
 
     def __post_init__(self):
         # NaN passes every comparison below (nan <= 0 is false): a NaN cap would never stop.
@@ -75,6 +79,8 @@ class TimingPolicy:
             problems.append(f"need 1 <= min_iterations <= max_iterations, got {self.min_iterations}, {self.max_iterations}")
         if self.max_time_s <= 0 or self.warmup_max_time_s < 0:
             problems.append("time caps must be positive")
+        if self.call_budget_s is not None and not self.call_budget_s > 0:
+            problems.append(f"call_budget_s must be a positive number of seconds or None, got {self.call_budget_s}")
         if self.cap_overrun < 1:
             problems.append(f"cap_overrun must be at least 1 (the cap itself), got {self.cap_overrun}")
         if self.warmup_min_iterations < 1 or self.warmup_max_iterations < self.warmup_min_iterations:

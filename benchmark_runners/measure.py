@@ -10,6 +10,8 @@ from typing import Any
 
 from benchmark_runners import contention, registry, speed_reference
 from benchmark_runners.backends.base import Backend, InvalidOutput, OutputMismatch, PreparedModel, TimedStep
+from benchmark_runners.call_budget import REASON_CODE as CALL_BUDGET_CODE
+from benchmark_runners.call_budget import over_call_budget
 from benchmark_runners.environment import process_environment
 from benchmark_runners.generation import (
     cache_element_bytes,
@@ -63,6 +65,7 @@ class ConfigMeasurer:
         self._copy_gbs: float | None = None  # the copy kernel's reading, once a process (speed_reference)
         self._copy_taken = False
         self._backends_used: set[str] = set()  # shut down when the worker is done (shutdown)
+        self._results: list[BenchmarkResult] = []  # this worker's rows so far (benchmark_runners.call_budget)
 
     def _release(self) -> None:
         self.close()
@@ -122,6 +125,12 @@ class ConfigMeasurer:
                 return m, {"other_cpu_share": share, "contended": contended, "contention_attempts": attempts}
 
     def run(self, config: BenchmarkConfig) -> BenchmarkResult:
+        """One row for `config`; the rows this measurer produced inform the next config's call budget."""
+        result = self._run(config)
+        self._results.append(result)
+        return result
+
+    def _run(self, config: BenchmarkConfig) -> BenchmarkResult:
         row: dict[str, Any] = {
             "environment": self.environment,
             "device_name": self.devices.get(config.device, {}).get("name"),
@@ -149,6 +158,9 @@ class ConfigMeasurer:
             reason = backend.unsupported_reason(spec, config)
             if reason:
                 return BenchmarkResult.for_config(config, self.run_id, now_iso(), "skipped", reason, "unsupported", **row)
+            reason = over_call_budget(config, self._results)
+            if reason:
+                return BenchmarkResult.for_config(config, self.run_id, now_iso(), "skipped", reason, CALL_BUDGET_CODE, **row)
             prepared = self._prepared(backend, spec, config)
             inputs = make_inputs(sig, backend.input_device or registry.torch_device_string(config.device), prepared.input_float_dtype,
                                  with_targets=config.mode == "training")

@@ -22,6 +22,7 @@ REASON_CODES = (
     "device_unavailable",  # skipped: the kind or the device is not present on this host
     "insufficient_memory",  # skipped: the memory guard's floor exceeds what the device has free
     "unsupported",  # skipped: the backend, the device or the model rules the config out
+    "over_call_budget",  # skipped: one call predicted over the profile's call budget (call_budget), left to the predictors
     "output_mismatch",  # failed: the backend's output disagrees with torch's beyond tolerance
     "invalid_output",  # failed: the output is non-finite, all zero or denormal-dominated (output_check)
     "exception",  # failed: measuring raised (out of memory included)

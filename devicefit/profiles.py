@@ -91,7 +91,10 @@ QUICK = SweepProfile(
     # the Xeon's 400 rows from 16.1 to 14.6 min (p90 1.26% -> 2.18%, inside the recorded CI 85%
     # -> 84%). A 1.0 s cap saves about 66 s more of a make run (replayed over two EPYC Zen 4
     # runs) but cost held-out latency 0.3-0.5 points, 1.1-1.4 on the Xeon's OpenVINO: not taken.
-    policy=TimingPolicy(max_time_s=1.5, warmup_max_time_s=1.0, cap_overrun=1.5, cap_agreement=0.03),
+    # A config whose one call would take longer than the overrun (1.5 x 1.5 s) is timed once, a
+    # cold call and one sample: it is predicted from its smaller batches instead
+    # (benchmark_runners.call_budget), about 120 s of a 14-minute make run on the 2-core EPYC.
+    policy=TimingPolicy(max_time_s=1.5, warmup_max_time_s=1.0, cap_overrun=1.5, cap_agreement=0.03, call_budget_s=1.5 * 1.5),
     # Generation keeps the 2 s cap: two requests of 256 + 64 tokens fill it for gpt2 on the Xeon
     # (TPOT from 126 decode steps), where 1.5 s would stop gpt2 on the EPYC (2.7 s a request)
     # at one; about 15 s for both models.
@@ -136,8 +139,8 @@ def timing_policy(timing: str, mode: str, ci_target: float | None = None, max_ti
     if timing not in TIMINGS:
         raise ValueError(f"--timing must be one of {', '.join(TIMINGS)}, got {timing!r}")
     base = TimingPolicy()
-    if timing == "quick":
-        base = (QUICK.generation_policy if mode == "generation" else None) or QUICK.policy
+    if timing == "quick":  # the batch sizes were named: each is measured (no call budget)
+        base = replace((QUICK.generation_policy if mode == "generation" else None) or QUICK.policy, call_budget_s=None)
     given = {k: v for k, v in (("ci_target", ci_target), ("max_time_s", max_time_s)) if v is not None}
     return replace(base, **given)  # __post_init__ checks the values
 
@@ -283,8 +286,10 @@ def partition_configs(model: str, kind: str, selection: Selection, cpu_isa: list
     device, backend = registry.partition_device(kind), registry.backend_of_kind(kind).name
     precisions = selection.precisions or profile.precisions_for(kind, cpu_isa)
     sizes = selection.batch_sizes or profile.kind_batch_sizes.get(kind) or profile.batch_sizes
+    # Batch sizes the user named are each measured: the profile's call budget skips none of them.
+    policy = replace(profile.policy, call_budget_s=None) if selection.batch_sizes else profile.policy
     configs = [BenchmarkConfig(model=model, device=device, backend=backend, precision=p, batch_size=b,
-                               seq_length=profile.seq_length, policy=profile.policy)
+                               seq_length=profile.seq_length, policy=policy)
                for p in precisions for b in sizes]
     if model in profile.long_sequence_models and not selection.batch_sizes and kind not in profile.kind_models:
         configs += [replace(c, seq_length=profile.long_sequence_length, batch_size=b)
@@ -297,6 +302,6 @@ def partition_configs(model: str, kind: str, selection: Selection, cpu_isa: list
     generate = selection.generation_mode if selection.generation_mode is not None else model in profile.generation_models
     if generate and "generation" in registry.backend_of_kind(kind).modes and kind not in profile.kind_models and _generates(model):
         configs += [replace(configs[0], mode="generation", precision="fp32", batch_size=b, seq_length=None,
-                            policy=profile.generation_policy or profile.policy)
+                            policy=profile.generation_policy or policy)
                     for b in selection.batch_sizes or profile.generation_batch_sizes]
     return configs

@@ -91,9 +91,12 @@ def run_command(
         _print_comparison(every, {k.split("|", 1)[1] for k in keys}, paths.outputs / "comparative_analysis.csv")
     statuses: dict[str, int] = {}
     for _, _, md in outcome.partitions:
-        for k in ("ok", "skipped", "failed", "contended"):
+        for k in ("ok", "skipped", "over_call_budget", "failed", "contended"):
             statuses[k] = statuses.get(k, 0) + int(md.get(k, 0))
-    console.print(f"configs: {statuses.get('ok', 0)} measured, {statuses.get('skipped', 0)} skipped, {statuses.get('failed', 0)} failed"
+    budget = statuses.get("over_call_budget", 0)
+    console.print(f"configs: {statuses.get('ok', 0)} measured, {statuses.get('skipped', 0)} skipped"
+                  + (f" ({budget} over the profile's call budget, left to the predictors)" if budget else "")
+                  + f", {statuses.get('failed', 0)} failed"
                   + (f"; {statuses['contended']} measured while other processes used the CPU (flagged contended)"
                      if statuses.get("contended") else ""))
     speed = speed_summary([g for _, _, md in outcome.partitions for g in md.get("speed_references") or []],

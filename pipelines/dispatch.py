@@ -67,7 +67,7 @@ LAUNCHED_BY_TAG = "devicefit/launched_by"  # "pid@host" of the process that laun
 CODE_MODULE, CODE_ATTRIBUTE = "pipelines.definitions", "defs"  # the code location (workspace.yaml)
 MEASUREMENTS_JOB = "measurements_job"
 # What a partition's materialization tells the run's summary (assets/measurements.py writes them).
-METADATA_KEYS = ("rows", "ok", "skipped", "failed", "contended", "duration_s", "landing_file", "speed_references", "copy_references")
+METADATA_KEYS = ("rows", "ok", "skipped", "over_call_budget", "failed", "contended", "duration_s", "landing_file", "speed_references", "copy_references")
 POLL_S = 1.5
 UNSERVED_NOTICE_AFTER_S = 10.0
 

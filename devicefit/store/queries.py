@@ -347,12 +347,13 @@ def read_hardware_rows(source: "Source") -> list[tuple]:
 
 def status_by_family_and_kind(con) -> list[dict[str, Any]]:
     """Counts per family x device kind x precision x status, the models and the reasons. A skip
-    because hardware was absent is left out: it says nothing about compatibility."""
+    because hardware was absent, or because the profile's call budget left the config to the
+    predictors (benchmark_runners.call_budget), is left out: it says nothing about compatibility."""
     return query(con, """
         SELECT family, device_kind, precision, status, count(*) AS n, list(DISTINCT model ORDER BY model) AS models,
                list(DISTINCT error ORDER BY error) FILTER (WHERE status <> 'ok') AS reasons
         FROM measurements
-        WHERE family IS NOT NULL AND reason_code IS DISTINCT FROM 'device_unavailable'
+        WHERE family IS NOT NULL AND coalesce(reason_code, '') NOT IN ('device_unavailable', 'over_call_budget')
         GROUP BY family, device_kind, precision, status""")
 
 
