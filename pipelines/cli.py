@@ -28,7 +28,7 @@ def run_command(
     all_models: bool = typer.Option(False, "--all", help="Every catalog model, the config-only large ones too (each skipped with the "
                                                           "reason where it does not fit in memory)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="At most this many models."),
-    batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", "--batch-size", help="Override the profile's batch sizes."),
+    batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", "--batch-size", help="Override the profile's batch sizes; each is measured (the quick profile's call budget skips none)."),
     precision: Optional[str] = typer.Option(None, "--precision", help="Override the profile's precisions."),
     training_mode: Optional[bool] = typer.Option(None, "--training-mode/--no-training-mode", help="Train every model / none (default: the profile's)."),
     generation_mode: Optional[bool] = typer.Option(None, "--generation/--no-generation", help="The generation scenario (TTFT, TPOT) for "
