@@ -6,9 +6,10 @@ Under the quick profile's policy (1.5 s of timed calls, overrun to 2.25 s) a con
 takes longer than 2.25 s is timed once: its cold call and one sample, twice its call for a row
 without an interval. On the 2-core AMD EPYC (run 34) sixteen such configs (whisper-tiny, gpt2 at
 512 tokens or batch 16, ViT-base and CLIP at batch 16) took about 120 s of a 14-minute make run.
-Replayed over run 34's rows and the Xeon's, predictors trained without those rows held out other
-models as well as before (latency MAPE 12.5% -> 12.6%) and predicted the rows themselves as well
-(11.2% -> 11.0%): their information was already in the smaller batches. The row is `skipped`
+Replayed over run 34's rows and the Xeon's (benchmarks/call_budget_replay.py), predictors trained
+without those rows held out other models as well as before (latency MAPE 12.5% -> 12.5%) and
+predicted the rows themselves about as well (11.7% -> 11.9%): their information was already in
+the smaller batches. The row is `skipped`
 with reason code `over_call_budget`, saying what was predicted from what; the full profile, and
 any run given explicit batch sizes, has no budget and measures them.
 
@@ -35,23 +36,32 @@ def _same_shape(config: BenchmarkConfig, result: BenchmarkResult) -> bool:
             and replace(config, batch_size=result.batch_size).key() == result.config_key)
 
 
+def extrapolated_ms(batch: int, smaller: dict[int, float]) -> tuple[float, float, float | None]:
+    """The call time at `batch` from the times measured at smaller batches ({batch: ms}): the
+    largest one's time times the batch ratio to the power the two largest measured, clamped to
+    EXPONENT_RANGE, or linearly from one. Returns (ms, the exponent used, the one measured or None)."""
+    batches = sorted(smaller)
+    last = batches[-1]
+    measured = None
+    if len(batches) >= 2:
+        before = batches[-2]
+        measured = math.log(smaller[last] / smaller[before]) / math.log(last / before)
+    exponent = 1.0 if measured is None else min(max(measured, EXPONENT_RANGE[0]), EXPONENT_RANGE[1])
+    return smaller[last] * (batch / last) ** exponent, exponent, measured
+
+
 def predicted_call_ms(config: BenchmarkConfig, measured: Sequence[BenchmarkResult]) -> tuple[float, str] | None:
     """The call time `config` is expected to take from the rows of its smaller batches in
     `measured`, and how it was reached (for the row's reason); None where none was measured."""
-    by_batch = {r.batch_size: r for r in measured if _same_shape(config, r)}  # the latest row of each batch
+    by_batch = {r.batch_size: r.p50_ms for r in measured if _same_shape(config, r)}  # the latest row of each batch
     if not by_batch:
         return None
+    ms, exponent, fitted = extrapolated_ms(config.batch_size, by_batch)
     batches = sorted(by_batch)
-    last = by_batch[batches[-1]]
-    exponent, basis = 1.0, "linear: one smaller batch measured"
-    if len(batches) >= 2:
-        before = by_batch[batches[-2]]
-        measured_exponent = math.log(last.p50_ms / before.p50_ms) / math.log(last.batch_size / before.batch_size)
-        exponent = min(max(measured_exponent, EXPONENT_RANGE[0]), EXPONENT_RANGE[1])
-        basis = f"the exponent batches {before.batch_size} -> {last.batch_size} measured" + \
-            (f", {measured_exponent:.2f} clamped" if exponent != measured_exponent else "")
-    predicted = last.p50_ms * (config.batch_size / last.batch_size) ** exponent
-    return predicted, f"batch {last.batch_size}'s {last.p50_ms / 1e3:.2f} s x ({config.batch_size}/{last.batch_size})^{exponent:.2f}, {basis}"
+    last = batches[-1]
+    basis = "linear: one smaller batch measured" if fitted is None else \
+        f"the exponent batches {batches[-2]} -> {last} measured" + (f", {fitted:.2f} clamped" if exponent != fitted else "")
+    return ms, f"batch {last}'s {by_batch[last] / 1e3:.2f} s x ({config.batch_size}/{last})^{exponent:.2f}, {basis}"
 
 
 def over_call_budget(config: BenchmarkConfig, measured: Sequence[BenchmarkResult]) -> str | None:

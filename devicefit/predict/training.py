@@ -180,11 +180,14 @@ def _fit(X: np.ndarray, y: np.ndarray):
 
 
 def held_out_predictions(data: TrainingData, groups: list[str], categories: dict[str, list[str]],
-                         specs: dict[str, DeviceSpec], extra: list[ExtraRequest] | None = None) -> dict[str, np.ndarray]:
+                         specs: dict[str, DeviceSpec], extra: list[ExtraRequest] | None = None,
+                         untrained: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Out-of-fold predictions (absolute units), leaving one group (a model, or a device) out
     at a time: no row of the held-out group informs its fold's baseline or trees. `extra`
     requests get the served forward-pass latency of their group's fold (key "extra_latency";
-    NaN where the fold cannot answer them)."""
+    NaN where the fold cannot answer them). `untrained` (a boolean mask): rows no fold trains on,
+    yet predicted in their own group's fold, as if they had never been measured
+    (benchmarks/call_budget_replay.py)."""
     X = to_matrix(data.features, categories)
     groups_arr = np.asarray(groups)
     out = {t: np.full(len(data), np.nan) for t in TARGETS}
@@ -199,7 +202,8 @@ def held_out_predictions(data: TrainingData, groups: list[str], categories: dict
         test = groups_arr == g
         if test.all():
             continue  # one group only: nothing to learn from
-        baselines = fit_baselines(data, ~test, specs)
+        trained = ~test if untrained is None else ~test & ~untrained
+        baselines = fit_baselines(data, trained, specs)
         refs = references(data, baselines)
         mine = [(j, e) for j, e in enumerate(extra) if e.group == g and e.device in every_spec]
         extra_refs = [baselines.latency_ms(e.point, e.batch, e.precision, "inference", e.device, e.backend) for _, e in mine]
@@ -212,7 +216,7 @@ def held_out_predictions(data: TrainingData, groups: list[str], categories: dict
                              for _, e, _ in mine], categories) if mine else None
         for t in TARGETS:
             usable = test & ~np.isnan(refs[t])
-            train_rows = ~test & ~np.isnan(refs[t])
+            train_rows = trained & ~np.isnan(refs[t])
             if not usable.any() and not (mine and t in extra_out):
                 continue
             y = np.log(data.actual[t] / refs[t])

@@ -72,6 +72,22 @@ def test_grouped_cv_never_leaks_a_model_between_folds(measured, monkeypatch):
         assert all(log_params[model] not in seen for seen in fits)
 
 
+def test_untrained_rows_inform_no_fold_and_are_still_predicted(measured, monkeypatch):
+    """benchmarks/call_budget_replay.py's folds: rows marked untrained (as if the call budget had
+    skipped them) are in no fold's baseline or trees, and their own model's fold predicts them."""
+    specs = device_specs(detect_hardware().to_json())
+    data = training.training_data(rows_of(measured), specs)
+    batches = np.exp([f["log_batch"] for f in data.features])
+    untrained = batches == batches.max()
+    assert untrained.any() and not untrained.all()
+    trained_on: list[np.ndarray] = []
+    real_baseline = training.fit_baselines
+    monkeypatch.setattr(training, "fit_baselines", lambda d, rows, s: trained_on.append(rows.copy()) or real_baseline(d, rows, s))
+    out = training.held_out_predictions(data, data.models, training.categories_of(data.features), specs, untrained=untrained)
+    assert trained_on and all(not (rows & untrained).any() for rows in trained_on)
+    assert not np.isnan(out["latency"][untrained]).any() and (out["latency"][untrained] > 0).all()
+
+
 def test_extra_requests_are_answered_by_the_fold_that_held_their_model_out(measured, monkeypatch):
     """The TTFT check's forward passes: a request of a measured model comes from the fold whose
     trees never saw that model; one of a model with no rows, from the fit on every row (the
