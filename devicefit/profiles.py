@@ -3,7 +3,8 @@
 `quick` is what `make run` materializes: 12 catalog models across all five families, batch
 sizes 1/4/16, the precisions this hardware runs natively, inference, plus training for four
 small models, and two text models again at 512 tokens; and the same models through OpenVINO
-on the same CPU (f32 and bf16 hints).
+on the same CPU (f32 and bf16 hints). A config whose one call would outlast its timing cap's
+overrun (predicted from its smaller batches) is left to the predictors: benchmark_runners.call_budget.
 Six of the models are vision models, two of each operator regime (dense convolutions,
 depthwise convolutions, attention), so that leave-one-model-out validation always leaves a
 neighbour of the held-out model in training.
