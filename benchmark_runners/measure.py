@@ -124,6 +124,11 @@ class ConfigMeasurer:
             if not contended or attempts == 2:
                 return m, {"other_cpu_share": share, "contended": contended, "contention_attempts": attempts}
 
+    def remember(self, results: list[BenchmarkResult]) -> None:
+        """Rows measured for this worker's group before it started (by a worker that crashed or
+        timed out): evidence for the call budget, as this measurer's own rows are."""
+        self._results.extend(results)
+
     def run(self, config: BenchmarkConfig) -> BenchmarkResult:
         """One row for `config`; the rows this measurer produced inform the next config's call budget."""
         result = self._run(config)

@@ -211,11 +211,13 @@ class _Worker:
         finally:
             os.close(lifeline_read)
 
-    def send(self, configs: list[BenchmarkConfig]) -> None:
-        """The configs to measure."""
+    def send(self, configs: list[BenchmarkConfig], earlier: list[BenchmarkResult] = ()) -> None:
+        """The configs to measure, and the rows its group's earlier worker produced (a crash or a
+        timeout started this one): the call budget's evidence (benchmark_runners.call_budget)."""
         self.configs = configs
         try:
-            self.proc.stdin.write(json.dumps({**self.job, "configs": [c.to_json() for c in configs]}).encode())
+            self.proc.stdin.write(json.dumps({**self.job, "configs": [c.to_json() for c in configs],
+                                              "earlier": [r.to_json() for r in earlier]}).encode())
             self.proc.stdin.close()
         except BrokenPipeError:
             pass  # it died starting; _drive reports how
@@ -409,9 +411,10 @@ def _sweep_groups(configs: list[BenchmarkConfig], run_id: str, job: dict, python
         if worker is not None and not pending:  # every config refused: nothing for it to do
             worker.kill()
             worker.close()
+        earlier: list[BenchmarkResult] = []
         while pending:
             worker = worker or _new_worker(job, python, pending[0][1])
-            worker.send([c for _, c in pending])
+            worker.send([c for _, c in pending], earlier)
             emit(SweepEvent("worker_started", worker_pid=worker.proc.pid))
             try:
                 produced = _drive(worker, run_id, emit)
@@ -422,5 +425,6 @@ def _sweep_groups(configs: list[BenchmarkConfig], run_id: str, job: dict, python
                 worker = None
             for (position, _), result in zip(pending, produced):
                 rows[position] = result
+            earlier += produced
             pending = pending[len(produced):]
     return rows

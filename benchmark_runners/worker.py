@@ -59,7 +59,7 @@ def main() -> int:
     import torch
 
     from benchmark_runners.measure import ConfigMeasurer
-    from benchmark_runners.records import BenchmarkConfig
+    from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 
     _preload(os.environ.pop(PRELOAD_ENV, ""))
     freeze_imports()
@@ -70,6 +70,7 @@ def main() -> int:
     if threads:
         torch.set_num_threads(int(threads))
     measurer = ConfigMeasurer(job["run_id"], job.get("host_environment", {}), job.get("devices", {}))
+    measurer.remember([BenchmarkResult.from_json(r) for r in job.get("earlier", [])])  # a restarted group's rows so far
 
     def emit(message: dict) -> None:
         protocol.write(json.dumps(message) + "\n")

@@ -7,37 +7,59 @@ order; the rows' latency as the predictors read it stands for the p50 the worker
 leaves the rows it would have skipped out of every fold's training. It prints which rows those
 are, then leave-one-model-out error on the kept rows and on the left-out ones (predicted as if
 never measured), trained on every row against trained without them, per target and per device;
-and leave-one-device-out per device where the database holds several.
+leave-one-device-out per device where the database holds several devices of one kind; and the
+left-out rows as served, predicted by a fit on every other row (their own model's smaller batches
+included).
 
     .venv/bin/python benchmarks/call_budget_replay.py --database D/devicefit.duckdb [--budget 2.25]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import math
 
 import numpy as np
 
 
-def left_out(data, budget_ms: float) -> np.ndarray:
-    """The rows the call budget would have skipped: per (device, model, mode, precision, length,
-    backend) in batch order, each predicted from the smaller batches kept before it."""
-    from benchmark_runners.call_budget import extrapolated_ms
+def _result(row: dict):
+    """A stored row as the worker had it (BenchmarkResult): the call budget's evidence."""
+    from benchmark_runners.records import BenchmarkResult
 
-    batch = [round(math.exp(f["log_batch"])) for f in data.features]
-    groups: dict[tuple, list[int]] = {}
-    for i, f in enumerate(data.features):
-        groups.setdefault((data.devices[i], data.models[i], f["mode"], f["precision"], f["seq_length"], f["backend"]), []).append(i)
-    skip = np.zeros(len(data), dtype=bool)
-    for rows in groups.values():
+    config = row.get("backend_config")
+    return BenchmarkResult.from_json({**row, "backend_config": json.loads(config) if isinstance(config, str) else config})
+
+
+def skipped_rows(rows: list[dict], budget_s: float) -> set[tuple]:
+    """The stored rows the call budget would have skipped, run in a worker's order: per config
+    (the same device, model, backend, mode, precision and input), batches upwards, each judged on
+    the rows kept before it by benchmark_runners.call_budget's own prediction. Each as (device,
+    model, mode, precision, batch, sequence length), the training rows' terms."""
+    from benchmark_runners.call_budget import MIN_SMALLER_BATCHES, call_ms, extrapolated_ms
+    from devicefit.predict.hardware_specs import row_device
+
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r.get("mode") == "generation":
+            continue  # generation requests keep their own policy, without a budget
+        groups.setdefault((row_device(r), r["model"], r["backend"], r["mode"], r["precision"], str(r.get("input_dims"))), []).append(r)
+    out = set()
+    for members in groups.values():
         kept: dict[int, float] = {}
-        for i in sorted(rows, key=lambda i: batch[i]):
-            smaller = {b: ms for b, ms in kept.items() if b < batch[i]}
-            if smaller and extrapolated_ms(batch[i], smaller)[0] > budget_ms:
-                skip[i] = True
-            else:
-                kept[batch[i]] = float(data.actual["latency"][i])
-    return skip
+        for r in sorted(members, key=lambda r: r["batch_size"]):
+            result = _result(r)
+            smaller = {b: ms for b, ms in kept.items() if b < r["batch_size"]}
+            if len(smaller) >= MIN_SMALLER_BATCHES and extrapolated_ms(r["batch_size"], smaller)[0] > budget_s * 1e3:
+                out.add((row_device(r), r["model"], r["mode"], r["precision"], r["batch_size"], r.get("seq_length") or 0))
+            elif result.p50_ms and not result.contended:
+                kept[r["batch_size"]] = call_ms(result)
+    return out
+
+
+def left_out(data, skipped: set[tuple]) -> np.ndarray:
+    """The training rows of the `skipped` configs."""
+    return np.array([(data.devices[i], data.models[i], f["mode"], f["precision"], round(math.exp(f["log_batch"])),
+                      f["seq_length"] or 0) in skipped for i, f in enumerate(data.features)], dtype=bool)
 
 
 def mape(data, predicted: dict, target: str, mask: np.ndarray) -> str:
@@ -68,7 +90,7 @@ def main() -> int:
     every = training_data(rows, specs)
     thin = thinly_measured(every)
     data = without_devices(every, thin) if thin else every
-    skip = left_out(data, args.budget * 1e3)
+    skip = left_out(data, skipped_rows(rows, args.budget))
     print(f"{int(skip.sum())} of {len(data)} rows over a {args.budget:g} s call budget:")
     for i in np.flatnonzero(skip):
         f = data.features[i]
@@ -79,6 +101,11 @@ def main() -> int:
     # A held-out device is predicted from another device of its kind: only where one kind has two.
     folds = [("leave one model out", data.models)] + ([("leave one device out", data.devices)] if kinds else [])
     everything = np.ones(len(data), dtype=bool)
+    # As served: the left-out rows predicted by a fit on every other row, their own model's smaller
+    # batches included (one fold, whose held-out "group" is the left-out rows).
+    served = held_out_predictions(data, ["left out" if x else "kept" for x in skip], categories, specs)
+    print("\nthe left-out rows, predicted by a fit on every other row (their models' smaller batches in it): "
+          + "; ".join(f"{t} {mape(data, served, t, skip)}" for t in TARGETS))
     for title, groups in folds:
         full = held_out_predictions(data, groups, categories, specs)
         cut = held_out_predictions(data, groups, categories, specs, untrained=skip)

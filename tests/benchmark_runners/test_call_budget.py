@@ -13,18 +13,18 @@ from benchmark_runners.records import BenchmarkConfig, BenchmarkResult
 BUDGETED = TimingPolicy(max_time_s=1.5, cap_overrun=1.5, call_budget_s=2.25)
 
 
-def _row(config: BenchmarkConfig, batch: int, p50_ms: float, status: str = "ok") -> BenchmarkResult:
+def _row(config: BenchmarkConfig, batch: int, p50_ms: float, status: str = "ok", **extra) -> BenchmarkResult:
     return BenchmarkResult.for_config(replace(config, batch_size=batch), "r", "2026-11-30T00:00:00+00:00", status,
-                                      None if status == "ok" else "boom", None if status == "ok" else "exception", p50_ms=p50_ms)
+                                      None if status == "ok" else "boom", None if status == "ok" else "exception", p50_ms=p50_ms,
+                                      **extra)
 
 
-def test_one_smaller_batch_predicts_linearly_and_two_by_the_exponent_they_measured():
+def test_two_smaller_batches_predict_by_the_exponent_they_measured_and_one_is_no_evidence():
     c = BenchmarkConfig("whisper-tiny", batch_size=16, policy=BUDGETED)
-    ms, basis = predicted_call_ms(c, [_row(c, 4, 1800.0)])
-    assert ms == pytest.approx(7200.0) and "linear" in basis and "batch 4's 1.80 s" in basis
+    assert predicted_call_ms(c, [_row(c, 4, 9000.0)]) is None  # its own batch scaling unmeasured: measured
     # b1 -> b4 grew 1.8x: exponent log(1.8)/log(4) = 0.42, clamped to 0.5 (never assumed flatter)
     ms, basis = predicted_call_ms(c, [_row(c, 1, 1000.0), _row(c, 4, 1800.0)])
-    assert ms == pytest.approx(1800.0 * 4 ** 0.5) and "0.42 clamped" in basis
+    assert ms == pytest.approx(1800.0 * 4 ** 0.5) and "0.42 clamped" in basis and "batch 4's 1.80 s a call" in basis
     # b1 -> b4 grew 3.5x: exponent 0.90, used as measured
     ms, _ = predicted_call_ms(c, [_row(c, 1, 500.0), _row(c, 4, 1750.0)])
     assert ms == pytest.approx(1750.0 * 4 ** (math.log(3.5) / math.log(4)))
@@ -33,23 +33,35 @@ def test_one_smaller_batch_predicts_linearly_and_two_by_the_exponent_they_measur
     assert ms == pytest.approx(4000.0)
 
 
-def test_only_rows_of_the_same_config_at_a_smaller_batch_inform_it():
-    c = BenchmarkConfig("gpt2", batch_size=4, seq_length=512, policy=BUDGETED)
+def test_a_call_is_the_p50_times_the_requests_in_flight():
+    """OpenVINO's throughput mode records one batch's share of a call that ran N requests: the
+    harness's cap sees the whole call, and so does the budget."""
+    c = BenchmarkConfig("clip-vit-base-patch32", device="openvino:CPU", backend="openvino", batch_size=16, policy=BUDGETED)
+    rows = [_row(c, 1, 120.0, backend_config={"infer_requests": 1}), _row(c, 4, 400.0, backend_config={"infer_requests": 2})]
+    ms, basis = predicted_call_ms(c, rows)
+    assert ms == pytest.approx(800.0 * 4 ** 1.0) and "batch 4's 0.80 s a call" in basis  # 120 -> 800 ms: clamped to linear
+    assert over_call_budget(c, rows) is not None
+
+
+def test_only_uncontended_rows_of_the_same_config_at_a_smaller_batch_inform_it():
+    c = BenchmarkConfig("gpt2", batch_size=16, seq_length=512, policy=BUDGETED)
     others = [_row(replace(c, seq_length=128), 1, 5000.0), _row(replace(c, precision="int8"), 1, 5000.0),
-              _row(replace(c, mode="training"), 1, 5000.0), _row(c, 4, 5000.0), _row(c, 16, 5000.0),
+              _row(replace(c, mode="training"), 1, 5000.0), _row(c, 16, 5000.0), _row(c, 32, 5000.0),
               _row(replace(c, model="bert-tiny"), 1, 5000.0), _row(c, 1, 5000.0, status="failed")]
-    assert predicted_call_ms(c, others) is None
-    assert over_call_budget(c, others) is None  # nothing smaller measured: the config is measured
+    assert predicted_call_ms(c, others + [_row(c, 4, 9000.0)]) is None  # one smaller batch of its own
+    assert over_call_budget(c, others + [_row(c, 4, 9000.0)]) is None
+    assert predicted_call_ms(c, [_row(c, 1, 3000.0, contended=True), _row(c, 4, 9000.0)]) is None
 
 
 def test_a_config_predicted_over_the_budget_is_refused_with_the_figures_and_one_within_it_is_not():
-    c = BenchmarkConfig("gpt2", batch_size=4, seq_length=512, policy=BUDGETED)
-    reason = over_call_budget(c, [_row(c, 1, 1252.0)])
+    c = BenchmarkConfig("vit-base-patch16-224", batch_size=16, policy=BUDGETED)
+    rows = [_row(c, 1, 330.0), _row(c, 4, 1130.0)]
+    reason = over_call_budget(c, rows)
     assert reason is not None
-    assert "predicted to take 5.01 s" in reason and "batch 1's 1.25 s" in reason and "2.25 s call budget" in reason
-    assert "explicit batch sizes" in reason
-    assert over_call_budget(c, [_row(c, 1, 500.0)]) is None  # 2.0 s: within it
-    assert over_call_budget(replace(c, policy=replace(BUDGETED, call_budget_s=None)), [_row(c, 1, 1252.0)]) is None
+    assert "predicted to take 3.87 s" in reason and "batch 4's 1.13 s a call" in reason and "2.25 s call budget" in reason
+    assert "devicefit run --batch-sizes 16" in reason
+    assert over_call_budget(c, [_row(c, 1, 150.0), _row(c, 4, 500.0)]) is None  # 1.65 s: within it
+    assert over_call_budget(replace(c, policy=replace(BUDGETED, call_budget_s=None)), rows) is None
 
 
 def test_a_budget_must_be_a_positive_number_of_seconds():
@@ -74,25 +86,54 @@ def test_the_quick_profile_has_a_budget_and_named_batch_sizes_and_generation_do_
     assert timing_policy("quick", "inference").call_budget_s is None
 
 
-def test_the_worker_skips_a_config_over_its_budget_after_measuring_the_smaller_batch(tiny_models):
-    """A real worker-side measurer: batch 1 of a tiny BERT is measured, and batch 4 under a budget
-    far below any call is skipped with the code and the prediction; without a budget it is measured."""
+def test_the_worker_skips_a_config_over_its_budget_after_measuring_two_smaller_batches(tiny_models):
+    """A real worker-side measurer: batches 1 and 2 of a tiny BERT are measured, and batch 4 under
+    a budget far below any call is skipped with the code and the prediction; without a budget it
+    is measured. A measurer started again (after a crash) that is given those rows skips it too."""
     from benchmark_runners.measure import ConfigMeasurer
     from tests.conftest import FAST_POLICY
 
+    tight = replace(FAST_POLICY, call_budget_s=1e-6)
+    model = str(tiny_models["text"])
     measurer = ConfigMeasurer("test-run", {"suite": "pytest"}, {"cpu": {"name": "test cpu", "fingerprint": "cpu-test"}})
     try:
-        tight = replace(FAST_POLICY, call_budget_s=1e-6)
-        first = measurer.run(BenchmarkConfig(model=str(tiny_models["text"]), batch_size=1, policy=tight))
-        assert first.status == "ok", first.error
-        skipped = measurer.run(BenchmarkConfig(model=str(tiny_models["text"]), batch_size=4, policy=tight))
+        smaller = [measurer.run(BenchmarkConfig(model=model, batch_size=b, policy=tight)) for b in (1, 2)]
+        assert [r.status for r in smaller] == ["ok", "ok"], [r.error for r in smaller]
+        skipped = measurer.run(BenchmarkConfig(model=model, batch_size=4, policy=tight))
         assert (skipped.status, skipped.reason_code) == ("skipped", REASON_CODE)
-        assert "one call is predicted to take" in skipped.error and "batch 1's" in skipped.error
+        assert "one call is predicted to take" in skipped.error and "batch 2's" in skipped.error
         assert skipped.family is not None and skipped.samples_ms in (None, [])
-        measured = measurer.run(BenchmarkConfig(model=str(tiny_models["text"]), batch_size=4, policy=FAST_POLICY))
+        measured = measurer.run(BenchmarkConfig(model=model, batch_size=4, policy=FAST_POLICY))
         assert measured.status == "ok", measured.error
     finally:
         measurer.shutdown()
+    restarted = ConfigMeasurer("test-run", {"suite": "pytest"}, {"cpu": {"name": "test cpu", "fingerprint": "cpu-test"}})
+    try:
+        restarted.remember(smaller)
+        again = restarted.run(BenchmarkConfig(model=model, batch_size=4, policy=tight))
+        assert (again.status, again.reason_code) == ("skipped", REASON_CODE)
+    finally:
+        restarted.shutdown()
+
+
+def test_a_restarted_worker_is_sent_its_groups_earlier_rows():
+    """benchmark_runners.sweep: the job of a worker started after its group's earlier one died
+    carries the rows that one produced (the worker gives them to its measurer)."""
+    import io
+    import json
+    from types import SimpleNamespace
+
+    from benchmark_runners.sweep import _Worker
+
+    c = BenchmarkConfig("bert-tiny", batch_size=16, policy=BUDGETED)
+    stdin = io.BytesIO()
+    stdin.close = lambda: None  # keep what was written readable
+    fake = SimpleNamespace(job={"run_id": "r"}, proc=SimpleNamespace(stdin=stdin), configs=[])
+    earlier = [_row(c, 1, 100.0), _row(c, 4, 300.0)]
+    _Worker.send(fake, [c], earlier)
+    job = json.loads(stdin.getvalue())
+    assert [BenchmarkResult.from_json(r).batch_size for r in job["earlier"]] == [1, 4]
+    assert over_call_budget(c, [BenchmarkResult.from_json(r) for r in job["earlier"]]) is None  # 300 ms x 4 within 2.25 s
 
 
 def test_a_skip_for_the_budget_says_nothing_about_compatibility(tmp_path):
