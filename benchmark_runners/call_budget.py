@@ -45,17 +45,16 @@ def call_ms(result: BenchmarkResult) -> float:
     return float(result.p50_ms) * float((result.backend_config or {}).get("infer_requests") or 1)
 
 
-def extrapolated_ms(batch: int, smaller: dict[int, float]) -> tuple[float, float, float | None]:
-    """The call time at `batch` from the times measured at smaller batches ({batch: ms}): the
-    largest one's time times the batch ratio to the power the two largest measured, clamped to
-    EXPONENT_RANGE, or linearly from one. Returns (ms, the exponent used, the one measured or None)."""
-    batches = sorted(smaller)
-    last = batches[-1]
-    measured = None
-    if len(batches) >= 2:
-        before = batches[-2]
-        measured = math.log(smaller[last] / smaller[before]) / math.log(last / before)
-    exponent = 1.0 if measured is None else min(max(measured, EXPONENT_RANGE[0]), EXPONENT_RANGE[1])
+def extrapolated_ms(batch: int, smaller: dict[int, float]) -> tuple[float, float, float] | None:
+    """The call time at `batch` from the calls measured at smaller batches ({batch: ms}): the
+    largest one's call times the batch ratio to the power the two largest measured, clamped to
+    EXPONENT_RANGE. Returns (ms, the exponent used, the one measured), or None where fewer than
+    MIN_SMALLER_BATCHES were measured."""
+    if len(smaller) < MIN_SMALLER_BATCHES:
+        return None
+    before, last = sorted(smaller)[-2:]
+    measured = math.log(smaller[last] / smaller[before]) / math.log(last / before)
+    exponent = min(max(measured, EXPONENT_RANGE[0]), EXPONENT_RANGE[1])
     return smaller[last] * (batch / last) ** exponent, exponent, measured
 
 
@@ -64,12 +63,11 @@ def predicted_call_ms(config: BenchmarkConfig, measured: Sequence[BenchmarkResul
     `measured`, and how it was reached (for the row's reason); None where fewer than
     MIN_SMALLER_BATCHES were measured."""
     by_batch = {r.batch_size: call_ms(r) for r in measured if _same_shape(config, r)}  # the latest row of each batch
-    if len(by_batch) < MIN_SMALLER_BATCHES:
+    if (extrapolated := extrapolated_ms(config.batch_size, by_batch)) is None:
         return None
-    ms, exponent, fitted = extrapolated_ms(config.batch_size, by_batch)
-    batches = sorted(by_batch)
-    last = batches[-1]
-    basis = f"the exponent batches {batches[-2]} -> {last} measured" + (f", {fitted:.2f} clamped" if exponent != fitted else "")
+    ms, exponent, fitted = extrapolated
+    before, last = sorted(by_batch)[-2:]
+    basis = f"the exponent batches {before} -> {last} measured" + (f", {fitted:.2f} clamped" if exponent != fitted else "")
     return ms, f"batch {last}'s {by_batch[last] / 1e3:.2f} s a call x ({config.batch_size}/{last})^{exponent:.2f}, {basis}"
 
 

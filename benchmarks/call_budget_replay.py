@@ -3,7 +3,7 @@
 `benchmark_runners/call_budget.py` skips a config whose one call it predicts, from the same
 worker's smaller batches of the same config, over the policy's `call_budget_s`. This replays that
 rule over a database's measured rows (each group of rows that differ by batch alone, in batch
-order; the rows' latency as the predictors read it stands for the p50 the worker uses) and
+order, judged on the calls of the rows kept before it, as the worker judges its own) and
 leaves the rows it would have skipped out of every fold's training. It prints which rows those
 are, then leave-one-model-out error on the kept rows and on the left-out ones (predicted as if
 never measured), trained on every row against trained without them, per target and per device;
@@ -35,7 +35,7 @@ def skipped_rows(rows: list[dict], budget_s: float) -> set[tuple]:
     (the same device, model, backend, mode, precision and input), batches upwards, each judged on
     the rows kept before it by benchmark_runners.call_budget's own prediction. Each as (device,
     model, mode, precision, batch, sequence length), the training rows' terms."""
-    from benchmark_runners.call_budget import MIN_SMALLER_BATCHES, call_ms, extrapolated_ms
+    from benchmark_runners.call_budget import call_ms, extrapolated_ms
     from devicefit.predict.hardware_specs import row_device
 
     groups: dict[tuple, list[dict]] = {}
@@ -49,7 +49,8 @@ def skipped_rows(rows: list[dict], budget_s: float) -> set[tuple]:
         for r in sorted(members, key=lambda r: r["batch_size"]):
             result = _result(r)
             smaller = {b: ms for b, ms in kept.items() if b < r["batch_size"]}
-            if len(smaller) >= MIN_SMALLER_BATCHES and extrapolated_ms(r["batch_size"], smaller)[0] > budget_s * 1e3:
+            predicted = extrapolated_ms(r["batch_size"], smaller)
+            if predicted is not None and predicted[0] > budget_s * 1e3:
                 out.add((row_device(r), r["model"], r["mode"], r["precision"], r["batch_size"], r.get("seq_length") or 0))
             elif result.p50_ms and not result.contended:
                 kept[r["batch_size"]] = call_ms(result)
@@ -82,6 +83,8 @@ def main() -> int:
     ap.add_argument("--database", required=True)
     ap.add_argument("--budget", type=float, default=QUICK.policy.call_budget_s, help="seconds a call (default: the quick profile's)")
     args = ap.parse_args()
+    if not args.budget > 0:  # NaN included
+        ap.error(f"--budget must be a positive number of seconds, got {args.budget}")
 
     paths = DataPaths.of_database(args.database)
     rows = store.read_ok_measurements(paths.database)
