@@ -258,6 +258,8 @@ def print_regression(report: dict) -> None:
             console.print(styled((f"{c['config']}: {c['method']}", "yellow")))
         if c.get("note"):  # the page faults moved with a change, or the allocators differ
             console.print(f"{c['config']}: {c['note']}")
+        if c["verdict"] == "missing" and c["method"].startswith("in the baseline; "):  # skipped or failed in this run
+            console.print(styled((f"{c['config']}: missing, {c['method'].removeprefix('in the baseline; ')}", "yellow")), soft_wrap=True)
 
 
 def exit_without_teardown(code: Any) -> NoReturn:

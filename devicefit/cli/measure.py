@@ -371,14 +371,15 @@ def benchmark(
     failed = [r for r in results if r.status == "failed"]
     regressed = False
     if compare_to or output_ci:
-        from devicefit.reports import regression
+        from devicefit.reports import regression, unmeasured
 
         sets = regression.sets_from_results([r.to_json() for r in results])
         if compare_to and (sets or not failed):  # every config failing is the run's verdict, not a baseline error
             try:
                 database = data_paths().database
                 report = regression.check_against_baseline(sets, compare_to, database if database.exists() else None,
-                                                           regression_alert, current_description=f"run {run_id}")
+                                                           regression_alert, current_description=f"run {run_id}",
+                                                           unmeasured=unmeasured.from_results([r.to_json() for r in results]))
             except (regression.BaselineError, ValueError) as exc:
                 fail(str(exc))
             print_regression(report)

@@ -190,7 +190,7 @@ def compare(
 ) -> None:
     """Compare measurements with a baseline config by config on the raw samples (spec 004's
     --compare-to ... --regression-alert). Exits 1 when any config regressed."""
-    from devicefit.reports import regression
+    from devicefit.reports import regression, unmeasured
     from devicefit.results_io import write_json_atomic
 
     for path, option in ((output_ci, "--output-ci"), (export_baseline, "--export-baseline")):
@@ -200,8 +200,11 @@ def compare(
     paths = data_paths(benchmark_dir, must_exist=True)
     try:
         current = regression.current_sets(paths.database, run)
+        # One run's skipped and failed rows say why a baseline config is missing from it; the latest
+        # run of each config has none to say (a config skipped in the newest run is there as measured before).
         report_doc = regression.check_against_baseline(current, baseline, paths.database, regression_alert, alpha,
-                                                       f"run {run}" if run else "latest run of each config")
+                                                       f"run {run}" if run else "latest run of each config",
+                                                       unmeasured.in_run(paths.database, run) if run else None)
     except (regression.BaselineError, ValueError) as exc:
         fail(str(exc))
     print_regression(report_doc)

@@ -39,6 +39,7 @@ from devicefit.reports.baselines import (  # noqa: F401 - the readers, re-export
     sets_from_results,
     write_baseline_csv,
 )
+from devicefit.reports.unmeasured import Unmeasured, why_missing
 
 DEFAULT_ALPHA = 0.01
 MIN_SAMPLES_FOR_RANK_TEST = 3
@@ -127,7 +128,10 @@ def check_levels(threshold: float, alpha: float = DEFAULT_ALPHA) -> None:
 
 
 def compare(current: list[SampleSet], baseline: dict[tuple[ConfigIdentity, str | None], SampleSet] | list[SampleSet], threshold: float,
-            alpha: float = DEFAULT_ALPHA) -> list[Comparison]:
+            alpha: float = DEFAULT_ALPHA, unmeasured: Unmeasured | None = None) -> list[Comparison]:
+    """Each current set against its baseline; with a list baseline (a run, a file), each baseline
+    config this run has no ok row for is `missing`, with what the run did with it where
+    `unmeasured` (its skipped and failed rows) says."""
     check_levels(threshold, alpha)
     out, matched = [], set()
     label = labeller(current)
@@ -155,7 +159,8 @@ def compare(current: list[SampleSet], baseline: dict[tuple[ConfigIdentity, str |
     unmatched = [] if isinstance(baseline, dict) else [b for b in baseline if id(b) not in matched]
     base_label = labeller(unmatched)
     for base in unmatched:
-        out.append(Comparison(base_label(base), asdict(base.identity), "missing", "in the baseline, not in this run",
+        why = why_missing(unmeasured, base.identity, base.hardware_fingerprint)
+        out.append(Comparison(base_label(base), asdict(base.identity), "missing", f"in the baseline; {why}" if why else "in the baseline, not in this run",
                               base.run_id, None, base.p50_ms, None, None, None, len(base.samples_ms), 0, base.hardware_fingerprint))
     return out
 
@@ -243,13 +248,14 @@ def regression_report(comparisons: list[Comparison], threshold: float, alpha: fl
 
 
 def check_against_baseline(current: list[SampleSet], baseline_spec: str, database: Path | None, threshold: float,
-                           alpha: float = DEFAULT_ALPHA, current_description: str = "latest run of each config") -> dict[str, Any]:
+                           alpha: float = DEFAULT_ALPHA, current_description: str = "latest run of each config",
+                           unmeasured: Unmeasured | None = None) -> dict[str, Any]:
     """Load the baseline, compare, and return the report (what `compare` and `benchmark
-    --compare-to` print and write)."""
+    --compare-to` print and write); `unmeasured`: the current run's skipped and failed rows."""
     if not current:
         raise BaselineError("nothing measured to compare: the current side has no ok rows")
     description, baseline = load_baseline(baseline_spec, database, current)
-    comparisons = compare(current, baseline, threshold, alpha)
+    comparisons = compare(current, baseline, threshold, alpha, unmeasured)
     if reason := _other_machines_only(current, baseline, comparisons):
         raise BaselineError(f"nothing to compare with {description}: {reason}")
     label = labeller(current)

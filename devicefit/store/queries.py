@@ -375,6 +375,14 @@ def sample_history(con, run_id: str | None = None, latest_only: bool = False) ->
     return con.execute(f"{_HISTORY_SELECT} ORDER BY timestamp DESC").fetchall()
 
 
+def unmeasured_rows(con, run_id: str) -> list[tuple]:
+    """(model, device_kind, backend, precision, mode, batch_size, device_profile,
+    hardware_fingerprint, status, reason_code, error) of one run's skipped and failed rows."""
+    return con.execute("SELECT model, device_kind, backend, precision, mode, batch_size, device_profile, hardware_fingerprint, "
+                       "status, reason_code, error FROM measurements WHERE run_id = ? AND status IN ('skipped', 'failed') "
+                       "ORDER BY timestamp", [run_id]).fetchall()
+
+
 def hardware_rows(con) -> list[tuple]:
     """(fingerprint, kind, name, probe) of every device the store knows: the detected hardware,
     and each registered device under a constraint profile by its device id (its probe is the
