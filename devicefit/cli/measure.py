@@ -215,6 +215,16 @@ def _check_baseline(compare_to: Optional[str], threshold: float) -> None:
             fail(str(exc))
 
 
+def _write_or_fail(path: Path, option: str, write, status: str) -> None:
+    """A write after the sweep that fails (a full disk, its directory removed meanwhile) names the
+    option, the file and what the user still has, exit 2: not 1, which says a config failed or
+    regressed, nor the root group's OSError (1)."""
+    try:
+        write()
+    except OSError as exc:
+        fail(f"{option} {path} was not written: {exc.strerror or exc} ({type(exc).__name__}); {status}")
+
+
 @app.command(rich_help_panel=PANEL)
 def benchmark(
     model: str = typer.Option(..., "--model", "-m", help="Model(s), comma-separated: catalog names or local model directories."),
@@ -363,12 +373,13 @@ def benchmark(
 
         results = run_sweep(configs, run_id=run_id, on_event=on_event, inventory=inventory)
     console.print(_results_table(results))
+    failed = [r for r in results if r.status == "failed"]
     if json_out:
-        write_json_atomic(json_out, results_document(run_id, results, inventory.to_json()))
+        _write_or_fail(json_out, "--json", lambda: write_json_atomic(json_out, results_document(run_id, results, inventory.to_json())),
+                       f"{len(results)} rows measured ({len(failed)} failed) are in the table above only")
         err.print(f"wrote {len(results)} rows to {json_out}")
     if database:
         _store_rows(results_document(run_id, results, inventory.to_json()), database)
-    failed = [r for r in results if r.status == "failed"]
     regressed = False
     if compare_to or output_ci:
         from devicefit.reports import regression, unmeasured
@@ -396,7 +407,8 @@ def benchmark(
         if failed:
             report["status"] = "fail"
         if output_ci:
-            write_json_atomic(output_ci, report)
+            _write_or_fail(output_ci, "--output-ci", lambda: write_json_atomic(output_ci, report),
+                           f"the check above is {report['status']}")
             err.print(f"wrote the CI report to {output_ci}")
     if failed:
         err.print(styled((f"{len(failed)} of {len(results)} configs failed", "red")))
