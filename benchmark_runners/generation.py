@@ -37,11 +37,14 @@ def generation_reason(spec) -> str | None:
     """Why `spec` cannot run the generation scenario (None: it can). A model generates when its
     class has a language-model head that generate() drives (decoder-only, encoder-decoder,
     Whisper); an encoder (BERT), a classifier or an embedding model does not."""
-    from models.inputs import model_class
+    from models.class_facts import class_facts
 
-    cls = model_class(spec)
-    can = getattr(cls, "can_generate", None)
-    if can is None or not can():
+    facts = class_facts(spec.architecture)  # cached: the class's modeling module is not imported for it
+    if not facts.exists:
+        from importlib.metadata import version
+
+        raise ValueError(f"transformers {version('transformers')} has no class {spec.architecture} (model {spec.name})")
+    if not facts.can_generate:
         return (f"{spec.name} ({spec.architecture}) does not generate text: it has no language-model head that "
                 f"generate() drives (the generation scenario is for decoder-only, encoder-decoder and Whisper models)")
     return None

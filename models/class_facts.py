@@ -12,6 +12,7 @@ happens once per class and version, not once per process.
 """
 from __future__ import annotations
 
+import inspect
 import re
 import threading
 from dataclasses import asdict, dataclass
@@ -27,6 +28,7 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 # In front of the disk: input_signature asks for every prediction. The code identity of the
 # disk entry is fixed for the process's life, so an answer read once stays true in it.
 _memo: BoundedCache["ClassFacts"] = BoundedCache(1024)
+MAX_PARAMETERS = 200  # a forward() takes a few dozen
 
 
 @dataclass(frozen=True)
@@ -34,15 +36,28 @@ class ClassFacts:
     exists: bool  # transformers has a class of this name
     is_model: bool  # ...and it is a model class: a PreTrainedModel with a forward pass of its own
     main_input_name: str | None  # the model's main input ("input_ids", "pixel_values", ...)
+    # ...and generate() drives it (a language-model head: decoder-only, encoder-decoder, Whisper).
+    # The selection map asks it of each family's representatives, `make run` of each model it
+    # selects and the API of each generation request: importing each class for it cost the
+    # selection map about 6 s of modeling-module imports (T5's alone 3 s) on a 2-core AMD EPYC.
+    can_generate: bool = False
+    # The names its forward() takes: whether a generation prefill passes logits_to_keep (part of
+    # the cached trace's key) is then known without importing the class.
+    forward_parameters: tuple[str, ...] = ()
 
 
 def _decode(document) -> ClassFacts:
-    exists, is_model, main = document["exists"], document["is_model"], document["main_input_name"]
-    if not isinstance(exists, bool) or not isinstance(is_model, bool) or (is_model and not exists):
+    # An entry written before can_generate was a fact has no such key: KeyError, taken again.
+    exists, is_model, main, generates, parameters = (document["exists"], document["is_model"], document["main_input_name"],
+                                                     document["can_generate"], document["forward_parameters"])
+    if not all(isinstance(v, bool) for v in (exists, is_model, generates)) or (is_model and not exists) or (generates and not is_model):
         raise ValueError(f"not a class-facts entry: {document!r}"[:200])
-    if main is not None and not (isinstance(main, str) and IDENTIFIER.fullmatch(main)):
-        raise ValueError(f"not an input name: {main!r}"[:200])
-    return ClassFacts(exists, is_model, main)
+    if not isinstance(parameters, list) or len(parameters) > MAX_PARAMETERS:
+        raise ValueError(f"not a list of forward parameters: {parameters!r}"[:200])
+    for name in [main, *parameters] if main is not None else parameters:
+        if not (isinstance(name, str) and IDENTIFIER.fullmatch(name)):
+            raise ValueError(f"not an input name: {name!r}"[:200])
+    return ClassFacts(exists, is_model, main, generates, tuple(parameters))
 
 
 def _inspect(architecture: str) -> ClassFacts:
@@ -58,7 +73,12 @@ def _inspect(architecture: str) -> ClassFacts:
     # PreTrainedModel and each family's abstract base (BertPreTrainedModel) are PreTrainedModels
     # without a forward pass: built, they fail at their first call (torch's _forward_unimplemented).
     is_model = issubclass(cls, PreTrainedModel) and cls.forward is not torch.nn.Module.forward
-    return ClassFacts(True, is_model, main if isinstance(main, str) and IDENTIFIER.fullmatch(main) else None)
+    can = getattr(cls, "can_generate", None)
+    generates = bool(is_model and callable(can) and can())
+    parameters = tuple(inspect.signature(cls.forward).parameters) if is_model else ()
+    if len(parameters) > MAX_PARAMETERS or not all(IDENTIFIER.fullmatch(p) for p in parameters):
+        raise ValueError(f"{architecture}.forward takes parameters that are not names: {parameters!r}"[:200])
+    return ClassFacts(True, is_model, main if isinstance(main, str) and IDENTIFIER.fullmatch(main) else None, generates, parameters)
 
 
 def class_facts(architecture: str) -> ClassFacts:

@@ -196,12 +196,12 @@ def _prefill_request(spec: ModelSpec, prompt_tokens: int | None):
     generate() runs it: the prompt, the logits of its last position only where the model takes
     logits_to_keep, and an encoder-decoder's decoder over its start token alone."""
     import dataclasses
-    import inspect
 
-    from models.inputs import TensorSpec, model_class
+    from models.class_facts import class_facts
+    from models.inputs import TensorSpec
 
-    accepts = set(inspect.signature(model_class(spec).forward).parameters)
-    extra = {"logits_to_keep": 1} if "logits_to_keep" in accepts else {}
+    # A cached fact: the class's modeling module is imported only where a trace must be taken.
+    extra = {"logits_to_keep": 1} if "logits_to_keep" in class_facts(spec.architecture).forward_parameters else {}
 
     def signature(batch: int) -> InputSignature:
         sig = input_signature(spec, batch, prompt_tokens)

@@ -56,7 +56,7 @@ from devicefit.predict import tpot_residual
 from devicefit.predict.features import roofline_ms
 from devicefit.predict.hardware_specs import DeviceSpec, host_of, kind_of
 from devicefit.predict.moe_decode import batched_experts_bytes, decode_expert_part, decode_weight_bytes, experts_text
-from models.analysis import active_parameter_count, gathered_embedding_params, parameter_count
+from models.analysis import active_parameter_count, gathered_embedding_params, parameter_breakdown, parameter_count
 from models.catalog import ModelSpec
 from models.op_profile import decode_step_ops
 
@@ -112,22 +112,13 @@ def cache_for(spec: ModelSpec, batch: int, precision: str, prompt: int | None, n
     return kv_cache(spec.config, batch, shape.prompt_tokens or 0, shape.new_tokens, 2 if precision in HALF else 4, encoder)
 
 
-_decoder_shares: dict[tuple, float] = {}
-
-
 def decoder_share(spec: ModelSpec) -> float:
     """The share of an encoder-decoder's parameters a decode step uses: all but the encoder's,
     which ran once in the prefill (T5, Whisper). 1 for a decoder-only model."""
     if not spec.config.get("is_encoder_decoder"):
         return 1.0
-    key = (spec.name, spec.source, str(spec.path))
-    if key not in _decoder_shares:
-        from models.loading import meta_model
-
-        params = dict(meta_model(spec).named_parameters())  # shared (tied) tensors once
-        encoder = sum(p.numel() for name, p in params.items() if ".encoder." in f".{name}" or name.startswith("encoder."))
-        _decoder_shares[key] = 1 - encoder / sum(p.numel() for p in params.values())
-    return _decoder_shares[key]
+    counts = parameter_breakdown(spec)  # shared (tied) tensors once
+    return 1 - counts.encoder / max(counts.total, 1)
 
 
 def decode_parameters(spec: ModelSpec) -> float:

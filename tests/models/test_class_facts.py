@@ -1,4 +1,4 @@
-"""A transformers class's facts (is it a model class, its main input) are taken once per class
+"""A transformers class's facts (is it a model class, its main input, does it generate) are taken once per class
 and transformers version and read back by later processes without importing the class's
 modeling module; a broken entry is taken again, and a name that is not one is never looked up."""
 import json
@@ -28,12 +28,18 @@ def _counting(monkeypatch) -> list[str]:
 
 
 def test_model_classes_other_classes_and_missing_names_are_told_apart(cache):
-    assert cf.class_facts("BertModel") == cf.ClassFacts(True, True, "input_ids")
+    bert = cf.class_facts("BertModel")
+    assert (bert.exists, bert.is_model, bert.main_input_name, bert.can_generate) == (True, True, "input_ids", False)
+    assert bert.forward_parameters[:2] == ("self", "input_ids") and "logits_to_keep" not in bert.forward_parameters
+    gpt2 = cf.class_facts("GPT2LMHeadModel")
+    assert gpt2.can_generate and "logits_to_keep" in gpt2.forward_parameters
+    assert cf.class_facts("T5ForConditionalGeneration").can_generate and cf.class_facts("WhisperForConditionalGeneration").can_generate
+    assert not cf.class_facts("GPT2Model").can_generate  # no language-model head
     assert cf.class_facts("ResNetForImageClassification").main_input_name == "pixel_values"
     assert cf.class_facts("WhisperModel").main_input_name == "input_features"
     config_class = cf.class_facts("BertConfig")
     assert config_class.exists and not config_class.is_model
-    assert cf.class_facts("NoSuchModelAnywhere") == cf.ClassFacts(False, False, None)
+    assert cf.class_facts("NoSuchModelAnywhere") == cf.ClassFacts(False, False, None, False, ())
 
 
 @pytest.mark.parametrize("name", ["../../etc/passwd", "os.system", "Bert Model", "", "x" * 300, 7, None])
@@ -55,15 +61,21 @@ def test_facts_are_read_back_instead_of_taken_again(cache, monkeypatch):
     {"exists": False, "is_model": True, "main_input_name": "input_ids"},
     {"exists": True, "is_model": True, "main_input_name": "../pixel_values"},
     {"exists": True, "is_model": True},
+    {"exists": True, "is_model": True, "main_input_name": "input_ids"},  # written before can_generate was a fact
+    {"exists": True, "is_model": False, "main_input_name": "input_ids", "can_generate": True, "forward_parameters": []},
+    {"exists": True, "is_model": True, "main_input_name": "input_ids", "can_generate": 1, "forward_parameters": []},
+    {"exists": True, "is_model": True, "main_input_name": "input_ids", "can_generate": False, "forward_parameters": "self"},
+    {"exists": True, "is_model": True, "main_input_name": "input_ids", "can_generate": False, "forward_parameters": ["a b"]},
+    {"exists": True, "is_model": True, "main_input_name": "input_ids", "can_generate": False, "forward_parameters": ["x"] * 201},
     ["not", "an", "entry"],
 ])
 def test_a_damaged_entry_is_taken_again(cache, monkeypatch, damage):
-    cf.class_facts("BertModel")
+    whole = cf.class_facts("BertModel")
     path = entry_path("class_facts", {"architecture": "BertModel"})
     path.write_text(json.dumps(damage))
     cf._memo.clear()  # a later process: it reads the damaged entry
     calls = _counting(monkeypatch)
-    assert cf.class_facts("BertModel") == cf.ClassFacts(True, True, "input_ids") and calls == ["BertModel"]
+    assert cf.class_facts("BertModel") == whole and calls == ["BertModel"]
 
 
 def test_a_later_process_resolves_a_model_directory_without_importing_its_modeling_module(cache, tiny_models):
@@ -86,3 +98,23 @@ def test_a_later_process_resolves_a_model_directory_without_importing_its_modeli
     assert first[0] == second[0] and "input_ids" in first[0]
     assert first[1] != "[]" and first[2] == "True"  # the first process imported the class to learn its facts
     assert second[1] == "[]" and second[2] == "False"
+
+
+def test_whether_a_model_generates_and_its_prefill_are_answered_without_importing_its_modeling_module(cache):
+    """generation_reason (the selection map's, make run's and the API's question) and the
+    prefill's traced profile (whose key holds whether the forward takes logits_to_keep) read
+    cached facts: the second process never imports gpt2's or bert's modeling module for them."""
+    code = ("import sys\n"
+            "from benchmark_runners.generation import generation_reason\n"
+            "from models.op_profile import prefill_profile\n"
+            "from models.resolve import resolve_model\n"
+            "print(generation_reason(resolve_model('gpt2')), bool(generation_reason(resolve_model('bert-tiny'))),\n"
+            "      int(prefill_profile(resolve_model('gpt2'), 16).flops.sum()))\n"
+            "print(sorted(m for m in sys.modules if m.startswith('transformers.models.') and '.modeling_' in m and '.auto.' not in m))\n")
+    env = {**os.environ, "DEVICEFIT_CACHE_DIR": str(cache)}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    first, second = (run.stdout.splitlines() for run in runs)
+    assert first[0] == second[0] and first[0].startswith("None True ") and int(first[0].split()[2]) > 0
+    assert first[1] != "[]" and second[1] == "[]"
