@@ -352,7 +352,7 @@ def _drive(worker: _Worker, run_id: str, emit: EventHandler) -> list[BenchmarkRe
         index = current if current is not None else len(results)
         if index < len(worker.configs):
             config = worker.configs[index]
-            result = BenchmarkResult.for_config(config, run_id, now_iso(), "failed", failure, failure_code)
+            result = BenchmarkResult.for_config(config, run_id, now_iso(), "failed", failure, failure_code, **_named(config))
             results.append(result)
             emit(SweepEvent("result", config, result, worker.proc.pid))
     return results
@@ -383,6 +383,20 @@ def run_sweep(
     return [rows[i] for i in range(len(configs))]
 
 
+def _named(config: BenchmarkConfig) -> dict[str, str | None]:
+    """The model's resolved name and path, for a row this process writes (skipped before a
+    worker, failed with it): the worker's rows carry them, and `--model BERT-TINY` or a
+    directory's path must not store that config's skip under another name than its ok rows."""
+    from models.catalog import UnknownModelError
+    from models.resolve import resolve_model
+
+    try:
+        spec = resolve_model(config.model)
+    except (UnknownModelError, ValueError, OSError):  # the row already says what went wrong
+        return {}
+    return {"model": spec.name, "model_path": str(spec.path) if spec.path else None}
+
+
 def _sweep_groups(configs: list[BenchmarkConfig], run_id: str, job: dict, python: str, inventory: HardwareInventory,
                   devices: dict[str, dict], emit: EventHandler) -> dict[int, BenchmarkResult]:
     rows: dict[int, BenchmarkResult] = {}
@@ -399,7 +413,7 @@ def _sweep_groups(configs: list[BenchmarkConfig], run_id: str, job: dict, python
                     reason, code = memory_refusal(config, inventory), "insufficient_memory"
                 if reason:
                     rows[position] = BenchmarkResult.for_config(config, run_id, now_iso(), "skipped", reason, code,
-                                                                environment=job["host_environment"])
+                                                                environment=job["host_environment"], **_named(config))
                     emit(SweepEvent("result", config, rows[position]))
                 else:
                     pending.append((position, config))

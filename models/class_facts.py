@@ -5,7 +5,9 @@ config's inputs reads the class's `main_input_name`. Either one imports the clas
 modeling module for its family, and with it torch, about 3.5 s on a 2-core AMD EPYC. In
 `devicefit benchmark` that import ran in the parent while the early worker ran the same one
 on the other core, and the worker's measurement waited for both: 6.4 s from the worker's start
-to its first config, against 2.6 s of measuring for bert-base at batch 1. The two facts are a
+to its first config, against 2.6 s of measuring for bert-base at batch 1. Whether the class
+generates and the names its forward takes are asked the same way (the selection map, `devicefit
+run`, the API, a generation prefill's trace key). These facts are a
 pure function of the class name and the transformers version, so they are kept in the derived
 cache (models/derived_cache.py, whose key includes the transformers version) and the import
 happens once per class and version, not once per process.
@@ -82,9 +84,10 @@ def _inspect(architecture: str) -> ClassFacts:
 
 
 def class_facts(architecture: str) -> ClassFacts:
-    """Whether transformers has `architecture` as a class and as a model class, and its main
-    input name: read from the derived cache, else taken by importing the class once. A name that
-    is not an identifier is never looked up (ValueError)."""
+    """Whether transformers has `architecture` as a class and as a model class, its main input
+    name, whether it generates and its forward's parameter names: read from the derived cache,
+    else taken by importing the class once. A name that is not an identifier is never looked up
+    (ValueError)."""
     if not isinstance(architecture, str) or not IDENTIFIER.fullmatch(architecture):
         raise ValueError(f"not a class name: {architecture!r}"[:200])
     return _memo.get(architecture, lambda: disk_cached("class_facts", {"architecture": architecture},

@@ -268,11 +268,9 @@ def decode_step_ops(spec: ModelSpec) -> int:
     H200: 4.7 ms a token, 235 kernels, against a 0.1 ms bandwidth roofline), so the step's time
     grows with its kernel count. The count does not depend on the context length, so a short
     prompt (TRACE_PROMPT_TOKENS) is traced."""
-    import inspect
-
     import torch
 
-    from models.inputs import model_class
+    from models.class_facts import class_facts
     from models.loading import local_forward, meta_model
 
     def compute() -> int:
@@ -284,7 +282,7 @@ def decode_step_ops(spec: ModelSpec) -> int:
         inputs = {name: token if name == "decoder_input_ids" else
                   torch.zeros(t.shape, dtype=torch.float32 if t.kind == "float" else torch.long, device="meta")
                   for name, t in signature.inputs.items() if t.kind != "mask"}
-        cache_name = "past_key_values" if "past_key_values" in inspect.signature(model_class(spec).forward).parameters else "cache"
+        cache_name = "past_key_values" if "past_key_values" in class_facts(spec.architecture).forward_parameters else "cache"
         with local_forward(spec), fused_attention_mode(), torch.no_grad():
             prefill = model(**inputs, use_cache=True)
         if "decoder_input_ids" in inputs:

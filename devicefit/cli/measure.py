@@ -140,16 +140,18 @@ def _results_table(results) -> Table:
     return table
 
 
-def _store_rows(document: dict, database: Path) -> None:
-    """`benchmark --database FILE`: stored as `devicefit ingest` stores a file (once, however often)."""
+def _store_rows(document: dict, database: Path, unwritten: list[str]) -> None:
+    """`benchmark --database FILE`: stored as `devicefit ingest` stores a file (once, however
+    often); a store that refuses them is added to `unwritten`."""
     from devicefit import store
     from devicefit.ingest import store_results_document
     from devicefit.landing import LandingFileError
 
     try:
         report = store_results_document(document, database)
-    except (LandingFileError, store.StoreError) as exc:
-        fail(f"rows not stored in {database}: {exc}", 1)
+    except (LandingFileError, store.StoreError, OSError) as exc:
+        unwritten.append(f"--database: rows not stored in {database}: {exc}")
+        return
     err.print(f"stored {report.rows_loaded} rows in {database}")
 
 
@@ -215,14 +217,16 @@ def _check_baseline(compare_to: Optional[str], threshold: float) -> None:
             fail(str(exc))
 
 
-def _write_or_fail(path: Path, option: str, write, status: str) -> None:
-    """A write after the sweep that fails (a full disk, its directory removed meanwhile) names the
-    option, the file and what the user still has, exit 2: not 1, which says a config failed or
-    regressed, nor the root group's OSError (1)."""
+def _written(path: Path, option: str, write, unwritten: list[str]) -> bool:
+    """Whether an output after the sweep was written; one that was not (a full disk, its
+    directory removed meanwhile) is added to `unwritten`, naming the option, the file and why,
+    and the other outputs are still written."""
     try:
         write()
+        return True
     except OSError as exc:
-        fail(f"{option} {path} was not written: {exc.strerror or exc} ({type(exc).__name__}); {status}")
+        unwritten.append(f"{option} {path} was not written: {exc.strerror or exc} ({type(exc).__name__})")
+        return False
 
 
 @app.command(rich_help_panel=PANEL)
@@ -374,12 +378,12 @@ def benchmark(
         results = run_sweep(configs, run_id=run_id, on_event=on_event, inventory=inventory)
     console.print(_results_table(results))
     failed = [r for r in results if r.status == "failed"]
-    if json_out:
-        _write_or_fail(json_out, "--json", lambda: write_json_atomic(json_out, results_document(run_id, results, inventory.to_json())),
-                       f"{len(results)} rows measured ({len(failed)} failed) are in the table above only")
+    unwritten: list[str] = []  # outputs that could not be written: each said, then exit 2 once the rest is done
+    if json_out and _written(json_out, "--json", lambda: write_json_atomic(json_out, results_document(run_id, results, inventory.to_json())),
+                             unwritten):
         err.print(f"wrote {len(results)} rows to {json_out}")
     if database:
-        _store_rows(results_document(run_id, results, inventory.to_json()), database)
+        _store_rows(results_document(run_id, results, inventory.to_json()), database, unwritten)
     regressed = False
     if compare_to or output_ci:
         from devicefit.reports import regression, unmeasured
@@ -406,11 +410,13 @@ def benchmark(
                              for r in results]
         if failed:
             report["status"] = "fail"
-        if output_ci:
-            _write_or_fail(output_ci, "--output-ci", lambda: write_json_atomic(output_ci, report),
-                           f"the check above is {report['status']}")
+        if output_ci and _written(output_ci, "--output-ci", lambda: write_json_atomic(output_ci, report), unwritten):
             err.print(f"wrote the CI report to {output_ci}")
     if failed:
         err.print(styled((f"{len(failed)} of {len(results)} configs failed", "red")))
+    if unwritten:
+        # Not 1, which says a config failed or regressed (the table and verdict above say whether
+        # one did), nor the root group's OSError (1).
+        fail("; ".join(unwritten) + f"; the table above holds the {len(results)} rows measured ({len(failed)} failed)")
     if failed or regressed:
         raise typer.Exit(1)

@@ -376,9 +376,9 @@ def sample_history(con, run_id: str | None = None, latest_only: bool = False) ->
 
 
 def unmeasured_rows(con, run_id: str) -> list[tuple]:
-    """(model, device_kind, backend, precision, mode, batch_size, device_profile,
+    """(model, device_kind, backend, precision, mode, batch_size, device_profile, input_dims,
     hardware_fingerprint, status, reason_code, error) of one run's skipped and failed rows."""
-    return con.execute("SELECT model, device_kind, backend, precision, mode, batch_size, device_profile, hardware_fingerprint, "
+    return con.execute("SELECT model, device_kind, backend, precision, mode, batch_size, device_profile, input_dims, hardware_fingerprint, "
                        "status, reason_code, error FROM measurements WHERE run_id = ? AND status IN ('skipped', 'failed') "
                        "ORDER BY timestamp", [run_id]).fetchall()
 

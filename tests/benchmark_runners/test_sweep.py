@@ -57,6 +57,17 @@ def test_absent_hardware_is_a_skipped_row_with_the_detection_reason():
     assert results[0].error.startswith("mps is not available here:") and results[0].reason_code == "device_unavailable"
 
 
+def test_a_row_the_sweep_writes_itself_names_the_model_as_the_workers_rows_do(tiny_models):
+    """A skip before any worker (absent hardware, no memory for it) or a worker's death was
+    stored under the name as typed (BERT-TINY, a directory's path), beside the same config's ok
+    rows under the resolved name: one model under two names in the store."""
+    results = run_sweep([BenchmarkConfig("BERT-TINY", device="mps", policy=FAST_POLICY),
+                         BenchmarkConfig(str(tiny_models["text"]), device="mps", policy=FAST_POLICY)])
+    assert [r.status for r in results] == ["skipped", "skipped"]
+    assert results[0].model == "bert-tiny" and results[0].model_path is None
+    assert results[1].model == tiny_models["text"].name and results[1].model_path == str(tiny_models["text"].resolve())
+
+
 def test_rows_carry_provenance_and_round_trip_through_json():
     [row] = run_sweep([BenchmarkConfig("bert-tiny", batch_size=2, policy=FAST_POLICY)])
     assert row.status == "ok", row.error

@@ -63,3 +63,23 @@ def test_another_machines_skip_does_not_explain_a_missing_config(tmp_path):
     report = regression.check_against_baseline(current, str(baseline), None, 0.1, unmeasured=unmeasured.from_results(results))
     assert [c["method"] for c in report["comparisons"] if c["verdict"] == "missing"] == [
         "in the baseline; failed in this run (exception): RuntimeError: boom"]
+
+
+def test_a_skip_at_other_inputs_does_not_explain_a_missing_config(tmp_path):
+    """The run skipped bert-tiny at 512 tokens; the baseline's config at 128 is missing for no
+    reason the run recorded."""
+    base = _row("r1", 16)
+    base["input"] = {"dims": {"seq_length": 128}}
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps({"results": [_row("r1", 1), base]}))
+    skipped = _row("r2", 16, "skipped")
+    skipped["input"] = {"dims": {"seq_length": 512}}
+    results = [_row("r2", 1), skipped]
+    report = regression.check_against_baseline(regression.sets_from_results(results), str(baseline), None, 0.1,
+                                               unmeasured=unmeasured.from_results(results))
+    assert [c["method"] for c in report["comparisons"] if c["verdict"] == "missing"] == ["in the baseline, not in this run"]
+    skipped["input"] = {"dims": {"seq_length": 128}}
+    report = regression.check_against_baseline(regression.sets_from_results(results), str(baseline), None, 0.1,
+                                               unmeasured=unmeasured.from_results(results))
+    assert [c["method"] for c in report["comparisons"] if c["verdict"] == "missing"] == [
+        f"in the baseline; skipped in this run ({REASON_CODE}): {WHY}"]
