@@ -16,6 +16,26 @@ FAST_POLICY = TimingPolicy(ci_target=0.05, min_iterations=5, max_time_s=1.0,
                            warmup_min_iterations=2, warmup_max_time_s=0.5)
 
 
+# Python that prints the transformers modeling modules its process imported (auto's aside).
+PRINT_MODELING_MODULES = ("import sys\n"
+                          "print(sorted(m for m in sys.modules if m.startswith('transformers.models.') and '.modeling_' in m "
+                          "and '.auto.' not in m))\n")
+
+
+def two_processes(code: str, cache_dir: Path) -> tuple[list[str], list[str]]:
+    """The lines `code` prints in a process and then in a second one, both with the derived cache
+    in `cache_dir`: what the first takes and stores, the second reads back."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DEVICEFIT_CACHE_DIR": str(cache_dir)}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    first, second = (run.stdout.splitlines() for run in runs)
+    return first, second
+
+
 def local_partition(model: str, kind: str = "cpu", instance=None) -> str:
     """This host's "<device id>|<model>" partition key for its first device of `kind`, added to
     `instance`'s dynamic partitions when one is given (a run may only name a partition it holds)."""

@@ -2,14 +2,12 @@
 and transformers version and read back by later processes without importing the class's
 modeling module; a broken entry is taken again, and a name that is not one is never looked up."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from models import class_facts as cf
 from models.derived_cache import entry_path
+from tests.conftest import PRINT_MODELING_MODULES, two_processes
 
 
 @pytest.fixture
@@ -88,13 +86,9 @@ def test_a_later_process_resolves_a_model_directory_without_importing_its_modeli
             f"spec = resolve_model({str(tiny_models['text'])!r})\n"
             "sig = input_signature(spec, 2, 16)\n"
             "print(sorted(sig.inputs), spec.architecture)\n"
-            "print(sorted(m for m in sys.modules if m.startswith('transformers.models.') and '.modeling_' in m and '.auto.' not in m))\n"
+            + PRINT_MODELING_MODULES +
             "print('transformers.modeling_utils' in sys.modules)\n")
-    env = {**os.environ, "DEVICEFIT_CACHE_DIR": str(cache)}
-    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env) for _ in range(2)]
-    for run in runs:
-        assert run.returncode == 0, run.stderr[-2000:]
-    first, second = (run.stdout.splitlines() for run in runs)
+    first, second = two_processes(code, cache)
     assert first[0] == second[0] and "input_ids" in first[0]
     assert first[1] != "[]" and first[2] == "True"  # the first process imported the class to learn its facts
     assert second[1] == "[]" and second[2] == "False"
@@ -104,17 +98,11 @@ def test_whether_a_model_generates_and_its_prefill_are_answered_without_importin
     """generation_reason (the selection map's, make run's and the API's question) and the
     prefill's traced profile (whose key holds whether the forward takes logits_to_keep) read
     cached facts: the second process never imports gpt2's or bert's modeling module for them."""
-    code = ("import sys\n"
-            "from benchmark_runners.generation import generation_reason\n"
+    code = ("from benchmark_runners.generation import generation_reason\n"
             "from models.op_profile import prefill_profile\n"
             "from models.resolve import resolve_model\n"
             "print(generation_reason(resolve_model('gpt2')), bool(generation_reason(resolve_model('bert-tiny'))),\n"
-            "      int(prefill_profile(resolve_model('gpt2'), 16).flops.sum()))\n"
-            "print(sorted(m for m in sys.modules if m.startswith('transformers.models.') and '.modeling_' in m and '.auto.' not in m))\n")
-    env = {**os.environ, "DEVICEFIT_CACHE_DIR": str(cache)}
-    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env) for _ in range(2)]
-    for run in runs:
-        assert run.returncode == 0, run.stderr[-2000:]
-    first, second = (run.stdout.splitlines() for run in runs)
+            "      int(prefill_profile(resolve_model('gpt2'), 16).flops.sum()))\n" + PRINT_MODELING_MODULES)
+    first, second = two_processes(code, cache)
     assert first[0] == second[0] and first[0].startswith("None True ") and int(first[0].split()[2]) > 0
     assert first[1] != "[]" and second[1] == "[]"
