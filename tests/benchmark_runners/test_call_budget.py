@@ -96,11 +96,23 @@ def test_the_worker_skips_a_config_over_its_budget_after_measuring_two_smaller_b
     tight = replace(FAST_POLICY, call_budget_s=1e-6)
     model = str(tiny_models["text"])
     measurer = ConfigMeasurer("test-run", {"suite": "pytest"}, {"cpu": {"name": "test cpu", "fingerprint": "cpu-test"}})
+
+    def uncontended(config: BenchmarkConfig, attempts: int = 3) -> BenchmarkResult:
+        """A row timed while another process used the CPU is no evidence for the budget: on a busy
+        machine the smaller batches are measured again, and the test skips, saying so, if they
+        never come out clean (a fresh clone's suite once had batch 4 measured for that reason)."""
+        for _ in range(attempts):
+            row = measurer.run(config)
+            if row.status != "ok" or not row.contended:
+                return row
+        pytest.skip(f"batch {config.batch_size} was timed while other processes used {row.other_cpu_share:.0%} of the CPU, "
+                    f"{attempts} times: the budget has no uncontended evidence to predict from")
+
     try:
-        smaller = [measurer.run(BenchmarkConfig(model=model, batch_size=b, policy=tight)) for b in (1, 2)]
+        smaller = [uncontended(BenchmarkConfig(model=model, batch_size=b, policy=tight)) for b in (1, 2)]
         assert [r.status for r in smaller] == ["ok", "ok"], [r.error for r in smaller]
         skipped = measurer.run(BenchmarkConfig(model=model, batch_size=4, policy=tight))
-        assert (skipped.status, skipped.reason_code) == ("skipped", REASON_CODE)
+        assert (skipped.status, skipped.reason_code) == ("skipped", REASON_CODE), (skipped.contended, skipped.error)
         assert "one call is predicted to take" in skipped.error and "batch 2's" in skipped.error
         assert skipped.family is not None and skipped.samples_ms in (None, [])
         measured = measurer.run(BenchmarkConfig(model=model, batch_size=4, policy=FAST_POLICY))
