@@ -378,23 +378,24 @@ def benchmark(
         results = run_sweep(configs, run_id=run_id, on_event=on_event, inventory=inventory)
     console.print(_results_table(results))
     failed = [r for r in results if r.status == "failed"]
+    rows = [r.to_json() for r in results]
+    document = results_document(run_id, results, inventory.to_json()) if json_out or database else None
     unwritten: list[str] = []  # outputs that could not be written: each said, then exit 2 once the rest is done
-    if json_out and _written(json_out, "--json", lambda: write_json_atomic(json_out, results_document(run_id, results, inventory.to_json())),
-                             unwritten):
+    if json_out and _written(json_out, "--json", lambda: write_json_atomic(json_out, document), unwritten):
         err.print(f"wrote {len(results)} rows to {json_out}")
     if database:
-        _store_rows(results_document(run_id, results, inventory.to_json()), database, unwritten)
+        _store_rows(document, database, unwritten)
     regressed = False
     if compare_to or output_ci:
         from devicefit.reports import regression, unmeasured
 
-        sets = regression.sets_from_results([r.to_json() for r in results])
+        sets = regression.sets_from_results(rows)
         if compare_to and (sets or not failed):  # every config failing is the run's verdict, not a baseline error
             try:
                 database = data_paths().database
                 report = regression.check_against_baseline(sets, compare_to, database if database.exists() else None,
                                                            regression_alert, current_description=f"run {run_id}",
-                                                           unmeasured=unmeasured.from_results([r.to_json() for r in results]))
+                                                           unmeasured=unmeasured.from_results(rows))
             except (regression.BaselineError, ValueError) as exc:
                 fail(str(exc))
             print_regression(report)
@@ -405,9 +406,9 @@ def benchmark(
             if compare_to:
                 report["note"] = f"nothing compared with {compare_to}: no config was measured"
                 err.print(styled((report["note"], "yellow")))
-        report["results"] = [{k: r.to_json()[k] for k in ("model", "device", "precision", "mode", "batch_size", "status", "error",
-                                                           "p50_ms", "throughput_samples_per_s", "peak_rss_bytes", "ci_rel_half_width")}
-                             for r in results]
+        report["results"] = [{k: r[k] for k in ("model", "device", "precision", "mode", "batch_size", "status", "error",
+                                                 "p50_ms", "throughput_samples_per_s", "peak_rss_bytes", "ci_rel_half_width")}
+                             for r in rows]
         if failed:
             report["status"] = "fail"
         if output_ci and _written(output_ci, "--output-ci", lambda: write_json_atomic(output_ci, report), unwritten):
