@@ -33,6 +33,12 @@ PROCESS_STARTED_TAG = "devicefit/process_started"  # the owner's start: a reused
 WRITER_POOL = "duckdb_writer"
 # Two clocks (the run record's and the kernel's process start) may disagree by this much.
 CLOCK_SLACK_S = 1.0
+# An untagged run's owner is judged from the wall clock alone: its process counts as a reused pid
+# only when it started this long after the run. psutil's start time is the kernel's boot time (whole
+# seconds, moved by every clock step: NTP, a resumed VM) plus the process's ticks, so a live owner
+# that started seconds before its run can read as younger by a second or a step; reusing a pid
+# within two minutes would take the kernel's whole pid space (4M on Linux) of forks.
+UNTAGGED_SLACK_S = 120.0
 
 
 class WriterBusy(DevicefitError, RuntimeError):
@@ -111,7 +117,7 @@ def owner_alive(owner: Owner, run_started_at: float | None = None, host: str | N
         return process_start_mark(owner.pid) == owner.started
     if owner.started is not None:
         return abs(created - owner.started) <= CLOCK_SLACK_S
-    if run_started_at is not None and created > run_started_at + CLOCK_SLACK_S:
+    if run_started_at is not None and created > run_started_at + UNTAGGED_SLACK_S:
         return False
     return True
 

@@ -100,6 +100,18 @@ def check_destination(path: Optional[Path], option: str) -> None:
         fail(f"{option} {path}: {parent} is not writable")
 
 
+def written(path: Path, option: str, write: Callable[[], object], unwritten: list[str]) -> bool:
+    """Whether an output written after the work (a sweep, a comparison) was written; one that was
+    not (a full disk, its directory removed meanwhile) is added to `unwritten`, naming the option,
+    the file and why, so the caller still writes the others and then fails naming every one."""
+    try:
+        write()
+        return True
+    except OSError as exc:
+        unwritten.append(f"{option} {path} was not written: {exc.strerror or exc} ({type(exc).__name__})")
+        return False
+
+
 def registry_help(text: Callable[[], str]) -> str:
     """Help text built from the device registry when the commands are declared (at import). A
     registry that cannot load (DEVICEFIT_PLUGINS naming a module that does not import) must not

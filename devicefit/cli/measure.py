@@ -25,6 +25,7 @@ from devicefit.cli.common import (
     registry_help,
     styled,
     terminal_text,
+    written,
 )
 from devicefit.cli.common import model_family as check_family
 
@@ -217,18 +218,6 @@ def _check_baseline(compare_to: Optional[str], threshold: float) -> None:
             fail(str(exc))
 
 
-def _written(path: Path, option: str, write, unwritten: list[str]) -> bool:
-    """Whether an output after the sweep was written; one that was not (a full disk, its
-    directory removed meanwhile) is added to `unwritten`, naming the option, the file and why,
-    and the other outputs are still written."""
-    try:
-        write()
-        return True
-    except OSError as exc:
-        unwritten.append(f"{option} {path} was not written: {exc.strerror or exc} ({type(exc).__name__})")
-        return False
-
-
 @app.command(rich_help_panel=PANEL)
 def benchmark(
     model: str = typer.Option(..., "--model", "-m", help="Model(s), comma-separated: catalog names or local model directories."),
@@ -381,7 +370,7 @@ def benchmark(
     rows = [r.to_json() for r in results]
     document = results_document(run_id, results, inventory.to_json()) if json_out or database else None
     unwritten: list[str] = []  # outputs that could not be written: each said, then exit 2 once the rest is done
-    if json_out and _written(json_out, "--json", lambda: write_json_atomic(json_out, document), unwritten):
+    if json_out and written(json_out, "--json", lambda: write_json_atomic(json_out, document), unwritten):
         err.print(f"wrote {len(results)} rows to {json_out}")
     if database:
         _store_rows(document, database, unwritten)
@@ -411,7 +400,7 @@ def benchmark(
                              for r in rows]
         if failed:
             report["status"] = "fail"
-        if output_ci and _written(output_ci, "--output-ci", lambda: write_json_atomic(output_ci, report), unwritten):
+        if output_ci and written(output_ci, "--output-ci", lambda: write_json_atomic(output_ci, report), unwritten):
             err.print(f"wrote the CI report to {output_ci}")
     if failed:
         err.print(styled((f"{len(failed)} of {len(results)} configs failed", "red")))

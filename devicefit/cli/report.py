@@ -24,6 +24,7 @@ from devicefit.cli.common import (
     print_regression,
     select_errors,
     styled,
+    written,
 )
 
 PANEL = "Report"
@@ -208,19 +209,16 @@ def compare(
     except (regression.BaselineError, ValueError) as exc:
         fail(str(exc))
     print_regression(report_doc)
-    writes = ((output_ci, "--output-ci", lambda path: write_json_atomic(path, report_doc), f"wrote {output_ci}"),
-              (export_baseline, "--export-baseline", lambda path: regression.write_baseline_csv(current, path),
+    writes = ((output_ci, "--output-ci", lambda: write_json_atomic(output_ci, report_doc), f"wrote {output_ci}"),
+              (export_baseline, "--export-baseline", lambda: regression.write_baseline_csv(current, export_baseline),
                f"wrote {len(current)} configs to {export_baseline}"))
+    unwritten: list[str] = []
     for path, option, write, done in writes:
-        if not path:
-            continue
-        try:
-            write(path)
-        except OSError as exc:
-            # after the verdict, a write failure (a full disk, the directory removed meanwhile)
-            # must not exit 1, which says "a regression", nor end as the root group's OSError (1)
-            fail(f"{option} {path} was not written: {exc.strerror or exc} ({type(exc).__name__}); "
-                 f"the comparison above is {report_doc['status']}")
-        err.print(done)
+        if path and written(path, option, write, unwritten):
+            err.print(done)
+    if unwritten:
+        # after the verdict, a write failure (a full disk, the directory removed meanwhile) must
+        # not exit 1, which says "a regression", nor end as the root group's OSError (1)
+        fail("; ".join(unwritten) + f"; the comparison above is {report_doc['status']}")
     if report_doc["status"] == "fail":
         raise typer.Exit(1)

@@ -116,7 +116,8 @@ def test_a_report_cut_by_a_full_disk_leaves_the_previous_report_whole(tmp_path):
 def test_compare_that_cannot_write_its_output_after_the_verdict_exits_2_not_1(tmp_path, monkeypatch, small_disk, option):
     """`compare` exits 1 for a regression; a full disk at its --output-ci or --export-baseline,
     met after the verdict was printed, reached the root group's OSError handler and exited 1
-    too, so CI read "a regression" where the comparison had passed."""
+    too, so CI read "a regression" where the comparison had passed. The other output is still
+    written (the first failure used to end the command before it)."""
     from pathlib import Path
 
     from typer.testing import CliRunner
@@ -134,10 +135,13 @@ def test_compare_that_cannot_write_its_output_after_the_verdict_exits_2_not_1(tm
     stat = os.statvfs(small_disk)
     (small_disk / "filler").write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize))
     target = small_disk / "out.file"
-    out = CliRunner().invoke(app, ["compare", "--baseline", str(landing), option, str(target)])
+    other, elsewhere = next(o for o in ("--output-ci", "--export-baseline") if o != option), tmp_path / "other.file"
+    out = CliRunner().invoke(app, ["compare", "--baseline", str(landing), option, str(target), other, str(elsewhere)])
     assert out.exit_code == 2, out.output
-    assert f"{option} {target} was not written: No space left on device" in out.output
-    assert "the comparison above is pass" in out.output and not target.exists()
+    text = " ".join(out.output.split())
+    assert f"{option} {target} was not written: No space left on device" in text
+    assert "the comparison above is pass" in text and not target.exists()
+    assert elsewhere.stat().st_size > 0 and f"{elsewhere}" in text  # the other output is still written, and said
 
 
 @pytest.mark.parametrize("option", ["--output-ci", "--json"])

@@ -36,6 +36,9 @@ def test_owner_liveness_sees_dead_reused_zombie_and_foreign_processes():
     # the pid exists but belongs to a process younger than the run's owner: reused
     assert owner_alive(Owner(me.pid, None, me.create_time() - 3600)) is False
     assert owner_alive(Owner(me.pid, None, None), run_started_at=me.create_time() - 3600) is False
+    # an untagged run's live owner that reads a few seconds younger than its run (psutil's start
+    # is the kernel's boot time in whole seconds, moved by clock steps) is alive, not reused
+    assert owner_alive(Owner(me.pid, None, None), run_started_at=me.create_time() - 30) is True
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     wait_for(lambda: psutil.Process(zombie.pid).status() == psutil.STATUS_ZOMBIE, 30, "the child to exit")
     assert owner_alive(Owner(zombie.pid, None, None)) is False

@@ -76,7 +76,13 @@ def test_sigterm_ends_a_run_that_waits_for_the_writer(tmp_path):
         reader = threading.Thread(target=lambda: lines.extend(iter(run.stderr.readline, "")), daemon=True)
         reader.start()
         # it says so when it starts waiting for the writer the holder keeps
-        wait_for(lambda: any("waiting up to" in line for line in lines), 300, "the run to wait for the writer", run)
+        try:
+            wait_for(lambda: any("waiting up to" in line for line in lines), 300, "the run to wait for the writer", run)
+        except AssertionError as exc:  # say why: what the run printed, and whether the holder still ran
+            reader.join(timeout=10)
+            states = [r.status.value for r in inst.get_runs() if r.run_id == held.run_id]
+            raise AssertionError(f"{exc}; the holder process {'runs' if holder.poll() is None else 'ended'}, its run "
+                                 f"{states}; the run's stderr: {''.join(lines)[-3000:]}") from None
         assert run.poll() is None and held.run_id in " ".join(" ".join(lines).split())
         run.send_signal(signal.SIGTERM)
         run.wait(timeout=60)  # before the fix: SIGTERM ignored, waited forever
