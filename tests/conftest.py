@@ -53,8 +53,11 @@ def local_partition(model: str, kind: str = "cpu", instance=None) -> str:
 
 @pytest.fixture(autouse=True, scope="session")
 def isolated_data_dir(tmp_path_factory) -> Path:
+    from tests.seeded_data import SESSION
+
     path = tmp_path_factory.mktemp("devicefit-data")
     os.environ["DEVICEFIT_DATA_DIR"] = str(path)
+    SESSION["data"] = path  # tests.seeded_data copies its hardware.json into a test's fresh data dir
     # The derived-facts cache (devicefit.catalog_facts): one for the session and the processes it
     # starts, so a test neither reads nor writes the user's ~/.cache/devicefit
     os.environ["DEVICEFIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("devicefit-cache"))

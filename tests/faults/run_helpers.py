@@ -27,11 +27,15 @@ RUN_ARGS = ["--model", "bert-tiny", "--hardware", "cpu", "--batch-sizes", "1", "
 
 
 def isolated_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A DAGSTER_HOME with the project's dagster.yaml (the duckdb_writer pool of 1) and a data dir."""
+    """A DAGSTER_HOME with the project's dagster.yaml (the duckdb_writer pool of 1) and a data dir
+    holding the session's hardware detection (tests.seeded_data: the runs here are about faults,
+    not detection)."""
+    from tests.seeded_data import seeded_data_dir
+
     home = tmp_path / "dagster_home"
     home.mkdir(exist_ok=True)
     shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    return {**os.environ, "DAGSTER_HOME": str(home), "DEVICEFIT_DATA_DIR": str(tmp_path / "data"),
+    return {**os.environ, "DAGSTER_HOME": str(home), "DEVICEFIT_DATA_DIR": str(seeded_data_dir(tmp_path / "data")),
             "PYTHONPATH": str(ROOT), **extra}
 
 

@@ -26,6 +26,7 @@ from devicefit.paths import DataPaths
 from devicefit.pipeline import measure_partition
 from devicefit.profiles import Selection
 from tests.conftest import local_partition
+from tests.seeded_data import seeded_data_dir
 
 ASSETS = [hardware_inventory, model_catalog, measurements, benchmark_results, aggregated_results, compatibility_matrix]
 TINY = {"ops": {"measurements": {"config": {"batch_sizes": [1], "precisions": ["fp32", "int8"], "training_mode": False}}}}
@@ -138,7 +139,7 @@ def _dagster(args, env, timeout=600, **kw):
 def dagster_env(tmp_path):
     home = tmp_path / "dagster_home"
     home.mkdir()
-    return {**os.environ, "DAGSTER_HOME": str(home), "DEVICEFIT_DATA_DIR": str(tmp_path / "data")}
+    return {**os.environ, "DAGSTER_HOME": str(home), "DEVICEFIT_DATA_DIR": str(seeded_data_dir(tmp_path / "data"))}
 
 
 def _cli_partition(model: str, env: dict) -> str:
@@ -196,8 +197,15 @@ def test_a_process_killed_mid_partition_leaves_no_partial_rows(dagster_env, tmp_
     for process in alive:
         process.kill()
     assert not alive, "a worker outlived the process that started it"
-    left = set(Path(tempfile.gettempdir()).glob(WORKER_SCRATCH_PREFIX + "*")) - scratch_before
-    assert not left, f"scratch directories left behind: {sorted(map(str, left))} by workers {[w.pid for w in workers]}"
+    # A worker the fork server started between the look above and the kill is not among them;
+    # it ends on its lifeline too and removes its directory on the way: wait for that (bounded).
+    def left() -> set[Path]:
+        return set(Path(tempfile.gettempdir()).glob(WORKER_SCRATCH_PREFIX + "*")) - scratch_before
+
+    deadline = time.monotonic() + 60
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left(), f"scratch directories left behind: {sorted(map(str, left()))} by workers {[w.pid for w in workers]}"
     paths = DataPaths(tmp_path / "data")
     assert not list(paths.raw.glob("*.json")) if paths.raw.exists() else True
     report = load_landing_files(paths.database, paths.raw)

@@ -5,6 +5,7 @@ import sys
 
 from devicefit import store
 from devicefit.paths import DataPaths
+from tests.seeded_data import seeded_data_dir
 
 
 def devicefit_run(args, env):
@@ -15,7 +16,7 @@ def devicefit_run(args, env):
 def test_run_materializes_a_tiny_selection_and_records_dagster_runs(tmp_path):
     home = tmp_path / "dagster_home"
     home.mkdir()
-    env = {**os.environ, "DAGSTER_HOME": str(home), "DEVICEFIT_DATA_DIR": str(tmp_path / "data")}
+    env = {**os.environ, "DAGSTER_HOME": str(home), "DEVICEFIT_DATA_DIR": str(seeded_data_dir(tmp_path / "data"))}
     out = devicefit_run(["--model", "bert-tiny", "--batch-sizes", "1", "--precision", "fp32", "--no-training-mode"], env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Best precision per config" in out.stdout and "compatibility matrix:" in out.stdout
@@ -33,7 +34,9 @@ def test_run_materializes_a_tiny_selection_and_records_dagster_runs(tmp_path):
                        r"slowest results steps: (.+?) written:", " ".join(out.stdout.split()))
     assert timing, out.stdout[-2000:]
     total, *phases = (float(timing[i]) for i in (1, 2, 3, 5, 6))
-    assert all(p > 0 for p in phases) and abs(total - sum(phases)) < 0.2 * len(phases)
+    # each phase printed to a tenth of a second: one under 0.05 s (before measuring, where the
+    # caches and the hardware detection are warm) reads 0.0
+    assert all(p >= 0 for p in phases) and abs(total - sum(phases)) < 0.2 * len(phases), timing[0]
     from pipelines.definitions import defs
 
     steps = [s.rsplit(" ", 2)[0] for s in timing[7].split(", ")]
@@ -60,7 +63,7 @@ def test_run_materializes_a_tiny_selection_and_records_dagster_runs(tmp_path):
 
 
 def test_run_refuses_bad_selections_and_a_missing_dagster_home(tmp_path):
-    env = {**os.environ, "DEVICEFIT_DATA_DIR": str(tmp_path / "data")}
+    env = {**os.environ, "DEVICEFIT_DATA_DIR": str(seeded_data_dir(tmp_path / "data"))}
     out = devicefit_run(["--hardware", "tpu"], env)
     assert out.returncode == 2 and "unknown hardware tpu" in out.stderr
     out = devicefit_run(["--category", "robots"], env)
@@ -93,7 +96,7 @@ def test_two_concurrent_runs_on_one_device_never_measure_at_the_same_time(tmp_pa
     for name in ("a", "b"):
         home = tmp_path / name / "dagster_home"
         home.mkdir(parents=True)
-        env = {**os.environ, "DAGSTER_HOME": str(home), "DEVICEFIT_DATA_DIR": str(tmp_path / name / "data"),
+        env = {**os.environ, "DAGSTER_HOME": str(home), "DEVICEFIT_DATA_DIR": str(seeded_data_dir(tmp_path / name / "data")),
                "DEVICEFIT_LOCK_DIR": str(tmp_path / "locks")}
         errs.append(open(tmp_path / f"{name}.err", "w+"))
         procs.append(subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", "--model", "bert-tiny", "--hardware", "cpu",
