@@ -9,3 +9,27 @@ LGB_PARAMS = {
     "lambda_l2": 1.0, "verbose": -1, "seed": 0, "deterministic": True, "num_threads": 1,
 }
 NUM_ROUNDS = 60
+
+
+def lightgbm():
+    """The lightgbm module, imported without scikit-learn where nothing in this process has
+    imported it yet. LightGBM imports scikit-learn at import time when it is installed (nncf and
+    sentence-transformers install it here) for its estimator classes, which the predictors never
+    use (lgb.train, lgb.Dataset, lgb.Booster): 1.2 s of every process that loads or trains a
+    booster on the 2-core AMD EPYC (2.6 s in its slow states), the CLI's predictions and the
+    API's cold start among them. During the import, `sys.modules["sklearn"] = None` makes
+    `import sklearn` raise ImportError, which lightgbm.compat catches; the entry is removed after,
+    so a later `import sklearn` anywhere in the process works as usual."""
+    import sys
+
+    if "lightgbm" in sys.modules or "sklearn" in sys.modules:
+        import lightgbm as lgb
+
+        return lgb
+    sys.modules["sklearn"] = None  # type: ignore[assignment]
+    try:
+        import lightgbm as lgb
+    finally:
+        if sys.modules.get("sklearn", 0) is None:
+            del sys.modules["sklearn"]
+    return lgb

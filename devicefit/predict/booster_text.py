@@ -44,6 +44,8 @@ def check_booster_text(text: Any) -> str:
 
 def load_booster(text: Any):
     """The LightGBM booster of a checked model string."""
-    import lightgbm as lgb
+    from devicefit.predict.booster_settings import lightgbm
+
+    lgb = lightgbm()
 
     return lgb.Booster(model_str=check_booster_text(text))

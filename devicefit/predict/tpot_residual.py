@@ -55,10 +55,9 @@ def features(r: Request) -> tuple[float, ...]:
 
 
 def _fit(X, y):
-    import lightgbm as lgb
+    from devicefit.predict.booster_settings import LGB_PARAMS, NUM_ROUNDS, lightgbm  # the forward-pass targets' settings
 
-    from devicefit.predict.booster_settings import LGB_PARAMS, NUM_ROUNDS  # the forward-pass targets' settings
-
+    lgb = lightgbm()
     return lgb.train(LGB_PARAMS, lgb.Dataset(X, y, params={"verbose": -1}), num_boost_round=NUM_ROUNDS)
 
 

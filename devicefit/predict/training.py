@@ -172,7 +172,9 @@ def categories_of(features: list[dict]) -> dict[str, list[str]]:
 
 
 def _fit(X: np.ndarray, y: np.ndarray):
-    import lightgbm as lgb
+    from devicefit.predict.booster_settings import lightgbm
+
+    lgb = lightgbm()
 
     cat_idx = list(range(len(NUMERIC), len(NUMERIC) + len(CATEGORICAL)))
     dataset = lgb.Dataset(X, y, categorical_feature=cat_idx, free_raw_data=False, params={"verbose": -1})
