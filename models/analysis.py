@@ -127,17 +127,29 @@ def experts_of(spec: ModelSpec) -> Experts | None:
     if not is_mixture_of_experts(config):
         return None
     key = _spec_key(spec)
-    if key not in _experts:
-        experts = next(int(config[k]) for k in ("num_local_experts", "num_experts", "n_routed_experts") if config.get(k))
-        per_token = int(config.get("num_experts_per_tok") or config.get("top_k") or experts)
-        model = meta_model(spec)
-        routed = [(f".{name}", p.numel()) for name, p in model.named_parameters() if ".experts." in f".{name}"]
-        decoder = [(name, n) for name, n in routed if not config.get("is_encoder_decoder") or ".encoder." not in name]
-        # transformers' experts interface marks its experts modules (integrations/moe.py)
-        interface = any(hasattr(m, "_is_expert_parallel") and hasattr(m, "is_concatenated") for m in model.modules())
-        _experts[key] = Experts(experts, per_token, sum(n for _, n in routed), len({n.split(".experts.")[0] for n, _ in routed}),
-                                sum(n for _, n in decoder), len({n.split(".experts.")[0] for n, _ in decoder}), interface)
+    if key not in _experts:  # on disk too: counting builds the model on meta (transformers' import, seconds)
+        _experts[key] = disk_cached("experts", asdict(spec), lambda: _count_experts(spec), encode=asdict, decode=_experts_from)
     return _experts[key]
+
+
+def _count_experts(spec: ModelSpec) -> Experts:
+    config = spec.config
+    experts = next(int(config[k]) for k in ("num_local_experts", "num_experts", "n_routed_experts") if config.get(k))
+    per_token = int(config.get("num_experts_per_tok") or config.get("top_k") or experts)
+    model = meta_model(spec)
+    routed = [(f".{name}", p.numel()) for name, p in model.named_parameters() if ".experts." in f".{name}"]
+    decoder = [(name, n) for name, n in routed if not config.get("is_encoder_decoder") or ".encoder." not in name]
+    # transformers' experts interface marks its experts modules (integrations/moe.py)
+    interface = any(hasattr(m, "_is_expert_parallel") and hasattr(m, "is_concatenated") for m in model.modules())
+    return Experts(experts, per_token, sum(n for _, n in routed), len({n.split(".experts.")[0] for n, _ in routed}),
+                   sum(n for _, n in decoder), len({n.split(".experts.")[0] for n, _ in decoder}), interface)
+
+
+def _experts_from(document: Any) -> Experts:
+    """An Experts back from its JSON (derived_cache's decode): integers, and a bool for `interface`."""
+    if not isinstance(document, dict) or set(document) != {f.name for f in fields(Experts)} or not isinstance(document["interface"], bool):
+        raise ValueError("not an Experts")
+    return Experts(**{k: v if k == "interface" else integer(v) for k, v in document.items()})
 
 
 def routed_expert_bytes(spec: ModelSpec, precision: str) -> float:

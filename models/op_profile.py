@@ -267,13 +267,15 @@ def decode_step_ops(spec: ModelSpec) -> int:
     is bound by the host dispatching kernels, not by the device reading weights (gpt2 on an
     H200: 4.7 ms a token, 235 kernels, against a 0.1 ms bandwidth roofline), so the step's time
     grows with its kernel count. The count does not depend on the context length, so a short
-    prompt (TRACE_PROMPT_TOKENS) is traced."""
-    import torch
-
-    from models.class_facts import class_facts
-    from models.loading import local_forward, meta_model
+    prompt (TRACE_PROMPT_TOKENS) is traced. Torch is imported only to trace: a cached count is
+    read without it (a generation prediction's first second, in a process that has not)."""
 
     def compute() -> int:
+        import torch
+
+        from models.class_facts import class_facts
+        from models.loading import local_forward, meta_model
+
         model = meta_model(spec)
         model.eval()
         model.config.pad_token_id = None  # see _trace

@@ -106,3 +106,21 @@ def test_whether_a_model_generates_and_its_prefill_are_answered_without_importin
     first, second = two_processes(code, cache)
     assert first[0] == second[0] and first[0].startswith("None True ") and int(first[0].split()[2]) > 0
     assert first[1] != "[]" and second[1] == "[]"
+
+
+def test_a_mixtures_experts_and_a_decode_steps_kernels_are_read_back_without_importing_torch(cache):
+    """A generation prediction asks a mixture's routing (models.analysis.experts_of, counted on a
+    meta model) and the decode step's kernel count (op_profile.decode_step_ops, a meta trace):
+    both stored, a later process reads them without importing torch or transformers (9.2 s ->
+    2.7 s for a warm `devicefit recommend --task text-generation --hw cuda` on the 2-core EPYC)."""
+    code = ("import sys\n"
+            "from models.analysis import experts_of\n"
+            "from models.op_profile import decode_step_ops\n"
+            "from models.resolve import resolve_model\n"
+            "moe = experts_of(resolve_model('mixtral-8x7b'))\n"
+            "print(moe.experts, moe.per_token, moe.params, moe.decoder_layers, moe.interface, decode_step_ops(resolve_model('gpt2')))\n"
+            "print('torch' in sys.modules, 'transformers' in sys.modules)\n")
+    first, second = two_processes(code, cache)
+    assert first[0] == second[0] and first[0].startswith(f"8 2 {32 * 8 * 3 * 4096 * 14336} 32 ")
+    assert int(first[0].split()[-1]) > 0
+    assert first[1] == "True True" and second[1] == "False False"
