@@ -146,10 +146,14 @@ def _count_experts(spec: ModelSpec) -> Experts:
 
 
 def _experts_from(document: Any) -> Experts:
-    """An Experts back from its JSON (derived_cache's decode): integers, and a bool for `interface`."""
+    """An Experts back from its JSON (derived_cache's decode): integers, and a bool for `interface`,
+    that a count could have given (an edited `experts: 0` would divide by zero downstream)."""
     if not isinstance(document, dict) or set(document) != {f.name for f in fields(Experts)} or not isinstance(document["interface"], bool):
         raise ValueError("not an Experts")
-    return Experts(**{k: v if k == "interface" else integer(v) for k, v in document.items()})
+    moe = Experts(**{k: v if k == "interface" else integer(v) for k, v in document.items()})
+    if not (1 <= moe.per_token <= moe.experts and moe.decoder_params <= moe.params and moe.decoder_layers <= moe.layers):
+        raise ValueError(f"not the routing of a mixture of experts: {moe}")
+    return moe
 
 
 def routed_expert_bytes(spec: ModelSpec, precision: str) -> float:

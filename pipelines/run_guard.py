@@ -36,8 +36,10 @@ CLOCK_SLACK_S = 1.0
 # An untagged run's owner is judged from the wall clock alone: its process counts as a reused pid
 # only when it started this long after the run. psutil's start time is the kernel's boot time (whole
 # seconds, moved by every clock step: NTP, a resumed VM) plus the process's ticks, so a live owner
-# that started seconds before its run can read as younger by a second or a step; reusing a pid
-# within two minutes would take the kernel's whole pid space (4M on Linux) of forks.
+# that started seconds before its run can read as younger by a second or a step. Reusing a pid
+# within two minutes takes a wrap of the kernel's pid space (pid_max: 32768 by default, 4M where
+# systemd raises it), some 270 forks a second at the least; runs devicefit starts carry the
+# kernel's start mark instead, which no clock moves (owner_tags).
 UNTAGGED_SLACK_S = 120.0
 
 

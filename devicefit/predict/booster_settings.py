@@ -1,6 +1,7 @@
 """The LightGBM settings every booster of the predictors shares (the forward-pass targets in
 `training`, the TPOT residual in `tpot_residual`): one place, so the two are trained alike and
 neither module imports the other."""
+import threading
 
 # Small trees, few rounds: with tens of rows they correct the baseline's residual, no more.
 LGB_PARAMS = {
@@ -19,17 +20,26 @@ def lightgbm():
     booster on the 2-core AMD EPYC (2.6 s in its slow states), the CLI's predictions and the
     API's cold start among them. During the import, `sys.modules["sklearn"] = None` makes
     `import sklearn` raise ImportError, which lightgbm.compat catches; the entry is removed after,
-    so a later `import sklearn` anywhere in the process works as usual."""
+    so a later `import sklearn` works as usual (lightgbm's own scikit-learn estimators,
+    `lgb.LGBMRegressor`, stay unusable in this process). Under a lock, so two threads loading
+    boosters take turns; no devicefit code imports scikit-learn in a process that loads one.
+    Only on x86-64: on Linux aarch64 lightgbm.compat imports scikit-learn first on purpose, so
+    that libgomp finds room in the static TLS block (LightGBM issue 6509)."""
+    import platform
     import sys
 
-    if "lightgbm" in sys.modules or "sklearn" in sys.modules:
-        import lightgbm as lgb
+    with _IMPORT_LOCK:
+        if "lightgbm" in sys.modules or "sklearn" in sys.modules or platform.machine().lower() not in ("x86_64", "amd64"):
+            import lightgbm as lgb
 
+            return lgb
+        sys.modules["sklearn"] = None  # type: ignore[assignment]
+        try:
+            import lightgbm as lgb
+        finally:
+            if sys.modules.get("sklearn", 0) is None:
+                del sys.modules["sklearn"]
         return lgb
-    sys.modules["sklearn"] = None  # type: ignore[assignment]
-    try:
-        import lightgbm as lgb
-    finally:
-        if sys.modules.get("sklearn", 0) is None:
-            del sys.modules["sklearn"]
-    return lgb
+
+
+_IMPORT_LOCK = threading.Lock()

@@ -124,3 +124,24 @@ def test_a_mixtures_experts_and_a_decode_steps_kernels_are_read_back_without_imp
     assert first[0] == second[0] and first[0].startswith(f"8 2 {32 * 8 * 3 * 4096 * 14336} 32 ")
     assert int(first[0].split()[-1]) > 0
     assert first[1] == "True True" and second[1] == "False False"
+
+
+@pytest.mark.parametrize("damage", [{"experts": 0}, {"per_token": 9}, {"decoder_layers": 99}, {"interface": 1}])
+def test_an_experts_entry_no_count_could_give_is_counted_again(cache, damage):
+    """An edited entry with 0 experts divided by zero in the decode roofline; it is counted again."""
+    from dataclasses import asdict
+
+    from models import analysis
+    from models.resolve import resolve_model
+
+    spec = resolve_model("mixtral-8x7b")
+    analysis._experts.clear()
+    good = analysis.experts_of(spec)
+    path = entry_path("experts", asdict(spec))
+    path.write_text(json.dumps({**asdict(good), **damage}))
+    analysis._experts.clear()
+    try:
+        assert analysis.experts_of(spec) == good
+        assert json.loads(path.read_text()) == asdict(good)  # written over
+    finally:
+        analysis._experts.clear()
