@@ -56,6 +56,7 @@ class OpProfile:
     output_rows: np.ndarray  # a GEMM's M (or a convolution's output pixels); scales with the batch
     inner_dimension: np.ndarray  # a GEMM's K (a fused attention's: its key length; a convolution's: input channels per group x kernel area)
     transcendental_elements: np.ndarray  # elements a _TRANSCENDENTAL op evaluates (0 for others); scales with the batch
+    fused: np.ndarray  # 1.0 where a graph compiler can fuse the op into the GEMM or convolution before it (op_tracer._POST_OPS)
     peak_batch1_bytes: float
     per_sample_peak: Callable[[], float] = field(repr=False, compare=False)  # cached by the caller
 
@@ -80,7 +81,7 @@ class OpProfile:
         network repeats its layers, so the 4,920 operators of make run's twelve models are 466
         distinct ones, and a sum over operators is a sum over these times their counts."""
         demands = np.column_stack([self.category, self.flops, self.weight_bytes, self.activation_bytes, self.output_rows,
-                                   self.inner_dimension, self.transcendental_elements])
+                                   self.inner_dimension, self.transcendental_elements, self.fused])
         _, first, counts = np.unique(demands, axis=0, return_index=True, return_counts=True)
         order = np.argsort(first)  # in trace order: sums add in a stable order
         return first[order], counts[order].astype(float)
@@ -92,13 +93,16 @@ class OpProfile:
 
 @dataclass(frozen=True)
 class Trace:
-    rows: list  # 7 figures per operator (see `_profile_of`)
+    rows: list  # TRACE_FIGURES figures per operator (see `_profile_of`)
     peak: float  # of live activation bytes
+
+
+TRACE_FIGURES = 8  # category, FLOPs, weight bytes, activation bytes, M, K, transcendental elements, fused
 
 
 def _decode_trace(document: Any) -> Trace:
     rows = document["rows"]
-    if not isinstance(rows, list) or not rows or any(not isinstance(r, list) or len(r) != 7 or not all(map(is_number, r))
+    if not isinstance(rows, list) or not rows or any(not isinstance(r, list) or len(r) != TRACE_FIGURES or not all(map(is_number, r))
                                                      or r[0] not in range(len(CATEGORIES)) for r in rows):
         raise ValueError("not a trace's rows")
     return Trace(rows, number(document["peak"]))
@@ -180,11 +184,11 @@ def op_profile(spec: ModelSpec, seq_length: int | None = None) -> OpProfile:
 
 
 def _profile_of(trace, per_sample_peak: Callable[[], float]) -> OpProfile:
-    """The per-operator arrays and the batch-1 peak of one trace (its rows: 7 figures per op)."""
-    rows = np.array(trace.rows, dtype=np.float64).reshape(-1, 7)
+    """The per-operator arrays and the batch-1 peak of one trace (its rows: TRACE_FIGURES per op)."""
+    rows = np.array(trace.rows, dtype=np.float64).reshape(-1, TRACE_FIGURES)
     return OpProfile(
         category=rows[:, 0].astype(np.int8), flops=rows[:, 1], weight_bytes=rows[:, 2], activation_bytes=rows[:, 3],
-        output_rows=rows[:, 4], inner_dimension=rows[:, 5], transcendental_elements=rows[:, 6],
+        output_rows=rows[:, 4], inner_dimension=rows[:, 5], transcendental_elements=rows[:, 6], fused=rows[:, 7],
         peak_batch1_bytes=float(trace.peak), per_sample_peak=per_sample_peak)
 
 

@@ -3,6 +3,18 @@ each aten operator of a forward pass on meta tensors (FLOPs, weight and activati
 GEMM's M and K, transcendental elements) while following the peak of live activation memory.
 Apart from op_profile so that what is recorded per operator, and how, reads in one place; the
 profile's caching and public figures stay there.
+
+Each operator also says whether a graph compiler runs it inside another kernel or not at all
+(`fused`): an element-wise op whose input is a GEMM's or convolution's output, or the output of
+another such op after it (`_POST_OPS`: BatchNorm folded into the convolution, ReLU6 and the
+residual add applied as the convolution writes its output), a zero pad that only feeds a
+convolution (`_PADS`), and a bare allocation (`_ALLOCATIONS`). Eager torch runs each as a kernel
+of its own, most with a pass over memory; OpenVINO's CPU plugin runs them inside their producer.
+MobileNet-v2's 255 eager kernels are 52 convolutions, 52 pads, 52 BatchNorms with their 52
+allocations, 35 ReLU6, 10 adds, a mean and a linear layer; on OpenVINO, about the convolutions,
+the mean and the linear layer. The roofline that charged every one of them a kernel and a memory
+pass predicted it 1.5x too slow on OpenVINO even fitted on its own rows (2-core AMD EPYC, make
+run 39): devicefit.predict.operator_roofline's fused_share.
 """
 from __future__ import annotations
 
@@ -24,6 +36,19 @@ _MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear"}
 # are comparisons and multiply-adds: bandwidth-bound like any other element-wise op.
 _TRANSCENDENTAL = {"silu", "gelu", "sigmoid", "tanh", "exp", "erf", "_softmax", "softmax", "_log_softmax",
                    "log_softmax", "_safe_softmax", "logsigmoid", "mish", "elu", "softplus", "log", "expm1"}
+# Element-wise ops a graph compiler applies as post-ops of the GEMM or convolution that produced
+# their input: inference BatchNorm (a per-channel scale and shift), activations, and binary ops
+# against another tensor (a residual add, a gate's multiply). Reductions, normalizations over a
+# row (LayerNorm, softmax), pooling and gathers are kernels of their own everywhere.
+_POST_OPS = {"_native_batch_norm_legit_no_training", "native_batch_norm", "_native_batch_norm_legit", "batch_norm",
+             "relu", "relu6", "hardtanh", "clamp", "clamp_min", "clamp_max", "silu", "gelu", "sigmoid", "tanh",
+             "hardswish", "hardsigmoid", "elu", "leaky_relu", "mish", "softplus", "add", "sub", "mul", "div"}
+_PRODUCERS = {LINEAR, MATMUL, CONV, GROUPED_CONV}
+# A zero pad that only feeds a convolution becomes the convolution's own padding (transformers'
+# MobileNet-v2 pads every convolution's input in eager torch, a copy of the whole map), and a
+# bare allocation (BatchNorm's empty statistics in inference) is no kernel in a compiled graph.
+_PADS = {"constant_pad_nd"}
+_ALLOCATIONS = {"empty", "empty_like", "empty_strided", "new_empty"}
 _ATTENTION = {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
               "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention", "scaled_dot_product_attention"}
 
@@ -73,8 +98,12 @@ def tracer_class():
         def __init__(self, weight_storages: set[int]):
             super().__init__()
             self.weights = weight_storages
-            self.rows: list[tuple[int, float, float, float, float, float, float]] = []
+            self.rows: list[tuple[int, float, float, float, float, float, float, float]] = []
             self.live: dict[int, list[int]] = {}  # storage -> [tensor objects alive, bytes]
+            # Storages a GEMM or convolution wrote, or a post-op fused after one: an element-wise
+            # op reading one of them can be fused into that producer (_POST_OPS).
+            self.fusible: set[int] = set()
+            self.pads: dict[int, int] = {}  # storage a zero pad wrote -> that pad's row
             self.live_bytes = 0
             self.peak = 0
 
@@ -86,6 +115,8 @@ def tracer_class():
             if entry[0] <= 0:
                 self.live_bytes -= entry[1]
                 del self.live[key]
+                self.fusible.discard(key)  # the address may hold another tensor next
+                self.pads.pop(key, None)
 
         def _category(self, name: str, args, tensors_in) -> int:
             if name in _MATMULS:
@@ -107,6 +138,7 @@ def tracer_class():
             in_keys = {storage_key(t) for t in tensors_in}
             is_view = bool(tensors_out) and all(storage_key(t) in in_keys for t in tensors_out)
             written = 0
+            new_storages: list[int] = []
             for t in tensors_out:
                 key = storage_key(t)
                 if key in self.live:
@@ -114,6 +146,7 @@ def tracer_class():
                 elif key not in in_keys and key not in self.weights:
                     nbytes = t.untyped_storage().nbytes()
                     written += t.nelement() * t.element_size()
+                    new_storages.append(key)
                     self.live[key] = [1, nbytes]
                     self.live_bytes += nbytes
                 else:
@@ -121,7 +154,7 @@ def tracer_class():
                 weakref.finalize(t, self._release, key)
             self.peak = max(self.peak, self.live_bytes)
             if is_view:
-                self.rows.append((VIEW, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+                self.rows.append((VIEW, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
                 return out
             if name in _ATTENTION:
                 q, k, v = args[:3]
@@ -141,8 +174,16 @@ def tracer_class():
                     activation += nbytes
             category = self._category(name, args, tensors_in)
             special = float(sum(t.nelement() for t in tensors_out)) if name in _TRANSCENDENTAL else 0.0
+            fused = category == OTHER and (name in _ALLOCATIONS or name in _POST_OPS and any(
+                storage_key(t) in self.fusible for t in tensors_in if storage_key(t) not in self.weights))
+            if fused or category in _PRODUCERS:
+                self.fusible.update(new_storages)
+            if category in (CONV, GROUPED_CONV) and (pad := self.pads.pop(storage_key(args[0]), None)) is not None:
+                self.rows[pad] = (*self.rows[pad][:7], 1.0)  # the pad becomes this convolution's padding
+            if name in _PADS and (len(args) < 3 or not args[2]) and len(new_storages) == 1:
+                self.pads[new_storages[0]] = len(self.rows)
             self.rows.append((category, flops, weight, activation, _output_rows(category, tensors_out),
-                              _inner_dimension(name, category, args), special))
+                              _inner_dimension(name, category, args), special, float(fused)))
             return out
 
     return OperatorTracer

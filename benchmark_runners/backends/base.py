@@ -99,6 +99,10 @@ class Backend(ABC):
     # Shapes or settings compiled in per batch: a loaded model is reused only for the same shapes.
     reload_per_batch: ClassVar[bool] = False
     input_device: ClassVar[str | None] = None  # where inputs are built; None: the config's device
+    # A graph compiler that runs element-wise ops inside the GEMM or convolution before them, folds
+    # zero pads into convolutions and launches nothing for allocations (models.op_tracer's `fused`):
+    # the predictors' roofline charges those ops a fitted share of their eager cost on it.
+    fuses_post_ops: ClassVar[bool] = False
 
     def accepts_device(self, device: str) -> bool:
         return re.fullmatch(self.device_pattern, device) is not None

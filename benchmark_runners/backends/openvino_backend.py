@@ -140,6 +140,7 @@ class OpenVINOBackend(Backend):
     packages = ("openvino", "nncf", "openvino-genai")
     reload_per_batch = True  # shapes and the performance hint are compiled in, per batch
     input_device = "cpu"  # inputs are host tensors, handed to OpenVINO as numpy arrays
+    fuses_post_ops = True  # the CPU plugin's post-ops: BatchNorm, activations and adds run inside the convolution or GEMM
 
     def mode_reason(self, mode: str) -> str:
         return "OpenVINO is an inference runtime: it has no backward pass or optimizer, so training cannot run"

@@ -26,6 +26,17 @@ overlapped with the op's bytes in the max: as a max the term hides behind the ba
 its prior, where the fit has no gradient to move it, and on the Xeon's data the two forms gave
 the same held-out error (14.1% latency MAPE against 13.9%).
 
+On a backend that compiles the graph (OpenVINO: Backend.fuses_post_ops), the operators its
+compiler runs inside another kernel or not at all (models.op_tracer's `fused`: BatchNorm,
+activations and residual adds after a convolution or GEMM, zero pads before a convolution,
+allocations) cost `fused_share` of their kernel and their memory pass, from a prior of 0.1 (a
+folded BatchNorm and pad cost nothing, an activation a few instructions per element, a residual
+add the read of its other input); their transcendental elements are still evaluated. The rows
+inform the share weakly, since the grouped convolutions' rate and the GEMMs' K saturation trade
+against it: fits on the 2-core EPYC's and the Xeon's rows kept 0.08-0.10. Charged in full, those
+operators made MobileNet-v2 on OpenVINO 1.5x too slow even in a fit on its own rows, and 1.7x
+held out (2-core AMD EPYC, make run 39). Eager torch launches each of them: no such parameter.
+
 Each parameter has a prior derived from the device spec (its measured probe, or a published
 datasheet): e.g. matmul against weights at 75% of the probed fp32 peak, int8 VNNI at 4x that;
 convolutions and attention as ratios to that rate (1.0, 0.4 for grouped, 0.66 for attention).
@@ -99,6 +110,8 @@ def parameter_priors(spec: "DeviceSpec", precisions: set[str], modes: set[str], 
         # Elements per second of exp/erf/tanh: about one element per cycle per core, where the
         # peak counts 32 (AVX2) or 64 (AVX-512) flops per cycle per core.
         priors["transcendental_gelems"] = peak / 64
+    if "fused" in has:
+        priors["fused_share"] = 0.1  # of a fused op's kernel and memory pass: most of it disappears into its producer
     if "int8" in precisions:
         priors["quantize_ms"] = 0.01  # per linear layer: quantize the activation on the fly
     if "training" in modes:
@@ -214,6 +227,7 @@ class OperatorSamples:
         self.rows = packed("output_rows") * op_batch
         self.inner = packed("inner_dimension")
         self.special = packed("transcendental_elements") * op_batch
+        self.fused = packed("fused") > 0
         precision = np.array(self.precisions)
         self.int8 = precision == "int8"
         self.training = np.array([mode == "training" for *_, mode in samples])
@@ -222,6 +236,7 @@ class OperatorSamples:
         self.int8_linear = (self.cat == LINEAR) & self.int8[self.seg]
         self.is_conv = (self.cat == CONV) | (self.cat == GROUPED_CONV)
         self.kernels = self._count(self.cat != VIEW)
+        self.fused_kernels = self._count(self.fused & (self.cat != VIEW))
         self.views = self._count(self.cat == VIEW)
         self.linears = self._count(self.cat == LINEAR)
         # What does not depend on the parameters, computed once: the fit evaluates times_ms
@@ -276,12 +291,17 @@ class OperatorSamples:
         if "cache_bandwidth_gain" in v:
             moved = weight + act
             bandwidth = bandwidth * (1 + v["cache_bandwidth_gain"] * v["cache_half_mb"] * 1e6 / (v["cache_half_mb"] * 1e6 + moved))
-        per_op = np.maximum(self.flops / (rate * saturation * 1e9), (weight + act) / (bandwidth * 1e9)) * 1e3
+        memory = (weight + act) / (bandwidth * 1e9)
+        kernels = self.kernels
+        if "fused_share" in v:  # a graph compiler's fused operators: a share of their pass and launch
+            memory = np.where(self.fused, memory * v["fused_share"], memory)
+            kernels = kernels - self.fused_kernels * (1 - v["fused_share"])
+        per_op = np.maximum(self.flops / (rate * saturation * 1e9), memory) * 1e3
         if "transcendental_gelems" in v:
             per_op = per_op + self.special / (v["transcendental_gelems"] * 1e9) * 1e3
         per_op = per_op * self.multiplicity
         conv_time = self._sum(per_op * self.is_conv) if "conv_backward_factor" in v else np.zeros((k, self.n))
-        total = self._sum(per_op) - conv_time + self.kernels * v["kernel_ms"] + self.views * v["view_ms"]
+        total = self._sum(per_op) - conv_time + kernels * v["kernel_ms"] + self.views * v["view_ms"]
         total = total + np.where(self.int8, self.linears * v.get("quantize_ms", 0.0), 0.0)
         if self.training.any():
             trained = total * (1 + v["backward_factor"]) + conv_time * (1 + v.get("conv_backward_factor", 0.0)) \
@@ -301,6 +321,8 @@ def fit_operator_roofline(kind: str, backend: str, samples: list[tuple["ModelPoi
     has: set[int | str] = {int(c) for s in samples for c in np.unique(s[0].profile.category)}
     if any(s[0].profile.transcendental_elements.any() for s in samples):
         has.add("transcendental")
+    if fuses_post_ops(backend) and any(s[0].profile.fused.any() for s in samples):
+        has.add("fused")
     priors = parameter_priors(spec, {s[2] for s in samples}, {s[3] for s in samples}, has)
     names = sorted(priors)
     x0 = np.log([priors[n] for n in names])
@@ -326,6 +348,18 @@ def fit_operator_roofline(kind: str, backend: str, samples: list[tuple["ModelPoi
     return OperatorRoofline(kind, backend, {n: float(math.exp(val)) for n, val in zip(names, x)}, priors, len(samples),
                             float(np.sqrt(np.mean(r ** 2))), spec.peak_gflops, spec.bandwidth_gbs, half_gflops=spec.half_rates() or None,
                             precision_rows=dict(Counter(s[2] for s in samples)))
+
+
+def fuses_post_ops(backend: str) -> bool:
+    """Whether the registry's backend of that name compiles the graph (Backend.fuses_post_ops);
+    False for a name no backend here has (rows another machine measured with a plugin)."""
+    from benchmark_runners import registry
+    from benchmark_runners.registry import DeviceRegistryError
+
+    try:
+        return registry.backend(backend).fuses_post_ops
+    except DeviceRegistryError:
+        return False
 
 
 def _forward_steps(x: np.ndarray) -> np.ndarray:

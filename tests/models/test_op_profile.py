@@ -131,3 +131,21 @@ def test_a_batch_1_figure_takes_one_trace_and_a_larger_batch_the_second(monkeypa
     assert first == one and per_sample > 0 and four == pytest.approx(one + 3 * per_sample)
     prof.peak_activations(16)
     assert calls == [1, 2]  # the growth is cached with the profile's key
+
+
+def test_what_a_graph_compiler_fuses_follows_a_convolution_or_gemm():
+    """MobileNet-v2: every BatchNorm, ReLU6 and residual add follows a convolution, every zero pad
+    feeds one and BatchNorm's allocations launch nothing, so all its element-wise operators are
+    fused but the final mean. In bert-tiny what reads a dense layer's output is (its GELUs, the
+    pooler's tanh, the residual adds), and the embeddings' sum and the five LayerNorms are not."""
+    from models.op_profile import OTHER
+
+    mobilenet = op_profile(resolve_model("mobilenet-v2"))
+    other = mobilenet.category == OTHER
+    assert int(other.sum()) == 202 and int((mobilenet.fused[other] > 0).sum()) == 201
+    assert np.all(mobilenet.fused[mobilenet.category != OTHER] == 0)  # producers are never fused themselves
+    bert = op_profile(resolve_model("bert-tiny"))
+    fused = bert.fused > 0
+    assert 0 < int(fused.sum()) < int((bert.category == OTHER).sum())
+    assert bert.transcendental_elements[fused].sum() == 2 * 128 * 512 + 128 and bert.transcendental_elements[~fused].sum() == 0
+    assert int(((bert.category == OTHER) & ~fused).sum()) >= 5 + 1 + 3  # LayerNorms, the embeddings' adds and gathers

@@ -220,3 +220,28 @@ def test_a_memory_model_carried_to_another_machine_moves_by_what_the_machines_ho
     assert carried.memory["openvino@epyc"].coefficients["process"] == pytest.approx(430 * mb)
     assert carried.memory["openvino@new"] == xeon
     assert Baselines.from_json(carried.to_json()).pre_load_rss == pre_load  # the predictor carries it the same way
+
+
+def test_a_graph_compilers_fused_operators_cost_a_fitted_share_and_eager_torch_pays_them_in_full(points):
+    """OpenVINO (Backend.fuses_post_ops) gets a fused_share parameter, eager torch none; a share of
+    1 is the eager sum exactly, a smaller one makes MobileNet-v2 (all its element-wise operators
+    fused) faster, and a fit reproduces times made with another share. The rows barely identify
+    the share itself (the grouped convolutions' rate and the GEMMs' K saturation trade against
+    it): its prior is what carries it."""
+    from devicefit.predict.operator_roofline import fuses_post_ops
+
+    assert fuses_post_ops("openvino") and not fuses_post_ops("torch") and not fuses_post_ops("no-such-backend")
+    has = {int(c) for p in points for c in set(p.profile.category.tolist())} | {"transcendental"}
+    eager = parameter_priors(SPEC, {"fp32"}, {"inference"}, has)
+    assert "fused_share" not in eager and parameter_priors(SPEC, {"fp32"}, {"inference"}, has | {"fused"})["fused_share"] == 0.1
+    mobilenet = points[MODELS.index("mobilenet-v2")]
+    full = operator_time_ms(mobilenet, 4, "fp32", "inference", eager)
+    assert operator_time_ms(mobilenet, 4, "fp32", "inference", {**eager, "fused_share": 1.0}) == pytest.approx(full, rel=1e-12)
+    assert operator_time_ms(mobilenet, 4, "fp32", "inference", {**eager, "fused_share": 0.1}) < 0.9 * full
+    truth = {**eager, "fused_share": 0.25}
+    samples = [(p, b, "fp32", "inference", operator_time_ms(p, b, "fp32", "inference", truth)) for p in points for b in (1, 4, 16)]
+    fitted = fit_operator_roofline("openvino", "openvino", samples, SPEC)
+    assert "fused_share" in fitted.values and fitted.rms_log_error < 0.05
+    for p, b, pr, m, ms in samples:
+        assert fitted.time_ms(p, b, pr, m) == pytest.approx(ms, rel=0.1)
+    assert "fused_share" not in fit_operator_roofline("cpu", "torch", samples, SPEC).values
