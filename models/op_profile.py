@@ -56,7 +56,9 @@ class OpProfile:
     output_rows: np.ndarray  # a GEMM's M (or a convolution's output pixels); scales with the batch
     inner_dimension: np.ndarray  # a GEMM's K (a fused attention's: its key length; a convolution's: input channels per group x kernel area)
     transcendental_elements: np.ndarray  # elements a _TRANSCENDENTAL op evaluates (0 for others); scales with the batch
-    fused: np.ndarray  # 1.0 where a graph compiler can fuse the op into the GEMM or convolution before it (op_tracer._POST_OPS)
+    # 1.0 where a graph compiler runs the op inside another kernel or not at all: a post-op of a GEMM or
+    # convolution, a zero pad feeding a convolution, an empty allocation (models.op_tracer)
+    fused: np.ndarray
     peak_batch1_bytes: float
     per_sample_peak: Callable[[], float] = field(repr=False, compare=False)  # cached by the caller
 

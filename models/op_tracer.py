@@ -8,7 +8,7 @@ Each operator also says whether a graph compiler runs it inside another kernel o
 (`fused`): an element-wise op whose input is a GEMM's or convolution's output, or the output of
 another such op after it (`_POST_OPS`: BatchNorm folded into the convolution, ReLU6 and the
 residual add applied as the convolution writes its output), a zero pad that only feeds a
-convolution (`_PADS`), and a bare allocation (`_ALLOCATIONS`). Eager torch runs each as a kernel
+convolution (`_PADS`), and an empty allocation (`_ALLOCATIONS`). Eager torch runs each as a kernel
 of its own, most with a pass over memory; OpenVINO's CPU plugin runs them inside their producer.
 MobileNet-v2's 255 eager kernels are 52 convolutions, 52 pads, 52 BatchNorms with their 52
 allocations, 35 ReLU6, 10 adds, a mean and a linear layer; on OpenVINO, about the convolutions,
@@ -128,6 +128,23 @@ def tracer_class():
                 return GROUPED_CONV if groups > 1 else CONV
             return OTHER
 
+        def _fused(self, name: str, category: int, args, tensors_in, in_keys: set[int], written: int) -> bool:
+            """Whether a graph compiler runs this op inside another kernel or not at all (see the
+            module docstring), and what its reading `in_keys` leaves fusible: a storage an op of
+            its own reads must be written out, so nothing after can fuse into its producer (T5's
+            RMS norm multiplies the residual stream after a mean), and a pad read by anything
+            but a convolution stays a copy."""
+            if category in (CONV, GROUPED_CONV) and (pad := self.pads.pop(storage_key(args[0]), None)) is not None:
+                self.rows[pad] = (*self.rows[pad][:7], 1.0)  # the pad becomes this convolution's padding
+            activations = in_keys - self.weights
+            fused = category == OTHER and ((name in _ALLOCATIONS and written == 0)
+                                           or (name in _POST_OPS and bool(activations & self.fusible)))
+            if not fused:
+                self.fusible -= activations
+            for key in activations:
+                self.pads.pop(key, None)
+            return fused
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
@@ -174,19 +191,26 @@ def tracer_class():
                     activation += nbytes
             category = self._category(name, args, tensors_in)
             special = float(sum(t.nelement() for t in tensors_out)) if name in _TRANSCENDENTAL else 0.0
-            fused = category == OTHER and (name in _ALLOCATIONS or name in _POST_OPS and any(
-                storage_key(t) in self.fusible for t in tensors_in if storage_key(t) not in self.weights))
+            fused = self._fused(name, category, args, tensors_in, in_keys, written)
             if fused or category in _PRODUCERS:
                 self.fusible.update(new_storages)
-            if category in (CONV, GROUPED_CONV) and (pad := self.pads.pop(storage_key(args[0]), None)) is not None:
-                self.rows[pad] = (*self.rows[pad][:7], 1.0)  # the pad becomes this convolution's padding
-            if name in _PADS and (len(args) < 3 or not args[2]) and len(new_storages) == 1:
+            if _is_zero_pad(name, args) and len(new_storages) == 1:
                 self.pads[new_storages[0]] = len(self.rows)
             self.rows.append((category, flops, weight, activation, _output_rows(category, tensors_out),
                               _inner_dimension(name, category, args), special, float(fused)))
             return out
 
     return OperatorTracer
+
+
+def _is_zero_pad(name: str, args) -> bool:
+    """A constant pad of zeros that only widens the spatial dimensions (its pairs cover at most
+    the dimensions after batch and channels; none negative, which would crop): what a convolution's
+    own padding does."""
+    if name not in _PADS or (len(args) > 2 and args[2]):
+        return False
+    pad = list(args[1]) if len(args) > 1 else []
+    return bool(pad) and all(p >= 0 for p in pad) and len(pad) <= 2 * max(args[0].dim() - 2, 0)
 
 
 def _fused_attention(original, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

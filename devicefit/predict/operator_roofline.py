@@ -352,14 +352,12 @@ def fit_operator_roofline(kind: str, backend: str, samples: list[tuple["ModelPoi
 
 def fuses_post_ops(backend: str) -> bool:
     """Whether the registry's backend of that name compiles the graph (Backend.fuses_post_ops);
-    False for a name no backend here has (rows another machine measured with a plugin)."""
+    False for a name no backend here has (rows another machine measured with a plugin). A
+    registry that cannot load raises its own error: not a quiet eager fit."""
     from benchmark_runners import registry
-    from benchmark_runners.registry import DeviceRegistryError
 
-    try:
-        return registry.backend(backend).fuses_post_ops
-    except DeviceRegistryError:
-        return False
+    known = registry.backends().get(backend)
+    return bool(known is not None and known.fuses_post_ops)
 
 
 def _forward_steps(x: np.ndarray) -> np.ndarray:

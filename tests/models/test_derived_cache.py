@@ -51,18 +51,19 @@ def test_a_trace_is_read_back_with_the_same_figures_instead_of_taken_again(cache
     assert calls == [1, 2, 1, 1]
 
 
-ROW = [0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+ROW = [0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0]  # TRACE_FIGURES of them
 
 
 @pytest.mark.parametrize("damage", [
     "{not json", "[" * 100_000, json.dumps([1, 2]), json.dumps({"rows": [ROW]}),
     json.dumps({"rows": [[0, 1.0]], "peak": 1.0}),  # a row of the wrong length
+    json.dumps({"rows": [ROW[:7]], "peak": 1.0}),  # a row written before the fused figure
     json.dumps({"rows": [[True, *ROW[1:]]], "peak": 1.0}),  # a bool for a category
     json.dumps({"rows": [[300, *ROW[1:]]], "peak": 1.0}), json.dumps({"rows": [[2.5, *ROW[1:]]], "peak": 1.0}),
     json.dumps({"rows": [], "peak": 1.0}), json.dumps({"rows": [ROW], "peak": "big"}),
-    json.dumps({"rows": [ROW], "peak": -1.0}), '{"rows": [[0, NaN, 1, 1, 1, 1, 0]], "peak": 1.0}',
-    '{"rows": [[0, 1, 1, 1, 1, 1, 0]], "peak": Infinity}', '{"rows": [[0, 1, 1, 1, 1, 1, 0]], "peak": 1' + "0" * 400 + "}",
-    '{"rows": [[0, 1' + "0" * 400 + ', 1, 1, 1, 1, 0]], "peak": 1.0}'])
+    json.dumps({"rows": [ROW], "peak": -1.0}), '{"rows": [[0, NaN, 1, 1, 1, 1, 0, 0]], "peak": 1.0}',
+    '{"rows": [[0, 1, 1, 1, 1, 1, 0, 0]], "peak": Infinity}', '{"rows": [[0, 1, 1, 1, 1, 1, 0, 0]], "peak": 1' + "0" * 400 + "}",
+    '{"rows": [[0, 1' + "0" * 400 + ', 1, 1, 1, 1, 0, 0]], "peak": 1.0}'])
 def test_a_damaged_trace_entry_is_taken_again(cache, monkeypatch, damage):
     spec = resolve_model("bert-tiny")
     calls = _counting_traces(monkeypatch)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from models.analysis import flops_per_sample, parameter_breakdown
-from models.op_profile import CATEGORIES, GROUPED_CONV, LINEAR, MATMUL, op_profile, training_peak_activation_bytes
+from models.op_profile import CATEGORIES, GROUPED_CONV, LINEAR, MATMUL, VIEW, op_profile, training_peak_activation_bytes
 from models.resolve import resolve_model
 
 
@@ -149,3 +149,26 @@ def test_what_a_graph_compiler_fuses_follows_a_convolution_or_gemm():
     assert 0 < int(fused.sum()) < int((bert.category == OTHER).sum())
     assert bert.transcendental_elements[fused].sum() == 2 * 128 * 512 + 128 and bert.transcendental_elements[~fused].sum() == 0
     assert int(((bert.category == OTHER) & ~fused).sum()) >= 5 + 1 + 3  # LayerNorms, the embeddings' adds and gathers
+
+
+def test_fusion_stops_where_an_op_of_its_own_reads_the_output_and_a_pad_read_by_another_op_stays_a_copy():
+    """A residual add after a linear layer fuses; the RMS norm's multiply after a mean of the same
+    stream does not (the stream is written out for the mean). A zero pad that something else
+    reads before the convolution stays a copy; one only the convolution reads becomes its padding."""
+    import torch
+
+    from models.op_tracer import storage_key, tracer_class
+
+    linear, conv = torch.nn.Linear(8, 8, device="meta"), torch.nn.Conv2d(3, 4, 3, device="meta")
+    x, image = torch.zeros(2, 8, device="meta"), torch.zeros(1, 3, 8, 8, device="meta")
+    tracer = tracer_class()({storage_key(p) for p in [*linear.parameters(), *conv.parameters()]})
+    with tracer:
+        h = x + linear(x)
+        h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        padded = torch.nn.functional.pad(image, (1, 1, 1, 1))
+        padded + 1
+        conv(padded)
+        torch.relu(conv(torch.nn.functional.pad(image, (1, 1, 1, 1))))
+    rows = [(int(r[0]), r[7]) for r in tracer.rows if r[0] != VIEW]
+    # addmm, add | pow, mean, add, rsqrt, mul | pad, add, conv | pad, conv, relu
+    assert [fused for _, fused in rows] == [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1], rows
