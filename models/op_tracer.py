@@ -128,14 +128,14 @@ def tracer_class():
                 return GROUPED_CONV if groups > 1 else CONV
             return OTHER
 
-        def _fused(self, name: str, category: int, args, tensors_in, in_keys: set[int], written: int) -> bool:
+        def _fused(self, name: str, category: int, args, in_keys: set[int], written: int) -> bool:
             """Whether a graph compiler runs this op inside another kernel or not at all (see the
             module docstring), and what its reading `in_keys` leaves fusible: a storage an op of
             its own reads must be written out, so nothing after can fuse into its producer (T5's
             RMS norm multiplies the residual stream after a mean), and a pad read by anything
             but a convolution stays a copy."""
             if category in (CONV, GROUPED_CONV) and (pad := self.pads.pop(storage_key(args[0]), None)) is not None:
-                self.rows[pad] = (*self.rows[pad][:7], 1.0)  # the pad becomes this convolution's padding
+                self.rows[pad] = (*self.rows[pad][:-1], 1.0)  # the pad becomes this convolution's padding
             activations = in_keys - self.weights
             fused = category == OTHER and ((name in _ALLOCATIONS and written == 0)
                                            or (name in _POST_OPS and bool(activations & self.fusible)))
@@ -191,7 +191,7 @@ def tracer_class():
                     activation += nbytes
             category = self._category(name, args, tensors_in)
             special = float(sum(t.nelement() for t in tensors_out)) if name in _TRANSCENDENTAL else 0.0
-            fused = self._fused(name, category, args, tensors_in, in_keys, written)
+            fused = self._fused(name, category, args, in_keys, written)
             if fused or category in _PRODUCERS:
                 self.fusible.update(new_storages)
             if _is_zero_pad(name, args) and len(new_storages) == 1:
