@@ -63,19 +63,22 @@ PUBLISHED_BY_NAME = {
 def spec_from_probe(kind: str, name: str | None, probe: dict, typical_reference: float | None = None,
                     typical_copy: float | None = None) -> DeviceSpec | None:
     """The device's peaks from its probe; None for a failed probe or one without both figures.
-    With `typical_reference` (the rate the speed-reference kernel had around the device's rows),
+    The compute peaks are the matmul's median rate (`typical_matmul_share`), the bandwidth the
+    copy's best. With `typical_reference` (the rate the speed-reference kernel had around the device's rows),
     the compute peaks are put at that speed (`probe_speed_factor`); with `typical_copy` (the copy
     kernel's typical rate in the device's workers), the bandwidth likewise
     (`probe_bandwidth_factor`); the source says by how much."""
     if not isinstance(probe, dict) or "error" in probe:
         return None
-    peak, bandwidth = probe.get("matmul_gflops_best"), probe.get("memory_bandwidth_gbs_best")
-    if not (_positive(peak) and _positive(bandwidth)):
+    best, bandwidth = probe.get("matmul_gflops_best"), probe.get("memory_bandwidth_gbs_best")
+    if not (_positive(best) and _positive(bandwidth)):
         return None
+    typical = typical_matmul_share(probe)
     factor = probe_speed_factor(probe, typical_reference)
     copy_factor = probe_bandwidth_factor(probe, typical_copy)
-    half = {p: float(v) * factor if _positive(v := probe.get(f"matmul_gflops_{p}_best")) else None for p in HALF_PRECISIONS}
-    source = "measured_probe"
+    half = {p: float(v) * typical * factor if _positive(v := probe.get(f"matmul_gflops_{p}_best")) else None
+            for p in HALF_PRECISIONS}
+    source = "measured_probe" if typical == 1.0 else "measured_probe (the matmul's median)"
     if factor != 1.0:
         at_probe = max(probe["speed_reference"]["before_gflops"], probe["speed_reference"]["after_gflops"])
         source += (f" (compute peaks x{factor:.3g}: the speed reference read {at_probe:.0f} GFLOP/s at the probe, "
@@ -83,14 +86,31 @@ def spec_from_probe(kind: str, name: str | None, probe: dict, typical_reference:
     if copy_factor != 1.0:
         source += (f" (bandwidth x{copy_factor:.3g}: the copy reference read {copy_rate(probe['speed_reference']):.1f} GB/s "
                    f"at the probe, {typical_copy:.1f} typical in the device's workers)")
-    return DeviceSpec(kind, name or kind, float(peak) * factor, float(bandwidth) * copy_factor, source,
+    return DeviceSpec(kind, name or kind, float(best) * typical * factor, float(bandwidth) * copy_factor, source,
                       bf16_gflops=half["bf16"], fp16_gflops=half["fp16"])
+
+
+def typical_matmul_share(probe: dict) -> float:
+    """The probe's median fp32 matmul rate over its best (1.0 where the median is missing or not
+    below the best): the compute peaks are put at the median. A row's latency is a median of its
+    calls, and so is the speed reference that scales rows and probes to their device's typical
+    speed; the best of ~50 repetitions is the fastest moment of the probe's second instead. Over
+    the AMD EPYC VM's kept runs that best stood 0.97-1.26x above the rows' typical reference and
+    carried that spread from one machine's fit to the other's. With the median (runs 38 and 39
+    of the EPYC each beside run 40 of the Xeon), leave-one-device-out latency went from a mean
+    over the four devices of 16.3% to 13.8% and 16.4% to 15.5%, held out unchanged
+    (docs/measurement-log.md). The half-precision probes keep only their best: taken at the
+    same share."""
+    best, median = probe.get("matmul_gflops_best"), probe.get("matmul_gflops_median")
+    if not (_positive(best) and _positive(median)) or median >= best:
+        return 1.0
+    return float(median) / float(best)
 
 
 def probe_speed_factor(probe: dict, typical_reference: float | None) -> float:
     """How much faster the device typically ran than at its probe: the speed-reference kernel's
     typical rate around the device's rows over its rate at the probe, the faster of the two
-    readings there (the peak is the best of the probe's repetitions, and one reading is ten
+    readings there (one reading is ten
     milliseconds: 126 probes of the calm AMD EPYC VM had a 2.9% CV in their peak and 6% in the
     readings' mean). Moved only by at least PROBE_DEAD_BAND either way, at most
     PROBE_MAX_FACTOR; 1.0 where either figure is missing, and for a probe taken beside another

@@ -174,6 +174,33 @@ def test_a_probe_taken_in_a_slow_minute_is_put_at_the_speed_its_rows_ran_at():
     assert measured_device_specs(rows[:4], hardware)["cpu@cpu-abc"].peak_gflops == 105.0  # four readings: no typical rate
 
 
+def test_the_compute_peaks_are_the_probes_median_matmul_where_it_recorded_one():
+    """The rows and the speed reference are medians of their calls; the probe's best is its
+    fastest repetition (on the AMD EPYC VM 0.97-1.26x above the rows' typical speed from run to
+    run). The fp32 peak is the median, the half-precision rates (recorded as best only) are taken
+    at the same share, the bandwidth stays the copy's best; a probe without a median, or with one
+    not below its best, keeps its best; a slow-minute factor applies on top."""
+    def reading(rate):
+        return {"speed_reference": {"before_gflops": rate, "after_gflops": rate}}
+
+    probe = {"matmul_gflops_best": 200.0, "matmul_gflops_median": 180.0, "memory_bandwidth_gbs_best": 25.0,
+             "memory_bandwidth_gbs_median": 20.0, "matmul_gflops_bf16_best": 1000.0, **reading(180.0)}
+    base = {"host_fingerprint": "cpu-abc", "hardware_fingerprint": "cpu-abc", "device_id": "cpu-abc", "device_kind": "cpu"}
+    rows = [dict(base, **reading(r)) for r in (178.0, 180.0, 184.0, 185.0, 190.0)]
+
+    def spec(p):
+        return measured_device_specs(rows, [("cpu-abc", "cpu", "Xeon", json.dumps(p))])["cpu@cpu-abc"]
+
+    median = spec(probe)
+    assert median.peak_gflops == pytest.approx(180.0) and median.bf16_gflops == pytest.approx(900.0)
+    assert median.bandwidth_gbs == 25.0 and "the matmul's median" in median.source
+    assert spec({k: v for k, v in probe.items() if k != "matmul_gflops_median"}).peak_gflops == 200.0
+    assert spec({**probe, "matmul_gflops_median": 230.0}).peak_gflops == 200.0  # not below the best: a damaged figure
+    assert spec({**probe, "matmul_gflops_median": float("nan")}).peak_gflops == 200.0
+    slow = spec({**probe, **reading(100.0)})  # a slow minute at the probe: 184 / 100 on top of the median
+    assert slow.peak_gflops == pytest.approx(180.0 * 1.84) and slow.bf16_gflops == pytest.approx(900.0 * 1.84)
+
+
 def test_a_probe_taken_in_the_bandwidth_state_the_run_did_not_mostly_see_is_put_at_its_workers_typical_copy_rate():
     """The Zen 4 EPYC VM's copy bandwidth sits at about 34 or 53 GB/s for tens of seconds at a
     time; its probe read 32 GB/s before one make run and 55 before the next. The bandwidth
