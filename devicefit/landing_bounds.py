@@ -92,7 +92,8 @@ _COPY_GBS = (1e-3, 1e6, "GB/s (a megabyte to a petabyte a second)")
 PROBE_RANGES: dict[str, tuple[float, float, str]] = {
     "matmul_gflops_best": _MATMUL_GFLOPS, "matmul_gflops_bf16_best": _MATMUL_GFLOPS,
     "matmul_gflops_fp16_best": _MATMUL_GFLOPS, "memory_bandwidth_gbs_best": _COPY_GBS, "cache_copy_gbs_best": _COPY_GBS,
-    # the medians beside the bests: only shown (devicefit detect), bounded alike (a 1e300 passed)
+    # the medians beside the bests, bounded alike (a 1e300 passed): the matmul's sets the
+    # predictors' compute peaks (hardware_specs.typical_matmul_share), the rest are shown
     "matmul_gflops_median": _MATMUL_GFLOPS, "memory_bandwidth_gbs_median": _COPY_GBS,
     "tiny_kernel_us_median": (1e-3, 1e7, "µs (a nanosecond to ten seconds)"),
 }

@@ -92,17 +92,19 @@ def spec_from_probe(kind: str, name: str | None, probe: dict, typical_reference:
 
 def typical_matmul_share(probe: dict) -> float:
     """The probe's median fp32 matmul rate over its best (1.0 where the median is missing or not
-    below the best): the compute peaks are put at the median. A row's latency is a median of its
-    calls, and so is the speed reference that scales rows and probes to their device's typical
-    speed; the best of ~50 repetitions is the fastest moment of the probe's second instead. Over
-    the AMD EPYC VM's kept runs that best stood 0.97-1.26x above the rows' typical reference and
-    carried that spread from one machine's fit to the other's. With the median (runs 38 and 39
+    below the best, and for a probe taken beside another process, `contended`, whose median lands
+    in the scheduler's slices where its best does not): the compute peaks are put at the median.
+    A row's latency is a median of its calls, and so is the speed reference that scales rows and
+    probes to their device's typical speed; the best of the probe's (up to 30) matmul repetitions
+    is the fastest moment of its second instead. Over the AMD EPYC VM's runs 31-39 and the Xeon's
+    run 40 the best was 0.92-1.24x the rows' typical reference (mean 1.10), the median 0.85-1.12x
+    (mean 1.02): the median is the rate the rows ran at. With the median (runs 38 and 39
     of the EPYC each beside run 40 of the Xeon), leave-one-device-out latency went from a mean
     over the four devices of 16.3% to 13.8% and 16.4% to 15.5%, held out unchanged
     (docs/measurement-log.md). The half-precision probes keep only their best: taken at the
     same share."""
     best, median = probe.get("matmul_gflops_best"), probe.get("matmul_gflops_median")
-    if not (_positive(best) and _positive(median)) or median >= best:
+    if not (_positive(best) and _positive(median)) or median >= best or probe.get("contended"):
         return 1.0
     return float(median) / float(best)
 
@@ -110,7 +112,7 @@ def typical_matmul_share(probe: dict) -> float:
 def probe_speed_factor(probe: dict, typical_reference: float | None) -> float:
     """How much faster the device typically ran than at its probe: the speed-reference kernel's
     typical rate around the device's rows over its rate at the probe, the faster of the two
-    readings there (one reading is ten
+    readings there (one may catch a dip the probe's own repetitions did not; one reading is ten
     milliseconds: 126 probes of the calm AMD EPYC VM had a 2.9% CV in their peak and 6% in the
     readings' mean). Moved only by at least PROBE_DEAD_BAND either way, at most
     PROBE_MAX_FACTOR; 1.0 where either figure is missing, and for a probe taken beside another

@@ -63,7 +63,10 @@ class InsufficientData(DevicefitError, ValueError):
 # 6: a fused attention's K is its key length, saturating at its own matmul_k_half: a fit of the
 # head-size K would misread the new traces. (Baselines' pre_load_rss came after, optional: a
 # format-6 artifact without it carries memory models unmoved, as its own validation did.)
-ARTIFACT_FORMAT = "devicefit.predictor/6"
+# 7: a probed device's compute peaks are its matmul's median, not its best (hardware_specs.
+# typical_matmul_share): a fit carried from an older artifact's best-peak specs to a device
+# specified now would be off by the probe's best/median (1.13x on the Xeon's run 40).
+ARTIFACT_FORMAT = "devicefit.predictor/7"
 # Error bars a predictor must meet on held-out models (MAPE); the asset check enforces them.
 ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}
 

@@ -178,8 +178,9 @@ def test_the_compute_peaks_are_the_probes_median_matmul_where_it_recorded_one():
     """The rows and the speed reference are medians of their calls; the probe's best is its
     fastest repetition (on the AMD EPYC VM 0.97-1.26x above the rows' typical speed from run to
     run). The fp32 peak is the median, the half-precision rates (recorded as best only) are taken
-    at the same share, the bandwidth stays the copy's best; a probe without a median, or with one
-    not below its best, keeps its best; a slow-minute factor applies on top."""
+    at the same share, the bandwidth stays the copy's best; a probe without a median, with one
+    not below its best or damaged, or taken beside another process, keeps its best; a
+    slow-minute factor applies on top."""
     def reading(rate):
         return {"speed_reference": {"before_gflops": rate, "after_gflops": rate}}
 
@@ -196,7 +197,12 @@ def test_the_compute_peaks_are_the_probes_median_matmul_where_it_recorded_one():
     assert median.bandwidth_gbs == 25.0 and "the matmul's median" in median.source
     assert spec({k: v for k, v in probe.items() if k != "matmul_gflops_median"}).peak_gflops == 200.0
     assert spec({**probe, "matmul_gflops_median": 230.0}).peak_gflops == 200.0  # not below the best: a damaged figure
-    assert spec({**probe, "matmul_gflops_median": float("nan")}).peak_gflops == 200.0
+    for damaged in (float("nan"), 0.0, -5.0, float("inf"), True, "180"):
+        assert spec({**probe, "matmul_gflops_median": damaged}).peak_gflops == 200.0, damaged
+    same = spec({**probe, "matmul_gflops_median": 200.0})
+    assert same.peak_gflops == 200.0 and same.source == "measured_probe"
+    # beside another process the median lands in the scheduler's slices; the best does not
+    assert spec({**probe, "contended": True}).peak_gflops == 200.0
     slow = spec({**probe, **reading(100.0)})  # a slow minute at the probe: 184 / 100 on top of the median
     assert slow.peak_gflops == pytest.approx(180.0 * 1.84) and slow.bf16_gflops == pytest.approx(900.0 * 1.84)
 
