@@ -64,8 +64,8 @@ def spec_from_probe(kind: str, name: str | None, probe: dict, typical_reference:
                     typical_copy: float | None = None) -> DeviceSpec | None:
     """The device's peaks from its probe; None for a failed probe or one without both figures.
     The compute peaks are the matmul's median rate (`typical_matmul_share`), the bandwidth the
-    copy's best. With `typical_reference` (the rate the speed-reference kernel had around the device's rows),
-    the compute peaks are put at that speed (`probe_speed_factor`); with `typical_copy` (the copy
+    copy's best. With `typical_reference` (the rate the speed-reference kernel had around the
+    device's rows), the compute peaks are put at that speed (`probe_speed_factor`); with `typical_copy` (the copy
     kernel's typical rate in the device's workers), the bandwidth likewise
     (`probe_bandwidth_factor`); the source says by how much."""
     if not isinstance(probe, dict) or "error" in probe:
@@ -73,12 +73,12 @@ def spec_from_probe(kind: str, name: str | None, probe: dict, typical_reference:
     best, bandwidth = probe.get("matmul_gflops_best"), probe.get("memory_bandwidth_gbs_best")
     if not (_positive(best) and _positive(bandwidth)):
         return None
-    typical = typical_matmul_share(probe)
+    share = typical_matmul_share(probe)
     factor = probe_speed_factor(probe, typical_reference)
     copy_factor = probe_bandwidth_factor(probe, typical_copy)
-    half = {p: float(v) * typical * factor if _positive(v := probe.get(f"matmul_gflops_{p}_best")) else None
+    half = {p: float(v) * share * factor if _positive(v := probe.get(f"matmul_gflops_{p}_best")) else None
             for p in HALF_PRECISIONS}
-    source = "measured_probe" if typical == 1.0 else "measured_probe (the matmul's median)"
+    source = "measured_probe" if share == 1.0 else "measured_probe (the matmul's median)"
     if factor != 1.0:
         at_probe = max(probe["speed_reference"]["before_gflops"], probe["speed_reference"]["after_gflops"])
         source += (f" (compute peaks x{factor:.3g}: the speed reference read {at_probe:.0f} GFLOP/s at the probe, "
@@ -86,7 +86,7 @@ def spec_from_probe(kind: str, name: str | None, probe: dict, typical_reference:
     if copy_factor != 1.0:
         source += (f" (bandwidth x{copy_factor:.3g}: the copy reference read {copy_rate(probe['speed_reference']):.1f} GB/s "
                    f"at the probe, {typical_copy:.1f} typical in the device's workers)")
-    return DeviceSpec(kind, name or kind, float(best) * typical * factor, float(bandwidth) * copy_factor, source,
+    return DeviceSpec(kind, name or kind, float(best) * share * factor, float(bandwidth) * copy_factor, source,
                       bf16_gflops=half["bf16"], fp16_gflops=half["fp16"])
 
 

@@ -176,8 +176,8 @@ def test_a_probe_taken_in_a_slow_minute_is_put_at_the_speed_its_rows_ran_at():
 
 def test_the_compute_peaks_are_the_probes_median_matmul_where_it_recorded_one():
     """The rows and the speed reference are medians of their calls; the probe's best is its
-    fastest repetition (on the AMD EPYC VM 0.97-1.26x above the rows' typical speed from run to
-    run). The fp32 peak is the median, the half-precision rates (recorded as best only) are taken
+    fastest repetition (0.92-1.24x the rows' typical speed over the EPYC's runs 31-39 and the
+    Xeon's run 40). The fp32 peak is the median, the half-precision rates (recorded as best only) are taken
     at the same share, the bandwidth stays the copy's best; a probe without a median, with one
     not below its best or damaged, or taken beside another process, keeps its best; a
     slow-minute factor applies on top."""
