@@ -5,8 +5,9 @@ dispatch cost per kernel and per view. Rates are per operator category (matmul a
 matmul between activations, dense and grouped convolution) and per precision; a GEMM's rate
 also rises with its M (rows) and K (reduction length) as rate * M/(M + m_half) * K/(K + k_half),
 because small GEMMs leave vector units idle and short reductions give each loaded tile little
-work (MobileNet's 1x1 convolutions over 16-32 channels). Matmuls between activations saturate at
-a K of their own (matmul_k_half): a fused attention's K is its key length (models.op_tracer), and
+work (MobileNet's 1x1 convolutions over 16-32 channels). A depthwise convolution's K is its
+window's area, counted no further than a 3x3's (GROUPED_CONV_MAX_K). Matmuls between
+activations saturate at a K of their own (matmul_k_half): a fused attention's K is its key length (models.op_tracer), and
 Whisper's encoder over 1,500 keys ran at about twice the rate per FLOP of 128-token attention on a
 2-core AMD EPYC; with one rate for both, whisper-tiny held out was predicted 1.5x too slow. An
 attention torch does not fuse (its math path: T5's learned bias in training) is two matmuls whose
@@ -69,6 +70,14 @@ INT8_WEIGHT_FACTOR = 0.25
 # whose probe measured a bf16 or fp16 matmul gets that rate instead (DeviceSpec.bf16_gflops):
 # tensor cores do far more than 2x, and a CPU without native bf16 less than 1x.
 PRECISION_SPEEDUP = {"fp32": 1.0, "fp16": 2.0, "bf16": 2.0, "int8": 4.0}
+# A depthwise convolution's kernel vectorizes across channels, not along its window: each tap
+# of a 7x7 window is one more multiply-add per loaded vector, as each tap of a 3x3 is, so its
+# rate per FLOP does not rise with the window's area the way a GEMM's does with its K. With the
+# window's area as K, ConvNeXt's 7x7 depthwise layers (K 49 against MobileNet's 9) were
+# predicted at 1.4x the rate the 3x3 and 5x5 nets informed, and convnext-tiny held out came out
+# at 0.69-0.83x its measured latency in every run on three CPUs. Capped at the 3x3's K, held-out
+# latency improved in 6 of 8 runs (2-core AMD EPYC, Zen 4 EPYC, Intel Xeon; docs/measurement-log.md).
+GROUPED_CONV_MAX_K = 9.0
 PRIOR_WEIGHT = 0.3  # pull of each log-parameter toward its prior, per unit of log error
 OPTIMIZER_BYTES_PER_PARAMETER = 28
 
@@ -225,7 +234,9 @@ class OperatorSamples:
         self.weight = packed("weight_bytes")
         self.act = packed("activation_bytes") * op_batch
         self.rows = packed("output_rows") * op_batch
-        self.inner = packed("inner_dimension")
+        # A grouped (depthwise) convolution's K stops at a 3x3 window's (GROUPED_CONV_MAX_K).
+        inner = packed("inner_dimension")
+        self.inner = np.where(self.cat == GROUPED_CONV, np.minimum(inner, GROUPED_CONV_MAX_K), inner)
         self.special = packed("transcendental_elements") * op_batch
         self.fused = packed("fused") > 0
         precision = np.array(self.precisions)

@@ -66,7 +66,9 @@ class InsufficientData(DevicefitError, ValueError):
 # 7: a probed device's compute peaks are its matmul's median, not its best (hardware_specs.
 # typical_matmul_share): a fit carried from an older artifact's best-peak specs to a device
 # specified now would be off by the probe's best/median (1.13x on the Xeon's run 40).
-ARTIFACT_FORMAT = "devicefit.predictor/7"
+# 8: a grouped convolution's K stops at a 3x3 window's (operator_roofline.GROUPED_CONV_MAX_K):
+# a fit that saw 7x7 depthwise layers at a K of 49 would misread the capped traces.
+ARTIFACT_FORMAT = "devicefit.predictor/8"
 # Error bars a predictor must meet on held-out models (MAPE); the asset check enforces them.
 ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}
 

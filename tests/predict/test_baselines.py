@@ -5,7 +5,8 @@ import pytest
 from devicefit.predict.features import model_point
 from devicefit.predict.hardware_specs import DeviceSpec
 from devicefit.predict.memory_model import TERMS, fit_memory_model
-from devicefit.predict.operator_roofline import OperatorSamples, _forward_steps, fit_operator_roofline, operator_time_ms, parameter_priors
+from devicefit.predict.operator_roofline import (GROUPED_CONV_MAX_K, OperatorSamples, _forward_steps, fit_operator_roofline,
+                                                  operator_time_ms, parameter_priors)
 from models.resolve import resolve_model
 
 SPEC = DeviceSpec("cpu", "test cpu", 200.0, 50.0, "measured_probe")
@@ -41,8 +42,9 @@ def test_roofline_fit_recovers_a_transcendental_rate_and_the_cache_term(points):
     samples = [(p, b, "fp32", "inference", operator_time_ms(p, b, "fp32", "inference", truth))
                for p in points for b in (1, 4, 16)]
     fit = fit_operator_roofline("cpu", "torch", samples, SPEC)
-    # from 10x off at its prior to within 35% (the prior's weak pull keeps part of the gap)
-    assert fit.values["transcendental_gelems"] == pytest.approx(truth["transcendental_gelems"], rel=0.35)
+    # from 10x off at its prior to within 40% (the prior's weak pull keeps part of the gap; 37% since
+    # depthwise layers all saturate at a 3x3's K, where EfficientNet's 5x5 ones told the SiLU apart)
+    assert fit.values["transcendental_gelems"] == pytest.approx(truth["transcendental_gelems"], rel=0.4)
     mobilenet = points[MODELS.index("mobilenet-v2")]
     without_cache = {**truth, "cache_bandwidth_gain": 0.0}
     assert operator_time_ms(mobilenet, 1, "fp32", "inference", truth) < operator_time_ms(mobilenet, 1, "fp32", "inference", without_cache)
@@ -60,6 +62,7 @@ def _per_operator_ms(point, batch, precision, v):
         flops, moved = prof.flops[i] * batch, prof.weight_bytes[i] + prof.activation_bytes[i] * batch
         compute = float("inf") if cat not in ratio else rate * ratio[cat]
         rows, inner = prof.output_rows[i] * batch, prof.inner_dimension[i]
+        inner = min(inner, GROUPED_CONV_MAX_K) if cat == GROUPED_CONV else inner
         k_half = v.get("matmul_k_half", v["gemm_k_half"]) if cat == MATMUL else v["gemm_k_half"]
         compute *= (rows / (rows + v["gemm_m_half"]) if rows > 0 else 1.0) * (inner / (inner + k_half) if inner > 0 else 1.0)
         bandwidth = v["other_bandwidth_gbs"] if cat == OTHER else v["bandwidth_gbs"]
@@ -83,6 +86,24 @@ def test_a_fused_attentions_reduction_is_its_key_length():
     assert {128.0, 1500.0} <= set(whisper.inner_dimension[whisper.category == MATMUL].tolist())  # decoder, encoder and cross attention
     v = parameter_priors(SPEC, {"fp32"}, {"inference"}, {int(c) for c in set(whisper.category.tolist())})
     assert v["matmul_k_half"] > v["gemm_k_half"]  # a key block amortizes less than a weight's K
+
+
+def test_a_depthwise_windows_area_counts_as_k_no_further_than_a_3x3s():
+    """ConvNeXt's 7x7 depthwise layers trace a K of 49 (the fact stays what the kernel reduces
+    over), but the roofline saturates a grouped convolution no further than a 3x3 window: its
+    kernel vectorizes across channels, so a bigger window is more taps at the same rate per
+    FLOP (convnext-tiny held out was 0.69-0.83x its measured latency with the area as K)."""
+    from models.op_profile import GROUPED_CONV
+
+    convnext = model_point(resolve_model("convnext-tiny"))
+    grouped = convnext.profile.category == GROUPED_CONV
+    assert grouped.any() and set(convnext.profile.inner_dimension[grouped].tolist()) == {49.0}
+    packed = OperatorSamples([(convnext, 1, "fp32", "inference")])
+    assert set(packed.inner[packed.cat == GROUPED_CONV].tolist()) == {GROUPED_CONV_MAX_K}
+    # and the packed sum over its operators is the module docstring's with that K
+    v = {**parameter_priors(SPEC, {"fp32"}, {"inference"}, {0, 1, 2, 3, 4, 5}), "cache_bandwidth_gain": 0.0,
+         "conv_activation_traffic": 1.0, "grouped_conv_activation_traffic": 1.0}
+    assert operator_time_ms(convnext, 2, "fp32", "inference", v) == pytest.approx(_per_operator_ms(convnext, 2, "fp32", v), rel=1e-9)
 
 
 def test_the_packed_roofline_sums_every_operator_once_per_repeat(points):
