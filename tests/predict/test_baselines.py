@@ -5,8 +5,7 @@ import pytest
 from devicefit.predict.features import model_point
 from devicefit.predict.hardware_specs import DeviceSpec
 from devicefit.predict.memory_model import TERMS, fit_memory_model
-from devicefit.predict.operator_roofline import (GROUPED_CONV_MAX_K, OperatorSamples, _forward_steps, fit_operator_roofline,
-                                                  operator_time_ms, parameter_priors)
+from devicefit.predict.operator_roofline import GROUPED_CONV_MAX_K, OperatorSamples, _forward_steps, fit_operator_roofline, operator_time_ms, parameter_priors
 from models.resolve import resolve_model
 
 SPEC = DeviceSpec("cpu", "test cpu", 200.0, 50.0, "measured_probe")
