@@ -17,6 +17,9 @@ from models.loading import local_forward, meta_model
 PRECISION_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 # Backward costs about twice the forward pass (Kaplan et al. 2020, sec. 2.1).
 TRAINING_FLOPS_FACTOR = 3
+# A parameter tensor this large (4 MiB in fp32) is recorded by size (ParameterBreakdown.large_tensors):
+# below it an allocation of its size comes from the heap glibc keeps, and does not fault again.
+LARGE_TENSOR_ELEMENTS = 1 << 20
 
 
 def is_linear_like(module) -> bool:
@@ -39,6 +42,10 @@ class ParameterBreakdown:
     # a decode step runs the rest (predict.generation.decoder_share), which is then read from the
     # cache with these counts instead of building the model on meta in every process (T5: 3 s).
     encoder: int = 0
+    # The elements of each parameter tensor of at least LARGE_TENSOR_ELEMENTS, largest first (tied
+    # tensors once): the allocations whose optimizer temporaries page-fault afresh at every
+    # training step (devicefit.predict.operator_roofline's refault term).
+    large_tensors: tuple[int, ...] = ()
 
     @property
     def linear_fraction(self) -> float:
@@ -77,14 +84,20 @@ def _count_parameters(spec: ModelSpec) -> ParameterBreakdown:
                 and not (encoder_decoder and ".encoder." in f".{name}.")
                 for p in m.parameters(recurse=False) if id(p) not in shared}
     encoder = sum(p.numel() for name, p in model.named_parameters() if ".encoder." in f".{name}") if encoder_decoder else 0
-    return ParameterBreakdown(total, linear, embedding, total - linear - embedding, leaves, sum(gathered.values()), encoder)
+    large = tuple(sorted((p.numel() for p in model.parameters() if p.numel() >= LARGE_TENSOR_ELEMENTS), reverse=True))
+    return ParameterBreakdown(total, linear, embedding, total - linear - embedding, leaves, sum(gathered.values()), encoder, large)
 
 
 def _integers(cls, document: Any):
-    """A dataclass of integer fields back from its JSON (derived_cache's decode)."""
+    """A dataclass of integer fields (and tuples of integers) back from its JSON (derived_cache's decode)."""
     if not isinstance(document, dict) or set(document) != {f.name for f in fields(cls)}:
         raise ValueError(f"not a {cls.__name__}")
-    return cls(**{k: integer(v) for k, v in document.items()})
+
+    def decoded(v: Any) -> int | tuple[int, ...]:
+        if isinstance(v, list):
+            return tuple(integer(x) for x in v)
+        return integer(v)
+    return cls(**{k: decoded(v) for k, v in document.items()})
 
 
 def parameter_breakdown(spec: ModelSpec) -> ParameterBreakdown:

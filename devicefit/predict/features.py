@@ -51,6 +51,8 @@ class ModelPoint:
     profile: OpProfile = field(repr=False)
     spec: ModelSpec = field(repr=False)
     requested_seq_length: int | None = None
+    # Elements of its parameter tensors of at least models.analysis.LARGE_TENSOR_ELEMENTS, largest first
+    large_parameter_tensors: tuple[int, ...] = ()
 
     def inference_activation_bytes(self, batch: int) -> float:
         return self.profile.peak_activations(batch)
@@ -72,10 +74,12 @@ def _point_of(spec: ModelSpec, profile: OpProfile, seq_length: int | None) -> Mo
     def share(category: int) -> float:
         return float(profile.flops[profile.category == category].sum()) / total if total else 0.0
 
+    counts = parameter_breakdown(spec)
     return ModelPoint(
-        spec.name, classify_spec(spec).family or "unknown", parameter_breakdown(spec).total, int(total), share(LINEAR),
+        spec.name, classify_spec(spec).family or "unknown", counts.total, int(total), share(LINEAR),
         int(seq), {p: weight_bytes(spec, p) for p in ("fp32", "fp16", "bf16", "int8")},
-        int((profile.category != VIEW).sum()), share(CONV), share(GROUPED_CONV), profile, spec, seq_length)
+        int((profile.category != VIEW).sum()), share(CONV), share(GROUPED_CONV), profile, spec, seq_length,
+        counts.large_tensors)
 
 
 def model_point(spec: ModelSpec, seq_length: int | None = None) -> ModelPoint:

@@ -14,7 +14,8 @@ attention torch does not fuse (its math path: T5's learned bias in training) is 
 K are the head size and the key length, against the same matmul_k_half. Training = forward x (1 + backward
 factor; convolutions have their own), plus an autograd cost per kernel, plus the AdamW step
 streaming 28 bytes per parameter (read weight, grad, two moments: 16; write weight and
-moments: 12).
+moments: 12), plus, on a CPU, the pages its temporaries of the largest tensors fault in again
+at every step (refaulted_bytes: bert-tiny's 15.6 MB embedding, two copies).
 
 Two terms keep small element-wise work honest, where depthwise networks spend their time. An
 operator's bandwidth rises as its bytes fall below the caches, as bandwidth * (1 + gain *
@@ -78,8 +79,28 @@ PRECISION_SPEEDUP = {"fp32": 1.0, "fp16": 2.0, "bf16": 2.0, "int8": 4.0}
 # at 0.69-0.83x its measured latency in every run on three CPUs. Capped at the 3x3's K, held-out
 # latency improved in 6 of 8 runs (2-core AMD EPYC, Zen 4 EPYC, Intel Xeon; docs/measurement-log.md).
 GROUPED_CONV_MAX_K = 9.0
+# AdamW's single-tensor path (torch.optim's default off CUDA) allocates two temporaries the size
+# of each parameter tensor at every step (exp_avg_sq.sqrt() and its quotient), and backward a
+# fresh gradient after zero_grad(set_to_none=True). glibc maps an allocation over its mmap
+# threshold afresh and unmaps it on free, and trims the heap's top when more than its trim
+# threshold is free there, so those pages are faulted in (and zeroed by the kernel) again at
+# every step. Measured per training iteration on a 2-core AMD EPYC and an Intel Xeon (glibc
+# 2.36, torch 2.13): bert-tiny's 15.6 MB word embedding took 7,600 minor faults (two copies),
+# all-MiniLM's 47 MB one 34,500 (three: over 32 MiB, glibc's largest dynamic mmap threshold,
+# the gradient is mapped too), resnet-18's 9.4 MB tensors almost none. An allocator setting
+# (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_) or a caching allocator moves these bounds.
+REFAULT_FROM_BYTES = 12e6
+REFAULT_MAPPED_BYTES = 32 * 2 ** 20
+MASTER_WEIGHT_BYTES = 4  # training keeps fp32 master weights in every precision (autocast)
 PRIOR_WEIGHT = 0.3  # pull of each log-parameter toward its prior, per unit of log error
 OPTIMIZER_BYTES_PER_PARAMETER = 28
+
+
+def refaulted_bytes(large_tensors: tuple[int, ...]) -> float:
+    """Bytes a CPU training step faults in afresh for the optimizer (see REFAULT_FROM_BYTES), from
+    the element counts of the model's large parameter tensors."""
+    sizes = [MASTER_WEIGHT_BYTES * elements for elements in large_tensors]
+    return float(sum((3 if b >= REFAULT_MAPPED_BYTES else 2) * b for b in sizes if b >= REFAULT_FROM_BYTES))
 
 
 def _compute_precision(precision: str) -> str:
@@ -125,6 +146,10 @@ def parameter_priors(spec: "DeviceSpec", precisions: set[str], modes: set[str], 
         priors["quantize_ms"] = 0.01  # per linear layer: quantize the activation on the fly
     if "training" in modes:
         priors.update({"backward_factor": 2.0, "autograd_kernel_ms": 0.03, "optimizer_bandwidth_gbs": 0.25 * bw})
+        if spec.kind == "cpu":
+            # Pages faulted in and zeroed by the kernel (refaulted_bytes): a trap and a 4 KiB
+            # clear each, about 2 us, where a GPU's caching allocator keeps its blocks.
+            priors["refault_gbs"] = 2.0
         if CONV in has or GROUPED_CONV in has:
             # A convolution's backward is two convolutions (input and weight gradients) whose
             # kernels differ from the forward's; a matmul's is two matmuls of the same kind.
@@ -243,6 +268,7 @@ class OperatorSamples:
         self.int8 = precision == "int8"
         self.training = np.array([mode == "training" for *_, mode in samples])
         self.params = np.array([point.params for point, *_ in samples], dtype=float)
+        self.refaulted = np.array([refaulted_bytes(point.large_parameter_tensors) for point, *_ in samples])
         self.bytes_scale = np.array([BYTES_FACTOR[p] for p in self.precisions])[self.seg]
         self.int8_linear = (self.cat == LINEAR) & self.int8[self.seg]
         self.is_conv = (self.cat == CONV) | (self.cat == GROUPED_CONV)
@@ -318,6 +344,8 @@ class OperatorSamples:
             trained = total * (1 + v["backward_factor"]) + conv_time * (1 + v.get("conv_backward_factor", 0.0)) \
                 + self.kernels * v["autograd_kernel_ms"] \
                 + OPTIMIZER_BYTES_PER_PARAMETER * self.params / (v["optimizer_bandwidth_gbs"] * 1e9) * 1e3
+            if "refault_gbs" in v:
+                trained = trained + self.refaulted / (v["refault_gbs"] * 1e9) * 1e3
             total = np.where(self.training, trained, total + conv_time)
         else:
             total = total + conv_time
@@ -383,7 +411,8 @@ def transfer_roofline(fit: OperatorRoofline, spec: "DeviceSpec", source: str = "
     """A device's fit carried to another device of the same kind that no row measured: every
     rate (GFLOP/s, and transcendental elements/s) scaled by the ratio of the two devices' probed
     compute peaks, every bandwidth by the ratio of their probed bandwidths; per-kernel costs,
-    rate ratios, saturation points and the cache terms kept. The efficiency a backend reaches is assumed to carry over, which is what
+    rate ratios, saturation points, the cache terms and the page-fault rate (a kernel's trap and
+    page clear, not a stream the probe measures) kept. The efficiency a backend reaches is assumed to carry over, which is what
     leave-one-device-out validation measures.
 
     A bf16 or fp16 GEMM rate is scaled by the ratio of the two devices' probed matmuls in that

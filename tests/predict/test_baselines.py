@@ -5,7 +5,15 @@ import pytest
 from devicefit.predict.features import model_point
 from devicefit.predict.hardware_specs import DeviceSpec
 from devicefit.predict.memory_model import TERMS, fit_memory_model
-from devicefit.predict.operator_roofline import GROUPED_CONV_MAX_K, OperatorSamples, _forward_steps, fit_operator_roofline, operator_time_ms, parameter_priors
+from devicefit.predict.operator_roofline import (
+    GROUPED_CONV_MAX_K,
+    OperatorSamples,
+    _forward_steps,
+    fit_operator_roofline,
+    operator_time_ms,
+    parameter_priors,
+    refaulted_bytes,
+)
 from models.resolve import resolve_model
 
 SPEC = DeviceSpec("cpu", "test cpu", 200.0, 50.0, "measured_probe")
@@ -103,6 +111,31 @@ def test_a_depthwise_windows_area_counts_as_k_no_further_than_a_3x3s():
     v = {**parameter_priors(SPEC, {"fp32"}, {"inference"}, {0, 1, 2, 3, 4, 5}), "cache_bandwidth_gain": 0.0,
          "conv_activation_traffic": 1.0, "grouped_conv_activation_traffic": 1.0}
     assert operator_time_ms(convnext, 2, "fp32", "inference", v) == pytest.approx(_per_operator_ms(convnext, 2, "fp32", v), rel=1e-9)
+
+
+def test_a_cpu_training_step_pays_for_the_pages_its_largest_tensors_temporaries_fault_in(points):
+    """AdamW's temporaries of a tensor over 12 MB are faulted in afresh every step (bert-tiny's
+    15.6 MB embedding: two copies; all-MiniLM's 47 MB one, over glibc's 32 MiB mmap bound:
+    three), not those of mobilenet-v2's few-MB tensors; only in training, and only on a CPU."""
+    by_name = dict(zip(MODELS, points))
+    embedding = 30522 * 128  # bert-tiny's word embedding, its only tensor over 1M elements
+    assert by_name["bert-tiny"].large_parameter_tensors == (embedding,)
+    assert refaulted_bytes(by_name["bert-tiny"].large_parameter_tensors) == 2 * 4 * embedding
+    assert refaulted_bytes(by_name["all-MiniLM-L6-v2"].large_parameter_tensors) == 3 * 4 * 30522 * 384
+    assert refaulted_bytes(by_name["mobilenet-v2"].large_parameter_tensors) == 0
+    has = {0, 1, 2, 3, 4, 5}
+    v = parameter_priors(SPEC, {"fp32"}, {"training"}, has)
+    assert v["refault_gbs"] == 2.0
+    gpu = DeviceSpec("cuda", "test gpu", 20_000.0, 2_000.0, "measured_probe")
+    assert "refault_gbs" not in parameter_priors(gpu, {"fp32"}, {"training"}, has)
+    assert "refault_gbs" not in parameter_priors(SPEC, {"fp32"}, {"inference"}, has)
+    bert = by_name["bert-tiny"]
+    without = {k: x for k, x in v.items() if k != "refault_gbs"}
+    extra = operator_time_ms(bert, 1, "fp32", "training", v) - operator_time_ms(bert, 1, "fp32", "training", without)
+    assert extra == pytest.approx(2 * 4 * embedding / 2e9 * 1e3, rel=1e-9)  # ms at 2 GB/s
+    assert operator_time_ms(bert, 1, "fp32", "inference", v) == operator_time_ms(bert, 1, "fp32", "inference", without)
+    mobilenet = by_name["mobilenet-v2"]
+    assert operator_time_ms(mobilenet, 1, "fp32", "training", v) == operator_time_ms(mobilenet, 1, "fp32", "training", without)
 
 
 def test_the_packed_roofline_sums_every_operator_once_per_repeat(points):
