@@ -17,8 +17,9 @@ from models.loading import local_forward, meta_model
 PRECISION_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 # Backward costs about twice the forward pass (Kaplan et al. 2020, sec. 2.1).
 TRAINING_FLOPS_FACTOR = 3
-# A parameter tensor this large (4 MiB in fp32) is recorded by size (ParameterBreakdown.large_tensors):
-# below it an allocation of its size comes from the heap glibc keeps, and does not fault again.
+# A parameter tensor this large (4 MiB in fp32) is recorded by size (ParameterBreakdown.large_tensors),
+# a floor well under the sizes whose optimizer temporaries were measured faulting afresh (12 MB,
+# devicefit.predict.operator_roofline.REFAULT_FROM_BYTES) that keeps the record short.
 LARGE_TENSOR_ELEMENTS = 1 << 20
 
 
@@ -89,15 +90,19 @@ def _count_parameters(spec: ModelSpec) -> ParameterBreakdown:
 
 
 def _integers(cls, document: Any):
-    """A dataclass of integer fields (and tuples of integers) back from its JSON (derived_cache's decode)."""
+    """A dataclass of integer fields (and tuples of integers) back from its JSON (derived_cache's
+    decode): each field as its type says, a list only where the field is a tuple."""
     if not isinstance(document, dict) or set(document) != {f.name for f in fields(cls)}:
         raise ValueError(f"not a {cls.__name__}")
+    tuples = {f.name for f in fields(cls) if str(f.type).startswith("tuple")}
 
-    def decoded(v: Any) -> int | tuple[int, ...]:
-        if isinstance(v, list):
-            return tuple(integer(x) for x in v)
-        return integer(v)
-    return cls(**{k: decoded(v) for k, v in document.items()})
+    def decoded(name: str, v: Any) -> int | tuple[int, ...]:
+        if name not in tuples:
+            return integer(v)
+        if not isinstance(v, list):
+            raise ValueError(f"{name}: not a list of integers: {v!r}")
+        return tuple(integer(x) for x in v)
+    return cls(**{k: decoded(k, v) for k, v in document.items()})
 
 
 def parameter_breakdown(spec: ModelSpec) -> ParameterBreakdown:

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from models.analysis import PRECISION_BYTES
 from models.op_profile import CONV, GROUPED_CONV, LINEAR, MATMUL, OTHER, VIEW
 
 if TYPE_CHECKING:
@@ -91,7 +92,6 @@ GROUPED_CONV_MAX_K = 9.0
 # (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_) or a caching allocator moves these bounds.
 REFAULT_FROM_BYTES = 12e6
 REFAULT_MAPPED_BYTES = 32 * 2 ** 20
-MASTER_WEIGHT_BYTES = 4  # training keeps fp32 master weights in every precision (autocast)
 PRIOR_WEIGHT = 0.3  # pull of each log-parameter toward its prior, per unit of log error
 OPTIMIZER_BYTES_PER_PARAMETER = 28
 
@@ -99,7 +99,8 @@ OPTIMIZER_BYTES_PER_PARAMETER = 28
 def refaulted_bytes(large_tensors: tuple[int, ...]) -> float:
     """Bytes a CPU training step faults in afresh for the optimizer (see REFAULT_FROM_BYTES), from
     the element counts of the model's large parameter tensors."""
-    sizes = [MASTER_WEIGHT_BYTES * elements for elements in large_tensors]
+    # training keeps fp32 master weights in every precision (autocast)
+    sizes = [PRECISION_BYTES["fp32"] * elements for elements in large_tensors]
     return float(sum((3 if b >= REFAULT_MAPPED_BYTES else 2) * b for b in sizes if b >= REFAULT_FROM_BYTES))
 
 

@@ -68,6 +68,8 @@ class InsufficientData(DevicefitError, ValueError):
 # specified now would be off by the probe's best/median (1.13x on the Xeon's run 40).
 # 8: a grouped convolution's K stops at a 3x3 window's (operator_roofline.GROUPED_CONV_MAX_K):
 # a fit that saw 7x7 depthwise layers at a K of 49 would misread the capped traces.
+# 9: a CPU training step adds the pages its optimizer faults in afresh (operator_roofline.
+# refaulted_bytes, refault_gbs): an older fit's optimizer and backward terms absorbed them.
 ARTIFACT_FORMAT = "devicefit.predictor/9"
 # Error bars a predictor must meet on held-out models (MAPE); the asset check enforces them.
 ERROR_BARS = {"latency": 0.15, "throughput": 0.15, "memory": 0.10}

@@ -91,6 +91,23 @@ def test_counts_are_read_back_without_building_the_model(cache, monkeypatch):
         analysis.parameter_breakdown(spec)
 
 
+@pytest.mark.parametrize("damage", [{"total": [1, 2]}, {"large_tensors": 3}, {"large_tensors": [1.5]},
+                                    {"large_tensors": [-1]}, {"large_tensors": ["x"]}])
+def test_a_damaged_list_in_the_parameter_counts_is_counted_again(cache, monkeypatch, damage):
+    """A list is read back only where the counts hold one (the large tensors' sizes), and only of
+    non-negative integers; anything else is counted again from the model, never believed."""
+    spec = resolve_model("bert-tiny")
+    breakdown = analysis.parameter_breakdown(spec)
+    assert breakdown.large_tensors == (30522 * 128,)
+    (entry,) = (cache / "parameters").glob("*.json")
+    entry.write_text(json.dumps({**json.loads(entry.read_text()), **damage}))
+    monkeypatch.setattr(analysis, "_breakdowns", {})
+    built: list[str] = []
+    real = analysis.meta_model
+    monkeypatch.setattr(analysis, "meta_model", lambda spec: built.append(spec.name) or real(spec))
+    assert analysis.parameter_breakdown(spec) == breakdown and built == ["bert-tiny"]
+
+
 def test_a_trace_is_its_own_entry_per_inputs_mode_and_code(cache, monkeypatch):
     spec = resolve_model("bert-tiny")
     calls = _counting_traces(monkeypatch)
