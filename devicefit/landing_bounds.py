@@ -96,6 +96,8 @@ PROBE_RANGES: dict[str, tuple[float, float, str]] = {
     # predictors' compute peaks (hardware_specs.typical_matmul_share), the rest are shown
     "matmul_gflops_median": _MATMUL_GFLOPS, "memory_bandwidth_gbs_median": _COPY_GBS,
     "tiny_kernel_us_median": (1e-3, 1e7, "µs (a nanosecond to ten seconds)"),
+    # each backend's GEMM rate at the models' shapes (benchmark_runners/hardware/gemm_suite.py)
+    "backend_gemm_gflops": _MATMUL_GFLOPS,
 }
 
 

@@ -274,6 +274,13 @@ class HardwarePlatform(_Open):
     devices: list[HardwareDevice] | None = None
 
 
+class BackendGemm(_Open):
+    """Each backend's fp32 GEMM rates on the host CPU at the models' shapes (GFLOP/s): bounded as
+    the probe's matmul, so a transfer between machines can scale by them."""
+    gflops_median: dict[Text, dict[Text, _probe_figure("backend_gemm_gflops")]] | None = None
+    median_over_shapes: dict[Text, _probe_figure("backend_gemm_gflops")] | None = None
+
+
 class HardwareProbe(_Open):
     """A probe's figures become a device's peaks (predictions scale by them): when present they
     are positive finite numbers within what a machine can measure."""
@@ -287,6 +294,7 @@ class HardwareProbe(_Open):
     matmul_gflops_bf16_best: _probe_figure("matmul_gflops_bf16_best") | None = None
     matmul_gflops_fp16_best: _probe_figure("matmul_gflops_fp16_best") | None = None
     speed_reference: SpeedReference | None = None  # the kernel's readings around the probe: training scales the peaks by them
+    backend_gemm: BackendGemm | None = None  # the host CPU's probe: each backend's own GEMM rates
 
 
 class HardwareInventory(_Open):

@@ -194,6 +194,16 @@ class Backend(ABC):
         its row says so. `devicefit run` calls this on both cores before it measures
         (devicefit/run_warm.py). Nothing here by default."""
 
+    def host_gemm_seconds(self, m: int, k: int, n: int, budget_s: float) -> list[float] | None:
+        """Seconds of each timed call of a linear layer's fp32 GEMM (m rows of k inputs into n
+        outputs, against constant weights) run with this backend's own kernels on the host CPU,
+        with the threads its worker would use, after one untimed call (gemm_suite.time_calls);
+        None where the backend runs none there (the default). The CPU
+        probe times each backend that has one at the models' shapes
+        (benchmark_runners/hardware/gemm_suite.py): one backend's matmul rate does not say
+        another's on the same CPU."""
+        return None
+
     def loaded_key(self, config: "BenchmarkConfig") -> tuple:
         """Configs with the same key share one prepared model."""
         # new_tokens: a generation model's settings (max_new_tokens) are set when it is prepared

@@ -120,6 +120,17 @@ class TorchBackend(Backend):
             return "dynamically quantized int8 layers have no gradients, so int8 training cannot run"
         return super().kind_reason(kind, precision, mode)
 
+    def host_gemm_seconds(self, m: int, k: int, n: int, budget_s: float) -> list[float]:
+        """F.linear in fp32 without autograd, the kernel a model's Linear layers run, at this
+        process's torch threads (the probe's: its CPU budget's)."""
+        import torch
+
+        from benchmark_runners.hardware.gemm_suite import time_calls
+
+        x, w = torch.randn(m, k), torch.randn(n, k)
+        with torch.no_grad():
+            return time_calls(lambda: torch.nn.functional.linear(x, w), budget_s)
+
     def model_reason(self, model: str, linear_flops_fraction: float, precision: str, mode: str) -> str | None:
         if precision == "int8" and linear_flops_fraction < MIN_INT8_LINEAR_FRACTION:
             return (f"dynamic int8 quantizes linear layers only, which do {linear_flops_fraction:.0%} of {model}'s "

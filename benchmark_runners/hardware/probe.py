@@ -44,6 +44,9 @@ HALF_CALLS_PER_BUDGET = 4
 CACHE_COPY_BYTES = 256 * 2**10
 TINY_KERNEL_ELEMENTS = 16
 CALLS_PER_SAMPLE = 200  # a tiny call takes microseconds: time a run of them, not one
+# Each shape of the host CPU's GEMM suite is timed for this share of the budget, for each backend
+# (0.08 s at the default 0.5: about 1.3 s for the suite on the 2-core Zen 4 EPYC).
+GEMM_SHAPE_SHARE = 0.16
 
 
 @dataclass
@@ -84,6 +87,10 @@ class ProbeResult:
     # scaled by that moment. With the reading, training puts the probe at the device's typical
     # speed, as it does each row (devicefit.predict.hardware_specs.measured_device_specs).
     speed_reference: dict[str, Any] | None = None
+    # The host CPU's probe only: each backend's own fp32 GEMM rate at the models' shapes
+    # (benchmark_runners.hardware.gemm_suite.host_gemm_suite); None on other devices and in
+    # probes taken before it was measured.
+    backend_gemm: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -194,6 +201,11 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
             torch.add(x, x, out=y)
 
     tiny_times = _repeat(tiny, sync, budget_s / 4)
+    backend_gemm = None
+    if kind == "cpu":
+        from benchmark_runners.hardware.gemm_suite import host_gemm_suite
+
+        backend_gemm = host_gemm_suite(budget_s * GEMM_SHAPE_SHARE)
     reference = speed_reference.record(reading, speed_reference.reference_gflops(device), speed_reference.reference_copy_gbs(device))
     return ProbeResult(
         device=device,
@@ -214,6 +226,7 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
         matmul_gflops_bf16_best=half["bf16"],
         matmul_gflops_fp16_best=half["fp16"],
         speed_reference=reference,
+        backend_gemm=backend_gemm,
     )
 
 

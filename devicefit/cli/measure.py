@@ -94,9 +94,23 @@ def print_detection(as_json: bool = False, refresh: bool = False) -> None:
                           _probe_references(p.get("speed_reference")), str(p["threads"]), f"{p['duration_s']:.2f} s")
         console.print(probe)
         for dev, p in inv.probes.items():
+            if line := gemm_suite_line(p.get("backend_gemm")):
+                console.print(f"{dev}: {line}", soft_wrap=True)
+        for dev, p in inv.probes.items():
             if p.get("reused"):  # its device was measuring for another process: not probed again beside it
                 console.print(styled((f"{dev}: {p['reused']}", "yellow")))
     console.print(styled("torch device: ", (inv.torch_device(), "bold")))
+
+
+def gemm_suite_line(suite) -> str | None:
+    """The host CPU's per-backend GEMM rates at the models' shapes, in one line: "fp32 GEMMs at
+    the models' shapes (median over 5 shapes): torch 128.2, openvino 171.2 GFLOP/s"; None for a
+    probe without them."""
+    if not isinstance(suite, dict) or not suite.get("median_over_shapes"):
+        return None
+    rates = ", ".join(f"{name} {rate:.1f}" for name, rate in suite["median_over_shapes"].items())
+    failed = "".join(f"; {name}: {error}" for name, error in (suite.get("errors") or {}).items())
+    return f"fp32 GEMMs at the models' shapes (median over {len(suite.get('shapes') or [])} shapes): {rates} GFLOP/s{failed}"
 
 
 def _probe_references(reference) -> str:

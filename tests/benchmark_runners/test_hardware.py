@@ -64,6 +64,43 @@ def test_probe_measures_positive_figures(monkeypatch):
     # the speed-reference kernel read around it, so training can put its peaks at the run's typical speed
     assert result.speed_reference["before_gflops"] > 0 and result.speed_reference["after_gflops"] > 0
     assert result.speed_reference["copy_gbs"] > 0  # the copy kernel training moves the bandwidth by
+    # the host CPU's probe times each backend's own GEMM at the models' shapes (torch's at least)
+    suite = result.backend_gemm
+    assert suite["dtype"] == "fp32" and set(suite["gflops_median"]["torch"]) == set(suite["shapes"])
+    assert all(rate > 0 for rates in suite["gflops_median"].values() for rate in rates.values())
+
+
+def test_the_gemm_suite_times_each_backend_that_has_a_host_gemm_and_names_one_that_failed(monkeypatch):
+    from benchmark_runners import registry
+    from benchmark_runners.hardware.gemm_suite import host_gemm_suite, shape_key
+
+    class Fixed:  # 2 ms a call at every shape
+        def host_gemm_seconds(self, m, k, n, budget_s):
+            return [0.003, 0.002, 0.002]
+
+    class Broken:
+        def host_gemm_seconds(self, m, k, n, budget_s):
+            raise RuntimeError("no CPU plugin here")
+
+    class Without:
+        def host_gemm_seconds(self, m, k, n, budget_s):
+            return None
+
+    monkeypatch.setattr(registry, "backends", lambda: {"fixed": Fixed(), "broken": Broken(), "without": Without()})
+    suite = host_gemm_suite(0.01, shapes=((128, 768, 768), (50, 768, 3072)))
+    # the median call, in GFLOP/s: 2 * m * k * n flops in 2 ms
+    assert suite["gflops_median"] == {"fixed": {shape_key(128, 768, 768): round(2 * 128 * 768 * 768 / 0.002 / 1e9, 2),
+                                                shape_key(50, 768, 3072): round(2 * 50 * 768 * 3072 / 0.002 / 1e9, 2)}}
+    assert suite["errors"] == {"broken": "RuntimeError: no CPU plugin here"}  # said, and the probe goes on
+    assert "without" not in suite["gflops_median"] and "without" not in suite["errors"]  # no host GEMM: nothing to say
+
+
+def test_openvino_times_its_own_gemm_on_the_host_cpu():
+    from benchmark_runners import registry
+
+    pytest.importorskip("openvino", reason="the openvino package is not installed: its CPU plugin has no GEMM to time here")
+    times = registry.backend("openvino").host_gemm_seconds(50, 768, 768, 0.01)
+    assert len(times) >= 5 and all(t > 0 for t in times)  # at least MIN_CALLS timed calls after an untimed one
 
 
 def test_half_matmuls_are_measured_at_the_fp32_size_only_where_the_calls_fit_the_budget():
@@ -363,3 +400,13 @@ def test_a_disturbed_probe_keeps_which_devices_exist_but_no_probe(tmp_path, monk
     detect_hardware(refresh=True, cache_path=path)  # a refresh re-detects; its disturbed probe leaves the earlier one cached
     assert len(detections) == 2 and probed == ["cpu"] * 4
     assert json.loads(path.read_text())["probes"]["cpu"]["matmul_gflops_best"] == 103.0
+
+
+def test_detect_prints_the_gemm_suite_in_one_line_and_nothing_for_a_probe_without_it():
+    from devicefit.cli.measure import gemm_suite_line
+
+    assert gemm_suite_line(None) is None and gemm_suite_line({"median_over_shapes": {}}) is None
+    line = gemm_suite_line({"shapes": ["128x768x768", "50x768x3072"], "median_over_shapes": {"torch": 128.24, "openvino": 171.2},
+                            "errors": {"browser": "RuntimeError: no host GEMM"}})
+    assert line == ("fp32 GEMMs at the models' shapes (median over 2 shapes): torch 128.2, openvino 171.2 GFLOP/s; "
+                    "browser: RuntimeError: no host GEMM")

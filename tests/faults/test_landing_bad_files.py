@@ -600,6 +600,24 @@ def test_a_probe_figure_no_machine_measures_is_quarantined_naming_it(tmp_path, f
         write_landing(tmp_path / "refused", "ingest:x", {**_doc([_row()]), "hardware": {"probes": {"cpu": probe}}})
 
 
+@pytest.mark.parametrize("suite, where", [
+    ({"gflops_median": {"openvino": {"128x768x768": 1e300}}}, "backend_gemm.gflops_median.openvino.128x768x768"),
+    ({"median_over_shapes": {"torch": 5e-324}}, "backend_gemm.median_over_shapes.torch"),
+    ({"median_over_shapes": {"torch": -3.0}}, "backend_gemm.median_over_shapes.torch"),
+])
+def test_a_backend_gemm_rate_no_machine_measures_is_quarantined_naming_it(tmp_path, suite, where):
+    """The host CPU's per-backend GEMM rates are bounded as the probe's matmul is: a transfer
+    between machines is to scale by them."""
+    paths = DataPaths(tmp_path)
+    probe = {"fingerprint": "cpu-abc", "matmul_gflops_best": 330.0, "backend_gemm": suite}
+    _write_raw(paths.raw / "ingest__absurd.json", {**_doc([_row(run_id="absurd")]), "source_key": "ingest:absurd",
+                                                   "hardware": {"probes": {"cpu": probe}}})
+    write_landing(paths.raw, "partition:cpu|z-good", _doc([_row(run_id="good")]))
+    report = load_landing_files(paths.database, paths.raw)
+    assert f"hardware.probes.cpu.{where}" in dict(report.quarantined)["ingest__absurd.json"]
+    assert report.loaded == [("partition:cpu|z-good", 1)] and _count(paths.database) == 1
+
+
 @pytest.mark.parametrize("field, value", [("model", "   "), ("run_id", " "), ("config_key", "\t \n"), ("backend", "  "),
                                           ("model", "\u3000"), ("model", "\u200b\u200b"), ("run_id", "\u2060"),
                                           ("config_key", "\ufeff"), ("backend", " \u200b "), ("device", "\u200d\u00ad"),

@@ -1,0 +1,76 @@
+"""Each backend's own fp32 GEMM rate on the host CPU, at the shapes of the models' linear layers.
+
+Why: a prediction for a machine nothing was measured on carries a fitted roofline from another
+machine, scaled by the two machines' probed matmul peaks, and the probe's matmul is torch's.
+Between the Zen 4 EPYC and the Intel Xeon that ratio is 0.68, which fits torch's rows there
+(their fitted GEMM rates: 137 against 236 GFLOP/s). OpenVINO's fitted rates were about the same
+on both CPUs (193 against 208), so OpenVINO's rows carried from the Xeon came out 1.4x too slow
+(leave-one-device-out latency 65%; docs/measurement-log.md, 2026-12-02). Each backend has its own
+kernels (torch's matmul goes to its BLAS; OpenVINO's CPU plugin to its own JIT kernels), and a
+square 1024 matmul did not rank them as their rows do: on the Zen 4 it put OpenVINO at 0.8-0.9x
+torch, while their fitted rates are 1.4x. At the models' shapes (128 to 512 rows of a BERT-base
+layer, and a ViT's 50 tokens) the same two read OpenVINO 1.0-1.8x torch. So the probe times each
+backend that runs on the host CPU at those shapes, with the threads its worker would use, and
+records it. Predictions do not read it yet: a transfer that used it needs both machines' suites,
+and the stored datasets have none.
+"""
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from typing import Any, Callable
+
+log = logging.getLogger("devicefit.probe")
+
+# (rows, inputs, outputs) of a linear layer: a BERT-base layer's projections and feed-forward at
+# 128 tokens, its feed-forward at 512, and a ViT-B/32's at 50 tokens.
+GEMM_SHAPES: tuple[tuple[int, int, int], ...] = ((128, 768, 768), (128, 768, 3072), (128, 3072, 768), (512, 768, 3072), (50, 768, 3072))
+SHAPE_BUDGET_S = 0.08  # timed seconds per shape and backend: about 1.2 s for the suite on a 2-core CPU
+MIN_CALLS = 5
+MAX_CALLS = 200
+
+
+def time_calls(fn: Callable[[], Any], budget_s: float, min_calls: int = MIN_CALLS, max_calls: int = MAX_CALLS) -> list[float]:
+    """Seconds of each call of `fn` after one untimed call (allocation, kernel selection): at
+    least `min_calls`, then until `budget_s` has passed or `max_calls`."""
+    fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < min_calls or (time.perf_counter() - start < budget_s and len(times) < max_calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def shape_key(m: int, k: int, n: int) -> str:
+    return f"{m}x{k}x{n}"
+
+
+def host_gemm_suite(budget_s: float = SHAPE_BUDGET_S, shapes: tuple[tuple[int, int, int], ...] = GEMM_SHAPES) -> dict[str, Any]:
+    """Per backend that runs a GEMM on the host CPU (Backend.host_gemm_seconds), the median
+    GFLOP/s of its calls at each shape, and the median over the shapes; a backend whose GEMM
+    raised is named with its error instead (a probe figure missing, not a failed probe)."""
+    from benchmark_runners import registry
+
+    started = time.perf_counter()
+    rates: dict[str, dict[str, float]] = {}
+    errors: dict[str, str] = {}
+    for name, backend in registry.backends().items():
+        try:
+            per_shape = {}
+            for m, k, n in shapes:
+                times = backend.host_gemm_seconds(m, k, n, budget_s)
+                if times is None:
+                    break
+                per_shape[shape_key(m, k, n)] = round(2.0 * m * k * n / statistics.median(times) / 1e9, 2)
+        except Exception as exc:  # noqa: BLE001 - one backend's missing figure, said; the probe goes on
+            log.info("no host GEMM rates for %s: %s: %s", name, type(exc).__name__, exc)
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        if per_shape:
+            rates[name] = per_shape
+    return {"dtype": "fp32", "shapes": [shape_key(*s) for s in shapes], "gflops_median": rates,
+            "median_over_shapes": {name: round(statistics.median(r.values()), 2) for name, r in rates.items()},
+            "errors": errors, "seconds": round(time.perf_counter() - started, 3)}
