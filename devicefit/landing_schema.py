@@ -274,11 +274,22 @@ class HardwarePlatform(_Open):
     devices: list[HardwareDevice] | None = None
 
 
+# A backend's registered name, and a GEMM's "MxKxN" (benchmark_runners/hardware/gemm_suite.py).
+_GemmBackend = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+_GemmShape = Annotated[str, Field(pattern=r"^[1-9][0-9]{0,5}x[1-9][0-9]{0,5}x[1-9][0-9]{0,5}$")]
+_GemmRate = _probe_figure("backend_gemm_gflops")
+
+
 class BackendGemm(_Open):
     """Each backend's fp32 GEMM rates on the host CPU at the models' shapes (GFLOP/s): bounded as
-    the probe's matmul, so a transfer between machines can scale by them."""
-    gflops_median: dict[Text, dict[Text, _probe_figure("backend_gemm_gflops")]] | None = None
-    median_over_shapes: dict[Text, _probe_figure("backend_gemm_gflops")] | None = None
+    the probe's matmul, by names of the shape a probe writes and at most 16 backends of 16
+    shapes, so a transfer between machines can scale by them."""
+    dtype: Literal["fp32"] | None = None
+    gflops_median: Annotated[dict[_GemmBackend, Annotated[dict[_GemmShape, _GemmRate], Field(max_length=16)]],
+                             Field(max_length=16)] | None = None
+    median_over_shapes: Annotated[dict[_GemmBackend, _GemmRate], Field(max_length=16)] | None = None
+    shapes: Annotated[list[_GemmShape], Field(max_length=16)] | None = None
+    errors: Annotated[dict[_GemmBackend, Annotated[Text, Field(max_length=400)]], Field(max_length=16)] | None = None
 
 
 class HardwareProbe(_Open):

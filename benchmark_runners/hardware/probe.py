@@ -45,7 +45,8 @@ CACHE_COPY_BYTES = 256 * 2**10
 TINY_KERNEL_ELEMENTS = 16
 CALLS_PER_SAMPLE = 200  # a tiny call takes microseconds: time a run of them, not one
 # Each shape of the host CPU's GEMM suite is timed for this share of the budget, for each backend
-# (0.08 s at the default 0.5: about 1.3 s for the suite on the 2-core Zen 4 EPYC).
+# (0.08 s at the default 0.5: about 1.3 s for the suite on the 2-core Zen 4 EPYC, outside the
+# probe's own duration_s).
 GEMM_SHAPE_SHARE = 0.16
 
 
@@ -119,17 +120,19 @@ def _repeat(fn: Callable[[], None], sync: Callable[[], None], budget_s: float, m
     return times
 
 
-def probe_device(device: str = "cpu", budget_s: float = 0.5) -> ProbeResult:
+def probe_device(device: str = "cpu", budget_s: float = 0.5, gemm_suite: bool = True) -> ProbeResult:
     """Measure `device` ("cpu", "cuda:0", "mps") for about 2-4 * budget_s seconds (the half-precision
-    matmuls at the large size take up to budget_s each where a call fits a quarter of it); a probe that
-    others' CPU use disturbed is taken again once, and the result says whether it was."""
+    matmuls at the large size take up to budget_s each where a call fits a quarter of it), and on
+    the host CPU, with `gemm_suite`, each backend's GEMM at the models' shapes after that (about
+    2.6 * budget_s more, its own `seconds`); a probe that others' CPU use disturbed is taken again
+    once, and the result says whether it was."""
     from benchmark_runners import contention
 
     result = None
     for _attempt in range(2):
         before = contention.snapshot()
         with _threads_within_budget(device):
-            result = _probe_once(device, budget_s)
+            result = _probe_once(device, budget_s, gemm_suite)
         result.other_cpu_share = contention.share_since(before)
         result.contended = contention.is_contended(result.other_cpu_share)
         if not result.contended:
@@ -157,7 +160,7 @@ def _threads_within_budget(device: str):
             torch.set_num_threads(before)
 
 
-def _probe_once(device: str, budget_s: float) -> ProbeResult:
+def _probe_once(device: str, budget_s: float, gemm_suite: bool = True) -> ProbeResult:
     import torch
 
     from benchmark_runners import speed_reference
@@ -201,12 +204,13 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
             torch.add(x, x, out=y)
 
     tiny_times = _repeat(tiny, sync, budget_s / 4)
+    reference = speed_reference.record(reading, speed_reference.reference_gflops(device), speed_reference.reference_copy_gbs(device))
+    duration_s = time.perf_counter() - started
     backend_gemm = None
-    if kind == "cpu":
+    if kind == "cpu" and gemm_suite:  # after the references: they are read right after the probe's own kernels
         from benchmark_runners.hardware.gemm_suite import host_gemm_suite
 
         backend_gemm = host_gemm_suite(budget_s * GEMM_SHAPE_SHARE)
-    reference = speed_reference.record(reading, speed_reference.reference_gflops(device), speed_reference.reference_copy_gbs(device))
     return ProbeResult(
         device=device,
         matmul_dtype="fp32",
@@ -218,7 +222,7 @@ def _probe_once(device: str, budget_s: float) -> ProbeResult:
         memory_bandwidth_gbs_median=round(moved / statistics.median(cp_times) / 1e9, 2),
         repetitions=len(mm_times) + len(cp_times),
         threads=torch.get_num_threads(),
-        duration_s=round(time.perf_counter() - started, 3),
+        duration_s=round(duration_s, 3),
         cache_copy_bytes=CACHE_COPY_BYTES,
         cache_copy_gbs_best=round(2.0 * CACHE_COPY_BYTES * CALLS_PER_SAMPLE / min(cache_times) / 1e9, 2),
         tiny_kernel_us_median=round(statistics.median(tiny_times) / CALLS_PER_SAMPLE * 1e6, 3),

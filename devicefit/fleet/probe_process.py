@@ -21,7 +21,9 @@ def main(argv: list[str]) -> int:
         torch.set_num_threads(threads)
     from benchmark_runners.hardware.probe import probe_device
 
-    result = probe_device(device).to_json()
+    # No per-backend GEMM suite: a profile's threads and ISA cap reach torch only, and OpenVINO
+    # (which takes no profile: devicefit/fleet/constraints.py) would read the whole CPU's rate.
+    result = probe_device(device, gemm_suite=False).to_json()
     result["aten_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
     result["onednn_max_cpu_isa"] = os.environ.get("ONEDNN_MAX_CPU_ISA")
     print(json.dumps(result))

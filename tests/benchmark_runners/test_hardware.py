@@ -86,13 +86,34 @@ def test_the_gemm_suite_times_each_backend_that_has_a_host_gemm_and_names_one_th
         def host_gemm_seconds(self, m, k, n, budget_s):
             return None
 
-    monkeypatch.setattr(registry, "backends", lambda: {"fixed": Fixed(), "broken": Broken(), "without": Without()})
+    class Partway:  # a GEMM at the first shape only: recorded at every shape or not at all
+        def host_gemm_seconds(self, m, k, n, budget_s):
+            return [0.002] * 3 if m == 128 else None
+
+    class Impossible:  # a clock that read nothing: 1e14 GFLOP/s is no measurement
+        def host_gemm_seconds(self, m, k, n, budget_s):
+            return [1e-12] * 3
+
+    class Shaped:  # a plugin registered by shape, without the hook
+        pass
+
+    class Chatty:
+        def host_gemm_seconds(self, m, k, n, budget_s):
+            raise RuntimeError("first line\n" + "more " * 500)
+
+    backends = {"fixed": Fixed(), "broken": Broken(), "without": Without(), "partway": Partway(), "impossible": Impossible(),
+                "shaped": Shaped(), "chatty": Chatty()}
+    monkeypatch.setattr(registry, "backends", lambda: backends)
     suite = host_gemm_suite(0.01, shapes=((128, 768, 768), (50, 768, 3072)))
     # the median call, in GFLOP/s: 2 * m * k * n flops in 2 ms
-    assert suite["gflops_median"] == {"fixed": {shape_key(128, 768, 768): round(2 * 128 * 768 * 768 / 0.002 / 1e9, 2),
-                                                shape_key(50, 768, 3072): round(2 * 50 * 768 * 3072 / 0.002 / 1e9, 2)}}
-    assert suite["errors"] == {"broken": "RuntimeError: no CPU plugin here"}  # said, and the probe goes on
-    assert "without" not in suite["gflops_median"] and "without" not in suite["errors"]  # no host GEMM: nothing to say
+    fixed = {shape_key(128, 768, 768): round(2 * 128 * 768 * 768 / 0.002 / 1e9, 2),
+             shape_key(50, 768, 3072): round(2 * 50 * 768 * 3072 / 0.002 / 1e9, 2)}
+    assert suite["gflops_median"] == {"fixed": fixed}
+    assert suite["median_over_shapes"] == {"fixed": round(sorted(fixed.values())[0] / 2 + sorted(fixed.values())[1] / 2, 2)}
+    assert suite["errors"]["broken"] == "RuntimeError: no CPU plugin here"  # said, and the probe goes on
+    assert "no measurement" in suite["errors"]["impossible"]
+    assert suite["errors"]["chatty"] == "RuntimeError: first line"  # its first line, not pages of it
+    assert set(suite["errors"]) == {"broken", "impossible", "chatty"}  # none for a backend without a host GEMM
 
 
 def test_openvino_times_its_own_gemm_on_the_host_cpu():
@@ -410,3 +431,25 @@ def test_detect_prints_the_gemm_suite_in_one_line_and_nothing_for_a_probe_withou
                             "errors": {"browser": "RuntimeError: no host GEMM"}})
     assert line == ("fp32 GEMMs at the models' shapes (median over 2 shapes): torch 128.2, openvino 171.2 GFLOP/s; "
                     "browser: RuntimeError: no host GEMM")
+
+
+def test_openvino_times_its_gemm_with_the_threads_and_hints_an_fp32_row_gets(monkeypatch):
+    openvino = pytest.importorskip("openvino", reason="the openvino package is not installed: its CPU plugin has no GEMM to time here")
+    from benchmark_runners import registry
+    from benchmark_runners.hardware import cpu_budget
+
+    compiled = []
+    real = openvino.Core
+
+    class Recording:
+        def compile_model(self, model, device, hints):
+            compiled.append((device, dict(hints)))
+            return real().compile_model(model, device, hints)
+
+    monkeypatch.setattr(openvino, "Core", Recording)
+    monkeypatch.setattr(cpu_budget, "restricted_threads", lambda: 1)  # a CPU budget of one thread
+    registry.backend("openvino").host_gemm_seconds(50, 64, 64, 0.001)
+    (device, hints), = compiled
+    assert device == "CPU" and hints["INFERENCE_NUM_THREADS"] == 1
+    assert hints["INFERENCE_PRECISION_HINT"] == "f32" and hints["PERFORMANCE_HINT"] == "LATENCY"
+    assert hints["CPU_DENORMALS_OPTIMIZATION"] is False

@@ -604,6 +604,10 @@ def test_a_probe_figure_no_machine_measures_is_quarantined_naming_it(tmp_path, f
     ({"gflops_median": {"openvino": {"128x768x768": 1e300}}}, "backend_gemm.gflops_median.openvino.128x768x768"),
     ({"median_over_shapes": {"torch": 5e-324}}, "backend_gemm.median_over_shapes.torch"),
     ({"median_over_shapes": {"torch": -3.0}}, "backend_gemm.median_over_shapes.torch"),
+    ({"gflops_median": {"../etc": {"128x768x768": 100.0}}}, "(got '../etc')"),  # no backend's name
+    ({"gflops_median": {"torch": {"128x768x768; rm -rf": 100.0}}}, "(got '128x768x768; rm -rf')"),  # no shape's
+    ({"median_over_shapes": {f"b{i}": 100.0 for i in range(17)}}, "backend_gemm.median_over_shapes"),
+    ({"errors": {"openvino": "x" * 401}}, "backend_gemm.errors.openvino"),
 ])
 def test_a_backend_gemm_rate_no_machine_measures_is_quarantined_naming_it(tmp_path, suite, where):
     """The host CPU's per-backend GEMM rates are bounded as the probe's matmul is: a transfer
@@ -614,7 +618,8 @@ def test_a_backend_gemm_rate_no_machine_measures_is_quarantined_naming_it(tmp_pa
                                                    "hardware": {"probes": {"cpu": probe}}})
     write_landing(paths.raw, "partition:cpu|z-good", _doc([_row(run_id="good")]))
     report = load_landing_files(paths.database, paths.raw)
-    assert f"hardware.probes.cpu.{where}" in dict(report.quarantined)["ingest__absurd.json"]
+    reason = dict(report.quarantined)["ingest__absurd.json"]
+    assert "hardware.probes.cpu.backend_gem" in reason and (f"hardware.probes.cpu.{where}" in reason or where in reason), reason
     assert report.loaded == [("partition:cpu|z-good", 1)] and _count(paths.database) == 1
 
 
