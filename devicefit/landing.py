@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from devicefit import store
-from devicefit.landing_schema import REQUIRED_RESULT_FIELDS, LandingFileError, validated_device, validated_rows
+from devicefit.landing_device import validated_device
+from devicefit.landing_schema import REQUIRED_RESULT_FIELDS, LandingFileError, validated_rows
 from devicefit.landing_share import MAX_LANDING_BYTES, pull, push
 from devicefit.results_io import write_text_atomic
 

@@ -197,7 +197,7 @@ class Backend(ABC):
     def host_gemm_seconds(self, m: int, k: int, n: int, budget_s: float) -> list[float] | None:
         """Seconds of each timed call of a linear layer's fp32 GEMM (m rows of k inputs into n
         outputs, against constant weights) run with this backend's own kernels on the host CPU,
-        with the threads its worker would use, after one untimed call (gemm_suite.time_calls);
+        with the threads its worker would use, after one untimed call (gemm_suite.time_gemm);
         None where the backend runs none there (the default). The CPU
         probe times each backend that has one at the models' shapes
         (benchmark_runners/hardware/gemm_suite.py): one backend's matmul rate does not say

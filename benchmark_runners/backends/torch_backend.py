@@ -125,11 +125,11 @@ class TorchBackend(Backend):
         process's torch threads (the probe's: its CPU budget's)."""
         import torch
 
-        from benchmark_runners.hardware.gemm_suite import time_calls
+        from benchmark_runners.hardware.gemm_suite import time_gemm
 
         x, w = torch.randn(m, k), torch.randn(n, k)
         with torch.no_grad():
-            return time_calls(lambda: torch.nn.functional.linear(x, w), budget_s)
+            return time_gemm(lambda: torch.nn.functional.linear(x, w), budget_s)
 
     def model_reason(self, model: str, linear_flops_fraction: float, precision: str, mode: str) -> str | None:
         if precision == "int8" and linear_flops_fraction < MIN_INT8_LINEAR_FRACTION:

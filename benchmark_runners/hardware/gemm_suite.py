@@ -29,25 +29,19 @@ log = logging.getLogger("devicefit.probe")
 # 128 tokens, its feed-forward at 512, and a ViT-B/32's at 50 tokens.
 GEMM_SHAPES: tuple[tuple[int, int, int], ...] = ((128, 768, 768), (128, 768, 3072), (128, 3072, 768), (512, 768, 3072), (50, 768, 3072))
 SHAPE_BUDGET_S = 0.08  # timed seconds per shape and backend: about 1.3 s for the suite on a 2-core CPU
-MIN_CALLS = 3  # a median of three at least: a probe at a small budget (the tests') stays short
-MAX_CALLS = 200
+MAX_CALLS = 200  # a small shape's calls take a millisecond: the budget, not this, ends them
 # A rate outside this is no measurement (a hook whose clock failed): said as an error, not
 # recorded, since ingest refuses a probe with one (devicefit/landing_bounds.py's matmul bounds).
 RATE_BOUNDS_GFLOPS = (1e-3, 1e8)
 ERROR_CHARS = 200  # an error is kept to its first line, this long: OpenVINO's run to pages
 
 
-def time_calls(fn: Callable[[], Any], budget_s: float, min_calls: int = MIN_CALLS, max_calls: int = MAX_CALLS) -> list[float]:
-    """Seconds of each call of `fn` after one untimed call (allocation, kernel selection): at
-    least `min_calls`, then until `budget_s` has passed or `max_calls`."""
-    fn()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < min_calls or (time.perf_counter() - start < budget_s and len(times) < max_calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return times
+def time_gemm(call: Callable[[], Any], budget_s: float) -> list[float]:
+    """A host GEMM's call timed as the probe times its kernels (probe.repeat_calls: one untimed
+    call, then at least three), up to MAX_CALLS: what Backend.host_gemm_seconds returns."""
+    from benchmark_runners.hardware.probe import repeat_calls
+
+    return repeat_calls(call, lambda: None, budget_s, MAX_CALLS)
 
 
 def shape_key(m: int, k: int, n: int) -> str:

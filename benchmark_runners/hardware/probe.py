@@ -107,7 +107,9 @@ def _synchronizer(device: str) -> Callable[[], None]:
     return lambda: None
 
 
-def _repeat(fn: Callable[[], None], sync: Callable[[], None], budget_s: float, max_reps: int = 30) -> list[float]:
+def repeat_calls(fn: Callable[[], None], sync: Callable[[], None], budget_s: float, max_reps: int = 30) -> list[float]:
+    """Seconds of each call of `fn` (then `sync`) after one untimed call, which pays allocation and
+    kernel selection: at least three, then until `budget_s` has passed or `max_reps`."""
     fn()
     sync()  # warm-up: first call pays allocation and kernel selection
     times: list[float] = []
@@ -175,7 +177,7 @@ def _probe_once(device: str, budget_s: float, gemm_suite: bool = True) -> ProbeR
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
     c = torch.empty(n, n, device=device)
-    mm_times = _repeat(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), sync, budget_s)
+    mm_times = repeat_calls(lambda a=a, b=b, c=c: torch.mm(a, b, out=c), sync, budget_s)
     flops = 2.0 * n**3
     del a, b, c
     # Read after the matmul's warm-up and timing, not before: the first reading in a fresh process
@@ -185,7 +187,7 @@ def _probe_once(device: str, budget_s: float, gemm_suite: bool = True) -> ProbeR
     elems = sizes["copy_bytes"] // 4
     src = torch.ones(elems, device=device)
     dst = torch.empty_like(src)
-    cp_times = _repeat(lambda dst=dst, src=src: dst.copy_(src), sync, budget_s)
+    cp_times = repeat_calls(lambda dst=dst, src=src: dst.copy_(src), sync, budget_s)
     moved = 2.0 * elems * 4
     del src, dst
     small_src = torch.ones(CACHE_COPY_BYTES // 4, device=device)
@@ -195,7 +197,7 @@ def _probe_once(device: str, budget_s: float, gemm_suite: bool = True) -> ProbeR
         for _ in range(CALLS_PER_SAMPLE):
             dst.copy_(src)
 
-    cache_times = _repeat(copies, sync, budget_s / 4)
+    cache_times = repeat_calls(copies, sync, budget_s / 4)
     x = torch.ones(TINY_KERNEL_ELEMENTS, device=device)
     y = torch.empty_like(x)
 
@@ -203,7 +205,7 @@ def _probe_once(device: str, budget_s: float, gemm_suite: bool = True) -> ProbeR
         for _ in range(CALLS_PER_SAMPLE):
             torch.add(x, x, out=y)
 
-    tiny_times = _repeat(tiny, sync, budget_s / 4)
+    tiny_times = repeat_calls(tiny, sync, budget_s / 4)
     reference = speed_reference.record(reading, speed_reference.reference_gflops(device), speed_reference.reference_copy_gbs(device))
     duration_s = time.perf_counter() - started
     backend_gemm = None
@@ -239,7 +241,7 @@ def half_matmul_size(small_n: int, large_n: int, slowest_small_call_s: float | N
     slowest half dtype's call there, projected from its call at small_n by the n^3 work, lets
     HALF_CALLS_PER_BUDGET calls fit in budget_s; else small_n. A projection from the small size
     usually overstates the large call (fixed costs weigh more at the small one); where a kernel
-    slows per FLOP at the large size instead, `_repeat`'s four calls bound what it costs."""
+    slows per FLOP at the large size instead, `repeat_calls`'s four calls bound what it costs."""
     if large_n <= small_n or slowest_small_call_s is None:
         return small_n
     projected = slowest_small_call_s * (large_n / small_n) ** 3
@@ -278,7 +280,7 @@ def _half_matmul_gflops(dtype, n: int, device: str, sync: Callable[[], None], bu
     try:
         a = torch.randn(n, n, device=device).to(dtype)
         w = torch.randn(n, n, device=device).to(dtype)
-        times = _repeat(lambda a=a, w=w: torch.nn.functional.linear(a, w), sync, budget_s, max_reps=10)
+        times = repeat_calls(lambda a=a, w=w: torch.nn.functional.linear(a, w), sync, budget_s, max_reps=10)
     except (RuntimeError, TypeError, NotImplementedError) as exc:
         log.info("no %s matmul on %s: %s", dtype, device, exc)
         return None

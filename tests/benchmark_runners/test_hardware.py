@@ -121,7 +121,7 @@ def test_openvino_times_its_own_gemm_on_the_host_cpu():
 
     pytest.importorskip("openvino", reason="the openvino package is not installed: its CPU plugin has no GEMM to time here")
     times = registry.backend("openvino").host_gemm_seconds(50, 768, 768, 0.01)
-    assert len(times) >= 5 and all(t > 0 for t in times)  # at least MIN_CALLS timed calls after an untimed one
+    assert len(times) >= 5 and all(t > 0 for t in times)  # timed calls after an untimed one, as many as the budget allows
 
 
 def test_half_matmuls_are_measured_at_the_fp32_size_only_where_the_calls_fit_the_budget():

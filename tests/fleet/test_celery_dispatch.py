@@ -243,7 +243,7 @@ def test_register_device_writes_a_description_the_store_accepts(tmp_path, monkey
     from dagster import DagsterInstance
 
     from benchmark_runners.hardware import detect_hardware
-    from devicefit.landing_schema import validated_device
+    from devicefit.landing_device import validated_device
     from devicefit.paths import DataPaths
     from pipelines import worker
 
