@@ -7,7 +7,7 @@ MPS clock synchronizes at every mark and reads perf_counter_ns.
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Callable, Protocol
 
 
 class IterationClock(Protocol):
@@ -87,3 +87,18 @@ def clock_for(device: str) -> IterationClock:
 
         return HostClock(torch.mps.synchronize)
     return HostClock()
+
+
+def repeat_calls(fn: Callable[[], None], sync: Callable[[], None], budget_s: float, max_reps: int = 30) -> list[float]:
+    """Seconds of each call of `fn` (then `sync`) after one untimed call, which pays allocation and
+    kernel selection: at least three, then until `budget_s` has passed or `max_reps`."""
+    fn()
+    sync()  # warm-up: first call pays allocation and kernel selection
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < 3 or (time.perf_counter() - start < budget_s and len(times) < max_reps):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return times

@@ -255,7 +255,8 @@ class OpenVINOBackend(Backend):
     def host_gemm_seconds(self, m: int, k: int, n: int, budget_s: float) -> list[float] | None:
         from benchmark_runners.backends.openvino_gemm import host_gemm_seconds
 
-        return host_gemm_seconds(m, k, n, budget_s)
+        hints = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS["fp32"], "PERFORMANCE_HINT": "LATENCY", **denormal_hints("CPU")}
+        return host_gemm_seconds(m, k, n, budget_s, hints)
 
     def cache_key(self, config: BenchmarkConfig) -> tuple | None:
         if config.mode == "generation":

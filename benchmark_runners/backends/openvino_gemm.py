@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 
-def host_gemm_seconds(m: int, k: int, n: int, budget_s: float) -> list[float] | None:
+def host_gemm_seconds(m: int, k: int, n: int, budget_s: float, hints: dict[str, object]) -> list[float] | None:
     """A MatMul against constant weights (a linear layer, as the conversion emits one) on the
-    CPU plugin, compiled with the hints an fp32 batch-1 row gets (f32, LATENCY, denormals kept,
-    the CPU budget's threads where one restricts this process); None where openvino is not
-    installed."""
+    CPU plugin, compiled with `hints` (the backend's for an fp32 batch-1 row) and the CPU
+    budget's threads where one restricts this process; None where openvino is not installed."""
     try:
         import numpy as np
         import openvino as ov
         import openvino.opset13 as ops
     except ImportError:
         return None
-    from benchmark_runners.backends.openvino_backend import PRECISION_HINTS, denormal_hints
     from benchmark_runners.hardware.cpu_budget import restricted_threads
     from benchmark_runners.hardware.gemm_suite import time_gemm
 
@@ -22,7 +20,7 @@ def host_gemm_seconds(m: int, k: int, n: int, budget_s: float) -> list[float] | 
     x = ops.parameter([m, k], np.float32, name="x")
     w = ops.constant(rng.standard_normal((n, k)).astype(np.float32))
     model = ov.Model([ops.matmul(x, w, False, True)], [x], "linear")
-    hints = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS["fp32"], "PERFORMANCE_HINT": "LATENCY", **denormal_hints("CPU")}
+    hints = dict(hints)
     if threads := restricted_threads():
         hints["INFERENCE_NUM_THREADS"] = threads
     request = ov.Core().compile_model(model, "CPU", hints).create_infer_request()

@@ -37,9 +37,9 @@ ERROR_CHARS = 200  # an error is kept to its first line, this long: OpenVINO's r
 
 
 def time_gemm(call: Callable[[], Any], budget_s: float) -> list[float]:
-    """A host GEMM's call timed as the probe times its kernels (probe.repeat_calls: one untimed
+    """A host GEMM's call timed as the probe times its kernels (timers.repeat_calls: one untimed
     call, then at least three), up to MAX_CALLS: what Backend.host_gemm_seconds returns."""
-    from benchmark_runners.hardware.probe import repeat_calls
+    from benchmark_runners.timers import repeat_calls
 
     return repeat_calls(call, lambda: None, budget_s, MAX_CALLS)
 

@@ -20,6 +20,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
+from benchmark_runners.timers import repeat_calls
+
 log = logging.getLogger("devicefit.probe")
 
 # Sizes big enough to leave caches and reach steady throughput, small enough for < 1 s each.
@@ -105,21 +107,6 @@ def _synchronizer(device: str) -> Callable[[], None]:
     if device == "mps":
         return torch.mps.synchronize
     return lambda: None
-
-
-def repeat_calls(fn: Callable[[], None], sync: Callable[[], None], budget_s: float, max_reps: int = 30) -> list[float]:
-    """Seconds of each call of `fn` (then `sync`) after one untimed call, which pays allocation and
-    kernel selection: at least three, then until `budget_s` has passed or `max_reps`."""
-    fn()
-    sync()  # warm-up: first call pays allocation and kernel selection
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < 3 or (time.perf_counter() - start < budget_s and len(times) < max_reps):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return times
 
 
 def probe_device(device: str = "cpu", budget_s: float = 0.5, gemm_suite: bool = True) -> ProbeResult:
